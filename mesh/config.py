@@ -1,0 +1,424 @@
+"""The mesh configuration: one pydantic model for the `wg-mesh:mesh` stack config key.
+
+Everything a user can get wrong is caught here, before a single resource is declared.
+`load_mesh` returns a valid `MeshConfig` or raises `ConfigError` carrying *every* problem,
+each prefixed with its field path (`sites[1].overlay_ip: ...`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
+MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
+MAX_TUNNEL_MTU = 8920  # AWS in-VPC jumbo frames (9001) minus the overhead, rounded down
+DEFAULT_AWS_INSTANCE_TYPE = "c6i.2xlarge"
+DEFAULT_GCP_INSTANCE_TYPE = "n2-standard-8"
+DEFAULT_AWS_UNDERLAY_MTU = 1500  # the internet path out of an internet gateway
+DEFAULT_GCP_UNDERLAY_MTU = 1460  # GCP VPC default MTU
+DEFAULT_STATIC_UNDERLAY_MTU = 1500
+MAX_SITE_NAME_LENGTH = 32  # leaves room for the suffixes cloud resource names get
+
+_DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
+_AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
+_GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+_GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+
+class ConfigError(ValueError):
+    """Invalid mesh configuration. `problems` holds one line per problem, field path first."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("invalid wg-mesh:mesh configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+# --- field types with messages a human can act on ---------------------------------------
+
+
+def _parse_network(value: Any) -> Any:
+    if isinstance(value, IPv4Network):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected an IPv4 CIDR such as 10.10.0.0/16, got {value!r}")
+    if "/" not in value:
+        raise ValueError(f"{value} has no prefix length (write it as a CIDR, e.g. {value}/16)")
+    try:
+        return IPv4Network(value, strict=True)
+    except ValueError as exc:
+        try:
+            loose = IPv4Network(value, strict=False)
+        except ValueError:
+            raise ValueError(f"{value} is not an IPv4 CIDR ({exc})") from None
+        raise ValueError(f"{value} has host bits set (did you mean {loose}?)") from None
+
+
+def _parse_address(value: Any) -> Any:
+    if isinstance(value, IPv4Address):
+        return value
+    try:
+        return IPv4Address(str(value))
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IPv4 address") from None
+
+
+Cidr = Annotated[IPv4Network, BeforeValidator(_parse_network)]
+Address = Annotated[IPv4Address, BeforeValidator(_parse_address)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- sites ------------------------------------------------------------------------------
+
+
+class _SiteBase(_Strict):
+    name: str
+    overlay_ip: Address
+    cidrs: list[Cidr] = Field(min_length=1)
+    masquerade: bool | None = None  # None: inherit the mesh-wide setting
+    key_epoch: int = Field(default=0, ge=0)
+    underlay_mtu: int = DEFAULT_STATIC_UNDERLAY_MTU  # each cloud sets its own default and bounds
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, name: str) -> str:
+        if not _DNS_LABEL.match(name):
+            raise ValueError(f"{name!r} is not a DNS label (lowercase letters, digits and '-', starting with a letter)")
+        if len(name) > MAX_SITE_NAME_LENGTH:
+            raise ValueError(f"{name!r} is longer than {MAX_SITE_NAME_LENGTH} characters")
+        return name
+
+
+class AwsSite(_SiteBase):
+    cloud: Literal["aws"]
+    region: str
+    zone: str | None = None  # availability zone of the gateway subnet; AWS picks one when unset
+    instance_type: str = DEFAULT_AWS_INSTANCE_TYPE
+    underlay_mtu: int = Field(default=DEFAULT_AWS_UNDERLAY_MTU, ge=1280, le=9001)
+    vpc_id: str | None = None
+    subnet_id: str | None = None
+    route_table_ids: list[str] | None = Field(default=None, min_length=1)
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, region: str) -> str:
+        if not _AWS_REGION.match(region):
+            raise ValueError(f"{region!r} is not an AWS region name (e.g. us-east-1)")
+        return region
+
+    @property
+    def uses_existing_network(self) -> bool:
+        return self.vpc_id is not None
+
+
+class GcpSite(_SiteBase):
+    cloud: Literal["gcp"]
+    project: str
+    region: str
+    zone: str
+    instance_type: str = DEFAULT_GCP_INSTANCE_TYPE
+    underlay_mtu: int = Field(default=DEFAULT_GCP_UNDERLAY_MTU, ge=1300, le=8896)  # GCP VPC MTU range
+    network: str | None = None
+    subnetwork: str | None = None
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, project: str) -> str:
+        if not _GCP_PROJECT.match(project):
+            raise ValueError(f"{project!r} is not a GCP project id (6-30 lowercase letters, digits, '-')")
+        return project
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, region: str) -> str:
+        if not _GCP_REGION.match(region):
+            raise ValueError(f"{region!r} is not a GCP region name (e.g. europe-west3)")
+        return region
+
+    @property
+    def uses_existing_network(self) -> bool:
+        return self.network is not None
+
+
+class StaticSite(_SiteBase):
+    """A bare-metal or VPS host that already exists: it gets a config, not resources."""
+
+    cloud: Literal["static"]
+    endpoint: Address
+    underlay_mtu: int = Field(default=DEFAULT_STATIC_UNDERLAY_MTU, ge=1280, le=9216)
+
+
+Site = Annotated[AwsSite | GcpSite | StaticSite, Field(discriminator="cloud")]
+CloudSite = AwsSite | GcpSite
+
+
+# --- the mesh ---------------------------------------------------------------------------
+
+
+class MeshConfig(_Strict):
+    overlay_cidr: Cidr
+    listen_port: Port = 51820
+    mtu: Literal["auto"] | Annotated[int, Field(ge=MIN_TUNNEL_MTU, le=MAX_TUNNEL_MTU)] = "auto"
+    persistent_keepalive: int = Field(default=25, ge=0, le=65535)
+    masquerade: bool = False
+    sites: list[Site] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _mesh_wide(self) -> MeshConfig:
+        problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
+        problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
+        if problems:
+            raise ConfigError(problems)
+        return self
+
+    def site(self, name: str) -> AwsSite | GcpSite | StaticSite:
+        for site in self.sites:
+            if site.name == name:
+                return site
+        raise KeyError(name)
+
+    def masquerades(self, site: _SiteBase) -> bool:
+        return self.masquerade if site.masquerade is None else site.masquerade
+
+
+@dataclass(frozen=True)
+class SiteFacts:
+    """The fields mesh-wide checks look at; built from a parsed site or, leniently, from raw input."""
+
+    name: str | None
+    overlay_ip: IPv4Address | None
+    cidrs: tuple[tuple[int, IPv4Network], ...]
+    underlay_mtu: int | None
+
+    @classmethod
+    def of(cls, site: _SiteBase) -> SiteFacts:
+        return cls(site.name, site.overlay_ip, tuple(enumerate(site.cidrs)), site.underlay_mtu)
+
+    @classmethod
+    def from_raw(cls, raw: Any) -> SiteFacts:
+        raw = raw if isinstance(raw, dict) else {}
+        name = raw.get("name") if isinstance(raw.get("name"), str) else None
+        cidrs = raw.get("cidrs") if isinstance(raw.get("cidrs"), list) else []
+        mtu = raw.get("underlay_mtu", _DEFAULT_UNDERLAY_MTU.get(str(raw.get("cloud"))))
+        return cls(
+            name=name,
+            overlay_ip=_lenient(_parse_address, raw.get("overlay_ip")),
+            cidrs=tuple((j, net) for j, c in enumerate(cidrs) if (net := _lenient(_parse_network, c)) is not None),
+            underlay_mtu=mtu if isinstance(mtu, int) else None,
+        )
+
+
+_DEFAULT_UNDERLAY_MTU = {
+    "aws": DEFAULT_AWS_UNDERLAY_MTU,
+    "gcp": DEFAULT_GCP_UNDERLAY_MTU,
+    "static": DEFAULT_STATIC_UNDERLAY_MTU,
+}
+
+
+def _lenient(parse: Any, value: Any) -> Any:
+    try:
+        return parse(value)
+    except ValueError:
+        return None
+
+
+EXISTING_NETWORK_KEYS = {"aws": ("vpc_id", "subnet_id", "route_table_ids"), "gcp": ("network", "subnetwork")}
+
+
+def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
+    """Rules between fields of one site; `site` is a parsed site's fields or the raw input."""
+    problems = []
+    zone, region = site.get("zone"), site.get("region")
+    if isinstance(zone, str) and isinstance(region, str) and not zone.startswith(region + "-"):
+        problems.append(f"sites[{i}].zone: {zone} is not in region {region}")
+    keys = EXISTING_NETWORK_KEYS.get(str(site.get("cloud")), ())
+    given = [key for key in keys if site.get(key) is not None]
+    for key in keys:
+        if given and key not in given:
+            problems.append(
+                f"sites[{i}].{key}: required with {', '.join(given)} (an existing network is given by "
+                f"{', '.join(keys)} together; leave all out to have wg-mesh create one)"
+            )
+    return problems
+
+
+def cross_site_problems(overlay_cidr: IPv4Network, sites: Sequence[SiteFacts], mtu: int | str = "auto") -> list[str]:
+    """Problems that involve more than one site: addressing, overlaps, duplicates, MTU fit."""
+    problems: list[str] = []
+    seen_names: dict[str, int] = {}
+    seen_overlay: dict[IPv4Address, int] = {}
+    claimed: list[tuple[IPv4Network, str]] = [(overlay_cidr, "overlay_cidr")]
+
+    for i, site in enumerate(sites):
+        where = f"sites[{i}]"
+        if site.name is not None:
+            if site.name in seen_names:
+                problems.append(f"{where}.name: {site.name!r} is already used by sites[{seen_names[site.name]}]")
+            else:
+                seen_names[site.name] = i
+
+        ip = site.overlay_ip
+        if ip is not None:
+            if ip not in overlay_cidr:
+                problems.append(f"{where}.overlay_ip: {ip} is outside overlay_cidr {overlay_cidr}")
+            elif overlay_cidr.prefixlen < 31 and ip in (overlay_cidr.network_address, overlay_cidr.broadcast_address):
+                kind = "network" if ip == overlay_cidr.network_address else "broadcast"
+                problems.append(f"{where}.overlay_ip: {ip} is the {kind} address of overlay_cidr {overlay_cidr}")
+            if ip in seen_overlay:
+                problems.append(f"{where}.overlay_ip: {ip} is already used by sites[{seen_overlay[ip]}]")
+            else:
+                seen_overlay[ip] = i
+
+        for j, cidr in site.cidrs:
+            here = f"{where}.cidrs[{j}]"
+            clash = next(((net, owner) for net, owner in claimed if net.overlaps(cidr)), None)
+            if clash is not None:
+                problems.append(f"{here}: {cidr} overlaps {clash[1]} {clash[0]}")
+            claimed.append((cidr, here))
+
+        if isinstance(mtu, int) and site.underlay_mtu is not None:
+            limit = site.underlay_mtu - WIREGUARD_IPV4_OVERHEAD
+            if mtu > limit:
+                problems.append(
+                    f"mtu: {mtu} does not fit {where} ({site.name}): its underlay_mtu {site.underlay_mtu} "
+                    f"leaves at most {limit} after WireGuard's {WIREGUARD_IPV4_OVERHEAD} bytes "
+                    "(use mtu: auto, or raise that site's underlay_mtu if its path really carries more)"
+                )
+    return problems
+
+
+# --- loading and error reporting ---------------------------------------------------------
+
+_SITE_FIELDS = {
+    tag: set(model.model_fields) for tag, model in (("aws", AwsSite), ("gcp", GcpSite), ("static", StaticSite))
+}
+
+
+def _format_loc(loc: Iterable[int | str]) -> str:
+    out = ""
+    parts = list(loc)
+    for k, part in enumerate(parts):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif k > 0 and isinstance(parts[k - 1], int) and part in _SITE_FIELDS and parts[0] == "sites":
+            continue  # pydantic's discriminator tag: not something the user wrote
+        elif part.startswith("function-") or part in ("literal['auto']", "constrained-int", "int"):
+            continue  # union branch labels
+        else:
+            out += f".{part}" if out else part
+    return out or "(top level)"
+
+
+def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
+    loc = tuple(err["loc"])
+    path = _format_loc(loc)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        known: Iterable[str] = MeshConfig.model_fields
+        if len(loc) >= 2 and loc[0] == "sites" and isinstance(loc[1], int):
+            known = _SITE_FIELDS.get(site_tags.get(loc[1], ""), set().union(*_SITE_FIELDS.values()))
+        hint = difflib.get_close_matches(key, list(known), n=1)
+        return f"{path}: unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+    if kind == "missing":
+        return f"{path}: required"
+    if loc[:1] == ("mtu",):
+        return f"mtu: {err['input']!r} is neither 'auto' nor an integer in {MIN_TUNNEL_MTU}..{MAX_TUNNEL_MTU}"
+    if kind in ("less_than_equal", "greater_than_equal") and isinstance(err.get("input"), int):
+        bound = err["ctx"].get("le", err["ctx"].get("ge"))
+        side = "above the maximum" if kind == "less_than_equal" else "below the minimum"
+        return f"{path}: {err['input']} is {side} {bound}"
+    if loc == ("sites",) and kind == "too_short":
+        return f"sites: a mesh needs at least two sites, got {len(err['input'])}"
+    if kind == "union_tag_invalid":
+        return f"{path}.cloud: {err['input'].get('cloud')!r} is not one of 'aws', 'gcp', 'static'"
+    if kind == "union_tag_not_found":
+        return f"{path}.cloud: required (one of 'aws', 'gcp', 'static')"
+    msg = str(err["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix) :]
+    return f"{path}: {msg}"
+
+
+def _problems_from(exc: ValidationError, raw_sites: Any) -> list[str]:
+    tags = {}
+    if isinstance(raw_sites, list):
+        tags = {i: str(s.get("cloud")) for i, s in enumerate(raw_sites) if isinstance(s, dict)}
+    problems: list[str] = []
+    for err in exc.errors():
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, ConfigError):
+            problems.extend(ctx_error.problems)
+        else:
+            problem = _format_error(err, tags)
+            if problem not in problems:
+                problems.append(problem)
+    return problems
+
+
+def load_mesh(raw: Any) -> MeshConfig:
+    """Validate the raw `wg-mesh:mesh` value; raise ConfigError listing every problem."""
+    if not isinstance(raw, dict):
+        raise ConfigError([f"(top level): expected a mapping with overlay_cidr and sites, got {type(raw).__name__}"])
+    try:
+        return MeshConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = _problems_from(exc, raw.get("sites"))
+
+    # Field errors stop pydantic before the mesh-wide checks. Run those on whatever fields did
+    # parse, so that a user fixing a typo is not surprised by a second round of problems.
+    overlay = _lenient(_parse_network, raw.get("overlay_cidr"))
+    raw_sites = raw.get("sites")
+    if isinstance(raw_sites, list):
+        rules = [p for i, site in enumerate(raw_sites) if isinstance(site, dict) for p in site_rule_problems(i, site)]
+        problems.extend(p for p in rules if p not in problems)
+    if overlay is not None and isinstance(raw_sites, list):
+        mtu = raw.get("mtu", "auto")
+        mtu = mtu if isinstance(mtu, int) and MIN_TUNNEL_MTU <= mtu <= MAX_TUNNEL_MTU else "auto"
+        facts = [SiteFacts.from_raw(site) for site in raw_sites]
+        problems.extend(p for p in cross_site_problems(overlay, facts, mtu) if p not in problems)
+    raise ConfigError(problems)
+
+
+def summary(cfg: MeshConfig) -> str:
+    """One line describing a valid mesh, for `python -m mesh validate`."""
+    from mesh.topology import tunnel_mtu
+
+    clouds = ", ".join(f"{s.name} ({s.cloud})" for s in cfg.sites)
+    return (
+        f"ok: {len(cfg.sites)} sites [{clouds}], overlay {cfg.overlay_cidr}, "
+        f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}"
+    )
+
+
+__all__ = [
+    "AwsSite",
+    "CloudSite",
+    "ConfigError",
+    "GcpSite",
+    "MeshConfig",
+    "Site",
+    "StaticSite",
+    "cross_site_problems",
+    "load_mesh",
+    "summary",
+]

@@ -1,0 +1,156 @@
+"""Text artifacts from plain values: a site's wg0.conf and its cloud-init user data.
+
+No Pulumi here: the Pulumi components, the lab and the tests all call these same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from mesh.topology import InterfacePlan
+
+INTERFACE = "wg0"
+WG_CONF_PATH = f"/etc/wireguard/{INTERFACE}.conf"
+# Sorts after the image's own files (GCE ships 60-gce-network-security.conf with ip_forward=0,
+# Ubuntu links 99-sysctl.conf): sysctl --system applies files in lexical order, last one wins.
+SYSCTL_PATH = "/etc/sysctl.d/99-wg-mesh.conf"
+SYSCTL_SETTINGS = {"net.ipv4.ip_forward": "1"}
+PACKAGES = ("wireguard-tools", "iptables")
+
+# The interface that holds the default route, looked up when the rule is added or removed:
+# ens5 on AWS Nitro, ens4 on GCE, something else on a VPS. wg-quick strips '#' comments, so no '#'.
+DEFAULT_ROUTE_DEV = (
+    "$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == \"dev\") {print $(i + 1); exit}}')"
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One iptables rule that wg-quick adds on up and deletes on down."""
+
+    table: str
+    chain: str
+    spec: str
+    first: bool = False  # insert at the top, so a distribution's trailing DROP cannot shadow it
+
+    def command(self, up: bool) -> str:
+        verb = ("-I" if self.first else "-A") if up else "-D"
+        return f"iptables -t {self.table} {verb} {self.chain} {self.spec}"
+
+
+def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
+    """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name)."""
+    clamp = f"-p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss {plan.mss + 1}:65535 -j TCPMSS --set-mss {plan.mss}"
+    rules = [
+        Rule("filter", "FORWARD", "-i %i -j ACCEPT", first=True),
+        Rule("filter", "FORWARD", "-o %i -j ACCEPT", first=True),
+        # Both directions: a 9001-MTU AWS host offers MSS 8961 and must be told the tunnel's.
+        Rule("mangle", "FORWARD", f"-o %i {clamp}"),
+        Rule("mangle", "FORWARD", f"-i %i {clamp}"),
+    ]
+    if plan.masquerade:
+        rules.append(Rule("nat", "POSTROUTING", f'-o "{DEFAULT_ROUTE_DEV}" -j MASQUERADE'))
+    return rules
+
+
+def wg_quick_conf(plan: InterfacePlan, private_key: str) -> str:
+    """The wg-quick(8) configuration of one site."""
+    rules = forwarding_rules(plan)
+    lines = [
+        f"# wg-mesh site {plan.site}: generated, do not edit (changes are overwritten by pulumi up)",
+        "[Interface]",
+        f"Address = {plan.address}",
+        f"ListenPort = {plan.listen_port}",
+        f"MTU = {plan.mtu}",
+        f"PrivateKey = {private_key}",
+        *(f"PostUp = sysctl -q -w {key}={value}" for key, value in SYSCTL_SETTINGS.items()),
+        *(f"PostUp = {rule.command(up=True)}" for rule in rules),
+        *(f"PostDown = {rule.command(up=False)}" for rule in rules),
+    ]
+    for peer in plan.peers:
+        lines += [
+            "",
+            f"# {peer.name}",
+            "[Peer]",
+            f"PublicKey = {peer.public_key}",
+            f"AllowedIPs = {', '.join(peer.allowed_ips)}",
+            f"Endpoint = {peer.endpoint}",
+            f"PersistentKeepalive = {peer.persistent_keepalive}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class File:
+    path: str
+    content: str
+    permissions: str = "0644"
+    owner: str = "root:root"
+
+
+@dataclass(frozen=True)
+class CloudInitExtras:
+    """Additions from other features (e.g. monitoring) to a gateway's cloud-init."""
+
+    packages: Sequence[str] = ()
+    files: Sequence[File] = ()
+    commands: Sequence[Sequence[str]] = field(default_factory=tuple)
+
+
+def sysctl_conf() -> str:
+    return "".join(f"{key} = {value}\n" for key, value in SYSCTL_SETTINGS.items())
+
+
+def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> str:
+    """`#cloud-config` user data that installs WireGuard, writes wg0.conf and starts wg-quick@wg0."""
+    files = [
+        File(WG_CONF_PATH, wg_conf, permissions="0600"),
+        File(SYSCTL_PATH, sysctl_conf()),
+        *extras.files,
+    ]
+    doc: dict[str, Any] = {
+        "package_update": True,
+        "packages": [*PACKAGES, *extras.packages],
+        "write_files": [
+            {"path": f.path, "owner": f.owner, "permissions": f.permissions, "content": f.content} for f in files
+        ],
+        "runcmd": [
+            ["sysctl", "--system"],
+            ["systemctl", "enable", "--now", f"wg-quick@{INTERFACE}"],
+            *(list(cmd) for cmd in extras.commands),
+        ],
+    }
+    return "#cloud-config\n" + yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, width=1000)
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Writes multi-line strings as `|` blocks so the user data stays readable."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_LiteralDumper.add_representer(str, _str_representer)
+
+
+def parse_wg_quick_conf(text: str) -> list[tuple[str, dict[str, list[str]]]]:
+    """Sections of a wg-quick file as (name, {key: [values]}), for tests, the lab and doctor."""
+    sections: list[tuple[str, dict[str, list[str]]]] = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            sections.append((line[1:-1], {}))
+            continue
+        key, _, value = line.partition("=")
+        if not sections:
+            raise ValueError(f"{raw!r} is outside any section")
+        sections[-1][1].setdefault(key.strip(), []).append(value.strip())
+    return sections
