@@ -1,0 +1,57 @@
+"""What every site component (AWS, GCP, static) shares: its output shape and its rendered config.
+
+A site's wg0.conf needs its own private key and every peer's public address and key (the mesh's
+*directory*). Rendering happens in one `apply` over those values, with the pure functions of
+`mesh.topology` and `mesh.render`; the result holds the private key, so it is a secret.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Protocol
+
+import pulumi
+
+from mesh import render, topology
+from mesh.config import MeshConfig
+from mesh.keys import WireGuardKey
+from mesh.topology import PeerAddress
+
+Directory = pulumi.Output[dict[str, PeerAddress]]
+
+
+class SiteComponent(Protocol):
+    """The outputs every site component exposes, whatever its cloud."""
+
+    key: WireGuardKey
+    public_ip: pulumi.Output[str]
+    overlay_ip: pulumi.Output[str]
+    public_key: pulumi.Output[str]
+    wg_config: pulumi.Output[str]  # secret
+    user_data: pulumi.Output[str]  # secret
+
+
+def _render_wg_conf(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:
+    plan = topology.interface_plan(mesh, site_name, values["directory"])
+    return render.wg_quick_conf(plan, values["private_key"])
+
+
+def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Directory) -> pulumi.Output[str]:
+    """The site's wg0.conf (secret)."""
+    values = pulumi.Output.all(private_key=key.private_key, directory=directory)
+    return pulumi.Output.secret(values.apply(functools.partial(_render_wg_conf, mesh, site_name)))
+
+
+def user_data(wg_conf: pulumi.Output[str]) -> pulumi.Output[str]:
+    """The `#cloud-config` that installs and starts the site's wg0 (secret: it embeds wg0.conf)."""
+    return pulumi.Output.secret(wg_conf.apply(render.cloud_config))
+
+
+def peer_source_ranges(mesh: MeshConfig, site_name: str, directory: Directory) -> pulumi.Output[list[str]]:
+    """The peers' public /32s: the only sources allowed to the site's WireGuard port."""
+    return directory.apply(functools.partial(topology.peer_source_ranges, mesh, site_name))
+
+
+def cidr_slug(cidr: object) -> str:
+    """`10.10.0.0/16` -> `10-10-0-0-16`, for readable, stable resource names."""
+    return str(cidr).replace(".", "-").replace("/", "-")
