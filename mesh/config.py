@@ -15,6 +15,7 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -80,6 +81,18 @@ def _parse_address(value: Any) -> Any:
 Cidr = Annotated[IPv4Network, BeforeValidator(_parse_network)]
 Address = Annotated[IPv4Address, BeforeValidator(_parse_address)]
 Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _not_the_internet(net: IPv4Network) -> IPv4Network:
+    if net.prefixlen == 0:
+        raise ValueError(
+            f"{net} would open node-exporter (no authentication, no TLS) to the whole internet; "
+            "list the networks of your Prometheus servers instead"
+        )
+    return net
+
+
+MonitoringCidr = Annotated[IPv4Network, BeforeValidator(_parse_network), AfterValidator(_not_the_internet)]
 
 
 class _Strict(BaseModel):
@@ -180,6 +193,9 @@ class MeshConfig(_Strict):
     persistent_keepalive: int = Field(default=25, ge=0, le=65535)
     masquerade: bool = False
     sites: list[Site] = Field(min_length=2)
+    # Who may scrape the gateways' node-exporter on exporter_port (TCP), besides the mesh itself: none by default.
+    monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
+    exporter_port: Port = 9100
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:

@@ -1,0 +1,113 @@
+"""Gateway metrics as cloud-init additions: node-exporter, the wg-mesh-metrics script, its mapping and timer.
+
+Pure: (mesh config, site name, directory of public keys) in, `render.CloudInitExtras` out. The Pulumi
+components pass the result to `render.cloud_config`; the lab writes the same files into its gateways.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from importlib import resources
+
+from mesh import wgmetrics
+from mesh.config import MeshConfig
+from mesh.render import INTERFACE, CloudInitExtras, File
+from mesh.topology import PeerAddress, interface_plan
+
+SCRIPT_PATH = "/usr/local/sbin/wg-mesh-metrics"
+MAPPING_PATH = wgmetrics.MAPPING_PATH
+TEXTFILE_PATH = wgmetrics.TEXTFILE_PATH
+# Debian/Ubuntu's prometheus-node-exporter: its unit reads ARGS from here; its textfile directory is the
+# parent of TEXTFILE_PATH. cloud-init installs packages with --force-confold, so this file, written before
+# the package is installed, is kept.
+NODE_EXPORTER_DEFAULTS_PATH = "/etc/default/prometheus-node-exporter"
+NODE_EXPORTER_PACKAGE = "prometheus-node-exporter"
+NODE_EXPORTER_SERVICE = "prometheus-node-exporter.service"
+UNIT_NAME = "wg-mesh-metrics"
+SERVICE_PATH = f"/etc/systemd/system/{UNIT_NAME}.service"
+TIMER_PATH = f"/etc/systemd/system/{UNIT_NAME}.timer"
+INTERVAL_SECONDS = 15
+
+
+def script_source() -> str:
+    """The metrics script exactly as it is in the repo (stdlib only, runs as `python3 SCRIPT_PATH`)."""
+    return resources.files("mesh").joinpath("wgmetrics.py").read_text()
+
+
+def peer_mapping(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> str:
+    """The site's name, interface and peers by public key: how the script labels peers with site names.
+
+    Public data only (public keys and prefixes), so it is world-readable; the private key is not in it.
+    """
+    plan = interface_plan(cfg, name, directory)
+    doc = {
+        "site": name,
+        "interface": INTERFACE,
+        "peers": [
+            {"site": peer.name, "public_key": peer.public_key, "allowed_ips": list(peer.allowed_ips)}
+            for peer in plan.peers
+        ],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def node_exporter_defaults(port: int) -> str:
+    textfile_dir = TEXTFILE_PATH.rsplit("/", 1)[0]
+    return (
+        "# wg-mesh: node-exporter on the mesh's exporter_port (the cloud firewall admits only monitoring_cidrs\n"
+        "# and the mesh itself), with the textfile collector that reads wg-mesh-metrics' output.\n"
+        f'ARGS="--web.listen-address=:{port} --collector.textfile.directory={textfile_dir}"\n'
+    )
+
+
+def service_unit() -> str:
+    textfile_dir = TEXTFILE_PATH.rsplit("/", 1)[0]
+    return f"""[Unit]
+Description=wg-mesh: WireGuard and forwarding metrics for node-exporter's textfile collector
+After=wg-quick@{INTERFACE}.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/python3 {SCRIPT_PATH} --mapping {MAPPING_PATH} --out {TEXTFILE_PATH}
+Nice=10
+ProtectSystem=strict
+ReadWritePaths={textfile_dir}
+ProtectHome=yes
+PrivateTmp=yes
+NoNewPrivileges=yes
+"""
+
+
+def timer_unit() -> str:
+    return f"""[Unit]
+Description=wg-mesh: refresh WireGuard metrics every {INTERVAL_SECONDS} s
+
+[Timer]
+OnBootSec={INTERVAL_SECONDS}s
+OnUnitActiveSec={INTERVAL_SECONDS}s
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+"""
+
+
+def metrics_extras(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> CloudInitExtras:
+    """What a gateway's cloud-init adds for metrics: node-exporter, our script, its mapping and timer."""
+    return CloudInitExtras(
+        packages=(NODE_EXPORTER_PACKAGE,),
+        files=(
+            File(NODE_EXPORTER_DEFAULTS_PATH, node_exporter_defaults(cfg.exporter_port)),
+            File(SCRIPT_PATH, script_source(), permissions="0755"),
+            File(MAPPING_PATH, peer_mapping(cfg, name, directory)),
+            File(SERVICE_PATH, service_unit()),
+            File(TIMER_PATH, timer_unit()),
+        ),
+        commands=(
+            ("systemctl", "daemon-reload"),
+            ("systemctl", "enable", "--now", f"{UNIT_NAME}.timer"),
+            ("systemctl", "start", f"{UNIT_NAME}.service"),
+            ("systemctl", "restart", NODE_EXPORTER_SERVICE),
+        ),
+    )
