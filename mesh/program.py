@@ -1,0 +1,46 @@
+"""The steps of the Pulumi program (`__main__.py`) that are worth a name: loading and exporting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from mesh.config import ConfigError, MeshConfig, StaticSite, load_mesh
+from mesh.mesh import Mesh
+
+CONFIG_NAMESPACE = "wg-mesh"
+CONFIG_KEY = "mesh"
+
+
+def load(raw: Any) -> MeshConfig:
+    """The validated mesh, or a `pulumi.RunError` listing every problem (Pulumi prints it without a traceback)."""
+    try:
+        return load_mesh(raw)
+    except ConfigError as exc:
+        raise pulumi.RunError(str(exc)) from None
+
+
+def stack_outputs(mesh: Mesh) -> dict[str, pulumi.Output[Any]]:
+    """What `pulumi stack output` shows. Everything that embeds a private key is a secret."""
+    cfg = mesh.config
+    sites = {
+        site.name: {
+            "cloud": site.cloud,
+            "public_ip": mesh.sites[site.name].public_ip,
+            "overlay_ip": mesh.sites[site.name].overlay_ip,
+            "public_key": mesh.sites[site.name].public_key,
+            "cidrs": [str(cidr) for cidr in site.cidrs],
+        }
+        for site in cfg.sites
+    }
+    wireguard_configs = {name: component.wg_config for name, component in mesh.sites.items()}
+    static_cloud_init = {
+        site.name: mesh.sites[site.name].user_data for site in cfg.sites if isinstance(site, StaticSite)
+    }
+    return {
+        "sites": pulumi.Output.from_input(sites),
+        "tunnel_mtu": pulumi.Output.from_input(mesh.tunnel_mtu),
+        "wireguard_configs": pulumi.Output.secret(wireguard_configs),
+        "static_site_cloud_init": pulumi.Output.secret(static_cloud_init),
+    }
