@@ -22,6 +22,8 @@ GATEWAY_TYPE = "wg-mesh:aws:Gateway"
 CANONICAL_OWNER = "099720109477"
 UBUNTU_AMI_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-{arch}-server-*"
 ALL_PROTOCOLS = "-1"
+# What AWS accepts in security group and rule descriptions (no apostrophes, for one).
+SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")
 ANYWHERE = "0.0.0.0/0"
 
 # Graviton families have a 'g' right after the generation digit: t4g, c7g, m7gd, c6gn, is4gen, g5g.
@@ -96,7 +98,7 @@ class AwsGateway(pulumi.ComponentResource):
                     cidr_blocks=component.peer_source_ranges(mesh, site.name, args.directory),
                 ),
                 aws.ec2.SecurityGroupIngressArgs(
-                    description="traffic from the site's own networks, to forward into the mesh",
+                    description="traffic from the site networks, to forward into the mesh",
                     protocol=ALL_PROTOCOLS,
                     from_port=0,
                     to_port=0,

@@ -32,6 +32,7 @@ from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 
 from mesh.mesh import Mesh
+from mesh.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "__main__.py"
@@ -62,6 +63,7 @@ class Recorded:
     inputs: dict[str, Any]  # plain values (secret wrappers removed); unknowns are pulumi Unknown objects
     secret_inputs: frozenset[str]  # top-level input names whose value was (or contained) a secret
     provider: str
+    id: str  # the id the mocks answered with ("" in preview: unknown)
     outputs: dict[str, Any] = field(default_factory=dict)  # the fake computed outputs the mocks answered with
 
     def public_inputs(self) -> dict[str, Any]:
@@ -153,7 +155,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             computed = self._computed(args.typ, args.name, inputs)
         with self._lock:
             self.resources.append(
-                Recorded(args.typ, args.name, inputs, secret, args.provider or "", computed),
+                Recorded(args.typ, args.name, inputs, secret, args.provider or "", resource_id, computed),
             )
         return resource_id, {**args.inputs, **computed}
 
@@ -298,6 +300,29 @@ def run_program(raw: Any, *, preview: bool, stack: str = "test") -> ProgramRun:
         pytest.fail(f"the program did not finish within {RUN_TIMEOUT_S:.0f}s (deferred output deadlock?)")
     if failure:
         raise failure[0]
+    return run
+
+
+assert STACK_FILES, "no Pulumi.*.yaml stack files found"
+
+
+def _stack_name(path: Path) -> str:
+    return path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+
+
+@pytest.fixture(scope="module", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
+def applied(request: pytest.FixtureRequest) -> ProgramRun:
+    """Each stack file's `pulumi up`, under mocks (one run per stack file and test module)."""
+    run = run_program(read_raw(request.param), preview=False, stack=_stack_name(request.param))
+    assert run.error is None, run.error
+    return run
+
+
+@pytest.fixture(scope="module", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
+def previewed(request: pytest.FixtureRequest) -> ProgramRun:
+    """Each stack file's `pulumi preview`, under mocks: addresses, ids and keys are unknown."""
+    run = run_program(read_raw(request.param), preview=True, stack=_stack_name(request.param))
+    assert run.error is None, run.error
     return run
 
 

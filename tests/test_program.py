@@ -18,7 +18,7 @@ import yaml
 from pulumi.runtime import rpc
 
 from mesh import render, topology, wgkey
-from mesh.aws import CANONICAL_OWNER, ami_architecture
+from mesh.aws import CANONICAL_OWNER, SG_DESCRIPTION_CHARS, ami_architecture
 from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, load_mesh
 from mesh.gcp import image_family
 from mesh.stackfile import read_raw
@@ -43,29 +43,6 @@ NETWORK_TYPES = (
     "gcp:compute/subnetwork:Subnetwork",
 )
 GCP_MAX_LOGICAL_NAME = 63 - 8  # GCP resource names are at most 63 characters; Pulumi appends 8
-
-assert STACK_FILES, "no Pulumi.*.yaml stack files found"
-STACK_IDS = [path.name for path in STACK_FILES]
-
-
-def stack_name(path: Any) -> str:
-    return str(path.name).removeprefix("Pulumi.").removesuffix(".yaml")
-
-
-@pytest.fixture(scope="module", params=STACK_FILES, ids=STACK_IDS)
-def applied(request: pytest.FixtureRequest) -> ProgramRun:
-    """A `pulumi up` of the stack file under mocks."""
-    run = run_program(read_raw(request.param), preview=False, stack=stack_name(request.param))
-    assert run.error is None, run.error
-    return run
-
-
-@pytest.fixture(scope="module", params=STACK_FILES, ids=STACK_IDS)
-def previewed(request: pytest.FixtureRequest) -> ProgramRun:
-    """A `pulumi preview` of the stack file under mocks: computed values are unknown."""
-    run = run_program(read_raw(request.param), preview=True, stack=stack_name(request.param))
-    assert run.error is None, run.error
-    return run
 
 
 def mesh_of(run: ProgramRun) -> MeshConfig:
@@ -267,13 +244,9 @@ def test_security_groups_admit_the_sites_own_traffic_and_keep_egress(applied: Pr
         forward = [rule for rule in sg.inputs["ingress"] if rule["protocol"] == "-1"]
         assert [set(rule["cidrBlocks"]) for rule in forward] == [{str(c) for c in site.cidrs}]
         assert sg.inputs["egress"] == [{"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["0.0.0.0/0"]}]
-        assert instance_of(applied, site).inputs["vpcSecurityGroupIds"] == [sg.outputs.get("id", sg_id(applied, sg))]
-
-
-def sg_id(run: ProgramRun, sg: Recorded) -> str:
-    urns = [urn for urn in run.monitor.resources if urn.endswith(f"::{sg.name}")]
-    assert len(urns) == 1
-    return run.monitor.resources[urns[0]].id
+        assert instance_of(applied, site).inputs["vpcSecurityGroupIds"] == [sg.id]
+        descriptions = [sg.inputs["description"], *(rule["description"] for rule in sg.inputs["ingress"])]
+        assert all(SG_DESCRIPTION_CHARS.fullmatch(d) for d in descriptions), descriptions
 
 
 def test_routes_send_every_remote_range_to_the_gateway(applied: ProgramRun) -> None:
@@ -284,7 +257,7 @@ def test_routes_send_every_remote_range_to_the_gateway(applied: ProgramRun) -> N
         if isinstance(site, AwsSite):
             eni = instance_of(applied, site).outputs["primaryNetworkInterfaceId"]
             (table,) = [r for r in applied.of_type("aws:ec2/routeTable:RouteTable") if r.name.startswith(site.name)]
-            table_id = sg_id(applied, table)
+            table_id = table.id
             routes = [r for r in applied.of_type(AWS_ROUTE) if r.name.startswith(f"{site.name}-route-")]
             assert sorted(r.inputs["destinationCidrBlock"] for r in routes) == sorted(remote)
             for route in routes:
@@ -316,7 +289,7 @@ def test_created_networks_have_the_site_ranges_and_mtu(applied: ProgramRun) -> N
             assert vpc.inputs["enableDnsSupport"] is True and vpc.inputs["enableDnsHostnames"] is True
             subnet = applied.named("aws:ec2/subnet:Subnet", f"{site.name}-subnet")
             assert subnet.inputs["cidrBlock"] == gateway_subnet
-            assert instance_of(applied, site).inputs["subnetId"] == sg_id(applied, subnet)
+            assert instance_of(applied, site).inputs["subnetId"] == subnet.id
         else:
             network = applied.named("gcp:compute/network:Network", f"{site.name}-network")
             assert network.inputs["mtu"] == site.underlay_mtu
