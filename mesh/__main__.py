@@ -6,7 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from mesh import doctor, monitoring
 from mesh.config import ConfigError, MeshConfig, summary
+from mesh.lab.cli import add_arguments as add_lab_arguments
+from mesh.lab.cli import cmd_lab
 from mesh.stackfile import load, stack_file
 
 EXIT_INVALID = 2
@@ -29,12 +32,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_monitoring(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    source = f"stack {args.stack} (Pulumi.{args.stack}.yaml)" if args.stack else args.file.name
+    for path in monitoring.write(cfg, source, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    return doctor.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mesh", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="check a stack's wg-mesh:mesh config; exit 2 on problems")
     _add_source(validate)
     validate.set_defaults(run=cmd_validate)
+    rules = commands.add_parser("monitoring", help="write a stack's Prometheus rules and scrape job to --out")
+    _add_source(rules)
+    rules.add_argument("--out", type=Path, required=True, help="directory for the rules and the scrape job")
+    rules.set_defaults(run=cmd_monitoring)
+    check = commands.add_parser("doctor", help="check this gateway's WireGuard, forwarding, routes; exit 1 on failure")
+    doctor.add_arguments(check)
+    check.set_defaults(run=cmd_doctor)
+    lab = commands.add_parser("lab", help="bring the mesh up in network namespaces and check it (root)")
+    add_lab_arguments(lab)
+    lab.set_defaults(run=cmd_lab)
     return parser
 
 

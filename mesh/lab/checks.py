@@ -1,0 +1,540 @@
+"""The lab's checks, each returning a `CheckResult` (table rows for the report, data for the JSON).
+
+1. handshakes  every gateway pair completed a WireGuard handshake (`wg show ... latest-handshakes`)
+2. ping        every workload host pings every other site's host, with RTTs
+3. path_mtu    the largest unfragmented ICMP payload (`ping -M do`) is the tunnel MTU - 28 and one byte more
+               is refused with an ICMP error (no black hole); the gateways' IP fragmentation counters
+               (`nstat` IpFragCreates / IpReasmReqds) stay at zero during the transfers of checks 4 and 5
+4. bulk_tcp    TCP from the 9001-MTU AWS host to every other site, bytes verified by SHA-256, MSS clamped
+5. throughput  iperf3 host -> host through two gateways, gateway -> gateway over the tunnel and over the
+               bare underlay
+6. recovery    `wg-quick down` / `up` on one gateway while pinging through it every 10 ms
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from mesh.lab.build import BuiltLab, wg_quick
+from mesh.lab.netns import LabError, Node
+from mesh.lab.plan import LabKeys, SitePlan
+from mesh.render import INTERFACE
+
+ICMP_IPV4_HEADERS = 28  # IPv4 (20) + ICMP echo (8)
+FRAG_COUNTERS = ("IpFragCreates", "IpReasmReqds")
+BULK_PORT = 5001
+IPERF_PORT = 5201
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class CheckResult:
+    key: str
+    title: str
+    ok: bool
+    summary: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    handshake_timeout: float = 10.0
+    iperf_seconds: float = 3.0
+    bulk_bytes: int = 16 * 1024 * 1024
+    recovery_timeout: float = 15.0
+
+
+def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    items = list(items)
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(items)))) as pool:
+        return list(pool.map(fn, items))
+
+
+def ordered_pairs(lab: BuiltLab) -> list[tuple[SitePlan, SitePlan]]:
+    return list(itertools.permutations(lab.plan.sites, 2))
+
+
+def main_pair(lab: BuiltLab) -> tuple[SitePlan, SitePlan]:
+    """The sender for the TCP and throughput checks (the AWS site, whose hosts have 9001-byte frames; else
+    the site with the largest host MTU) and its first peer."""
+    sites = lab.plan.sites
+    source = next((s for s in sites if s.cloud == "aws"), max(sites, key=lambda s: s.nic_mtu))
+    return source, next(s for s in sites if s is not source)
+
+
+def ok_text(ok: bool) -> str:
+    return "ok" if ok else "FAIL"
+
+
+# --- 1. handshakes -----------------------------------------------------------------------------------------
+
+
+def latest_handshakes(node: Node, names: dict[str, str]) -> dict[str, int]:
+    out = node.run(["wg", "show", INTERFACE, "latest-handshakes"], timeout=10).stdout
+    seen = {}
+    for line in out.splitlines():
+        key, _, epoch = line.partition("\t")
+        seen[names.get(key.strip(), f"unknown key {key.strip()[:8]}...")] = int(epoch or 0)
+    return seen
+
+
+def check_handshakes(lab: BuiltLab, keys: LabKeys, options: LabOptions) -> CheckResult:
+    names = {public: site for site, public in keys.public.items()}
+    sites = [s.name for s in lab.plan.sites]
+    pairs = list(itertools.combinations(sites, 2))
+    start = time.monotonic()
+    while True:
+        seen = {site: latest_handshakes(lab.gateways[site], names) for site in sites}
+        done = {(a, b): seen[a].get(b, 0) > 0 and seen[b].get(a, 0) > 0 for a, b in pairs}
+        if all(done.values()) or time.monotonic() - start > options.handshake_timeout:
+            break
+        time.sleep(0.1)
+    waited = time.monotonic() - start
+    now = time.time()
+
+    def age(epoch: int) -> str:
+        return f"{max(0.0, now - epoch):.1f} s ago" if epoch else "never"
+
+    rows = [[a, b, age(seen[a].get(b, 0)), age(seen[b].get(a, 0)), ok_text(done[(a, b)])] for a, b in pairs]
+    ok = all(done.values())
+    summary = f"{sum(done.values())}/{len(pairs)} gateway pairs" + ("" if ok else f" after waiting {waited:.0f} s")
+    return CheckResult(
+        "handshakes",
+        "1. WireGuard handshakes",
+        ok,
+        summary,
+        ["gateway", "peer", "gateway saw peer", "peer saw gateway", ""],
+        rows,
+        {"pairs": [{"a": a, "b": b, "ok": done[(a, b)]} for a, b in pairs]},
+    )
+
+
+# --- 2. ping ----------------------------------------------------------------------------------------------------
+
+_RTT = re.compile(r"= [\d.]+/([\d.]+)/[\d.]+/[\d.]+ ms")
+_RECEIVED = re.compile(r"(\d+) received")
+
+
+def check_ping(lab: BuiltLab) -> CheckResult:
+    count = 3
+
+    def ping(pair: tuple[SitePlan, SitePlan]) -> dict[str, Any]:
+        src, dst = pair
+        argv = ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "2", str(dst.host_ip.ip)]
+        out = lab.hosts[src.name].run(argv, check=False, timeout=15).stdout
+        received = int(m.group(1)) if (m := _RECEIVED.search(out)) else 0
+        rtt = float(m.group(1)) if (m := _RTT.search(out)) else None
+        return {"from": src.name, "to": dst.name, "ok": received == count, "rtt_ms": rtt, "received": received}
+
+    pairs = parallel(ping, ordered_pairs(lab))
+    rows = [
+        [
+            p["from"],
+            p["to"],
+            f"{p['received']}/{count}",
+            "-" if p["rtt_ms"] is None else f"{p['rtt_ms']:.2f}",
+            ok_text(p["ok"]),
+        ]
+        for p in pairs
+    ]
+    ok = all(p["ok"] for p in pairs)
+    return CheckResult(
+        "ping",
+        "2. Workload host to workload host (ICMP)",
+        ok,
+        f"{sum(p['ok'] for p in pairs)}/{len(pairs)} ordered pairs",
+        ["from host", "to host", "replies", "avg RTT ms", ""],
+        rows,
+        {"pairs": pairs},
+    )
+
+
+# --- 3. path MTU and fragmentation --------------------------------------------------------------------------
+
+
+def df_ping(node: Node, target: str, payload: int) -> tuple[bool, str]:
+    """One ping that must not be fragmented; (answered, output)."""
+    argv = ["ping", "-n", "-M", "do", "-c", "1", "-W", "1", "-s", str(payload), target]
+    result = node.run(argv, check=False, timeout=10)
+    return result.returncode == 0, result.stdout + result.stderr
+
+
+def refused_cleanly(output: str) -> bool:
+    """An ICMP 'fragmentation needed' came back (or the kernel already knew the path MTU)."""
+    return "Frag needed" in output or "message too long" in output
+
+
+def largest_payload(node: Node, target: str, low: int, high: int) -> int:
+    """Binary search for the largest payload in [low, high] that gets through; low - 1 if none does."""
+    best = low - 1
+    while low <= high:
+        mid = (low + high) // 2
+        if df_ping(node, target, mid)[0]:
+            best, low = mid, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def probe_path_mtu(lab: BuiltLab) -> list[dict[str, Any]]:
+    expected = lab.plan.tunnel_mtu - ICMP_IPV4_HEADERS
+
+    def probe(pair: tuple[SitePlan, SitePlan]) -> dict[str, Any]:
+        src, dst = pair
+        node, target = lab.hosts[src.name], str(dst.host_ip.ip)
+        fits, _ = df_ping(node, target, expected)
+        over_ok, over_output = df_ping(node, target, expected + 1)
+        clean = not over_ok and refused_cleanly(over_output)
+        if not fits:
+            biggest = largest_payload(node, target, 0, expected - 1)
+        elif over_ok:
+            biggest = largest_payload(node, target, expected + 1, src.nic_mtu - ICMP_IPV4_HEADERS)
+        else:
+            biggest = expected
+        return {"from": src.name, "to": dst.name, "max_payload": biggest, "over_refused_cleanly": clean}
+
+    return parallel(probe, ordered_pairs(lab))
+
+
+def frag_counters(lab: BuiltLab) -> dict[str, dict[str, int]]:
+    def read(site: str) -> dict[str, int]:
+        out = lab.gateways[site].run(["nstat", "-a", "-s", "-z", *FRAG_COUNTERS], timeout=10).stdout
+        values = {name: int(value) for name, value, *_ in (line.split() for line in out.splitlines()[1:] if line)}
+        return {name: values.get(name, 0) for name in FRAG_COUNTERS}
+
+    return {site.name: read(site.name) for site in lab.plan.sites}
+
+
+def check_path_mtu(
+    lab: BuiltLab, probes: list[dict[str, Any]], before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+) -> CheckResult:
+    computed = lab.plan.tunnel_mtu
+    expected = computed - ICMP_IPV4_HEADERS
+    rows = []
+    for p in probes:
+        good = p["max_payload"] == expected and p["over_refused_cleanly"]
+        refused = "ICMP frag needed" if p["over_refused_cleanly"] else "black hole / passed"
+        rows.append([f"{p['from']} -> {p['to']}", str(p["max_payload"]), f"+1: {refused}", ok_text(good)])
+    deltas = {site: {c: after[site][c] - before[site][c] for c in FRAG_COUNTERS} for site in before}
+    for site, delta in deltas.items():
+        clean = not any(delta.values())
+        counters = ", ".join(f"{name} +{value}" for name, value in delta.items())
+        rows.append([f"gateway {site}: fragments during checks 4-5", "", counters, ok_text(clean)])
+    maximum = min((p["max_payload"] for p in probes), default=None)
+    probes_ok = all(p["max_payload"] == expected and p["over_refused_cleanly"] for p in probes)
+    no_fragments = not any(v for delta in deltas.values() for v in delta.values())
+    summary = f"tunnel MTU {computed}: largest unfragmented ICMP payload {maximum} (expected {expected})"
+    if not no_fragments:
+        summary += "; the gateways fragmented packets (the underlay carries less than the tunnel needs)"
+    return CheckResult(
+        "path_mtu",
+        "3. Path MTU and fragmentation",
+        probes_ok and no_fragments,
+        summary,
+        ["path", "largest payload", "detail", ""],
+        rows,
+        {
+            "computed": computed,
+            "max_unfragmented": maximum,
+            "expected_max_unfragmented": expected,
+            "probes": probes,
+            "fragmentation": deltas,
+        },
+    )
+
+
+# --- 4. bulk TCP with checksum ----------------------------------------------------------------------------
+
+_BULK_SERVER = """
+import hashlib, json, socket, sys
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((sys.argv[1], int(sys.argv[2])))
+srv.listen(1)
+srv.settimeout(30)
+print("listening", flush=True)
+conn, _ = srv.accept()
+conn.settimeout(30)
+digest, size = hashlib.sha256(), 0
+while chunk := conn.recv(1 << 16):
+    digest.update(chunk)
+    size += len(chunk)
+mss = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+conn.sendall(json.dumps({"bytes": size, "sha256": digest.hexdigest(), "mss": mss}).encode())
+conn.close()
+"""
+
+_BULK_CLIENT = """
+import hashlib, json, os, socket, sys, time
+data = os.urandom(int(sys.argv[3]))
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+mss = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+start = time.monotonic()
+conn.sendall(data)
+conn.shutdown(socket.SHUT_WR)
+reply = b""
+while chunk := conn.recv(4096):
+    reply += chunk
+seconds = time.monotonic() - start
+print(json.dumps({"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "mss": mss,
+                  "seconds": seconds, "server": json.loads(reply)}))
+"""
+
+
+def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float) -> bool:
+    """Whether the process prints a line containing `marker` within `timeout` seconds."""
+    found = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if marker in line:
+                found.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    return found.wait(timeout)
+
+
+def stop(proc: subprocess.Popen[str]) -> str:
+    """End a process we started (by its pid), returning what it printed."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        out, _ = proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out or ""
+
+
+def bulk_transfer(lab: BuiltLab, src: SitePlan, dst: SitePlan, size: int) -> dict[str, Any]:
+    target = str(dst.host_ip.ip)
+    server = lab.hosts[dst.name].popen(
+        [sys.executable, "-I", "-c", _BULK_SERVER, target, str(BULK_PORT)], stdout=subprocess.PIPE
+    )
+    lab.state.track(server.pid, dst.host_ns, "bulk TCP server")
+    try:
+        if not wait_for_line(server, "listening", 10):
+            raise LabError(f"bulk TCP server on {dst.name} did not start: {stop(server)}")
+        argv = [sys.executable, "-I", "-c", _BULK_CLIENT, target, str(BULK_PORT), str(size)]
+        result = lab.hosts[src.name].run(argv, check=False, timeout=60)
+    finally:
+        stop(server)
+    if result.returncode != 0:
+        return {"from": src.name, "to": dst.name, "ok": False, "error": (result.stderr or result.stdout)[-300:]}
+    sent = json.loads(result.stdout)
+    received = sent.pop("server")
+    verified = received["bytes"] == sent["bytes"] and received["sha256"] == sent["sha256"]
+    clamped = max(sent["mss"], received["mss"]) <= lab.plan.mss
+    return {
+        "from": src.name,
+        "to": dst.name,
+        "ok": verified and clamped,
+        "bytes": sent["bytes"],
+        "verified": verified,
+        "mss_sender": sent["mss"],
+        "mss_receiver": received["mss"],
+        "mbps": round(sent["bytes"] * 8 / sent["seconds"] / 1e6, 1),
+    }
+
+
+def check_bulk_tcp(lab: BuiltLab, options: LabOptions) -> CheckResult:
+    src, _ = main_pair(lab)
+    results = [bulk_transfer(lab, src, dst, options.bulk_bytes) for dst in lab.plan.sites if dst is not src]
+    rows = []
+    for r in results:
+        if "error" in r:
+            rows.append([f"{r['from']} -> {r['to']}", "-", "-", r["error"].strip().splitlines()[-1], "FAIL"])
+            continue
+        mss = f"{r['mss_sender']} / {r['mss_receiver']} (<= {lab.plan.mss})"
+        check = "sha256 match" if r["verified"] else "sha256 MISMATCH"
+        rows.append([f"{r['from']} -> {r['to']}", f"{r['bytes'] / 2**20:.0f} MiB", mss, check, ok_text(r["ok"])])
+    ok = all(r["ok"] for r in results)
+    summary = f"from {src.name} (host NIC MTU {src.nic_mtu}): {sum(r['ok'] for r in results)}/{len(results)}"
+    return CheckResult(
+        "bulk_tcp",
+        "4. Bulk TCP across the tunnel (MSS clamping, bytes verified)",
+        ok,
+        summary,
+        ["path", "size", "MSS sender / receiver", "bytes", ""],
+        rows,
+        {"transfers": results, "clamped_mss": lab.plan.mss},
+    )
+
+
+# --- 5. throughput ---------------------------------------------------------------------------------------------
+
+
+def iperf(server: Node, server_netns: str, client: Node, target: str, seconds: float, lab: BuiltLab) -> float:
+    proc = server.popen(["iperf3", "-s", "-1", "--forceflush", "-p", str(IPERF_PORT)], stdout=subprocess.PIPE)
+    lab.state.track(proc.pid, server_netns, "iperf3 server")
+    try:
+        if not wait_for_line(proc, "listening", 10):
+            raise LabError(f"iperf3 server in {server_netns} did not start: {stop(proc)}")
+        argv = ["iperf3", "-c", target, "-p", str(IPERF_PORT), "-t", str(seconds), "-J"]
+        result = client.run(argv, check=False, timeout=seconds + 20)
+    finally:
+        stop(proc)
+    report = json.loads(result.stdout or "{}")
+    if "error" in report or result.returncode != 0:
+        raise LabError(f"iperf3 to {target}: {report.get('error', result.stderr.strip())}")
+    return round(float(report["end"]["sum_received"]["bits_per_second"]) / 1e6, 1)
+
+
+def check_throughput(lab: BuiltLab, options: LabOptions) -> CheckResult:
+    a, b = main_pair(lab)
+    runs = [
+        ("host_to_host", f"host {a.name} -> host {b.name} (through both gateways)", "host", str(b.host_ip.ip)),
+        ("gateway_tunnel", f"gateway {a.name} -> gateway {b.name} (wg0)", "gateway", str(b.overlay_ip)),
+        ("underlay", f"gateway {a.name} -> gateway {b.name} (bare underlay)", "gateway", str(b.public_ip)),
+    ]
+    mbps: dict[str, float | None] = {}
+    rows, errors = [], []
+    for key, label, kind, target in runs:
+        if kind == "host":
+            server, server_ns, client = lab.hosts[b.name], b.host_ns, lab.hosts[a.name]
+        else:
+            server, server_ns, client = lab.gateways[b.name], b.gateway_ns, lab.gateways[a.name]
+        try:
+            mbps[key] = iperf(server, server_ns, client, target, options.iperf_seconds, lab)
+            rows.append([label, f"{mbps[key]:.0f}", "ok"])
+        except LabError as exc:
+            mbps[key] = None
+            errors.append(str(exc))
+            rows.append([label, "-", "FAIL"])
+    tunnel, underlay = mbps.get("gateway_tunnel"), mbps.get("underlay")
+    ratio = round(tunnel / underlay, 2) if tunnel and underlay else None
+    summary = f"iperf3 {options.iperf_seconds:g} s each" + (f"; tunnel/underlay = {ratio}" if ratio else "")
+    summary += "".join(f"; {error}" for error in errors)
+    return CheckResult(
+        "throughput",
+        "5. Throughput (iperf3, TCP)",
+        not errors,
+        summary,
+        ["path", "Mbit/s", ""],
+        rows,
+        {"throughput_mbps": mbps, "tunnel_to_underlay": ratio, "errors": errors},
+    )
+
+
+# --- 6. recovery --------------------------------------------------------------------------------------------
+
+_REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from")
+
+
+def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
+    a, b = main_pair(lab)
+    pinger = lab.hosts[a.name].popen(["ping", "-n", "-D", "-i", "0.01", str(b.host_ip.ip)], stdout=subprocess.PIPE)
+    lab.state.track(pinger.pid, a.host_ns, "ping (recovery)")
+    replies: list[float] = []
+
+    def collect() -> None:
+        assert pinger.stdout is not None
+        for line in pinger.stdout:
+            if m := _REPLY.match(line):
+                replies.append(float(m.group(1)))
+
+    reader = threading.Thread(target=collect, daemon=True)
+    reader.start()
+    error = None
+    try:
+        deadline = time.monotonic() + 5
+        while len(replies) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        down_start = time.time()
+        wg_quick(lab, b.name, "down", INTERFACE)
+        down_done = time.time()
+        wg_quick(lab, b.name, "up", INTERFACE)
+        up_done = time.time()
+        deadline = time.monotonic() + options.recovery_timeout
+        while not any(t > up_done for t in replies) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+    except LabError as exc:
+        error = str(exc)
+        down_start = down_done = up_done = time.time()
+    finally:
+        stop(pinger)
+        reader.join(2)
+    # The interruption is the longest silence between two replies, from the last reply before the restart
+    # to the first replies after it; traffic must be flowing again once wg-quick up has returned.
+    before = [t for t in replies if t < down_start]
+    window = [t for t in replies if t >= (before[-1] if before else down_start)]
+    recovered = error is None and bool(before) and any(t > up_done for t in replies)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(window)]
+    recovery_ms = round(max(gaps) * 1000, 1) if recovered and gaps else None
+    restart_ms = round((up_done - down_start) * 1000, 1)
+    down_ms = round((down_done - down_start) * 1000, 1)
+    rows = [
+        [
+            f"host {a.name} -> host {b.name}",
+            f"wg-quick down/up on gateway {b.name}",
+            f"{restart_ms:.0f}",
+            "-" if recovery_ms is None else f"{recovery_ms:.0f}",
+            str(len(replies)),
+            ok_text(recovered),
+        ]
+    ]
+    summary = (
+        f"traffic stopped for {recovery_ms:.0f} ms (wg-quick down + up took {restart_ms:.0f} ms)"
+        if recovery_ms is not None
+        else (error or f"no reply within {options.recovery_timeout:.0f} s after wg-quick up")
+    )
+    return CheckResult(
+        "recovery",
+        "6. Recovery after a gateway restart (ping every 10 ms)",
+        recovered,
+        summary,
+        ["traffic", "event", "down+up ms", "no replies for ms", "replies", ""],
+        rows,
+        {
+            "recovery_ms": recovery_ms,
+            "restart_ms": restart_ms,
+            "down_ms": down_ms,
+            "replies": len(replies),
+            "gateway": b.name,
+        },
+    )
+
+
+def timed(fn: Callable[[], CheckResult]) -> CheckResult:
+    start = time.monotonic()
+    result = fn()
+    result.seconds = round(time.monotonic() - start, 2)
+    return result
+
+
+def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable[[str], None]) -> Sequence[CheckResult]:
+    """All checks, in an order that keeps them independent: the MTU probes run after the TCP transfers,
+    so the path MTU they teach the hosts cannot stand in for MSS clamping."""
+    step("1/6 handshakes")
+    handshakes = timed(lambda: check_handshakes(lab, keys, options))
+    step("2/6 ping every pair")
+    ping = timed(lambda: check_ping(lab))
+    before = frag_counters(lab)
+    step("4/6 bulk TCP transfer")
+    bulk = timed(lambda: check_bulk_tcp(lab, options))
+    step("5/6 iperf3 throughput")
+    throughput = timed(lambda: check_throughput(lab, options))
+    after = frag_counters(lab)
+    step("3/6 path MTU probes")
+    path_mtu = timed(lambda: check_path_mtu(lab, probe_path_mtu(lab), before, after))
+    step("6/6 recovery")
+    recovery = timed(lambda: check_recovery(lab, options))
+    return [handshakes, ping, path_mtu, bulk, throughput, recovery]
