@@ -78,7 +78,7 @@ class AwsGateway(pulumi.ComponentResource):
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = component.wg_config(mesh, site.name, self.key, args.directory)
-        self.user_data = component.user_data(self.wg_config)
+        self.user_data = component.user_data(mesh, site.name, self.wg_config, args.directory)
 
         network = self._network(name, site, child)
         self.eip = aws.ec2.Eip(f"{name}-eip", domain="vpc", tags={"Name": f"wg-mesh-{site.name}"}, opts=child)
@@ -103,6 +103,19 @@ class AwsGateway(pulumi.ComponentResource):
                     from_port=0,
                     to_port=0,
                     cidr_blocks=[str(cidr) for cidr in site.cidrs],
+                ),
+                *(
+                    [
+                        aws.ec2.SecurityGroupIngressArgs(
+                            description="node-exporter, for Prometheus (monitoring_cidrs)",
+                            protocol="tcp",
+                            from_port=mesh.exporter_port,
+                            to_port=mesh.exporter_port,
+                            cidr_blocks=component.monitoring_ranges(mesh),
+                        )
+                    ]
+                    if mesh.monitoring_cidrs
+                    else []
                 ),
             ],
             # Terraform removes AWS's default allow-all egress rule, so state it.

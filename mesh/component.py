@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pulumi
 
-from mesh import render, topology
+from mesh import metrics, render, topology
 from mesh.config import MeshConfig
 from mesh.keys import WireGuardKey
 from mesh.topology import PeerAddress
@@ -42,9 +42,22 @@ def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Di
     return pulumi.Output.secret(values.apply(functools.partial(_render_wg_conf, mesh, site_name)))
 
 
-def user_data(wg_conf: pulumi.Output[str]) -> pulumi.Output[str]:
-    """The `#cloud-config` that installs and starts the site's wg0 (secret: it embeds wg0.conf)."""
-    return pulumi.Output.secret(wg_conf.apply(render.cloud_config))
+def _render_user_data(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:
+    extras = metrics.metrics_extras(mesh, site_name, values["directory"])
+    return render.cloud_config(values["wg_conf"], extras)
+
+
+def user_data(
+    mesh: MeshConfig, site_name: str, wg_conf: pulumi.Output[str], directory: Directory
+) -> pulumi.Output[str]:
+    """The `#cloud-config` that installs and starts the site's wg0 and its metrics (secret: it embeds wg0.conf)."""
+    values = pulumi.Output.all(wg_conf=wg_conf, directory=directory)
+    return pulumi.Output.secret(values.apply(functools.partial(_render_user_data, mesh, site_name)))
+
+
+def monitoring_ranges(mesh: MeshConfig) -> list[str]:
+    """Who may scrape a gateway's node-exporter from outside the mesh: `monitoring_cidrs` (none by default)."""
+    return [str(cidr) for cidr in mesh.monitoring_cidrs]
 
 
 def peer_source_ranges(mesh: MeshConfig, site_name: str, directory: Directory) -> pulumi.Output[list[str]]:

@@ -75,7 +75,7 @@ class GcpGateway(pulumi.ComponentResource):
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = component.wg_config(mesh, site.name, self.key, args.directory)
-        self.user_data = component.user_data(self.wg_config)
+        self.user_data = component.user_data(mesh, site.name, self.wg_config, args.directory)
 
         network = self._network(name, site, child)
         self.address = gcp.compute.Address(
@@ -108,6 +108,17 @@ class GcpGateway(pulumi.ComponentResource):
             target_tags=[tag],
             opts=child,
         )
+        if mesh.monitoring_cidrs:  # never with empty source_ranges: GCP would read that as 0.0.0.0/0
+            gcp.compute.Firewall(
+                f"{name}-fw-exporter",
+                network=network.network,
+                description=f"wg-mesh {site.name}: node-exporter, for Prometheus (monitoring_cidrs)",
+                direction="INGRESS",
+                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(mesh.exporter_port)])],
+                source_ranges=component.monitoring_ranges(mesh),
+                target_tags=[tag],
+                opts=child,
+            )
         gcp.compute.Firewall(
             f"{name}-fw-remote",
             network=network.network,

@@ -6,6 +6,8 @@ components pass the result to `render.cloud_config`; the lab writes the same fil
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from collections.abc import Mapping
 from importlib import resources
@@ -16,6 +18,11 @@ from mesh.render import INTERFACE, CloudInitExtras, File
 from mesh.topology import PeerAddress, interface_plan
 
 SCRIPT_PATH = "/usr/local/sbin/wg-mesh-metrics"
+# The script travels gzip+base64 in the user data (AWS takes at most 16 KB of it). The packed text is committed
+# (mesh/wgmetrics.py.gz.b64, checked against the source by the tests) rather than compressed at render time:
+# another zlib (zlib-ng on some distributions) would give other bytes, and changed user data replaces a gateway.
+PACKED_SCRIPT = "wgmetrics.py.gz.b64"
+SCRIPT_ENCODING = "gz+b64"
 MAPPING_PATH = wgmetrics.MAPPING_PATH
 TEXTFILE_PATH = wgmetrics.TEXTFILE_PATH
 # Debian/Ubuntu's prometheus-node-exporter: its unit reads ARGS from here; its textfile directory is the
@@ -33,6 +40,21 @@ INTERVAL_SECONDS = 15
 def script_source() -> str:
     """The metrics script exactly as it is in the repo (stdlib only, runs as `python3 SCRIPT_PATH`)."""
     return resources.files("mesh").joinpath("wgmetrics.py").read_text()
+
+
+def pack(source: str) -> str:
+    """gzip+base64 in 76-character lines (cloud-init's `gz+b64` ignores the newlines)."""
+    data = base64.b64encode(gzip.compress(source.encode(), compresslevel=9, mtime=0)).decode()
+    return "".join(data[i : i + 76] + "\n" for i in range(0, len(data), 76))
+
+
+def packed_script() -> str:
+    """The committed packed script; `unpack(packed_script()) == script_source()` is a test."""
+    return resources.files("mesh").joinpath(PACKED_SCRIPT).read_text()
+
+
+def unpack(packed: str) -> str:
+    return gzip.decompress(base64.b64decode(packed)).decode()
 
 
 def peer_mapping(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> str:
@@ -99,7 +121,7 @@ def metrics_extras(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
         packages=(NODE_EXPORTER_PACKAGE,),
         files=(
             File(NODE_EXPORTER_DEFAULTS_PATH, node_exporter_defaults(cfg.exporter_port)),
-            File(SCRIPT_PATH, script_source(), permissions="0755"),
+            File(SCRIPT_PATH, packed_script(), permissions="0755", encoding=SCRIPT_ENCODING),
             File(MAPPING_PATH, peer_mapping(cfg, name, directory)),
             File(SERVICE_PATH, service_unit()),
             File(TIMER_PATH, timer_unit()),

@@ -90,6 +90,7 @@ class File:
     content: str
     permissions: str = "0644"
     owner: str = "root:root"
+    encoding: str | None = None  # cloud-init's write_files encoding of `content`, e.g. "gz+b64"
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,14 @@ def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> s
         "package_update": True,
         "packages": [*PACKAGES, *extras.packages],
         "write_files": [
-            {"path": f.path, "owner": f.owner, "permissions": f.permissions, "content": f.content} for f in files
+            {
+                "path": f.path,
+                "owner": f.owner,
+                "permissions": f.permissions,
+                **({"encoding": f.encoding} if f.encoding else {}),
+                "content": f.content,
+            }
+            for f in files
         ],
         "runcmd": [
             ["sysctl", "--system"],

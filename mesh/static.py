@@ -40,7 +40,7 @@ class StaticSite(pulumi.ComponentResource):
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.public_key = self.key.public_key
         self.wg_config = component.wg_config(args.mesh, site.name, self.key, args.directory)
-        self.user_data = component.user_data(self.wg_config)
+        self.user_data = component.user_data(args.mesh, site.name, self.wg_config, args.directory)
         self.register_outputs(
             {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key}
         )

@@ -403,8 +403,10 @@ def test_extras_install_node_exporter_script_mapping_and_timer() -> None:
         "/etc/systemd/system/wg-mesh-metrics.service",
         "/etc/systemd/system/wg-mesh-metrics.timer",
     }
-    assert files["/usr/local/sbin/wg-mesh-metrics"].content == (REPO / "mesh" / "wgmetrics.py").read_text()
-    assert files["/usr/local/sbin/wg-mesh-metrics"].permissions == "0755"
+    script = files["/usr/local/sbin/wg-mesh-metrics"]
+    assert script.encoding == "gz+b64"
+    assert metrics.unpack(script.content) == (REPO / "mesh" / "wgmetrics.py").read_text()
+    assert script.permissions == "0755"
     assert all(f.owner == "root:root" for f in extras.files)
 
     mapping = wgmetrics.parse_mapping(files["/etc/wg-mesh/peers.json"].content)
@@ -498,3 +500,51 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "wg-mesh-metrics" not in result.stderr  # no warnings about our units
+
+
+# --- the packed script and the user-data budget -------------------------------------------------
+
+AWS_USER_DATA_LIMIT = 16384  # bytes, before base64: EC2 refuses more
+
+
+def test_committed_packed_script_is_the_source() -> None:
+    """mesh/wgmetrics.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1 after editing the script."""
+    packed = REPO / "mesh" / metrics.PACKED_SCRIPT
+    if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1" and metrics.unpack(packed.read_text()) != metrics.script_source():
+        packed.write_text(metrics.pack(metrics.script_source()))
+    assert metrics.unpack(metrics.packed_script()) == metrics.script_source(), (
+        f"{packed} is stale: regenerate with WG_MESH_UPDATE_GOLDEN=1 and commit it"
+    )
+    assert all(len(line) <= 76 for line in metrics.packed_script().splitlines())
+
+
+@pytest.mark.skipif(not Path("/usr/lib/python3/dist-packages/cloudinit").is_dir(), reason="cloud-init not installed")
+def test_cloud_init_decodes_the_packed_script(tmp_path: Path) -> None:
+    """cloud-init's own write_files decoder turns the user data entry back into the script."""
+    cfg = load(REPO / "Pulumi.dev.yaml")
+    user_data = render.cloud_config("[Interface]\n", metrics.metrics_extras(cfg, "aws-use1", directory_of("dev")))
+    entry = next(f for f in yaml.safe_load(user_data)["write_files"] if f["path"] == metrics.SCRIPT_PATH)
+    (tmp_path / "entry.json").write_text(json.dumps(entry))
+    decode = (
+        "import json, sys; from cloudinit.config import cc_write_files as w; "
+        "e = json.load(open(sys.argv[1])); "
+        "sys.stdout.buffer.write(w.extract_contents(e['content'].encode(), w.canonicalize_extraction(e['encoding'])))"
+    )
+    result = subprocess.run(
+        ["/usr/bin/python3", "-c", decode, str(tmp_path / "entry.json")], capture_output=True, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode() == metrics.script_source()
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_user_data_with_metrics_fits_aws(stack: str, private_key: str) -> None:
+    cfg = load(REPO / f"Pulumi.{stack}.yaml")
+    directory = {
+        s.name: PeerAddress(f"198.51.100.{i + 1}", wgkey.public_key(wgkey.generate_private_key()))
+        for i, s in enumerate(cfg.sites)
+    }
+    for site in cfg.sites:
+        conf = render.wg_quick_conf(interface_plan(cfg, site.name, directory), private_key)
+        size = len(render.cloud_config(conf, metrics.metrics_extras(cfg, site.name, directory)).encode())
+        assert size < AWS_USER_DATA_LIMIT * 3 // 4, (site.name, size)  # and room for more sites
