@@ -74,6 +74,11 @@ class MonitoredLab:
         assert doc["status"] == "success", doc
         return doc["data"]
 
+    def ready(self) -> bool:
+        """Prometheus answers 503 until its storage is up; /-/ready says when."""
+        ready = self.prometheus.run([PYTHON, "-c", _GET, f"http://{PROMETHEUS}/-/ready"], check=False, timeout=10)
+        return ready.returncode == 0
+
     def query(self, expr: str) -> list[dict[str, Any]]:
         data = self.api(f"/api/v1/query?query={quote(expr)}")
         assert isinstance(data["result"], list)
@@ -192,8 +197,9 @@ def monitored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MonitoredLab
         lab = build(plan, render_artifacts(cfg, plan, keys), state, lambda step: None)
         for site in plan.sites:
             start_metrics(lab, cfg, keys, site.name)
-        prometheus = start_prometheus(lab, cfg, tmp_path_factory.mktemp("prometheus"))
-        yield MonitoredLab(lab, prometheus)
+        monitored = MonitoredLab(lab, start_prometheus(lab, cfg, tmp_path_factory.mktemp("prometheus")))
+        wait_for("Prometheus ready", monitored.ready, 60, time.monotonic())
+        yield monitored
     finally:
         problems = teardown(state, lambda line: None)
         assert problems == [], problems
