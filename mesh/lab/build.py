@@ -33,7 +33,12 @@ class BuiltLab:
     gateways: dict[str, Node] = field(default_factory=dict)
     hosts: dict[str, Node] = field(default_factory=dict)
     setups: dict[str, cloudinit.GatewaySetup] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    site_notes: dict[str, list[str]] = field(default_factory=dict)  # note -> gateways it applies to
+
+    @property
+    def notes(self) -> list[str]:
+        every = len(self.plan.sites)
+        return [f"{n} ({'every gateway' if len(s) == every else ', '.join(s)})" for n, s in self.site_notes.items()]
 
     def log_path(self, site: str) -> Path:
         return self.state.log_dir / f"{site}.log"
@@ -116,7 +121,7 @@ def write_files(node: Node, setup: cloudinit.GatewaySetup) -> None:
         path = node.path(str(f.path))
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, f.mode)
-        with os.fdopen(fd, "w") as out:
+        with os.fdopen(fd, "wb") as out:
             os.fchmod(out.fileno(), f.mode)
             out.write(f.content)
 
@@ -136,7 +141,8 @@ def wg_quick(lab: BuiltLab, site: str, verb: str, interface: str) -> None:
 def start_gateway(lab: BuiltLab, site: SitePlan, artifacts: GatewayArtifacts) -> None:
     setup = cloudinit.interpret(artifacts.user_data)
     lab.setups[site.name] = setup
-    lab.notes += [f"{site.name}: {note}" for note in setup.notes]
+    for note in setup.notes:
+        lab.site_notes.setdefault(note, []).append(site.name)
     with lab.log_path(site.name).open("a") as log:
         node = start_holder(lab.state, site.gateway_ns, log)
     lab.gateways[site.name] = node

@@ -31,9 +31,19 @@ from mesh.lab.plan import LabKeys, SitePlan
 from mesh.render import INTERFACE
 
 ICMP_IPV4_HEADERS = 28  # IPv4 (20) + ICMP echo (8)
+SMALL_PAYLOAD = 56  # ping's default
 FRAG_COUNTERS = ("IpFragCreates", "IpReasmReqds")
 BULK_PORT = 5001
 IPERF_PORT = 5201
+
+TITLES = {
+    "handshakes": "1. WireGuard handshakes",
+    "ping": "2. Workload host to workload host (ICMP)",
+    "path_mtu": "3. Path MTU and fragmentation",
+    "bulk_tcp": "4. Bulk TCP across the tunnel (MSS clamping, bytes verified)",
+    "throughput": "5. Throughput (iperf3, TCP)",
+    "recovery": "6. Recovery after a gateway restart (ping every 10 ms)",
+}
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -115,7 +125,7 @@ def check_handshakes(lab: BuiltLab, keys: LabKeys, options: LabOptions) -> Check
     summary = f"{sum(done.values())}/{len(pairs)} gateway pairs" + ("" if ok else f" after waiting {waited:.0f} s")
     return CheckResult(
         "handshakes",
-        "1. WireGuard handshakes",
+        TITLES["handshakes"],
         ok,
         summary,
         ["gateway", "peer", "gateway saw peer", "peer saw gateway", ""],
@@ -155,7 +165,7 @@ def check_ping(lab: BuiltLab) -> CheckResult:
     ok = all(p["ok"] for p in pairs)
     return CheckResult(
         "ping",
-        "2. Workload host to workload host (ICMP)",
+        TITLES["ping"],
         ok,
         f"{sum(p['ok'] for p in pairs)}/{len(pairs)} ordered pairs",
         ["from host", "to host", "replies", "avg RTT ms", ""],
@@ -200,8 +210,11 @@ def probe_path_mtu(lab: BuiltLab) -> list[dict[str, Any]]:
         fits, _ = df_ping(node, target, expected)
         over_ok, over_output = df_ping(node, target, expected + 1)
         clean = not over_ok and refused_cleanly(over_output)
-        if not fits:
-            biggest = largest_payload(node, target, 0, expected - 1)
+        biggest: int | None
+        if not fits and not df_ping(node, target, SMALL_PAYLOAD)[0]:
+            biggest = None  # no path at all: check 2 reports it, searching would only wait for timeouts
+        elif not fits:
+            biggest = largest_payload(node, target, SMALL_PAYLOAD, expected - 1)
         elif over_ok:
             biggest = largest_payload(node, target, expected + 1, src.nic_mtu - ICMP_IPV4_HEADERS)
         else:
@@ -229,21 +242,24 @@ def check_path_mtu(
     for p in probes:
         good = p["max_payload"] == expected and p["over_refused_cleanly"]
         refused = "ICMP frag needed" if p["over_refused_cleanly"] else "black hole / passed"
-        rows.append([f"{p['from']} -> {p['to']}", str(p["max_payload"]), f"+1: {refused}", ok_text(good)])
+        largest = "no path" if p["max_payload"] is None else str(p["max_payload"])
+        rows.append([f"{p['from']} -> {p['to']}", largest, f"+1: {refused}", ok_text(good)])
     deltas = {site: {c: after[site][c] - before[site][c] for c in FRAG_COUNTERS} for site in before}
     for site, delta in deltas.items():
         clean = not any(delta.values())
         counters = ", ".join(f"{name} +{value}" for name, value in delta.items())
         rows.append([f"gateway {site}: fragments during checks 4-5", "", counters, ok_text(clean)])
-    maximum = min((p["max_payload"] for p in probes), default=None)
+    measured = [p["max_payload"] for p in probes]
+    maximum = None if None in measured or not measured else min(measured)
     probes_ok = all(p["max_payload"] == expected and p["over_refused_cleanly"] for p in probes)
     no_fragments = not any(v for delta in deltas.values() for v in delta.values())
-    summary = f"tunnel MTU {computed}: largest unfragmented ICMP payload {maximum} (expected {expected})"
+    largest = "no path for some pairs" if maximum is None else str(maximum)
+    summary = f"tunnel MTU {computed}: largest unfragmented ICMP payload {largest} (expected {expected})"
     if not no_fragments:
         summary += "; the gateways fragmented packets (the underlay carries less than the tunnel needs)"
     return CheckResult(
         "path_mtu",
-        "3. Path MTU and fragmentation",
+        TITLES["path_mtu"],
         probes_ok and no_fragments,
         summary,
         ["path", "largest payload", "detail", ""],
@@ -282,7 +298,8 @@ conn.close()
 _BULK_CLIENT = """
 import hashlib, json, os, socket, sys, time
 data = os.urandom(int(sys.argv[3]))
-conn = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+conn.settimeout(30)
 mss = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
 start = time.monotonic()
 conn.sendall(data)
@@ -369,7 +386,7 @@ def check_bulk_tcp(lab: BuiltLab, options: LabOptions) -> CheckResult:
     summary = f"from {src.name} (host NIC MTU {src.nic_mtu}): {sum(r['ok'] for r in results)}/{len(results)}"
     return CheckResult(
         "bulk_tcp",
-        "4. Bulk TCP across the tunnel (MSS clamping, bytes verified)",
+        TITLES["bulk_tcp"],
         ok,
         summary,
         ["path", "size", "MSS sender / receiver", "bytes", ""],
@@ -387,7 +404,7 @@ def iperf(server: Node, server_netns: str, client: Node, target: str, seconds: f
     try:
         if not wait_for_line(proc, "listening", 10):
             raise LabError(f"iperf3 server in {server_netns} did not start: {stop(proc)}")
-        argv = ["iperf3", "-c", target, "-p", str(IPERF_PORT), "-t", str(seconds), "-J"]
+        argv = ["iperf3", "-c", target, "-p", str(IPERF_PORT), "-t", str(seconds), "-J", "--connect-timeout", "5000"]
         result = client.run(argv, check=False, timeout=seconds + 20)
     finally:
         stop(proc)
@@ -424,7 +441,7 @@ def check_throughput(lab: BuiltLab, options: LabOptions) -> CheckResult:
     summary += "".join(f"; {error}" for error in errors)
     return CheckResult(
         "throughput",
-        "5. Throughput (iperf3, TCP)",
+        TITLES["throughput"],
         not errors,
         summary,
         ["path", "Mbit/s", ""],
@@ -453,39 +470,45 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
     reader = threading.Thread(target=collect, daemon=True)
     reader.start()
     error = None
+    marks: dict[str, float] = {}
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 3
         while len(replies) < 20 and time.monotonic() < deadline:
             time.sleep(0.01)
-        down_start = time.time()
+        if not replies:
+            raise LabError(f"no replies from host {b.name} before the restart: nothing to recover")
+        marks["down_start"] = time.time()
         wg_quick(lab, b.name, "down", INTERFACE)
-        down_done = time.time()
+        marks["down_done"] = time.time()
         wg_quick(lab, b.name, "up", INTERFACE)
-        up_done = time.time()
+        marks["up_done"] = time.time()
         deadline = time.monotonic() + options.recovery_timeout
-        while not any(t > up_done for t in replies) and time.monotonic() < deadline:
+        while not any(t > marks["up_done"] for t in replies) and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.1)
     except LabError as exc:
         error = str(exc)
-        down_start = down_done = up_done = time.time()
     finally:
         stop(pinger)
         reader.join(2)
+
+    def ms(start: str, end: str) -> float | None:
+        return round((marks[end] - marks[start]) * 1000, 1) if end in marks else None
+
     # The interruption is the longest silence between two replies, from the last reply before the restart
     # to the first replies after it; traffic must be flowing again once wg-quick up has returned.
-    before = [t for t in replies if t < down_start]
-    window = [t for t in replies if t >= (before[-1] if before else down_start)]
-    recovered = error is None and bool(before) and any(t > up_done for t in replies)
-    gaps = [later - earlier for earlier, later in itertools.pairwise(window)]
-    recovery_ms = round(max(gaps) * 1000, 1) if recovered and gaps else None
-    restart_ms = round((up_done - down_start) * 1000, 1)
-    down_ms = round((down_done - down_start) * 1000, 1)
+    recovered = error is None and "up_done" in marks and any(t > marks["up_done"] for t in replies)
+    recovery_ms = None
+    if recovered:
+        last_before = max(t for t in replies if t < marks["down_start"])
+        window = [t for t in replies if t >= last_before]
+        recovery_ms = round(max(later - earlier for earlier, later in itertools.pairwise(window)) * 1000, 1)
+    restart_ms, down_ms = ms("down_start", "up_done"), ms("down_start", "down_done")
     rows = [
         [
             f"host {a.name} -> host {b.name}",
             f"wg-quick down/up on gateway {b.name}",
-            f"{restart_ms:.0f}",
+            "-" if restart_ms is None else f"{restart_ms:.0f}",
             "-" if recovery_ms is None else f"{recovery_ms:.0f}",
             str(len(replies)),
             ok_text(recovered),
@@ -493,12 +516,12 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
     ]
     summary = (
         f"traffic stopped for {recovery_ms:.0f} ms (wg-quick down + up took {restart_ms:.0f} ms)"
-        if recovery_ms is not None
+        if recovery_ms is not None and restart_ms is not None
         else (error or f"no reply within {options.recovery_timeout:.0f} s after wg-quick up")
     )
     return CheckResult(
         "recovery",
-        "6. Recovery after a gateway restart (ping every 10 ms)",
+        TITLES["recovery"],
         recovered,
         summary,
         ["traffic", "event", "down+up ms", "no replies for ms", "replies", ""],
@@ -513,9 +536,13 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
     )
 
 
-def timed(fn: Callable[[], CheckResult]) -> CheckResult:
+def timed(key: str, fn: Callable[[], CheckResult]) -> CheckResult:
+    """Run one check; a check that cannot even run is reported as failed, and the others still run."""
     start = time.monotonic()
-    result = fn()
+    try:
+        result = fn()
+    except Exception as exc:  # reported, with its type: exit 1 either way
+        result = CheckResult(key, TITLES[key], False, f"could not run: {type(exc).__name__}: {exc}", ["error"])
     result.seconds = round(time.monotonic() - start, 2)
     return result
 
@@ -524,17 +551,17 @@ def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable
     """All checks, in an order that keeps them independent: the MTU probes run after the TCP transfers,
     so the path MTU they teach the hosts cannot stand in for MSS clamping."""
     step("1/6 handshakes")
-    handshakes = timed(lambda: check_handshakes(lab, keys, options))
+    handshakes = timed("handshakes", lambda: check_handshakes(lab, keys, options))
     step("2/6 ping every pair")
-    ping = timed(lambda: check_ping(lab))
+    ping = timed("ping", lambda: check_ping(lab))
     before = frag_counters(lab)
     step("4/6 bulk TCP transfer")
-    bulk = timed(lambda: check_bulk_tcp(lab, options))
+    bulk = timed("bulk_tcp", lambda: check_bulk_tcp(lab, options))
     step("5/6 iperf3 throughput")
-    throughput = timed(lambda: check_throughput(lab, options))
+    throughput = timed("throughput", lambda: check_throughput(lab, options))
     after = frag_counters(lab)
     step("3/6 path MTU probes")
-    path_mtu = timed(lambda: check_path_mtu(lab, probe_path_mtu(lab), before, after))
+    path_mtu = timed("path_mtu", lambda: check_path_mtu(lab, probe_path_mtu(lab), before, after))
     step("6/6 recovery")
-    recovery = timed(lambda: check_recovery(lab, options))
+    recovery = timed("recovery", lambda: check_recovery(lab, options))
     return [handshakes, ping, path_mtu, bulk, throughput, recovery]

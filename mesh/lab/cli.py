@@ -76,5 +76,9 @@ def cmd_lab(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     print_report(report, console)
     if args.json_path is not None:
-        args.json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        try:
+            args.json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        except OSError as exc:
+            _error(f"cannot write {args.json_path}: {exc.strerror}")
+            return EXIT_FAILED
     return EXIT_OK if report.ok else EXIT_FAILED

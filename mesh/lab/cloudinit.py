@@ -3,7 +3,8 @@
 Pure. The lab does not run cloud-init itself (it would touch the host); it does what this user data
 asks of cloud-init, in the gateway's own network and mount namespaces:
 
-* `write_files` -> written into the gateway's private /etc (an overlay) or /run (a tmpfs);
+* `write_files` -> decoded (b64, gz+b64, ...) and written into the gateway's private /etc and /usr/local
+  (copy-on-write overlays) or /run (a tmpfs);
 * `runcmd: [sysctl, --system]` -> the sysctl files it wrote are applied in the gateway's netns
   (only per-namespace `net.ipv4.*` / `net.ipv6.*` keys, so the host is never changed);
 * `runcmd: [systemctl, enable, --now, wg-quick@IF]` -> the real `wg-quick up IF`;
@@ -13,13 +14,28 @@ Anything else is refused or listed in the report as not run, never silently drop
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
 
-PRIVATE_ROOTS = (PurePosixPath("/etc"), PurePosixPath("/run"), PurePosixPath("/var/run"))
+PRIVATE_ROOTS = tuple(PurePosixPath(p) for p in ("/etc", "/usr/local", "/run", "/var/run"))
+# cloud-init's write_files encodings: (gzip-compressed, base64-encoded)
+ENCODINGS = {
+    "text/plain": (False, False),
+    "b64": (False, True),
+    "base64": (False, True),
+    "gz": (True, False),
+    "gzip": (True, False),
+    "gz+b64": (True, True),
+    "gz+base64": (True, True),
+    "gzip+b64": (True, True),
+    "gzip+base64": (True, True),
+}
 SYSCTL_DIR = PurePosixPath("/etc/sysctl.d")
 PER_NETNS_SYSCTL_PREFIXES = ("net.ipv4.", "net.ipv6.")
 WG_QUICK_UNIT = "wg-quick@"
@@ -32,9 +48,13 @@ class UserDataError(ValueError):
 @dataclass(frozen=True)
 class WriteFile:
     path: PurePosixPath
-    content: str = field(repr=False)
+    content: bytes = field(repr=False)  # decoded
     mode: int
     owner: str
+
+    @property
+    def text(self) -> str:
+        return self.content.decode()
 
 
 @dataclass(frozen=True)
@@ -59,17 +79,31 @@ def parse_sysctl(text: str) -> list[tuple[str, str]]:
     return settings
 
 
+def _decode(path: PurePosixPath, content: str, encoding: str) -> bytes:
+    if encoding not in ENCODINGS:
+        raise UserDataError(f"write_files {path}: unknown encoding {encoding!r}")
+    compressed, b64 = ENCODINGS[encoding]
+    try:
+        data = base64.b64decode(content) if b64 else content.encode()
+        return gzip.decompress(data) if compressed else data
+    except (binascii.Error, OSError, EOFError) as exc:
+        raise UserDataError(f"write_files {path}: content is not valid {encoding} ({exc})") from None
+
+
 def _write_file(entry: Any) -> WriteFile:
     if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
         raise UserDataError(f"write_files entry without a path: {sorted(entry) if isinstance(entry, dict) else entry}")
     path = PurePosixPath(entry["path"])
-    unsupported = sorted(set(entry) - {"path", "content", "permissions", "owner"})
+    unsupported = sorted(set(entry) - {"path", "content", "permissions", "owner", "encoding"})
     if unsupported:
         raise UserDataError(f"write_files {path}: the lab does not support {', '.join(unsupported)}")
     if not path.is_absolute() or ".." in path.parts or not any(path.is_relative_to(r) for r in PRIVATE_ROOTS):
-        raise UserDataError(f"write_files {path}: the lab can only place files under /etc or /run of a gateway")
+        raise UserDataError(
+            f"write_files {path}: the lab can only place files under {', '.join(map(str, PRIVATE_ROOTS))}"
+        )
     mode = int(str(entry.get("permissions", "0644")), 8)
-    return WriteFile(path, str(entry.get("content", "")), mode, str(entry.get("owner", "root:root")))
+    content = _decode(path, str(entry.get("content", "")), str(entry.get("encoding", "text/plain")))
+    return WriteFile(path, content, mode, str(entry.get("owner", "root:root")))
 
 
 def interpret(user_data: str) -> GatewaySetup:
@@ -87,7 +121,7 @@ def interpret(user_data: str) -> GatewaySetup:
         argv = [str(a) for a in cmd] if isinstance(cmd, list) else str(cmd).split()
         if argv == ["sysctl", "--system"]:
             for f in sorted((f for f in files if f.path.parent == SYSCTL_DIR), key=lambda f: f.path.name):
-                sysctl += parse_sysctl(f.content)
+                sysctl += parse_sysctl(f.text)
         elif argv[:3] == ["systemctl", "enable", "--now"] and len(argv) == 4 and argv[3].startswith(WG_QUICK_UNIT):
             interfaces.append(argv[3].removeprefix(WG_QUICK_UNIT))
         else:

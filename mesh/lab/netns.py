@@ -251,12 +251,16 @@ class Node:
 
 
 # A gateway's private view of the file system: a fresh /run (wireguard-go's sockets, /var/run/wireguard,
-# are otherwise shared by every namespace) and a copy-on-write /etc for the files cloud-init writes.
+# are otherwise shared by every namespace) and copy-on-write /etc and /usr/local for the files cloud-init
+# writes. The overlays' upper layers live in that /run: in memory, gone with the namespace.
 HOLDER_SCRIPT = """set -e
-mount -t tmpfs -o mode=0755,size=16m wg-mesh-lab-run /run
-mkdir -p /run/wireguard /run/.wg-mesh-lab/etc-upper /run/.wg-mesh-lab/etc-work
-mount -t overlay -o lowerdir=/etc,upperdir=/run/.wg-mesh-lab/etc-upper,workdir=/run/.wg-mesh-lab/etc-work \
-  wg-mesh-lab-etc /etc
+mount -t tmpfs -o mode=0755,size=64m wg-mesh-lab-run /run
+mkdir -p /run/wireguard
+for dir in /etc /usr/local; do
+  layer=/run/.wg-mesh-lab$(echo "$dir" | tr / -)
+  mkdir -p "$layer/upper" "$layer/work"
+  mount -t overlay -o "lowerdir=$dir,upperdir=$layer/upper,workdir=$layer/work" wg-mesh-lab "$dir"
+done
 echo ready
 exec sleep infinity
 """
@@ -315,8 +319,11 @@ def stop_pids(pids: Iterable[int], timeout: float = 2.0) -> list[int]:
     return alive
 
 
-def teardown(state: LabState, log: Log, graceful: bool = True) -> list[str]:
-    """Remove a lab: wg-quick down (PostDown as written), end its processes by pid, delete its namespaces."""
+def teardown(state: LabState, log: Log, graceful: bool = True, strict: bool = True) -> list[str]:
+    """Remove a lab: wg-quick down (PostDown as written), end its processes by pid, delete its namespaces.
+
+    Returns the problems. With strict=False (a kept or crashed lab, which may have died halfway through
+    wg-quick up), a failing wg-quick down is only logged: the lab is removed all the same."""
     problems: list[str] = []
     namespaces = sorted(set(state.namespaces) | {n for n in list_netns() if n.startswith(state.prefix + "-")})
     if graceful:
@@ -327,7 +334,8 @@ def teardown(state: LabState, log: Log, graceful: bool = True) -> list[str]:
             for interface in state.interfaces.get(netns, []):
                 result = run(Node(netns, holder).wrap(["wg-quick", "down", interface]), check=False, timeout=15)
                 if result.returncode != 0 and "is not a WireGuard interface" not in result.stderr:
-                    problems.append(f"{netns}: wg-quick down {interface}: {result.stderr.strip()[-200:]}")
+                    problem = f"{netns}: wg-quick down {interface}: {result.stderr.strip()[-200:]}"
+                    (problems.append if strict else log)(problem)
     pids = {p.pid for p in state.processes if p.still_ours()}
     for netns in namespaces:
         pids.update(pids_in_netns(netns))
@@ -374,7 +382,7 @@ def lab_down(log: Log) -> tuple[list[str], list[str]]:
         if state.owner_alive():
             log(f"lab {prefix} is running (pid {state.owner_pid}): left alone")
             continue
-        problems += teardown(state, log)
+        problems += teardown(state, log, strict=False)
         removed.append(prefix)
     return removed, problems
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
-from mesh import render, topology, wgkey
+from mesh import metrics, render, topology, wgkey
 from mesh.config import MeshConfig, StaticSite
 from mesh.topology import PeerAddress
 
@@ -248,13 +248,16 @@ class GatewayArtifacts:
 
 
 def render_artifacts(cfg: MeshConfig, plan: LabPlan, keys: LabKeys) -> dict[str, GatewayArtifacts]:
-    """Each gateway's cloud-init, rendered exactly as `pulumi up` renders it, from the lab's directory."""
+    """Each gateway's cloud-init, rendered as `pulumi up` renders it (mesh.component: wg0.conf from the
+    interface plan, then the cloud-config with the metrics extras), from the lab's directory."""
     artifacts = {}
     for site in plan.sites:
         public = dict(keys.public)
         if plan.faults.wrong_key is not None and plan.faults.wrong_key[0] == site.name:
             public[plan.faults.wrong_key[1]] = wgkey.public_key(wgkey.generate_private_key())
-        interface = topology.interface_plan(cfg, site.name, plan.directory(public))
+        directory = plan.directory(public)
+        interface = topology.interface_plan(cfg, site.name, directory)
         wg_conf = render.wg_quick_conf(interface, keys.private[site.name])
-        artifacts[site.name] = GatewayArtifacts(site.name, interface, render.cloud_config(wg_conf))
+        user_data = render.cloud_config(wg_conf, metrics.metrics_extras(cfg, site.name, directory))
+        artifacts[site.name] = GatewayArtifacts(site.name, interface, user_data)
     return artifacts
