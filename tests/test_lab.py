@@ -449,6 +449,22 @@ def test_underlay_smaller_than_declared_is_caught_by_the_fragmentation_counters(
 @pytest.mark.integration
 @needs_lab
 @pytest.mark.usefixtures("no_lab_left_behind")
+def test_missing_mss_clamp_fails_the_bulk_tcp_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rendered without the TCPMSS rules, TCP still gets through (path MTU discovery), but with segments the
+    tunnel cannot carry unfragmented at first: check 4 must notice the unclamped MSS."""
+    rules = render.forwarding_rules
+    monkeypatch.setattr(render, "forwarding_rules", lambda plan: [r for r in rules(plan) if r.table != "mangle"])
+    report = run_lab(stack("dev"), "no-clamp", options=QUICK)
+    bulk = report.check("bulk_tcp")
+    assert bulk is not None and not bulk.ok
+    (transfer,) = bulk.data["transfers"]
+    assert transfer["verified"] and transfer["mss_sender"] > report.plan.mss
+    assert_gone(report.plan.prefix)
+
+
+@pytest.mark.integration
+@needs_lab
+@pytest.mark.usefixtures("no_lab_left_behind")
 def test_kept_lab_runs_until_lab_down_removes_it(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     result = run_mesh("lab", "--stack", "dev", "--keep", "--json", str(out))

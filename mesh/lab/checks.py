@@ -389,7 +389,7 @@ def check_bulk_tcp(lab: BuiltLab, options: LabOptions) -> CheckResult:
         TITLES["bulk_tcp"],
         ok,
         summary,
-        ["path", "size", "MSS sender / receiver", "bytes", ""],
+        ["path", "size", "TCP_MAXSEG sender / receiver", "bytes", ""],
         rows,
         {"transfers": results, "clamped_mss": lab.plan.mss},
     )

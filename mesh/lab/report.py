@@ -25,6 +25,7 @@ class LabReport:
     duration_s: float = 0.0
     kept: bool = False
     notes: list[str] = field(default_factory=list)
+    kept_hints: list[str] = field(default_factory=list)  # how to reach a kept lab's gateways
 
     @property
     def ok(self) -> bool:
@@ -132,10 +133,11 @@ def print_report(report: LabReport, console: Console) -> None:
         failed = ", ".join(c.title for c in report.checks if not c.ok)
         console.print(f"[bold red]lab {report.label}: FAILED[/bold red] {failed} ({timing})")
     if report.kept:
-        console.print(
-            f"kept: namespaces {report.plan.prefix}-*; e.g. `ip netns exec {report.plan.sites[0].host_ns} ping "
-            f"{report.plan.sites[1].host_ip.ip}`; remove with `python -m mesh lab down`"
-        )
+        a, b = report.plan.sites[0], report.plan.sites[1]
+        console.print(f"kept: namespaces {report.plan.prefix}-*; remove them with `sudo python -m mesh lab down`")
+        console.print(f"  sudo ip netns exec {a.host_ns} ping {b.host_ip.ip}", highlight=False)
+        for hint in report.kept_hints:
+            console.print(f"  {hint}", highlight=False)
 
 
 class Steps:

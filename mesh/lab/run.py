@@ -131,6 +131,11 @@ def run_lab(
         finally:
             step("teardown" if not keep else "keeping the lab")
             if keep:
+                report.kept_hints = [
+                    f"sudo nsenter --target={state.holders[s.gateway_ns]} --mount --net -- wg show   # {s.name}"
+                    for s in plan.sites
+                    if s.gateway_ns in state.holders
+                ]
                 state.owner_pid = 0  # nobody runs it any more: `lab down` may remove it
                 state.save()
                 atexit.unregister(cleanup)
