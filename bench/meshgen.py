@@ -1,0 +1,111 @@
+"""Generated full meshes of N sites (mixed AWS / GCP / static) and what they ask of the clouds' quotas.
+
+Pure: no Pulumi import. The quota curve is computed with the same topology functions the program uses
+to declare its routes and firewall rules (`topology.remote_ranges`, `topology.peer_names`); the scale
+benchmark checks it against what the program really declared under mocks at the measured sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from ipaddress import IPv4Network
+from typing import Any
+
+from mesh import topology
+from mesh.config import AwsSite, GcpSite, MeshConfig, load_mesh
+
+AWS_REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-1", "us-west-2")
+GCP_LOCATIONS = (("europe-west3", "europe-west3-a"), ("us-central1", "us-central1-a"), ("asia-east1", "asia-east1-b"))
+OVERLAY_BASE = "10.200.0.0"
+RESERVED_SECOND_OCTETS = range(200, 204)  # the overlay lives in 10.200.0.0/22 at most
+
+# Default quotas (published; see docs/benchmarks.md for the sources).
+AWS_ROUTES_PER_TABLE = 50
+GCP_ROUTES_PER_NETWORK = 250
+AWS_SG_INBOUND_RULES = 60
+
+
+def _overlay(n: int) -> str:
+    prefix = min(24, 32 - math.ceil(math.log2(n + 2)))
+    return f"{OVERLAY_BASE}/{prefix}"
+
+
+def _cloud_cidr(k: int) -> str:
+    octets = [o for o in range(256) if o not in RESERVED_SECOND_OCTETS]
+    if k >= len(octets):
+        raise ValueError("too many cloud sites for 10.0.0.0/8 in /16s")
+    return f"10.{octets[k]}.0.0/16"
+
+
+def _static_cidr(k: int) -> str:
+    if k < 256:
+        return f"192.168.{k}.0/24"
+    k -= 256
+    return f"172.{16 + k // 256}.{k % 256}.0/24"
+
+
+def _static_endpoint(k: int) -> str:
+    nets = ("203.0.113", "198.51.100", "192.0.2")
+    return f"{nets[k // 250]}.{k % 250 + 2}"
+
+
+def generate_mesh(n: int) -> dict[str, Any]:
+    """The raw `wg-mesh:mesh` value of a full mesh of n sites: AWS, GCP, static, AWS, GCP, ... (one CIDR each)."""
+    if n < 2:
+        raise ValueError("a mesh needs at least two sites")
+    overlay = IPv4Network(_overlay(n))
+    sites: list[dict[str, Any]] = []
+    clouds = statics = 0
+    for i in range(n):
+        kind = ("aws", "gcp", "static")[i % 3]
+        site: dict[str, Any] = {"name": f"{kind}-{i:03d}", "cloud": kind, "overlay_ip": str(overlay[i + 1])}
+        if kind == "aws":
+            site |= {"region": AWS_REGIONS[(i // 3) % len(AWS_REGIONS)], "cidrs": [_cloud_cidr(clouds)]}
+            clouds += 1
+        elif kind == "gcp":
+            region, zone = GCP_LOCATIONS[(i // 3) % len(GCP_LOCATIONS)]
+            site |= {"project": "wg-mesh-bench", "region": region, "zone": zone, "cidrs": [_cloud_cidr(clouds)]}
+            clouds += 1
+        else:
+            site |= {"endpoint": _static_endpoint(statics), "cidrs": [_static_cidr(statics)]}
+            statics += 1
+        sites.append(site)
+    return {"overlay_cidr": str(overlay), "listen_port": 51820, "mtu": "auto", "sites": sites}
+
+
+def quota_usage(cfg: MeshConfig) -> dict[str, int]:
+    """The largest per-table / per-network / per-group counts the program declares for this mesh.
+
+    AWS: one route per remote range in each of the site's route tables, plus the internet gateway's
+    default route in the table wg-mesh creates; one security-group ingress entry per peer /32 and per
+    site CIDR. GCP: one route per remote range in the site's network.
+    """
+    aws = [s for s in cfg.sites if isinstance(s, AwsSite)]
+    gcp = [s for s in cfg.sites if isinstance(s, GcpSite)]
+    aws_table = max(
+        (len(topology.remote_ranges(cfg, s.name)) + (0 if s.uses_existing_network else 1) for s in aws), default=0
+    )
+    gcp_network = max((len(topology.remote_ranges(cfg, s.name)) for s in gcp), default=0)
+    sg_inbound = max((len(topology.peer_names(cfg, s.name)) + len(s.cidrs) for s in aws), default=0)
+    total_routes = sum(
+        (len(topology.remote_ranges(cfg, s.name)) * len(s.route_table_ids or [None])) for s in aws
+    ) + sum(len(topology.remote_ranges(cfg, s.name)) for s in gcp)
+    return {
+        "aws_routes_per_table": aws_table,
+        "gcp_routes_per_network": gcp_network,
+        "aws_sg_inbound_entries": sg_inbound,
+        "mesh_routes_total": total_routes,
+    }
+
+
+def usage_for(n: int) -> dict[str, int]:
+    return {"n": n, **quota_usage(load_mesh(generate_mesh(n)))}
+
+
+def quota_curve(n_max: int) -> list[dict[str, int]]:
+    return [usage_for(n) for n in range(2, n_max + 1)]
+
+
+def first_crossing(curve: list[dict[str, int]], key: str, quota: int) -> int | None:
+    """The smallest N whose usage exceeds the quota (None if none in the curve)."""
+    return next((row["n"] for row in curve if row[key] > quota), None)

@@ -1,0 +1,170 @@
+"""Smoke tests of the benchmarks (bench/): tiny runs that keep the scripts working. Benchmarks are not tests:
+nothing here asserts a duration or a throughput, only that the scripts run, agree with the program and
+render their results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import meshgen, report
+from bench.ipsec import ESP_UDP_FIXED_OVERHEAD, esp_inner_mtu, strongswan_conf, swanctl_conf, tunnel_range
+from bench.mtu import MtuOptions, config_at, sweep_points
+from bench.scale import run_scale
+from bench.stats import median, parse_pid_cpu, parse_proc_stat, percentile
+from mesh import topology
+from mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
+from mesh.lab.netns import find_labs
+from mesh.stackfile import read_raw
+
+REPO = Path(__file__).resolve().parent.parent
+DEV = REPO / "Pulumi.dev.yaml"
+
+
+# --- pure parts ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 64, 260])
+def test_generated_meshes_are_valid_and_mixed(n: int) -> None:
+    cfg = load_mesh(meshgen.generate_mesh(n))
+    assert len(cfg.sites) == n
+    kinds = {type(s) for s in cfg.sites}
+    assert kinds == ({AwsSite, GcpSite} if n == 2 else {AwsSite, GcpSite, StaticSite})
+
+
+def test_quota_usage_follows_the_topology() -> None:
+    cfg = load_mesh(meshgen.generate_mesh(10))
+    usage = meshgen.quota_usage(cfg)
+    aws = next(s for s in cfg.sites if isinstance(s, AwsSite))
+    gcp = next(s for s in cfg.sites if isinstance(s, GcpSite))
+    # one route per remote range (+ the internet gateway's default route in the table wg-mesh creates)
+    assert usage["aws_routes_per_table"] == len(topology.remote_ranges(cfg, aws.name)) + 1
+    assert usage["gcp_routes_per_network"] == len(topology.remote_ranges(cfg, gcp.name))
+    assert usage["aws_sg_inbound_entries"] == len(cfg.sites) - 1 + len(aws.cidrs)
+
+
+def test_first_crossing() -> None:
+    curve = [{"n": n, "x": 2 * n} for n in range(2, 10)]
+    assert meshgen.first_crossing(curve, "x", 10) == 6
+    assert meshgen.first_crossing(curve, "x", 100) is None
+
+
+def test_statistics() -> None:
+    values = [5.0, 1.0, 3.0, 2.0, 4.0]
+    assert median(values) == 3.0
+    assert median([1.0, 2.0]) == 1.5
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 100) == 5.0
+    assert percentile(values, 50) == median(values)
+    assert 4.0 < percentile(values, 95) < 5.0
+
+
+def test_proc_parsers() -> None:
+    stat = parse_proc_stat("cpu  10 1 20 300 4 0 5 0 0 0\ncpu0 5 0 10 150 2 0 2 0 0 0\n")
+    assert stat["user"] == 10 and stat["softirq"] == 5 and stat["idle"] == 300
+    line = "1234 (wireguard go) S 1 1234 1234 0 -1 4194560 100 0 0 0 77 33 0 0 20 0 9 0 555 0 0"
+    assert parse_pid_cpu(line) == (77, 33)
+
+
+@pytest.mark.parametrize("path_mtu", range(1280, 1501, 7))
+def test_esp_inner_mtu_is_the_largest_that_fits(path_mtu: int) -> None:
+    def outer(inner: int) -> int:
+        return ESP_UDP_FIXED_OVERHEAD + -(-(inner + 2) // 4) * 4
+
+    inner = esp_inner_mtu(path_mtu)
+    assert outer(inner) <= path_mtu < outer(inner + 1)
+
+
+def test_strongswan_configs() -> None:
+    cfg = load_mesh(read_raw(DEV))
+    net = tunnel_range(cfg)
+    assert not any(net.overlaps(c) for s in cfg.sites for c in s.cidrs) and not net.overlaps(cfg.overlay_cidr)
+    assert "kernel-libipsec" in strongswan_conf(userspace=True)
+    assert "kernel-libipsec" not in strongswan_conf(userspace=False)
+    conf = swanctl_conf(
+        local_id="a", remote_id="b", remote_addr="198.18.0.2", local_ts="10.201.0.1/32", remote_ts="10.201.0.2/32",
+        initiate=True, psk=b"\x01" * 32,
+    )  # fmt: skip
+    assert "aes256gcm16" in conf and "start_action = start" in conf and "version = 2" in conf
+
+
+def test_mtu_sweep_points_and_configs() -> None:
+    raw = read_raw(DEV)
+    base = load_mesh(raw)
+    auto = topology.tunnel_mtu(base)
+    points = sweep_points(base, MtuOptions())
+    assert points[0] == 1280 and auto in points and max(points) > auto
+    cfg, faults, lying = config_at(raw, max(points))
+    assert topology.tunnel_mtu(cfg) == max(points)
+    # the real path keeps its MTU: the sites that had to declare more are the lab's link_mtu faults
+    assert dict(faults.link_mtu) == lying and lying
+    assert all(lying[s.name] == s.underlay_mtu for s in base.sites if s.name in lying)
+    assert config_at(raw, auto)[2] == {}
+
+
+# --- program scale (a tiny run, as the bench does it) ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scale_result() -> dict[str, Any]:
+    return run_scale((2, 4), 1, lambda line: None, curve_max_n=12)
+
+
+def test_scale_smoke(scale_result: dict[str, Any]) -> None:
+    points = {p["n"]: p for p in scale_result["points"]}
+    assert set(points) == {2, 4}
+    assert points[4]["resources"] > points[2]["resources"] > 0
+    assert points[4]["routes_declared"] > points[2]["routes_declared"]
+    assert all(p["peak_rss_mb"] > 0 and p["program_s"] > 0 for p in points.values())
+    # the quota curve (pure topology) agrees with what the program declared under mocks
+    assert all(check["agrees"] for check in scale_result["curve_matches_program"])
+
+
+def test_report_renders_from_results(scale_result: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "scale.json").write_text(json.dumps(scale_result))
+    text = report.render(tmp_path, tmp_path / "benchmarks.md", plots=False, log=lambda line: None)
+    assert (tmp_path / "benchmarks.md").read_text() == text
+    for p in scale_result["points"]:
+        assert f"| {p['n']} | {p['resources']} | {p['routes_declared']} |" in text
+    assert "none up to N=12" in text  # no quota is crossed by 12 sites
+
+
+def test_plots_render(scale_result: dict[str, Any], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="bench-only dependency (bench/requirements.txt)")
+    from bench import plots
+
+    made = plots.make_all({"scale": scale_result}, tmp_path)
+    assert made["scale"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- one short data-plane run in the lab (root) -----------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_lab_bench_smoke(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (network namespaces)")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "lab", "--quick", "--out", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lab = json.loads((tmp_path / "lab.json").read_text())
+    paths = lab["throughput"]["paths"]
+    assert paths["wireguard"]["1"]["mbps"] > 0 and paths["end_to_end"]["1"]["mbps"] > 0
+    assert lab["recovery"]["wireguard_host_to_host"]["failed"] == 0
+    assert "ipsec" in lab  # measured, or the reason it was skipped
+    # the lab was torn down: no lab left behind by that process
+    assert not [state for state in find_labs().values() if state.label == "bench" and not state.owner_alive()]
+    text = report.render(tmp_path, tmp_path / "benchmarks.md", plots=False, log=lambda line: None)
+    assert f"**{report.mbit(paths['wireguard']['1']['mbps'])}**" in text
