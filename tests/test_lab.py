@@ -28,6 +28,7 @@ from mesh import metrics, render, topology, wgkey
 from mesh.__main__ import main
 from mesh.config import MeshConfig, load_mesh
 from mesh.lab import cloudinit
+from mesh.lab.build import redact_keys
 from mesh.lab.checks import LabOptions
 from mesh.lab.netns import (
     STATE_DIR,
@@ -196,6 +197,13 @@ def test_lab_keys_are_fresh_and_never_in_reprs() -> None:
         assert wgkey.public_key(private) in keys.public.values()
         assert private not in repr(keys) and private not in repr(artifacts)
         assert private in "".join(a.user_data for a in artifacts.values())
+
+
+def test_wg_quick_output_is_redacted_before_it_is_logged() -> None:
+    key = wgkey.generate_private_key()
+    line = f"Key is not the correct length or format: `{key}'"
+    assert key not in redact_keys(line) and "(key redacted)" in redact_keys(line)
+    assert redact_keys("[#] ip link set mtu 1400 up dev wg0") == "[#] ip link set mtu 1400 up dev wg0"
 
 
 # --- what the lab does with a cloud-config (pure) ----------------------------------------------------------

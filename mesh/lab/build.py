@@ -4,6 +4,7 @@ gateway's cloud-init (files, sysctl, the real `wg-quick up`) in its own mount na
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,12 +131,21 @@ def wg_quick(lab: BuiltLab, site: str, verb: str, interface: str) -> None:
     """The real wg-quick in the gateway's namespaces; its output goes to the gateway's log."""
     node = lab.gateways[site]
     result = node.run(["wg-quick", verb, interface], env=WG_QUICK_ENV, check=False, timeout=30)
-    lab.append_log(site, f"$ wg-quick {verb} {interface}\n{result.stdout}{result.stderr}")
+    output = redact_keys(result.stdout + result.stderr)
+    lab.append_log(site, f"$ wg-quick {verb} {interface}\n{output}")
     if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        tail = output.strip().splitlines()[-3:]
         raise LabError(f"{site}: wg-quick {verb} {interface} failed: {' / '.join(tail)} (log: {lab.log_path(site)})")
     if verb == "up":
         lab.state.track_namespace_processes(node.netns, "wireguard-go")
+
+
+_KEY = re.compile(r"[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=")
+
+
+def redact_keys(text: str) -> str:
+    """wg(8) quotes a line it cannot parse, key included: logs and errors never carry key material."""
+    return _KEY.sub("(key redacted)", text)
 
 
 def start_gateway(lab: BuiltLab, site: SitePlan, artifacts: GatewayArtifacts) -> None:
