@@ -16,7 +16,6 @@ import pulumi_aws as aws
 from mesh import component, topology
 from mesh.component import Directory
 from mesh.config import AwsSite, MeshConfig
-from mesh.keys import WireGuardKey
 
 GATEWAY_TYPE = "wg-mesh:aws:Gateway"
 CANONICAL_OWNER = "099720109477"
@@ -50,18 +49,12 @@ class _Network:
     route_table_ids: list[pulumi.Input[str]]
 
 
-class AwsGateway(pulumi.ComponentResource):
-    key: WireGuardKey
+class AwsGateway(component.SiteComponent):
     provider: aws.Provider
     eip: aws.ec2.Eip
     security_group: aws.ec2.SecurityGroup
     instance: aws.ec2.Instance
     routes: list[aws.ec2.Route]
-    public_ip: pulumi.Output[str]
-    overlay_ip: pulumi.Output[str]
-    public_key: pulumi.Output[str]
-    wg_config: pulumi.Output[str]
-    user_data: pulumi.Output[str]
 
     def __init__(self, name: str, args: AwsGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GATEWAY_TYPE, name, None, opts)
@@ -74,11 +67,7 @@ class AwsGateway(pulumi.ComponentResource):
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        self.key = WireGuardKey(f"{name}-key", site.key_epoch, pulumi.ResourceOptions(parent=self))
-        self.public_key = self.key.public_key
-        self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
-        self.wg_config = component.wg_config(mesh, site.name, self.key, args.directory)
-        self.user_data = component.user_data(mesh, site.name, self.wg_config, args.directory)
+        self._create_identity(name, args.mesh, site, args.directory)
 
         network = self._network(name, site, child)
         self.eip = aws.ec2.Eip(f"{name}-eip", domain="vpc", tags={"Name": f"wg-mesh-{site.name}"}, opts=child)
@@ -175,9 +164,7 @@ class AwsGateway(pulumi.ComponentResource):
             for i, table_id in enumerate(network.route_table_ids)
             for cidr in topology.remote_ranges(mesh, site.name)
         ]
-        self.register_outputs(
-            {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key}
-        )
+        self._register_site_outputs()
 
     def _network(self, name: str, site: AwsSite, child: pulumi.ResourceOptions) -> _Network:
         """The site's existing VPC, or a new one with a public gateway subnet."""

@@ -8,20 +8,20 @@ A site's wg0.conf needs its own private key and every peer's public address and 
 from __future__ import annotations
 
 import functools
-from typing import Any, Protocol
+from typing import Any
 
 import pulumi
 
 from mesh import metrics, render, topology
-from mesh.config import MeshConfig
+from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from mesh.keys import WireGuardKey
 from mesh.topology import PeerAddress
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
 
 
-class SiteComponent(Protocol):
-    """The outputs every site component exposes, whatever its cloud."""
+class SiteComponent(pulumi.ComponentResource):
+    """The base of every site component (AwsGateway, GcpGateway, StaticSite): one output shape for all clouds."""
 
     key: WireGuardKey
     public_ip: pulumi.Output[str]
@@ -29,6 +29,21 @@ class SiteComponent(Protocol):
     public_key: pulumi.Output[str]
     wg_config: pulumi.Output[str]  # secret
     user_data: pulumi.Output[str]  # secret
+
+    def _create_identity(
+        self, name: str, mesh: MeshConfig, site: AwsSite | GcpSite | StaticSite, directory: Directory
+    ) -> None:
+        """The site's key pair and its rendered wg0.conf and cloud-init: the same on every cloud."""
+        self.key = WireGuardKey(f"{name}-key", site.key_epoch, pulumi.ResourceOptions(parent=self))
+        self.public_key = self.key.public_key
+        self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
+        self.wg_config = wg_config(mesh, site.name, self.key, directory)
+        self.user_data = user_data(mesh, site.name, self.wg_config, directory)
+
+    def _register_site_outputs(self) -> None:
+        self.register_outputs(
+            {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key}
+        )
 
 
 def _render_wg_conf(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:

@@ -15,7 +15,6 @@ import pulumi_gcp as gcp
 from mesh import component, topology
 from mesh.component import Directory
 from mesh.config import GcpSite, MeshConfig
-from mesh.keys import WireGuardKey
 
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
 UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
@@ -47,17 +46,11 @@ class _Network:
     subnetwork: pulumi.Input[str]
 
 
-class GcpGateway(pulumi.ComponentResource):
-    key: WireGuardKey
+class GcpGateway(component.SiteComponent):
     provider: gcp.Provider
     address: gcp.compute.Address
     instance: gcp.compute.Instance
     routes: list[gcp.compute.Route]
-    public_ip: pulumi.Output[str]
-    overlay_ip: pulumi.Output[str]
-    public_key: pulumi.Output[str]
-    wg_config: pulumi.Output[str]
-    user_data: pulumi.Output[str]
 
     def __init__(self, name: str, args: GcpGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GATEWAY_TYPE, name, None, opts)
@@ -71,11 +64,7 @@ class GcpGateway(pulumi.ComponentResource):
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        self.key = WireGuardKey(f"{name}-key", site.key_epoch, pulumi.ResourceOptions(parent=self))
-        self.public_key = self.key.public_key
-        self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
-        self.wg_config = component.wg_config(mesh, site.name, self.key, args.directory)
-        self.user_data = component.user_data(mesh, site.name, self.wg_config, args.directory)
+        self._create_identity(name, args.mesh, site, args.directory)
 
         network = self._network(name, site, child)
         self.address = gcp.compute.Address(
@@ -176,9 +165,7 @@ class GcpGateway(pulumi.ComponentResource):
             )
             for cidr in topology.remote_ranges(mesh, site.name)
         ]
-        self.register_outputs(
-            {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key}
-        )
+        self._register_site_outputs()
 
     def _network(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> _Network:
         """The site's existing network, or a new one (custom mode, explicit MTU) with a gateway subnet."""
