@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.dataplane import DataPlaneOptions, path_endpoints, run_recovery, run_throughput
 from bench.ipsec import CHARON, IpsecTunnel
-from bench.labkit import HOST_SYSCTL, lab_session, rtt
+from bench.labkit import HOST_SYSCTL, PING_INTERVAL_S, RTT_PINGS, lab_session, rtt
 from mesh.config import load_mesh
 from mesh.lab.netns import LabError
 
@@ -71,6 +71,7 @@ def run_lab_bench(raw: dict[str, Any], options: DataPlaneOptions, log: Log, with
                 log(f"IPsec up ({ipsec.mode}) in {established:.2f} s")
         if ipsec is None:
             result["ipsec"] = {"skipped": reason}
+        result["rtt_pings"] = RTT_PINGS
         result["rtt_ms"] = {}
         for path in ("underlay", "wireguard", "end_to_end", "ipsec"):
             if path == "ipsec" and ipsec is None:
@@ -80,7 +81,7 @@ def run_lab_bench(raw: dict[str, Any], options: DataPlaneOptions, log: Log, with
         paths = options.paths if ipsec is not None else tuple(p for p in options.paths if p != "ipsec")
         opts = DataPlaneOptions(**{**options.__dict__, "paths": paths})
         result["throughput"] = run_throughput(session, ipsec, opts, log)
-        result["recovery"] = run_recovery(session, ipsec, opts, log)
+        result["recovery"] = {"ping_interval_ms": PING_INTERVAL_S * 1000, **run_recovery(session, ipsec, opts, log)}
         if ipsec is not None:
             ipsec.teardown()
     return result

@@ -240,7 +240,11 @@ def iperf(
 _RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 
 
-def rtt(endpoint: Endpoint, target: str, source: str | None = None, count: int = 20) -> dict[str, float] | None:
+RTT_PINGS = 20
+PING_INTERVAL_S = 0.01
+
+
+def rtt(endpoint: Endpoint, target: str, source: str | None = None, count: int = RTT_PINGS) -> dict[str, float] | None:
     """Round-trip time (ms) of `count` pings 50 ms apart: min / avg / max."""
     argv = ["ping", "-n", "-q", "-c", str(count), "-i", "0.05", "-W", "1", *(["-I", source] if source else []), target]
     out = endpoint.node.run(argv, check=False, timeout=count + 10).stdout
@@ -262,7 +266,7 @@ def measure_outage(
     restart: Callable[[], None],
     *,
     source: str | None = None,
-    interval: float = 0.01,
+    interval: float = PING_INTERVAL_S,
     timeout: float = 20.0,
 ) -> dict[str, Any]:
     """Ping `target` every `interval` s while `restart()` runs; the outage is the longest silence between two

@@ -125,4 +125,14 @@ def run_mtu_sweep(
             f"Mbit/s, fragments created {point['wireguard']['fragments']['IpFragCreates']}"
         )
         results.append(point)
-    return {"auto_mtu": auto, "underlay_min": auto + WIREGUARD_IPV4_OVERHEAD, "points": results}
+    smallest = min(base.sites, key=lambda s: s.underlay_mtu)
+    return {
+        "auto_mtu": auto,
+        "underlay_min": auto + WIREGUARD_IPV4_OVERHEAD,
+        "underlay_min_site": {"name": smallest.name, "cloud": smallest.cloud},
+        "wireguard_overhead": WIREGUARD_IPV4_OVERHEAD,
+        "streams": 1,
+        "runs": options.runs,
+        "seconds": options.seconds,
+        "points": results,
+    }

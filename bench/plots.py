@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: set before pyplot is imported
 import matplotlib.pyplot as plt
 
-from bench.report import RECOVERY_TARGET_MS, SHORT_LABELS, scale_marginal
+from bench.report import RECOVERY_TARGET_MS, SHORT_LABELS, g, scale_marginal
 
 DPI = 110
 
@@ -39,6 +39,7 @@ def plot_dataplane(lab: dict[str, Any], out: Path) -> Path:
         ax.set_xticks(range(len(names)), [SHORT_LABELS.get(n, n) for n in names])
         ax.legend()
     left.set_yscale("log")
+    left.set_ylim(bottom=10)
     left.set_ylabel("Mbit/s (median, log scale)")
     left.set_title("iperf3 TCP throughput")
     right.set_ylabel("machine core-seconds per Gbit")
@@ -85,7 +86,7 @@ def plot_recovery(lab: dict[str, Any], out: Path) -> Path:
             ax.hlines(summary["median"], i - 0.25, i + 0.25, color="black")
     ax.axhline(RECOVERY_TARGET_MS, color="green", linestyle="--", label=f"target: median ≤ {RECOVERY_TARGET_MS:.0f} ms")
     ax.set_xticks(range(len(keys)), [labels[k] for k in keys])
-    ax.set_ylabel("outage, ms (ping every 10 ms)")
+    ax.set_ylabel(f"outage, ms (ping every {g(lab['recovery'].get('ping_interval_ms'))} ms)")
     ax.set_ylim(bottom=0)
     ax.legend()
     ax.set_title("Recovery after a tunnel restart on one gateway (bar: median)")

@@ -60,6 +60,11 @@ def num(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def g(value: Any) -> str:
+    """A parameter recorded in the results, as written (or '?' when an older result lacks it)."""
+    return f"{value:g}" if isinstance(value, int | float) else "?"
+
+
 def ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f} ms"
 
@@ -116,6 +121,15 @@ def _median(values: list[float]) -> float:
     return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
 
 
+def cpu_saving(wg: dict[str, Any], ipsec: dict[str, Any]) -> str:
+    """How much less (or more) machine CPU per Gbit WireGuard needed than IPsec, as a phrase."""
+    a, b = wg.get("busy_core_s_per_gbit"), ipsec.get("busy_core_s_per_gbit")
+    if not a or not b:
+        return ""
+    change = 1 - a / b
+    return f" (WireGuard {abs(change):.0%} {'less' if change >= 0 else 'more'} CPU per Gbit)"
+
+
 # --- sections ------------------------------------------------------------------------------------------------
 
 
@@ -140,17 +154,27 @@ def headline(data: dict[str, Any]) -> list[str]:
         ipsec8, wg8 = cell(lab, "ipsec", "8"), cell(lab, "wireguard", "8")
         if ipsec8 and wg8:
             lines.append(
-                f"- IPsec ({lab['ipsec']['mode']}) vs WireGuard (wireguard-go), `-P 8`: {mbit(ipsec8['mbps'])} vs "
-                f"{mbit(wg8['mbps'])} (IPsec/WireGuard = {num(ratios['8']['ipsec_over_wireguard'])}); "
-                f"machine CPU per Gbit: {num(ipsec8['busy_core_s_per_gbit'])} vs {num(wg8['busy_core_s_per_gbit'])} "
-                "core-seconds."
+                f"- IPsec vs WireGuard, `-P 8`, both in userspace here (IPsec: {lab['ipsec']['mode']}; WireGuard: "
+                f"wireguard-go): {mbit(ipsec8['mbps'])} vs {mbit(wg8['mbps'])} (IPsec/WireGuard = "
+                f"{num(ratios['8']['ipsec_over_wireguard'])}); machine CPU per Gbit: "
+                f"{num(ipsec8['busy_core_s_per_gbit'])} vs {num(wg8['busy_core_s_per_gbit'])} core-seconds"
+                + cpu_saving(wg8, ipsec8)
+                + "."
             )
         rec = lab["recovery"]["wireguard_host_to_host"]["outage_ms"]
         if rec:
+            trials = lab["recovery"]["wireguard_host_to_host"]["trials"]
+            first = [t["first_reply_after_restart_ms"] for t in trials if t["ok"]]
+            restart = lab["recovery"]["wireguard_host_to_host"]["restart_ms"]["median"]
             lines.append(
-                f"- Recovery after `wg-quick down/up` on a gateway, ping every 10 ms, {rec['n']} trials: median "
+                f"- Recovery after `wg-quick down/up` on a gateway, ping every "
+                f"{g(lab['recovery'].get('ping_interval_ms'))} ms, {rec['n']} trials: outage median "
                 f"**{ms(rec['median'])}**, p95 {ms(rec['p95'])}, max {ms(rec['max'])} "
-                f"(target median ≤ {RECOVERY_TARGET_MS:.0f} ms: {met(rec['median'] <= RECOVERY_TARGET_MS)})."
+                f"(target median ≤ {RECOVERY_TARGET_MS:.0f} ms: {met(rec['median'] <= RECOVERY_TARGET_MS)}); the "
+                f"tunnel is gone while `wg-quick down` + `up` run (median {ms(restart)} for both), and traffic "
+                f"flowed again "
+                f"{ms(_median(first))} (median; max {ms(max(first))}) after `wg-quick up` "
+                "returned."
             )
         ipsec_rec = lab["recovery"].get("ipsec_gateway_to_gateway", {}).get("outage_ms")
         wg_rec = lab["recovery"].get("wireguard_gateway_to_gateway", {}).get("outage_ms")
@@ -164,11 +188,19 @@ def headline(data: dict[str, Any]) -> list[str]:
         pts = {p["n"]: p for p in scale["points"]}
         lo, hi = min(pts), max(pts)
         ratio = pts[hi]["ms_per_resource"] / pts[lo]["ms_per_resource"]
+        marginal = [m for m in scale_marginal(scale["points"]) if m is not None]
         lines.append(
             f"- Program scale under mocks: {num(pts[lo]['ms_per_resource'])} ms per resource at N={lo} "
-            f"({pts[lo]['resources']} resources), {num(pts[hi]['ms_per_resource'])} ms at N={hi} "
-            f"({pts[hi]['resources']} resources): N={hi} is {num(ratio)} × N={lo} "
-            f"(target ≤ {SCALE_TARGET}×: {met(ratio <= SCALE_TARGET)})."
+            f"({pts[lo]['resources']} resources, {num(pts[lo]['program_s'])} s), {num(pts[hi]['ms_per_resource'])} "
+            f"ms at N={hi} ({pts[hi]['resources']} resources, {num(pts[hi]['program_s'])} s, peak RSS "
+            f"{pts[hi]['peak_rss_mb']:.0f} MiB): N={hi} is {num(ratio)} × N={lo} "
+            f"(target ≤ {SCALE_TARGET}×: {met(ratio <= SCALE_TARGET)})"
+            + (
+                f"; each added resource costs {span(min(marginal), max(marginal), num)} ms at every size"
+                if marginal
+                else ""
+            )
+            + "."
         )
         c, q, top = scale["crossings"], scale["quotas"], scale["quota_curve"][-1]["n"]
         lines.append(
@@ -280,12 +312,28 @@ def section_dataplane(lab: dict[str, Any], images: dict[str, str]) -> str:
             ratio_rows,
         )
     )
+    for s_ in sorted(lab["throughput"]["ratios"], key=int):
+        wg, e2e = cell(lab, "wireguard", s_), cell(lab, "end_to_end", s_)
+        if wg and e2e and wg["busy_core_s_per_gbit"] and e2e["busy_core_s_per_gbit"]:
+            extra = e2e["busy_core_s_per_gbit"] / wg["busy_core_s_per_gbit"] - 1
+            out.append(
+                f"\nEnd to end, `-P {s_}`: {num(e2e['busy_core_s_per_gbit'])} core-seconds per Gbit against "
+                f"{num(wg['busy_core_s_per_gbit'])} for the tunnel alone ({extra:+.0%}), with the machine "
+                f"{e2e['cpu_cores']['busy']:.2f} vs {wg['cpu_cores']['busy']:.2f} cores busy (softirq "
+                f"{e2e['cpu_cores']['softirq']:.2f} vs {wg['cpu_cores']['softirq']:.2f}). The extra forwarding hops, "
+                "the MSS clamp and the hosts' own stacks run on the same saturated cores as the tunnel, so here "
+                "they take throughput from it; on separate machines the gateways' forwarding would not be paid "
+                "by the tunnel endpoints' CPU."
+            )
     if lab.get("rtt_ms"):
         rtt_rows = [
             [SHORT_LABELS.get(p, p), num(v["avg"], 3) if v else "–", num(v["max"], 3) if v else "–"]
             for p, v in lab["rtt_ms"].items()
         ]
-        out.append("\nRound-trip times in the lab (20 pings):\n\n" + table(["path", "avg ms", "max ms"], rtt_rows))
+        out.append(
+            f"\nRound-trip times in the lab ({lab.get('rtt_pings', '?')} pings):\n\n"
+            + table(["path", "avg ms", "max ms"], rtt_rows)
+        )
     if "dataplane" in images:
         out.append(f"\n![data plane]({images['dataplane']})")
     return "\n".join(out) + "\n"
@@ -293,12 +341,17 @@ def section_dataplane(lab: dict[str, Any], images: dict[str, str]) -> str:
 
 def section_mtu(mtu: dict[str, Any], images: dict[str, str]) -> str:
     auto, underlay = mtu["auto_mtu"], mtu["underlay_min"]
+    site = mtu.get("underlay_min_site")
+    where_min = f", {site['name']} ({site['cloud']})" if site else ""
     out = ["## 2. MTU sweep\n"]
     out.append(
-        f"`mtu: auto` takes the smallest underlay of the mesh ({underlay}, the GCP VPC) minus WireGuard's 60 bytes: "
+        f"`mtu: auto` takes the smallest underlay of the mesh ({underlay}{where_min}) minus WireGuard's "
+        f"{underlay - auto} bytes: "
         f"**{auto}**. Each point below rebuilds the lab at that tunnel MTU; above {auto} the config has to declare "
         "a larger underlay than the real path (the lab keeps the real path MTU), which is what a wrong "
-        "`underlay_mtu` or a hand-picked MTU does in production. iperf3 `-P 1`, median of the runs; fragment "
+        "`underlay_mtu` or a hand-picked MTU does in production. "
+        f"iperf3 `-P {mtu.get('streams', '?')}`, {mtu.get('seconds', '?')} s per run, runs per point: "
+        f"{mtu.get('runs', '?')}, median; fragment "
         "counters are summed over every namespace of the lab during the transfers.\n"
     )
     rows = []
@@ -332,7 +385,7 @@ def section_mtu(mtu: dict[str, Any], images: dict[str, str]) -> str:
                 "tunnel",
                 "end to end",
                 "fragments created",
-                "reassemblies",
+                "fragments received (IpReasmReqds)",
                 "where",
             ],
             rows,
@@ -384,7 +437,8 @@ def section_recovery(data: dict[str, Any], images: dict[str, str]) -> str:
     lab = data["lab"]
     out = ["## 3. Recovery\n"]
     out.append(
-        "A ping every 10 ms runs while gateway B's tunnel restarts; the outage is the longest silence between "
+        f"A ping every {g(lab['recovery'].get('ping_interval_ms'))} ms runs while gateway B's tunnel restarts; "
+        "the outage is the longest silence between "
         "two replies around the restart (the time from the last reply before it to the first reply after it). "
         "WireGuard: `wg-quick down wg0` + `wg-quick up wg0` (wireguard-go exits and starts again, PostDown/PostUp "
         "rules removed and added). IPsec: charon stopped (SIGTERM) and started, its configuration loaded with "
@@ -621,6 +675,24 @@ def section_ipsec(data: dict[str, Any]) -> str:
     out.append(
         table(["tunnel", "streams", "throughput", "daemon cores", "machine busy cores", "core-s per Gbit"], rows)
     )
+    wg8, ipsec8 = cell(lab, "wireguard", "8"), cell(lab, "ipsec", "8")
+    if wg8 and ipsec8:
+        ratio = lab["throughput"]["ratios"]["8"]["ipsec_over_wireguard"]
+        out.append(
+            f"\nWith 8 streams IPsec moved {num(ratio)} × WireGuard's throughput here{cpu_saving(wg8, ipsec8)}. "
+            "Both daemons saturate the machine, so the throughput ratio and the CPU-per-Gbit ratio say the "
+            "same thing: which userspace data path does less work per byte on this CPU."
+        )
+    wg_rec, ipsec_rec = rec.get("wireguard_gateway_to_gateway"), rec.get("ipsec_gateway_to_gateway")
+    if wg_rec and ipsec_rec and wg_rec["outage_ms"] and ipsec_rec["outage_ms"]:
+        out.append(
+            "Restarting the daemon on the initiating gateway interrupted IPsec for "
+            f"{ms(ipsec_rec['outage_ms']['median'])} and WireGuard for {ms(wg_rec['outage_ms']['median'])} (medians): "
+            "charon restarts faster than `wg-quick down` + `up` (which also removes and re-adds the interface, its "
+            "routes and its iptables rules), and an IKE exchange between two idle peers on one machine is quick. "
+            "Not measured: recovery that depends on the surviving side noticing a dead peer (IPsec DPD, "
+            "WireGuard's keepalive and handshake timers), whose timers count in seconds."
+        )
     out.append(
         "\n**What differs from the reference article's table** "
         f"({ARTICLE['setup']}; WireGuard {ARTICLE['wireguard']}; IPsec {ARTICLE['ipsec']}):\n"
@@ -631,9 +703,11 @@ def section_ipsec(data: dict[str, Any]) -> str:
         f"WireGuard here is the userspace `wireguard-go` ({v.get('wireguard-go', '?')}), not the kernel module: this "
         f"kernel has none (CONFIG_WIREGUARD {kc.get('CONFIG_WIREGUARD', '?')}). The article measured kernel WireGuard; "
         "the cloud gateways wg-mesh deploys (Ubuntu 24.04) also use the kernel module.",
-        f"IPsec here is {ipsec['mode']}, because this kernel has no ESP; the article's strongSwan used the kernel's "
-        "ESP. Both tunnels here therefore cross a TUN device and encrypt in userspace: this compares the two "
-        "protocols' userspace implementations, not kernel WireGuard against kernel IPsec.",
+        f"IPsec here is {ipsec['mode']}, because this kernel has no ESP. The article does not say which ESP data "
+        "path its strongSwan used (its log blames charon's 'user-space AES-GCM pipeline', which would be libipsec "
+        "as here; strongSwan's default is the kernel's ESP). Both tunnels here cross a TUN device and encrypt in "
+        "userspace: this compares the two protocols' userspace implementations, not kernel WireGuard against "
+        "kernel IPsec.",
         f"One machine ({m.get('nproc', '?')} vCPUs, {m.get('cpu_model', '?')}) runs both gateways, both workload "
         "hosts, the VPC routers, the internet namespace with its NAT, and iperf3's clients and servers: the "
         "tunnel competes with the traffic generator for the same cores. The article had two "
@@ -692,8 +766,8 @@ def section_meaning(data: dict[str, Any]) -> str:
         "gateway is capped by its instance's CPU and network allowance."
     )
     out.append(
-        "- Route quotas (section 4) bind long before CPU does for large meshes: plan summarised CIDRs before the "
-        "mesh grows past the crossing points."
+        "- Route and security-group quotas (section 4) cap the mesh's size whatever the gateways can carry: plan "
+        "summarised CIDRs before the mesh grows past the crossing points."
     )
     out.append("\n### Published anchors\n")
     out.append(
