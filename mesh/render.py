@@ -18,7 +18,16 @@ WG_CONF_PATH = f"/etc/wireguard/{INTERFACE}.conf"
 # Sorts after the image's own files (GCE ships 60-gce-network-security.conf with ip_forward=0,
 # Ubuntu links 99-sysctl.conf): sysctl --system applies files in lexical order, last one wins.
 SYSCTL_PATH = "/etc/sysctl.d/99-wg-mesh.conf"
-SYSCTL_SETTINGS = {"net.ipv4.ip_forward": "1"}
+SYSCTL_SETTINGS = {
+    "net.ipv4.ip_forward": "1",
+    # While wg0 is down a gateway routes a LAN host's packets back out of the same interface, and would send
+    # it an ICMP redirect to its default router that Linux hosts cache for minutes: traffic stays black-holed
+    # after the tunnel is back. Routers in a mesh don't send redirects.
+    "net.ipv4.conf.all.send_redirects": "0",
+    "net.ipv4.conf.default.send_redirects": "0",
+}
+# The kernel ORs `all` with each interface's own send_redirects, so interfaces that already exist are set too.
+NO_REDIRECTS_ON_EXISTING_INTERFACES = 'for conf in /proc/sys/net/ipv4/conf/*/send_redirects; do echo 0 > "$conf"; done'
 PACKAGES = ("wireguard-tools", "iptables")
 
 # The interface that holds the default route, looked up when the rule is added or removed:
@@ -68,6 +77,7 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str) -> str:
         f"MTU = {plan.mtu}",
         f"PrivateKey = {private_key}",
         *(f"PostUp = sysctl -q -w {key}={value}" for key, value in SYSCTL_SETTINGS.items()),
+        f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}",
         *(f"PostUp = {rule.command(up=True)}" for rule in rules),
         *(f"PostDown = {rule.command(up=False)}" for rule in rules),
     ]

@@ -220,7 +220,7 @@ def test_cloud_config_is_read_into_files_sysctl_and_wg_quick() -> None:
     assert f"PrivateKey = {keys.private['aws-use1']}" in files[render.WG_CONF_PATH].text
     # The metrics extras travel gzip+base64; the lab writes them decoded, like cloud-init.
     assert files[metrics.SCRIPT_PATH].text == metrics.script_source() and files[metrics.SCRIPT_PATH].mode == 0o755
-    assert setup.sysctl == (("net.ipv4.ip_forward", "1"),)
+    assert setup.sysctl == tuple(render.SYSCTL_SETTINGS.items())
     assert setup.interfaces == ("wg0",)
     assert setup.notes == tuple(f"runcmd not run in the lab: {' '.join(c)}" for c in metrics_commands(cfg, keys))
     assert "wireguard-tools" in setup.packages

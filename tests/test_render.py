@@ -77,6 +77,7 @@ def test_cloud_init_writes_the_config_installs_and_starts_wireguard() -> None:
     assert files["/etc/wireguard/wg0.conf"]["owner"] == "root:root"
     sysctl = files[render.SYSCTL_PATH]["content"]
     assert "net.ipv4.ip_forward = 1" in sysctl
+    assert "net.ipv4.conf.all.send_redirects = 0" in sysctl and "net.ipv4.conf.default.send_redirects = 0" in sysctl
     # GCE ships /etc/sysctl.d/60-gce-network-security.conf with ip_forward=0; Ubuntu links 99-sysctl.conf.
     assert Path(render.SYSCTL_PATH).name > "60-gce-network-security.conf"
     assert Path(render.SYSCTL_PATH).name > "99-sysctl.conf"
@@ -108,6 +109,8 @@ def test_forwarding_and_mss_clamp_in_both_directions_without_eth0() -> None:
     post_up = render.parse_wg_quick_conf(conf)[0][1]["PostUp"]
     post_down = render.parse_wg_quick_conf(conf)[0][1]["PostDown"]
     assert "sysctl -q -w net.ipv4.ip_forward=1" in post_up
+    assert "sysctl -q -w net.ipv4.conf.all.send_redirects=0" in post_up
+    assert render.NO_REDIRECTS_ON_EXISTING_INTERFACES in post_up
     assert "iptables -t filter -I FORWARD -i %i -j ACCEPT" in post_up
     clamps = [c for c in post_up if "TCPMSS" in c]
     assert {c.split()[5] for c in clamps} == {"-i", "-o"}
