@@ -13,7 +13,6 @@ import itertools
 import json
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 from bench.stats import CpuSample, cpu_sample, cpu_usage
 from mesh.config import MeshConfig
+from mesh.lab import checks as lab_checks
 from mesh.lab.build import BuiltLab, build
 from mesh.lab.checks import IPERF_PORT, stop, wait_for_line
 from mesh.lab.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run, teardown
@@ -256,8 +256,6 @@ def rtt(endpoint: Endpoint, target: str, source: str | None = None, count: int =
 
 # --- outages: ping every 10 ms through a restart --------------------------------------------------------------
 
-_REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from")
-
 
 def measure_outage(
     session: Session,
@@ -266,51 +264,25 @@ def measure_outage(
     restart: Callable[[], None],
     *,
     source: str | None = None,
-    interval: float = PING_INTERVAL_S,
     timeout: float = 20.0,
 ) -> dict[str, Any]:
-    """Ping `target` every `interval` s while `restart()` runs; the outage is the longest silence between two
-    replies, from the last reply before the restart to the first reply after it (time to first reply)."""
-    argv = ["ping", "-n", "-D", "-i", f"{interval:g}", "-W", "1"]
-    if source:
-        argv += ["-I", source]
-    proc = pinger.node.popen([*argv, target], stdout=subprocess.PIPE)
-    session.state.track(proc.pid, pinger.netns, "ping (bench outage)")
-    replies: list[float] = []
-
-    def collect() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if m := _REPLY.match(line):
-                replies.append(float(m.group(1)))
-
-    reader = threading.Thread(target=collect, daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 5
-        while len(replies) < 20 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if len(replies) < 20:
-            raise LabError(f"no steady replies from {target} before the restart")
-        began = time.time()
-        restart()
-        restarted = time.time()
-        deadline = time.monotonic() + timeout
-        while not any(t > restarted for t in replies) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(0.05)
-    finally:
-        stop(proc)
-        reader.join(2)
-    before = [t for t in replies if t < began]
-    after = [t for t in replies if t > restarted]
-    if not before or not after:
-        return {"ok": False, "restart_ms": round((restarted - began) * 1000, 1), "outage_ms": None}
-    window = [t for t in replies if t >= before[-1]]
-    gap = max(b - a for a, b in itertools.pairwise(window))
+    """The lab's outage measurement (ping every 10 ms through `restart()`), as a JSON-ready trial."""
+    outage = lab_checks.measure_outage(
+        pinger.node,
+        session.state,
+        pinger.netns,
+        target,
+        restart,
+        source=source,
+        interval=PING_INTERVAL_S,
+        warmup_timeout=5.0,
+        timeout=timeout,
+    )
+    if outage.error is not None:
+        raise LabError(outage.error)
     return {
-        "ok": True,
-        "outage_ms": round(gap * 1000, 1),
-        "restart_ms": round((restarted - began) * 1000, 1),
-        "first_reply_after_restart_ms": round((after[0] - restarted) * 1000, 1),
+        "ok": outage.ok,
+        "outage_ms": outage.outage_ms,
+        "restart_ms": outage.restart_ms,
+        "first_reply_after_restart_ms": outage.first_reply_after_restart_ms,
     }

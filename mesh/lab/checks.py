@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mesh.lab.build import BuiltLab, wg_quick
-from mesh.lab.netns import LabError, Node
+from mesh.lab.netns import LabError, LabState, Node
 from mesh.lab.plan import LabKeys, SitePlan
 from mesh.render import INTERFACE
 
@@ -455,10 +455,42 @@ def check_throughput(lab: BuiltLab, options: LabOptions) -> CheckResult:
 _REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from")
 
 
-def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
-    a, b = main_pair(lab)
-    pinger = lab.hosts[a.name].popen(["ping", "-n", "-D", "-i", "0.01", str(b.host_ip.ip)], stdout=subprocess.PIPE)
-    lab.state.track(pinger.pid, a.host_ns, "ping (recovery)")
+@dataclass(frozen=True)
+class Outage:
+    """Traffic through a restart: pings every `interval`, the longest silence between two replies across it."""
+
+    replies: int
+    restart_ms: float | None  # restart() from start to return
+    outage_ms: float | None  # None: no reply before or after the restart
+    first_reply_after_restart_ms: float | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.outage_ms is not None
+
+
+def measure_outage(
+    node: Node,
+    state: LabState,
+    netns: str,
+    target: str,
+    restart: Callable[[], None],
+    *,
+    source: str | None = None,
+    interval: float = 0.01,
+    warmup_replies: int = 20,
+    warmup_timeout: float = 3.0,
+    timeout: float = 20.0,
+) -> Outage:
+    """Ping `target` from `node` while `restart()` runs (it may raise LabError, reported as the error).
+
+    The outage is the longest silence between two replies, from the last reply before the restart to the first
+    replies after it: the time until traffic flows again, however long the restart itself took.
+    """
+    argv = ["ping", "-n", "-D", "-i", f"{interval:g}", "-W", "1", *(["-I", source] if source else []), target]
+    pinger = node.popen(argv, stdout=subprocess.PIPE)
+    state.track(pinger.pid, netns, f"ping {target} (outage)")
     replies: list[float] = []
 
     def collect() -> None:
@@ -470,39 +502,56 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
     reader = threading.Thread(target=collect, daemon=True)
     reader.start()
     error = None
-    marks: dict[str, float] = {}
+    began = restarted = None
     try:
-        deadline = time.monotonic() + 3
-        while len(replies) < 20 and time.monotonic() < deadline:
+        deadline = time.monotonic() + warmup_timeout
+        while len(replies) < warmup_replies and time.monotonic() < deadline:
             time.sleep(0.01)
         if not replies:
-            raise LabError(f"no replies from host {b.name} before the restart: nothing to recover")
-        marks["down_start"] = time.time()
-        wg_quick(lab, b.name, "down", INTERFACE)
-        marks["down_done"] = time.time()
-        wg_quick(lab, b.name, "up", INTERFACE)
-        marks["up_done"] = time.time()
-        deadline = time.monotonic() + options.recovery_timeout
-        while not any(t > marks["up_done"] for t in replies) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.1)
+            raise LabError(f"no replies from {target} before the restart: nothing to recover")
+        began = time.time()
+        restart()
+        restarted = time.time()
+        deadline = time.monotonic() + timeout
+        while not any(t > restarted for t in replies) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.05)
     except LabError as exc:
         error = str(exc)
     finally:
         stop(pinger)
         reader.join(2)
 
+    restart_ms = round((restarted - began) * 1000, 1) if began is not None and restarted is not None else None
+    before = [t for t in replies if began is not None and t < began]
+    after = [t for t in replies if restarted is not None and t > restarted]
+    if error is not None or restarted is None or not before or not after:
+        return Outage(len(replies), restart_ms, None, None, error)
+    window = [t for t in replies if t >= before[-1]]
+    gap = max(later - earlier for earlier, later in itertools.pairwise(window))
+    return Outage(len(replies), restart_ms, round(gap * 1000, 1), round((after[0] - restarted) * 1000, 1))
+
+
+def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
+    a, b = main_pair(lab)
+    marks: dict[str, float] = {}
+
+    def restart_gateway() -> None:
+        marks["down_start"] = time.time()
+        wg_quick(lab, b.name, "down", INTERFACE)
+        marks["down_done"] = time.time()
+        wg_quick(lab, b.name, "up", INTERFACE)
+        marks["up_done"] = time.time()
+
+    outage = measure_outage(
+        lab.hosts[a.name], lab.state, a.host_ns, str(b.host_ip.ip), restart_gateway, timeout=options.recovery_timeout
+    )
+    error, recovered, recovery_ms = outage.error, outage.ok, outage.outage_ms
+    replies = outage.replies
+
     def ms(start: str, end: str) -> float | None:
         return round((marks[end] - marks[start]) * 1000, 1) if end in marks else None
 
-    # The interruption is the longest silence between two replies, from the last reply before the restart
-    # to the first replies after it; traffic must be flowing again once wg-quick up has returned.
-    recovered = error is None and "up_done" in marks and any(t > marks["up_done"] for t in replies)
-    recovery_ms = None
-    if recovered:
-        last_before = max(t for t in replies if t < marks["down_start"])
-        window = [t for t in replies if t >= last_before]
-        recovery_ms = round(max(later - earlier for earlier, later in itertools.pairwise(window)) * 1000, 1)
     restart_ms, down_ms = ms("down_start", "up_done"), ms("down_start", "down_done")
     rows = [
         [
@@ -510,7 +559,7 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
             f"wg-quick down/up on gateway {b.name}",
             "-" if restart_ms is None else f"{restart_ms:.0f}",
             "-" if recovery_ms is None else f"{recovery_ms:.0f}",
-            str(len(replies)),
+            str(replies),
             ok_text(recovered),
         ]
     ]
@@ -530,7 +579,7 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
             "recovery_ms": recovery_ms,
             "restart_ms": restart_ms,
             "down_ms": down_ms,
-            "replies": len(replies),
+            "replies": replies,
             "gateway": b.name,
         },
     )
