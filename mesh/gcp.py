@@ -20,12 +20,34 @@ GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
 UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
 ARM_MACHINE_FAMILIES = ("t2a", "c4a")  # Ampere Altra, Google Axion
 ROUTE_PRIORITY = 900  # ahead of the default 1000, so the mesh wins a tie with a broader route
+# Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
+# faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
+# the third-generation A3, H3, Z3, all fourth-generation ones (C4, C4A, C4D, N4, N4A, N4D, M4, X4, ...) and newer
+# ones -- takes Hyperdisk only. Compute Engine API reference, AttachedDiskInitializeParams.diskType: "For C3,
+# C3D, and M3 the default is Balanced Persistent Disk (pd-balanced). For other third-generation machine series
+# like A3, H3, Z3, all fourth-generation types like C4, N4, M4, and newer machine series, the default is
+# Hyperdisk Balanced" (https://cloud.google.com/compute/docs/reference/rest/v1/instances).
+PERSISTENT_DISK_SERIES = frozenset(
+    {"e2", "f1", "g1", "n1", "n2", "n2d", "t2d", "t2a", "c2", "c2d", "m1", "m2", "a2", "g2", "c3", "c3d", "m3"}
+)
+PD_BOOT_DISK = "pd-balanced"
+HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
 
 
 def image_family(machine_type: str) -> str:
     """The Ubuntu 24.04 LTS image family matching the machine type's CPU architecture."""
-    arch = "arm64" if machine_type.split("-", 1)[0] in ARM_MACHINE_FAMILIES else "amd64"
+    arch = "arm64" if machine_series(machine_type) in ARM_MACHINE_FAMILIES else "amd64"
     return UBUNTU_IMAGE.format(arch=arch)
+
+
+def machine_series(machine_type: str) -> str:
+    """`n2-standard-8` -> `n2`, `c4a-highcpu-4` -> `c4a`, `e2-micro` -> `e2`."""
+    return machine_type.split("-", 1)[0].lower()
+
+
+def boot_disk_type(machine_type: str) -> str:
+    """pd-balanced where the machine series takes Persistent Disk, hyperdisk-balanced everywhere else."""
+    return PD_BOOT_DISK if machine_series(machine_type) in PERSISTENT_DISK_SERIES else HYPERDISK_BOOT_DISK
 
 
 def gateway_tag(name: str) -> str:
@@ -124,7 +146,8 @@ class GcpGateway(component.SiteComponent):
             zone=site.zone,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=image_family(site.instance_type)
+                    image=image_family(site.instance_type),
+                    type=boot_disk_type(site.instance_type),
                 ),
             ),
             can_ip_forward=True,  # it forwards packets that are neither from nor to itself

@@ -1,0 +1,81 @@
+"""The GCP site under mocks: boot disks, images, firewall scope, per-stack names, operator access, credentials."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from mesh import gcp
+from mesh.stackfile import read_raw
+from tests.conftest import STACK_FILES, ProgramRun, run_program
+
+GCP_INSTANCE = "gcp:compute/instance:Instance"
+GCP_FIREWALL = "gcp:compute/firewall:Firewall"
+GCP_PROVIDER = "pulumi:providers:gcp"
+
+
+def dev_raw() -> dict[str, Any]:
+    raw = read_raw(next(p for p in STACK_FILES if p.name == "Pulumi.dev.yaml"))
+    assert isinstance(raw, dict)
+    return copy.deepcopy(raw)
+
+
+def gcp_site(raw: dict[str, Any]) -> dict[str, Any]:
+    (site,) = [s for s in raw["sites"] if s["cloud"] == "gcp"]
+    assert isinstance(site, dict)
+    return site
+
+
+def run_with(preview: bool = False, stack: str = "test", **site_keys: Any) -> ProgramRun:
+    raw = dev_raw()
+    gcp_site(raw).update(site_keys)
+    run = run_program(raw, preview=preview, stack=stack)
+    assert run.error is None, run.error
+    return run
+
+
+def boot_disk(run: ProgramRun) -> dict[str, Any]:
+    params = run.named(GCP_INSTANCE, "gcp-euw3-instance").inputs["bootDisk"]["initializeParams"]
+    assert isinstance(params, dict)
+    return params
+
+
+# --- boot disk type by machine series --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "disk"),
+    [
+        ("n2-standard-8", "pd-balanced"),
+        ("n2d-highcpu-16", "pd-balanced"),
+        ("e2-medium", "pd-balanced"),
+        ("n1-standard-4", "pd-balanced"),
+        ("t2a-standard-4", "pd-balanced"),
+        ("c2d-highcpu-8", "pd-balanced"),
+        ("c3-highcpu-8", "pd-balanced"),
+        ("c3d-standard-8", "pd-balanced"),
+        ("n2-custom-8-16384", "pd-balanced"),
+        ("c4-standard-8", "hyperdisk-balanced"),
+        ("c4a-highcpu-8", "hyperdisk-balanced"),
+        ("c4d-standard-8", "hyperdisk-balanced"),
+        ("n4-standard-8", "hyperdisk-balanced"),
+        ("n4d-standard-8", "hyperdisk-balanced"),
+        ("h3-standard-88", "hyperdisk-balanced"),
+        ("z3-highmem-88", "hyperdisk-balanced"),
+        ("a3-highgpu-8g", "hyperdisk-balanced"),
+        ("x4-megamem-960-metal", "hyperdisk-balanced"),
+        ("m4-megamem-28", "hyperdisk-balanced"),
+    ],
+)
+def test_boot_disk_type_by_machine_series(machine_type: str, disk: str) -> None:
+    assert gcp.boot_disk_type(machine_type) == disk
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "disk"), [("c4-standard-8", "hyperdisk-balanced"), ("n2-standard-8", "pd-balanced")]
+)
+def test_the_instance_gets_a_boot_disk_its_machine_series_accepts(machine_type: str, disk: str) -> None:
+    run = run_with(instance_type=machine_type)
+    assert boot_disk(run)["type"] == disk
