@@ -39,6 +39,7 @@ _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
 _GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 _GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_GCP_SERVICE_ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com$")
 
 
 class ConfigError(ValueError):
@@ -151,6 +152,15 @@ class GcpSite(_SiteBase):
     underlay_mtu: int = Field(default=DEFAULT_GCP_UNDERLAY_MTU, ge=1300, le=8896)  # GCP VPC MTU range
     network: str | None = None
     subnetwork: str | None = None
+    # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
+    impersonate_service_account: str | None = None
+
+    @field_validator("impersonate_service_account")
+    @classmethod
+    def _service_account(cls, email: str | None) -> str | None:
+        if email is not None and not _GCP_SERVICE_ACCOUNT.match(email):
+            raise ValueError(f"{email!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)")
+        return email
 
     @field_validator("project")
     @classmethod

@@ -82,6 +82,8 @@ class GcpGateway(component.SiteComponent):
             project=site.project,
             region=site.region,
             zone=site.zone,
+            # None: the credentials of whoever runs pulumi (one GCP identity for every site without this key).
+            impersonate_service_account=site.impersonate_service_account,
             opts=pulumi.ResourceOptions(parent=self),
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)

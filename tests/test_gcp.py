@@ -79,3 +79,25 @@ def test_boot_disk_type_by_machine_series(machine_type: str, disk: str) -> None:
 def test_the_instance_gets_a_boot_disk_its_machine_series_accepts(machine_type: str, disk: str) -> None:
     run = run_with(instance_type=machine_type)
     assert boot_disk(run)["type"] == disk
+
+
+# --- per-site credentials -------------------------------------------------------------------
+
+
+def test_a_site_can_deploy_as_its_own_service_account() -> None:
+    email = "wg-mesh-deploy@other-project.iam.gserviceaccount.com"
+    run = run_with(impersonate_service_account=email)
+    (provider,) = [r for r in run.of_type(GCP_PROVIDER) if r.name == "gcp-euw3-provider"]
+    assert provider.inputs["impersonateServiceAccount"] == email
+    plain = run_with()
+    (provider,) = [r for r in plain.of_type(GCP_PROVIDER) if r.name == "gcp-euw3-provider"]
+    assert "impersonateServiceAccount" not in provider.inputs
+
+
+def test_a_service_account_that_is_not_an_email_is_refused_by_name() -> None:
+    raw = dev_raw()
+    gcp_site(raw)["impersonate_service_account"] = "deployer"
+    run = run_program(raw, preview=True)
+    assert run.error is not None
+    assert "sites[1].impersonate_service_account: 'deployer' is not a service account email" in str(run.error)
+    assert run.resources == []
