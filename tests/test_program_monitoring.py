@@ -114,7 +114,10 @@ def test_every_gateway_installs_the_metrics(applied: ProgramRun) -> None:
         script = files[metrics.SCRIPT_PATH]
         assert script["encoding"] == "gz+b64" and script["permissions"] == "0755"
         assert metrics.unpack(script["content"]) == metrics.script_source()
-        assert f"--web.listen-address=:{cfg.exporter_port} " in files[metrics.NODE_EXPORTER_DEFAULTS_PATH]["content"]
+        # Cloud gateways: every interface, behind the cloud firewall; static sites: the overlay address only.
+        address = str(site.overlay_ip) if isinstance(site, StaticSite) else ""
+        listen = f"--web.listen-address={address}:{cfg.exporter_port} "
+        assert listen in files[metrics.NODE_EXPORTER_DEFAULTS_PATH]["content"]
         assert files[metrics.SERVICE_PATH]["content"] == metrics.service_unit()
         assert files[metrics.TIMER_PATH]["content"] == metrics.timer_unit()
         assert ["systemctl", "enable", "--now", "wg-mesh-metrics.timer"] in document["runcmd"]
@@ -135,7 +138,8 @@ def test_every_gateway_installs_the_metrics(applied: ProgramRun) -> None:
 def test_monitoring_port_reaches_node_exporter(monitored: ProgramRun) -> None:
     for site in mesh_of(monitored).sites:
         defaults = files_of(site_user_data(monitored, site.name))[metrics.NODE_EXPORTER_DEFAULTS_PATH]["content"]
-        assert f"--web.listen-address=:{EXPORTER_PORT} " in defaults
+        address = str(site.overlay_ip) if isinstance(site, StaticSite) else ""
+        assert f"--web.listen-address={address}:{EXPORTER_PORT} " in defaults
 
 
 def test_aws_user_data_fits_the_ec2_limit(applied: ProgramRun) -> None:
