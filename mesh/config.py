@@ -39,6 +39,7 @@ _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
 _GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 _GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_GCP_NETWORK_TAG = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _GCP_SERVICE_ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com$")
 
 
@@ -154,6 +155,28 @@ class GcpSite(_SiteBase):
     subnetwork: str | None = None
     # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
     impersonate_service_account: str | None = None
+    # Which instances of the network accept traffic from the other sites: those with these network tags, or running
+    # as these service accounts, or (workload_scope: network) every instance. None: no such rule (admit the remote
+    # ranges with your own firewall rules, as on AWS).
+    workload_tags: list[str] = Field(default_factory=list)
+    workload_service_accounts: list[str] = Field(default_factory=list)
+    workload_scope: Literal["network"] | None = None
+
+    @field_validator("workload_tags")
+    @classmethod
+    def _network_tags(cls, tags: list[str]) -> list[str]:
+        bad = [tag for tag in tags if not _GCP_NETWORK_TAG.match(tag)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a GCP network tag (lowercase letters, digits, '-', at most 63)")
+        return tags
+
+    @field_validator("workload_service_accounts")
+    @classmethod
+    def _workload_service_accounts(cls, emails: list[str]) -> list[str]:
+        bad = [email for email in emails if not _GCP_SERVICE_ACCOUNT.match(email)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)")
+        return emails
 
     @field_validator("impersonate_service_account")
     @classmethod
@@ -206,6 +229,9 @@ class MeshConfig(_Strict):
     # Who may scrape the gateways' node-exporter on exporter_port (TCP), besides the mesh itself: none by default.
     monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
     exporter_port: Port = 9100
+    # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
+    # AWS: Session Manager), never through a port open to the internet. none: no access path at all.
+    operator_access: Literal["none", "cloud"] = "none"
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:
@@ -275,6 +301,7 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
     zone, region = site.get("zone"), site.get("region")
     if isinstance(zone, str) and isinstance(region, str) and not zone.startswith(region + "-"):
         problems.append(f"sites[{i}].zone: {zone} is not in region {region}")
+    problems += gcp_workload_problems(i, site)
     keys = EXISTING_NETWORK_KEYS.get(str(site.get("cloud")), ())
     given = [key for key in keys if site.get(key) is not None]
     for key in keys:
@@ -284,6 +311,19 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
                 f"{', '.join(keys)} together; leave all out to have wg-mesh create one)"
             )
     return problems
+
+
+def gcp_workload_problems(i: int, site: Mapping[str, Any]) -> list[str]:
+    """A GCP firewall rule targets network tags or service accounts, never both; `network` excludes either."""
+    chosen = [key for key in ("workload_tags", "workload_service_accounts") if site.get(key)]
+    if site.get("workload_scope") is not None and chosen:
+        return [f"sites[{i}].workload_scope: network (every instance) cannot be combined with {chosen[0]}"]
+    if len(chosen) == 2:
+        return [
+            f"sites[{i}].workload_service_accounts: a GCP firewall rule targets network tags or service accounts, "
+            "not both: choose workload_tags or workload_service_accounts"
+        ]
+    return []
 
 
 def cross_site_problems(overlay_cidr: IPv4Network, sites: Sequence[SiteFacts], mtu: int | str = "auto") -> list[str]:

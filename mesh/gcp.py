@@ -2,12 +2,17 @@
 
 The static external address exists before the instance (peers need it). Firewall rules admit
 WireGuard from the peers' addresses only, the site's own traffic to the gateway (to forward it),
-and the remote sites' ranges into the whole network (so workloads accept cross-cloud traffic).
+the remote sites' ranges to the workloads the site names (tags, service accounts, or the whole
+network when asked), and ICMP from the gateway's reserved internal address (path-MTU discovery).
+Network tags carry a hash of the Pulumi project and stack, so stacks sharing a network stay apart.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from ipaddress import IPv4Network
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -19,6 +24,13 @@ from mesh.config import GcpSite, MeshConfig
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
 UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
 ARM_MACHINE_FAMILIES = ("t2a", "c4a")  # Ampere Altra, Google Axion
+STACK_SCOPE_CHARS = 8
+# Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
+IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"
+SSH_PORT = "22"
+# The only user data the guest reads at boot; other metadata keys (enable-oslogin) are updated in place. Pulumi
+# property-path syntax, so that toggling operator access does not replace the gateway.
+REPLACE_ON = 'metadata["user-data"]'
 ROUTE_PRIORITY = 900  # ahead of the default 1000, so the mesh wins a tie with a broader route
 # Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
 # faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
@@ -50,9 +62,30 @@ def boot_disk_type(machine_type: str) -> str:
     return PD_BOOT_DISK if machine_series(machine_type) in PERSISTENT_DISK_SERIES else HYPERDISK_BOOT_DISK
 
 
-def gateway_tag(name: str) -> str:
-    """The network tag the gateway's firewall rules target."""
-    return f"{name}-wg-gateway"
+def stack_scope(project: str, stack: str) -> str:
+    """A short, stable id of the Pulumi project and stack, for names that are shared network-wide (network tags):
+    two stacks in one network, even with equal site names, never target each other's instances."""
+    return hashlib.sha256(f"{project}/{stack}".encode()).hexdigest()[:STACK_SCOPE_CHARS]
+
+
+def gateway_tag(name: str, scope: str) -> str:
+    """The network tag the gateway's firewall rules target (at most 32 + 7 + 8 characters; GCP allows 63)."""
+    return f"{name}-wg-gw-{scope}"
+
+
+def pinned_internal_address(subnet: IPv4Network) -> str:
+    """The gateway's internal address in a subnet wg-mesh creates: the first one GCP hands out (.0 and .1 are the
+    network and its gateway, https://cloud.google.com/vpc/docs/subnets#unusable-ip-addresses-in-every-subnet)."""
+    return str(subnet.network_address + 2)
+
+
+def workload_targets(site: GcpSite) -> dict[str, list[str]]:
+    """Firewall target arguments for the site's workloads: their tags, their service accounts, or (empty) all."""
+    if site.workload_tags:
+        return {"target_tags": list(site.workload_tags)}
+    if site.workload_service_accounts:
+        return {"target_service_accounts": list(site.workload_service_accounts)}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -71,6 +104,7 @@ class _Network:
 class GcpGateway(component.SiteComponent):
     provider: gcp.Provider
     address: gcp.compute.Address
+    internal_address: gcp.compute.Address
     instance: gcp.compute.Instance
     routes: list[gcp.compute.Route]
 
@@ -100,48 +134,90 @@ class GcpGateway(component.SiteComponent):
         )
         self.public_ip = self.address.address
 
-        tag = gateway_tag(name)
-        gcp.compute.Firewall(
-            f"{name}-fw-wireguard",
-            network=network.network,
-            description=f"wg-mesh {site.name}: WireGuard from the mesh peers",
-            direction="INGRESS",
-            allows=[gcp.compute.FirewallAllowArgs(protocol="udp", ports=[str(mesh.listen_port)])],
-            source_ranges=component.peer_source_ranges(mesh, site.name, args.directory),
-            target_tags=[tag],
-            opts=child,
-        )
-        gcp.compute.Firewall(
-            f"{name}-fw-forward",
-            network=network.network,
-            description=f"wg-mesh {site.name}: traffic from the site's networks to the gateway, to forward",
-            direction="INGRESS",
-            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-            source_ranges=[str(cidr) for cidr in site.cidrs],
-            target_tags=[tag],
-            opts=child,
-        )
-        if mesh.monitoring_cidrs:  # never with empty source_ranges: GCP would read that as 0.0.0.0/0
-            gcp.compute.Firewall(
-                f"{name}-fw-exporter",
-                network=network.network,
-                description=f"wg-mesh {site.name}: node-exporter, for Prometheus (monitoring_cidrs)",
-                direction="INGRESS",
-                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(mesh.exporter_port)])],
-                source_ranges=component.monitoring_ranges(mesh),
-                target_tags=[tag],
-                opts=child,
-            )
-        gcp.compute.Firewall(
-            f"{name}-fw-remote",
-            network=network.network,
-            description=f"wg-mesh {site.name}: traffic from the other sites, to every instance of the network",
-            direction="INGRESS",
-            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-            source_ranges=[str(cidr) for cidr in topology.remote_ranges(mesh, site.name)],
+        scope = stack_scope(pulumi.get_project(), pulumi.get_stack())
+        where = f"wg-mesh {pulumi.get_project()}/{pulumi.get_stack()} {site.name}"
+        tag = gateway_tag(name, scope)
+        # The gateway's internal address, reserved: stable across replacements, and the source of its ICMP errors.
+        self.internal_address = gcp.compute.Address(
+            f"{name}-internal",
+            address_type="INTERNAL",
+            subnetwork=network.subnetwork,
+            address=None
+            if site.uses_existing_network
+            else pinned_internal_address(topology.gateway_subnet(site.cidrs[0])),
+            region=site.region,
+            description=f"{where}: gateway internal address",
             opts=child,
         )
 
+        def firewall(suffix: str, description: str, allows: list[gcp.compute.FirewallAllowArgs], **kw: Any) -> None:
+            gcp.compute.Firewall(
+                f"{name}-fw-{suffix}",
+                network=network.network,
+                description=f"{where}: {description}",
+                direction="INGRESS",
+                allows=allows,
+                opts=child,
+                **kw,
+            )
+
+        firewall(
+            "wireguard",
+            "WireGuard from the mesh peers",
+            [gcp.compute.FirewallAllowArgs(protocol="udp", ports=[str(mesh.listen_port)])],
+            source_ranges=component.peer_source_ranges(mesh, site.name, args.directory),
+            target_tags=[tag],
+        )
+        firewall(
+            "forward",
+            "traffic from the site's networks to the gateway, to forward",
+            [gcp.compute.FirewallAllowArgs(protocol="all")],
+            source_ranges=[str(cidr) for cidr in site.cidrs],
+            target_tags=[tag],
+        )
+        if mesh.monitoring_cidrs:  # never with empty source_ranges: GCP would read that as 0.0.0.0/0
+            firewall(
+                "exporter",
+                "node-exporter, for Prometheus (monitoring_cidrs)",
+                [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(mesh.exporter_port)])],
+                source_ranges=component.monitoring_ranges(mesh),
+                target_tags=[tag],
+            )
+        if mesh.operator_access == "cloud":
+            firewall(
+                "iap-ssh",
+                "SSH through IAP TCP forwarding only (operator_access: cloud)",
+                [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[SSH_PORT])],
+                source_ranges=[IAP_TCP_FORWARDING_RANGE],
+                target_tags=[tag],
+            )
+        targets = workload_targets(site)
+        targeted = bool(targets) or site.workload_scope == "network"
+        if targeted:
+            firewall(
+                "remote",
+                "traffic from the other sites to the workloads "
+                + ("of every instance of the network" if not targets else "(workload_tags/service accounts)"),
+                [gcp.compute.FirewallAllowArgs(protocol="all")],
+                source_ranges=[str(cidr) for cidr in topology.remote_ranges(mesh, site.name)],
+                **targets,
+            )
+        if targeted or not site.uses_existing_network:
+            # Path-MTU discovery: the gateway tells a workload that a packet is too big for the tunnel (ICMP type 3
+            # code 4). GCP firewall rules match ICMP by protocol only (no type/code: Allowed.ports applies to TCP,
+            # UDP and SCTP), so the rule admits ICMP from the gateway's own address and nothing else.
+            firewall(
+                "pmtu",
+                "ICMP from the gateway (fragmentation needed), for path-MTU discovery",
+                [gcp.compute.FirewallAllowArgs(protocol="icmp")],
+                source_ranges=[self.internal_address.address.apply(lambda ip: f"{ip}/32")],
+                **targets,
+            )
+
+        metadata: dict[str, pulumi.Input[str]] = {"user-data": self.user_data}
+        if mesh.operator_access == "cloud":
+            # OS Login: operators log in with their Google identity and IAM roles, no SSH keys in metadata.
+            metadata["enable-oslogin"] = "TRUE"
         self.instance = gcp.compute.Instance(
             f"{name}-instance",
             machine_type=site.instance_type,
@@ -160,18 +236,19 @@ class GcpGateway(component.SiteComponent):
                 gcp.compute.InstanceNetworkInterfaceArgs(
                     network=network.network,
                     subnetwork=network.subnetwork,
+                    network_ip=self.internal_address.address,
                     access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs(nat_ip=self.address.address)],
                 )
             ],
             tags=[tag],
-            metadata={"user-data": self.user_data},
+            metadata=metadata,
             allow_stopping_for_update=True,
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
                     # cloud-init reads user-data once, at first boot: a new config needs a new instance,
                     # and the static address can be held by one instance at a time.
-                    replace_on_changes=["metadata"],
+                    replace_on_changes=[REPLACE_ON],
                     delete_before_replace=True,
                 ),
             ),

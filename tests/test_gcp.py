@@ -30,6 +30,7 @@ def gcp_site(raw: dict[str, Any]) -> dict[str, Any]:
 
 def run_with(preview: bool = False, stack: str = "test", **site_keys: Any) -> ProgramRun:
     raw = dev_raw()
+    gcp_site(raw).pop("workload_scope")  # the dev stack's choice; each test makes its own
     gcp_site(raw).update(site_keys)
     run = run_program(raw, preview=preview, stack=stack)
     assert run.error is None, run.error
@@ -101,3 +102,129 @@ def test_a_service_account_that_is_not_an_email_is_refused_by_name() -> None:
     assert run.error is not None
     assert "sites[1].impersonate_service_account: 'deployer' is not a service account email" in str(run.error)
     assert run.resources == []
+
+
+# --- workload scope and path-MTU ICMP -------------------------------------------------------
+
+
+def firewalls(run: ProgramRun) -> dict[str, dict[str, Any]]:
+    return {r.name.removeprefix("gcp-euw3-fw-"): r.inputs for r in run.of_type(GCP_FIREWALL)}
+
+
+REMOTE = {"10.200.0.0/24", "10.10.0.0/16"}  # the overlay and the AWS site's CIDR
+
+
+def test_no_workload_scope_opens_no_workload_to_the_other_sites() -> None:
+    rules = firewalls(run_with())
+    assert "remote" not in rules
+    # In a network wg-mesh creates, the gateway may still send ICMP to the network's instances (path MTU).
+    assert rules["pmtu"]["allows"] == [{"protocol": "icmp"}]
+    assert rules["pmtu"]["sourceRanges"] == ["10.100.0.2/32"]
+    assert "targetTags" not in rules["pmtu"] and "targetServiceAccounts" not in rules["pmtu"]
+    # In your own network without a workload scope, wg-mesh adds nothing that targets your instances.
+    existing = firewalls(run_with(network="prod-vpc", subnetwork="prod-euw3"))
+    assert set(existing) == {"wireguard", "forward"}
+
+
+def test_workload_tags_scope_the_remote_and_icmp_rules() -> None:
+    run = run_with(workload_tags=["db", "app"])
+    rules = firewalls(run)
+    assert rules["remote"]["targetTags"] == rules["pmtu"]["targetTags"] == ["db", "app"]
+    assert set(rules["remote"]["sourceRanges"]) == REMOTE
+    assert rules["remote"]["allows"] == [{"protocol": "all"}]
+    # The ICMP comes from the gateway's own (reserved, pinned) internal address only.
+    nic = run.named(GCP_INSTANCE, "gcp-euw3-instance").inputs["networkInterfaces"][0]
+    assert nic["networkIp"] == "10.100.0.2" and rules["pmtu"]["sourceRanges"] == ["10.100.0.2/32"]
+
+
+def test_workload_service_accounts_scope_the_rules() -> None:
+    email = "app-server@my-project.iam.gserviceaccount.com"
+    rules = firewalls(run_with(workload_service_accounts=[email]))
+    assert rules["remote"]["targetServiceAccounts"] == rules["pmtu"]["targetServiceAccounts"] == [email]
+    assert "targetTags" not in rules["remote"]
+
+
+def test_network_wide_only_when_asked() -> None:
+    rules = firewalls(run_with(workload_scope="network"))
+    assert set(rules["remote"]["sourceRanges"]) == REMOTE
+    assert "targetTags" not in rules["remote"] and "targetServiceAccounts" not in rules["remote"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (
+            {"workload_tags": ["db"], "workload_service_accounts": ["app-server@my-project.iam.gserviceaccount.com"]},
+            "sites[1].workload_service_accounts: a GCP firewall rule targets network tags or service accounts",
+        ),
+        ({"workload_scope": "network", "workload_tags": ["db"]}, "sites[1].workload_scope: network (every instance)"),
+        ({"workload_scope": "everything"}, "sites[1].workload_scope: Input should be 'network'"),
+        ({"workload_tags": ["DB"]}, "sites[1].workload_tags: 'DB' is not a GCP network tag"),
+    ],
+)
+def test_workload_scope_mistakes_are_refused_by_field(keys: dict[str, Any], message: str) -> None:
+    raw = dev_raw()
+    gcp_site(raw).pop("workload_scope", None)
+    gcp_site(raw).update(keys)
+    run = run_program(raw, preview=True)
+    assert run.error is not None and message in str(run.error), run.error
+    assert run.resources == []
+
+
+# --- two stacks in one network --------------------------------------------------------------
+
+
+def test_two_stacks_sharing_a_network_never_target_each_others_gateways() -> None:
+    shared = {"network": "shared-vpc", "subnetwork": "shared-euw3"}
+    runs = [run_with(stack=stack, **shared) for stack in ("team-a", "team-b")]
+    tags = [set(run.named(GCP_INSTANCE, "gcp-euw3-instance").inputs["tags"]) for run in runs]
+    assert tags[0].isdisjoint(tags[1])
+    for run, own, other in ((runs[0], tags[0], tags[1]), (runs[1], tags[1], tags[0])):
+        for rule in run.of_type(GCP_FIREWALL):
+            target = set(rule.inputs.get("targetTags", []))
+            assert target.isdisjoint(other), rule.name
+            assert rule.inputs["description"].startswith("wg-mesh wg-mesh/team-")
+        gateway_rules = [r for r in run.of_type(GCP_FIREWALL) if r.name.endswith(("-wireguard", "-forward"))]
+        assert all(set(r.inputs["targetTags"]) == own for r in gateway_rules)
+    # Stable: the same stack gets the same tag on every run.
+    assert set(run_with(stack="team-a", **shared).named(GCP_INSTANCE, "gcp-euw3-instance").inputs["tags"]) == tags[0]
+
+
+# --- operator access ------------------------------------------------------------------------
+
+
+def run_mesh(preview: bool = False, **mesh_keys: Any) -> ProgramRun:
+    raw = dev_raw()
+    raw.update(mesh_keys)
+    run = run_program(raw, preview=preview)
+    assert run.error is None, run.error
+    return run
+
+
+def test_operator_access_cloud_opens_ssh_to_iap_only_and_turns_on_os_login() -> None:
+    run = run_mesh(operator_access="cloud")
+    rules = firewalls(run)
+    instance = run.named(GCP_INSTANCE, "gcp-euw3-instance")
+    assert rules["iap-ssh"]["sourceRanges"] == ["35.235.240.0/20"]
+    assert rules["iap-ssh"]["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
+    assert rules["iap-ssh"]["targetTags"] == instance.inputs["tags"]
+    assert instance.inputs["metadata"]["enable-oslogin"] == "TRUE"
+
+
+@pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
+def test_operator_access_is_off_by_default(preview: bool) -> None:
+    run = run_mesh(preview=preview)
+    assert "iap-ssh" not in firewalls(run)
+    if not preview:
+        assert "enable-oslogin" not in run.named(GCP_INSTANCE, "gcp-euw3-instance").inputs["metadata"]
+
+
+def test_toggling_operator_access_does_not_replace_the_gateway() -> None:
+    """Only the user data (read once, at first boot) replaces the instance; enable-oslogin is updated in place."""
+    off, on = run_mesh(), run_mesh(operator_access="cloud")
+    for run in (off, on):
+        assert run.monitor.replace_on_changes["gcp-euw3-instance"] == ['metadata["user-data"]']
+    before, after = (r.named(GCP_INSTANCE, "gcp-euw3-instance").inputs for r in (off, on))
+    changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+    assert changed == {"metadata"}
+    assert before["metadata"]["user-data"] == after["metadata"]["user-data"]

@@ -12,7 +12,7 @@ import yaml
 
 from mesh import metrics, render, topology, wgmetrics
 from mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
-from mesh.gcp import gateway_tag
+from mesh.gcp import gateway_tag, stack_scope
 from mesh.stackfile import read_raw
 from tests.conftest import STACK_FILES, ProgramRun, run_program
 from tests.test_program import (
@@ -91,7 +91,11 @@ def test_exporter_port_is_open_to_monitoring_cidrs_on_both_clouds(monitored: Pro
             assert fw["sourceRanges"] == MONITORING_CIDRS
             assert fw["direction"] == "INGRESS"
             # only the gateway, not the whole network
-            assert fw["targetTags"] == [gateway_tag(site.name)] == instance_of(monitored, site).inputs["tags"]
+            assert (
+                fw["targetTags"]
+                == [gateway_tag(site.name, stack_scope("wg-mesh", "monitored"))]
+                == instance_of(monitored, site).inputs["tags"]
+            )
     assert len(rules) == sum(isinstance(s, AwsSite | GcpSite) for s in cfg.sites)
 
 
