@@ -19,11 +19,11 @@ import pulumi_gcp as gcp
 
 from mesh import component, topology
 from mesh.component import Directory
-from mesh.config import GcpSite, MeshConfig
+from mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite, MeshConfig
 
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
 UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
-ARM_MACHINE_FAMILIES = ("t2a", "c4a")  # Ampere Altra, Google Axion
+ARM_MACHINE_FAMILIES = GCP_ARM_MACHINE_SERIES
 STACK_SCOPE_CHARS = 8
 # Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
 IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"
@@ -46,10 +46,23 @@ PD_BOOT_DISK = "pd-balanced"
 HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
 
 
+def machine_architecture(machine_type: str) -> str:
+    return "arm64" if machine_series(machine_type) in ARM_MACHINE_FAMILIES else "amd64"
+
+
 def image_family(machine_type: str) -> str:
     """The Ubuntu 24.04 LTS image family matching the machine type's CPU architecture."""
-    arch = "arm64" if machine_series(machine_type) in ARM_MACHINE_FAMILIES else "amd64"
-    return UBUNTU_IMAGE.format(arch=arch)
+    return UBUNTU_IMAGE.format(arch=machine_architecture(machine_type))
+
+
+def boot_image(site: GcpSite) -> str:
+    """The pinned `image`, or the family. A family does not drift into replacements: the provider compares it with
+    the instance's resolved image by name pattern (terraform-provider-google DiskImageDiffSuppress: family
+    `ubuntu-2404-lts-amd64` matches image `ubuntu-2404-noble-amd64-v20240423`), so a second preview after `up` stays
+    empty when Canonical publishes a new image. But every replacement (new user data) boots the family's newest image
+    at that moment; `image` pins it, and changing `image` is the deliberate roll (the boot image forces a new
+    instance)."""
+    return site.image if site.image is not None else image_family(site.instance_type)
 
 
 def machine_series(machine_type: str) -> str:
@@ -224,7 +237,7 @@ class GcpGateway(component.SiteComponent):
             zone=site.zone,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=image_family(site.instance_type),
+                    image=boot_image(site),
                     type=boot_disk_type(site.instance_type),
                 ),
             ),

@@ -228,3 +228,44 @@ def test_toggling_operator_access_does_not_replace_the_gateway() -> None:
     changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
     assert changed == {"metadata"}
     assert before["metadata"]["user-data"] == after["metadata"]["user-data"]
+
+
+# --- boot image: the family, or a pinned image -----------------------------------------------
+
+
+def test_without_a_pin_the_family_is_declared_and_nothing_resolves_it_at_run_time() -> None:
+    """No invoke looks up the newest image (the AWS AMI drift): the input is the family on every run, and the
+    provider's DiskImageDiffSuppress matches it against the instance's resolved image, so a second preview is empty."""
+    first, second = run_with(), run_with()
+    assert boot_disk(first)["image"] == boot_disk(second)["image"] == "ubuntu-os-cloud/ubuntu-2404-lts-amd64"
+    assert not [c for c in first.mocks.calls if c.token.startswith("gcp:")]
+
+
+def test_a_pinned_image_is_used_as_given_and_only_a_new_pin_changes_the_instance() -> None:
+    pinned = "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130"
+    run, rolled = run_with(image=pinned), run_with(image=pinned.replace("20250130", "20250301"))
+    assert boot_disk(run)["image"] == pinned
+    before, after = (r.named(GCP_INSTANCE, "gcp-euw3-instance").inputs for r in (run, rolled))
+    assert {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)} == {"bootDisk"}
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (
+            {"image": "ubuntu-os-cloud/ubuntu-2404-noble-arm64-v20250130"},
+            "is an arm64 image, but n2-standard-8 is amd64",
+        ),
+        (
+            {"image": "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130", "instance_type": "c4a-standard-8"},
+            "is an amd64 image, but c4a-standard-8 is arm64",
+        ),
+        ({"image": "ubuntu 24.04"}, "sites[1].image: 'ubuntu 24.04' is not a GCE image reference"),
+    ],
+)
+def test_image_mistakes_are_refused(keys: dict[str, Any], message: str) -> None:
+    raw = dev_raw()
+    gcp_site(raw).update(keys)
+    run = run_program(raw, preview=True)
+    assert run.error is not None and message in str(run.error), run.error
+    assert run.resources == []
