@@ -57,7 +57,8 @@ def image_family(machine_type: str) -> str:
 
 def boot_image(site: GcpSite) -> str:
     """The pinned `image`, or the family. A family does not drift into replacements: the provider compares it with
-    the instance's resolved image by name pattern (terraform-provider-google DiskImageDiffSuppress: family
+    the instance's resolved image by name pattern (terraform-provider-google DiskImageDiffSuppress, its cases in
+    google/services/compute/resource_compute_disk_test.go: family
     `ubuntu-2404-lts-amd64` matches image `ubuntu-2404-noble-amd64-v20240423`), so a second preview after `up` stays
     empty when Canonical publishes a new image. But every replacement (new user data) boots the family's newest image
     at that moment; `image` pins it, and changing `image` is the deliberate roll (the boot image forces a new
