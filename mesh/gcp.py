@@ -28,8 +28,9 @@ STACK_SCOPE_CHARS = 8
 # Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
 IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"
 SSH_PORT = "22"
-# The only user data the guest reads at boot; other metadata keys (enable-oslogin) are updated in place. Pulumi
-# property-path syntax, so that toggling operator access does not replace the gateway.
+# The only metadata the guest reads once, at first boot; other keys (enable-oslogin) are updated in place, so
+# toggling operator access does not replace the gateway. Pulumi property-path syntax, which replaceOnChanges takes
+# (https://www.pulumi.com/docs/reference/property-paths/).
 REPLACE_ON = 'metadata["user-data"]'
 ROUTE_PRIORITY = 900  # ahead of the default 1000, so the mesh wins a tie with a broader route
 # Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
@@ -276,7 +277,7 @@ class GcpGateway(component.SiteComponent):
                 network=network.network,
                 next_hop_instance=self.instance.self_link,
                 priority=ROUTE_PRIORITY,
-                description=f"wg-mesh: {cidr} through the {site.name} gateway",
+                description=f"{where}: {cidr} through the gateway",
                 opts=child,
             )
             for cidr in topology.remote_ranges(mesh, site.name)
