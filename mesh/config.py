@@ -33,12 +33,16 @@ DEFAULT_GCP_INSTANCE_TYPE = "n2-standard-8"
 DEFAULT_AWS_UNDERLAY_MTU = 1500  # the internet path out of an internet gateway
 DEFAULT_GCP_UNDERLAY_MTU = 1460  # GCP VPC default MTU
 DEFAULT_STATIC_UNDERLAY_MTU = 1500
+GCP_ARM_MACHINE_SERIES = ("t2a", "c4a")  # Ampere Altra, Google Axion
 MAX_SITE_NAME_LENGTH = 32  # leaves room for the suffixes cloud resource names get
 
 _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
 _GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 _GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_GCP_IMAGE = re.compile(r"^(https://[a-z.]+/compute/v1/)?[a-z0-9][a-z0-9./-]*[a-z0-9]$")
+_GCP_NETWORK_TAG = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_GCP_SERVICE_ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com$")
 
 
 class ConfigError(ValueError):
@@ -151,6 +155,50 @@ class GcpSite(_SiteBase):
     underlay_mtu: int = Field(default=DEFAULT_GCP_UNDERLAY_MTU, ge=1300, le=8896)  # GCP VPC MTU range
     network: str | None = None
     subnetwork: str | None = None
+    # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
+    impersonate_service_account: str | None = None
+    # Which instances of the network accept traffic from the other sites: those with these network tags, or running
+    # as these service accounts, or (workload_scope: network) every instance. None: no such rule (admit the remote
+    # ranges with your own firewall rules, as on AWS).
+    # The boot image, pinned (e.g. ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130); None: the Ubuntu 24.04 LTS
+    # family of the machine's architecture, resolved when an instance is created.
+    image: str | None = None
+    workload_tags: list[str] = Field(default_factory=list)
+    workload_service_accounts: list[str] = Field(default_factory=list)
+    workload_scope: Literal["network"] | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, image: str | None) -> str | None:
+        if image is not None and not _GCP_IMAGE.match(image):
+            raise ValueError(
+                f"{image!r} is not a GCE image reference (PROJECT/IMAGE, projects/PROJECT/global/images/IMAGE, "
+                "or its URL)"
+            )
+        return image
+
+    @field_validator("workload_tags")
+    @classmethod
+    def _network_tags(cls, tags: list[str]) -> list[str]:
+        bad = [tag for tag in tags if not _GCP_NETWORK_TAG.match(tag)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a GCP network tag (lowercase letters, digits, '-', at most 63)")
+        return tags
+
+    @field_validator("workload_service_accounts")
+    @classmethod
+    def _workload_service_accounts(cls, emails: list[str]) -> list[str]:
+        bad = [email for email in emails if not _GCP_SERVICE_ACCOUNT.match(email)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)")
+        return emails
+
+    @field_validator("impersonate_service_account")
+    @classmethod
+    def _service_account(cls, email: str | None) -> str | None:
+        if email is not None and not _GCP_SERVICE_ACCOUNT.match(email):
+            raise ValueError(f"{email!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)")
+        return email
 
     @field_validator("project")
     @classmethod
@@ -196,6 +244,9 @@ class MeshConfig(_Strict):
     # Who may scrape the gateways' node-exporter on exporter_port (TCP), besides the mesh itself: none by default.
     monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
     exporter_port: Port = 9100
+    # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
+    # AWS: Session Manager), never through a port open to the internet. none: no access path at all.
+    operator_access: Literal["none", "cloud"] = "none"
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:
@@ -265,6 +316,7 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
     zone, region = site.get("zone"), site.get("region")
     if isinstance(zone, str) and isinstance(region, str) and not zone.startswith(region + "-"):
         problems.append(f"sites[{i}].zone: {zone} is not in region {region}")
+    problems += gcp_workload_problems(i, site) + gcp_image_problems(i, site)
     keys = EXISTING_NETWORK_KEYS.get(str(site.get("cloud")), ())
     given = [key for key in keys if site.get(key) is not None]
     for key in keys:
@@ -274,6 +326,29 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
                 f"{', '.join(keys)} together; leave all out to have wg-mesh create one)"
             )
     return problems
+
+
+def gcp_image_problems(i: int, site: Mapping[str, Any]) -> list[str]:
+    """A pinned image must be built for the machine type's architecture (arm64 on T2A/C4A, amd64 elsewhere)."""
+    image, machine = site.get("image"), site.get("instance_type", DEFAULT_GCP_INSTANCE_TYPE)
+    if site.get("cloud") != "gcp" or not isinstance(image, str) or not isinstance(machine, str):
+        return []
+    arch = "arm64" if machine.split("-", 1)[0] in GCP_ARM_MACHINE_SERIES else "amd64"
+    other = "amd64" if arch == "arm64" else "arm64"
+    return [f"sites[{i}].image: {image} is an {other} image, but {machine} is {arch}"] if other in image else []
+
+
+def gcp_workload_problems(i: int, site: Mapping[str, Any]) -> list[str]:
+    """A GCP firewall rule targets network tags or service accounts, never both; `network` excludes either."""
+    chosen = [key for key in ("workload_tags", "workload_service_accounts") if site.get(key)]
+    if site.get("workload_scope") is not None and chosen:
+        return [f"sites[{i}].workload_scope: network (every instance) cannot be combined with {chosen[0]}"]
+    if len(chosen) == 2:
+        return [
+            f"sites[{i}].workload_service_accounts: a GCP firewall rule targets network tags or service accounts, "
+            "not both: choose workload_tags or workload_service_accounts"
+        ]
+    return []
 
 
 def cross_site_problems(overlay_cidr: IPv4Network, sites: Sequence[SiteFacts], mtu: int | str = "auto") -> list[str]:

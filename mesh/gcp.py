@@ -2,35 +2,105 @@
 
 The static external address exists before the instance (peers need it). Firewall rules admit
 WireGuard from the peers' addresses only, the site's own traffic to the gateway (to forward it),
-and the remote sites' ranges into the whole network (so workloads accept cross-cloud traffic).
+the remote sites' ranges to the workloads the site names (tags, service accounts, or the whole
+network when asked), and ICMP from the gateway's reserved internal address (path-MTU discovery).
+Network tags carry a hash of the Pulumi project and stack, so stacks sharing a network stay apart.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from ipaddress import IPv4Network
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
 from mesh import component, topology
 from mesh.component import Directory
-from mesh.config import GcpSite, MeshConfig
+from mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite, MeshConfig
 
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
 UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
-ARM_MACHINE_FAMILIES = ("t2a", "c4a")  # Ampere Altra, Google Axion
+ARM_MACHINE_FAMILIES = GCP_ARM_MACHINE_SERIES
+STACK_SCOPE_CHARS = 8
+# Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
+IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"
+SSH_PORT = "22"
+# The only metadata the guest reads once, at first boot; other keys (enable-oslogin) are updated in place, so
+# toggling operator access does not replace the gateway. Pulumi property-path syntax, which replaceOnChanges takes
+# (https://www.pulumi.com/docs/reference/property-paths/).
+REPLACE_ON = 'metadata["user-data"]'
 ROUTE_PRIORITY = 900  # ahead of the default 1000, so the mesh wins a tie with a broader route
+# Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
+# faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
+# the third-generation A3, H3, Z3, all fourth-generation ones (C4, C4A, C4D, N4, N4A, N4D, M4, X4, ...) and newer
+# ones -- takes Hyperdisk only. Compute Engine API reference, AttachedDiskInitializeParams.diskType: "For C3,
+# C3D, and M3 the default is Balanced Persistent Disk (pd-balanced). For other third-generation machine series
+# like A3, H3, Z3, all fourth-generation types like C4, N4, M4, and newer machine series, the default is
+# Hyperdisk Balanced" (https://cloud.google.com/compute/docs/reference/rest/v1/instances).
+PERSISTENT_DISK_SERIES = frozenset(
+    {"e2", "f1", "g1", "n1", "n2", "n2d", "t2d", "t2a", "c2", "c2d", "m1", "m2", "a2", "g2", "c3", "c3d", "m3"}
+)
+PD_BOOT_DISK = "pd-balanced"
+HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
+
+
+def machine_architecture(machine_type: str) -> str:
+    return "arm64" if machine_series(machine_type) in ARM_MACHINE_FAMILIES else "amd64"
 
 
 def image_family(machine_type: str) -> str:
     """The Ubuntu 24.04 LTS image family matching the machine type's CPU architecture."""
-    arch = "arm64" if machine_type.split("-", 1)[0] in ARM_MACHINE_FAMILIES else "amd64"
-    return UBUNTU_IMAGE.format(arch=arch)
+    return UBUNTU_IMAGE.format(arch=machine_architecture(machine_type))
 
 
-def gateway_tag(name: str) -> str:
-    """The network tag the gateway's firewall rules target."""
-    return f"{name}-wg-gateway"
+def boot_image(site: GcpSite) -> str:
+    """The pinned `image`, or the family. A family does not drift into replacements: the provider compares it with
+    the instance's resolved image by name pattern (terraform-provider-google DiskImageDiffSuppress, its cases in
+    google/services/compute/resource_compute_disk_test.go: family
+    `ubuntu-2404-lts-amd64` matches image `ubuntu-2404-noble-amd64-v20240423`), so a second preview after `up` stays
+    empty when Canonical publishes a new image. But every replacement (new user data) boots the family's newest image
+    at that moment; `image` pins it, and changing `image` is the deliberate roll (the boot image forces a new
+    instance)."""
+    return site.image if site.image is not None else image_family(site.instance_type)
+
+
+def machine_series(machine_type: str) -> str:
+    """`n2-standard-8` -> `n2`, `c4a-highcpu-4` -> `c4a`, `e2-micro` -> `e2`."""
+    return machine_type.split("-", 1)[0].lower()
+
+
+def boot_disk_type(machine_type: str) -> str:
+    """pd-balanced where the machine series takes Persistent Disk, hyperdisk-balanced everywhere else."""
+    return PD_BOOT_DISK if machine_series(machine_type) in PERSISTENT_DISK_SERIES else HYPERDISK_BOOT_DISK
+
+
+def stack_scope(project: str, stack: str) -> str:
+    """A short, stable id of the Pulumi project and stack, for names that are shared network-wide (network tags):
+    two stacks in one network, even with equal site names, never target each other's instances."""
+    return hashlib.sha256(f"{project}/{stack}".encode()).hexdigest()[:STACK_SCOPE_CHARS]
+
+
+def gateway_tag(name: str, scope: str) -> str:
+    """The network tag the gateway's firewall rules target (at most 32 + 7 + 8 characters; GCP allows 63)."""
+    return f"{name}-wg-gw-{scope}"
+
+
+def pinned_internal_address(subnet: IPv4Network) -> str:
+    """The gateway's internal address in a subnet wg-mesh creates: the first one GCP hands out (.0 and .1 are the
+    network and its gateway, https://cloud.google.com/vpc/docs/subnets#unusable-ip-addresses-in-every-subnet)."""
+    return str(subnet.network_address + 2)
+
+
+def workload_targets(site: GcpSite) -> dict[str, list[str]]:
+    """Firewall target arguments for the site's workloads: their tags, their service accounts, or (empty) all."""
+    if site.workload_tags:
+        return {"target_tags": list(site.workload_tags)}
+    if site.workload_service_accounts:
+        return {"target_service_accounts": list(site.workload_service_accounts)}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -49,6 +119,7 @@ class _Network:
 class GcpGateway(component.SiteComponent):
     provider: gcp.Provider
     address: gcp.compute.Address
+    internal_address: gcp.compute.Address
     instance: gcp.compute.Instance
     routes: list[gcp.compute.Route]
 
@@ -60,6 +131,8 @@ class GcpGateway(component.SiteComponent):
             project=site.project,
             region=site.region,
             zone=site.zone,
+            # None: the credentials of whoever runs pulumi (one GCP identity for every site without this key).
+            impersonate_service_account=site.impersonate_service_account,
             opts=pulumi.ResourceOptions(parent=self),
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
@@ -76,55 +149,98 @@ class GcpGateway(component.SiteComponent):
         )
         self.public_ip = self.address.address
 
-        tag = gateway_tag(name)
-        gcp.compute.Firewall(
-            f"{name}-fw-wireguard",
-            network=network.network,
-            description=f"wg-mesh {site.name}: WireGuard from the mesh peers",
-            direction="INGRESS",
-            allows=[gcp.compute.FirewallAllowArgs(protocol="udp", ports=[str(mesh.listen_port)])],
-            source_ranges=component.peer_source_ranges(mesh, site.name, args.directory),
-            target_tags=[tag],
-            opts=child,
-        )
-        gcp.compute.Firewall(
-            f"{name}-fw-forward",
-            network=network.network,
-            description=f"wg-mesh {site.name}: traffic from the site's networks to the gateway, to forward",
-            direction="INGRESS",
-            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-            source_ranges=[str(cidr) for cidr in site.cidrs],
-            target_tags=[tag],
-            opts=child,
-        )
-        if mesh.monitoring_cidrs:  # never with empty source_ranges: GCP would read that as 0.0.0.0/0
-            gcp.compute.Firewall(
-                f"{name}-fw-exporter",
-                network=network.network,
-                description=f"wg-mesh {site.name}: node-exporter, for Prometheus (monitoring_cidrs)",
-                direction="INGRESS",
-                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(mesh.exporter_port)])],
-                source_ranges=component.monitoring_ranges(mesh),
-                target_tags=[tag],
-                opts=child,
-            )
-        gcp.compute.Firewall(
-            f"{name}-fw-remote",
-            network=network.network,
-            description=f"wg-mesh {site.name}: traffic from the other sites, to every instance of the network",
-            direction="INGRESS",
-            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-            source_ranges=[str(cidr) for cidr in topology.remote_ranges(mesh, site.name)],
+        scope = stack_scope(pulumi.get_project(), pulumi.get_stack())
+        where = f"wg-mesh {pulumi.get_project()}/{pulumi.get_stack()} {site.name}"
+        tag = gateway_tag(name, scope)
+        # The gateway's internal address, reserved: stable across replacements, and the source of its ICMP errors.
+        self.internal_address = gcp.compute.Address(
+            f"{name}-internal",
+            address_type="INTERNAL",
+            subnetwork=network.subnetwork,
+            address=None
+            if site.uses_existing_network
+            else pinned_internal_address(topology.gateway_subnet(site.cidrs[0])),
+            region=site.region,
+            description=f"{where}: gateway internal address",
             opts=child,
         )
 
+        def firewall(suffix: str, description: str, allows: list[gcp.compute.FirewallAllowArgs], **kw: Any) -> None:
+            gcp.compute.Firewall(
+                f"{name}-fw-{suffix}",
+                network=network.network,
+                description=f"{where}: {description}",
+                direction="INGRESS",
+                allows=allows,
+                opts=child,
+                **kw,
+            )
+
+        firewall(
+            "wireguard",
+            "WireGuard from the mesh peers",
+            [gcp.compute.FirewallAllowArgs(protocol="udp", ports=[str(mesh.listen_port)])],
+            source_ranges=component.peer_source_ranges(mesh, site.name, args.directory),
+            target_tags=[tag],
+        )
+        firewall(
+            "forward",
+            "traffic from the site's networks to the gateway, to forward",
+            [gcp.compute.FirewallAllowArgs(protocol="all")],
+            source_ranges=[str(cidr) for cidr in site.cidrs],
+            target_tags=[tag],
+        )
+        if mesh.monitoring_cidrs:  # never with empty source_ranges: GCP would read that as 0.0.0.0/0
+            firewall(
+                "exporter",
+                "node-exporter, for Prometheus (monitoring_cidrs)",
+                [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(mesh.exporter_port)])],
+                source_ranges=component.monitoring_ranges(mesh),
+                target_tags=[tag],
+            )
+        if mesh.operator_access == "cloud":
+            firewall(
+                "iap-ssh",
+                "SSH through IAP TCP forwarding only (operator_access: cloud)",
+                [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[SSH_PORT])],
+                source_ranges=[IAP_TCP_FORWARDING_RANGE],
+                target_tags=[tag],
+            )
+        targets = workload_targets(site)
+        targeted = bool(targets) or site.workload_scope == "network"
+        if targeted:
+            firewall(
+                "remote",
+                "traffic from the other sites to the workloads "
+                + ("of every instance of the network" if not targets else "(workload_tags/service accounts)"),
+                [gcp.compute.FirewallAllowArgs(protocol="all")],
+                source_ranges=[str(cidr) for cidr in topology.remote_ranges(mesh, site.name)],
+                **targets,
+            )
+        if targeted or not site.uses_existing_network:
+            # Path-MTU discovery: the gateway tells a workload that a packet is too big for the tunnel (ICMP type 3
+            # code 4). GCP firewall rules match ICMP by protocol only (no type/code: Allowed.ports applies to TCP,
+            # UDP and SCTP), so the rule admits ICMP from the gateway's own address and nothing else.
+            firewall(
+                "pmtu",
+                "ICMP from the gateway (fragmentation needed), for path-MTU discovery",
+                [gcp.compute.FirewallAllowArgs(protocol="icmp")],
+                source_ranges=[self.internal_address.address.apply(lambda ip: f"{ip}/32")],
+                **targets,
+            )
+
+        metadata: dict[str, pulumi.Input[str]] = {"user-data": self.user_data}
+        if mesh.operator_access == "cloud":
+            # OS Login: operators log in with their Google identity and IAM roles, no SSH keys in metadata.
+            metadata["enable-oslogin"] = "TRUE"
         self.instance = gcp.compute.Instance(
             f"{name}-instance",
             machine_type=site.instance_type,
             zone=site.zone,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=image_family(site.instance_type)
+                    image=boot_image(site),
+                    type=boot_disk_type(site.instance_type),
                 ),
             ),
             can_ip_forward=True,  # it forwards packets that are neither from nor to itself
@@ -135,18 +251,19 @@ class GcpGateway(component.SiteComponent):
                 gcp.compute.InstanceNetworkInterfaceArgs(
                     network=network.network,
                     subnetwork=network.subnetwork,
+                    network_ip=self.internal_address.address,
                     access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs(nat_ip=self.address.address)],
                 )
             ],
             tags=[tag],
-            metadata={"user-data": self.user_data},
+            metadata=metadata,
             allow_stopping_for_update=True,
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
                     # cloud-init reads user-data once, at first boot: a new config needs a new instance,
                     # and the static address can be held by one instance at a time.
-                    replace_on_changes=["metadata"],
+                    replace_on_changes=[REPLACE_ON],
                     delete_before_replace=True,
                 ),
             ),
@@ -160,7 +277,7 @@ class GcpGateway(component.SiteComponent):
                 network=network.network,
                 next_hop_instance=self.instance.self_link,
                 priority=ROUTE_PRIORITY,
-                description=f"wg-mesh: {cidr} through the {site.name} gateway",
+                description=f"{where}: {cidr} through the gateway",
                 opts=child,
             )
             for cidr in topology.remote_ranges(mesh, site.name)

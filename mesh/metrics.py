@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from importlib import resources
 
 from mesh import wgmetrics
-from mesh.config import MeshConfig
+from mesh.config import MeshConfig, StaticSite
 from mesh.render import INTERFACE, CloudInitExtras, File
 from mesh.topology import PeerAddress, interface_plan
 
@@ -31,6 +31,9 @@ TEXTFILE_PATH = wgmetrics.TEXTFILE_PATH
 NODE_EXPORTER_DEFAULTS_PATH = "/etc/default/prometheus-node-exporter"
 NODE_EXPORTER_PACKAGE = "prometheus-node-exporter"
 NODE_EXPORTER_SERVICE = "prometheus-node-exporter.service"
+# Static sites bind node-exporter to the overlay address, which exists only once wg0 is up: order it after wg0 and
+# keep retrying (RestartSec 5 s stays under systemd's default start limit of 5 starts in 10 s).
+NODE_EXPORTER_DROP_IN_PATH = f"/etc/systemd/system/{NODE_EXPORTER_SERVICE}.d/wg-mesh.conf"
 UNIT_NAME = "wg-mesh-metrics"
 SERVICE_PATH = f"/etc/systemd/system/{UNIT_NAME}.service"
 TIMER_PATH = f"/etc/systemd/system/{UNIT_NAME}.timer"
@@ -74,13 +77,31 @@ def peer_mapping(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress
     return json.dumps(doc, indent=2) + "\n"
 
 
-def node_exporter_defaults(port: int) -> str:
+def node_exporter_defaults(port: int, address: str = "") -> str:
+    """node-exporter's ARGS: on every interface of a cloud gateway (its cloud firewall admits only monitoring_cidrs
+    and the mesh), on `address` only where nothing stands in front of the host (static sites: the overlay)."""
     textfile_dir = TEXTFILE_PATH.rsplit("/", 1)[0]
-    return (
-        "# wg-mesh: node-exporter on the mesh's exporter_port (the cloud firewall admits only monitoring_cidrs\n"
-        "# and the mesh itself), with the textfile collector that reads wg-mesh-metrics' output.\n"
-        f'ARGS="--web.listen-address=:{port} --collector.textfile.directory={textfile_dir}"\n'
-    )
+    if address:
+        where = (
+            f"# wg-mesh: node-exporter on {address}:{port} only, the overlay address: nothing stands in front of this\n"
+            "# host, so it must not answer on its public address (host details, peer keys, every internal prefix).\n"
+        )
+    else:
+        where = (
+            "# wg-mesh: node-exporter on the mesh's exporter_port (the cloud firewall admits only monitoring_cidrs\n"
+            "# and the mesh itself), with the textfile collector that reads wg-mesh-metrics' output.\n"
+        )
+    return where + f'ARGS="--web.listen-address={address}:{port} --collector.textfile.directory={textfile_dir}"\n'
+
+
+def node_exporter_drop_in() -> str:
+    return f"""[Unit]
+After=wg-quick@{INTERFACE}.service
+
+[Service]
+Restart=on-failure
+RestartSec=5
+"""
 
 
 def service_unit() -> str:
@@ -117,10 +138,17 @@ WantedBy=timers.target
 
 def metrics_extras(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> CloudInitExtras:
     """What a gateway's cloud-init adds for metrics: node-exporter, our script, its mapping and timer."""
+    site = cfg.site(name)
+    static = isinstance(site, StaticSite)
+    overlay_only = (File(NODE_EXPORTER_DROP_IN_PATH, node_exporter_drop_in()),) if static else ()
     return CloudInitExtras(
         packages=(NODE_EXPORTER_PACKAGE,),
         files=(
-            File(NODE_EXPORTER_DEFAULTS_PATH, node_exporter_defaults(cfg.exporter_port)),
+            File(
+                NODE_EXPORTER_DEFAULTS_PATH,
+                node_exporter_defaults(cfg.exporter_port, str(site.overlay_ip) if static else ""),
+            ),
+            *overlay_only,
             File(SCRIPT_PATH, packed_script(), permissions="0755", encoding=SCRIPT_ENCODING),
             File(MAPPING_PATH, peer_mapping(cfg, name, directory)),
             File(SERVICE_PATH, service_unit()),

@@ -25,10 +25,17 @@ SYSCTL_SETTINGS = {
     # after the tunnel is back. Routers in a mesh don't send redirects.
     "net.ipv4.conf.all.send_redirects": "0",
     "net.ipv4.conf.default.send_redirects": "0",
+    # Loose reverse-path filtering (RFC 3704): GCE's 60-gce-network-security.conf sets strict mode (1), which drops
+    # a packet whose source would not be routed back out of the interface it came in on -- the case for traffic
+    # that enters through wg0 or a VPC NIC on asymmetric paths. The kernel uses max(all, interface), so `all` = 2
+    # makes every interface, existing ones included, at least loose; 2 still drops sources with no route at all.
+    "net.ipv4.conf.all.rp_filter": "2",
+    "net.ipv4.conf.default.rp_filter": "2",
 }
 # The kernel ORs `all` with each interface's own send_redirects, so interfaces that already exist are set too.
 NO_REDIRECTS_ON_EXISTING_INTERFACES = 'for conf in /proc/sys/net/ipv4/conf/*/send_redirects; do echo 0 > "$conf"; done'
 PACKAGES = ("wireguard-tools", "iptables")
+LINK_LOCAL = "169.254.0.0/16"  # RFC 3927; the clouds' metadata servers live at 169.254.169.254
 
 # The interface that holds the default route, looked up when the rule is added or removed:
 # ens5 on AWS Nitro, ens4 on GCE, something else on a VPS. wg-quick strips '#' comments, so no '#'.
@@ -60,7 +67,20 @@ def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
         # Both directions: a 9001-MTU AWS host offers MSS 8961 and must be told the tunnel's.
         Rule("mangle", "FORWARD", f"-o %i {clamp}"),
         Rule("mangle", "FORWARD", f"-i %i {clamp}"),
+        # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
+        # metadata server, with the instance's credentials): dropped in raw PREROUTING, before routing, so both the
+        # forwarded and the locally delivered path are covered and no filter-table rule can shadow it. The
+        # gateway's own requests to the metadata server do not come in on wg0 and are unaffected.
+        Rule("raw", "PREROUTING", f"-i %i -d {LINK_LOCAL} -j DROP", first=True),
     ]
+    if plan.listen_sources:
+        # Only the peers' addresses may send to the WireGuard port (static sites: no cloud firewall in front).
+        # Inserted first, then each ACCEPT above it; the rest of the host's traffic is untouched.
+        rules.append(Rule("filter", "INPUT", f"-p udp --dport {plan.listen_port} -j DROP", first=True))
+        rules += [
+            Rule("filter", "INPUT", f"-p udp --dport {plan.listen_port} -s {source} -j ACCEPT", first=True)
+            for source in plan.listen_sources
+        ]
     if plan.masquerade:
         rules.append(Rule("nat", "POSTROUTING", f'-o "{DEFAULT_ROUTE_DEV}" -j MASQUERADE'))
     return rules

@@ -44,6 +44,9 @@ class InterfacePlan:
     mss: int
     masquerade: bool
     peers: tuple[Peer, ...]
+    # /32s allowed to send to listen_port, filtered on the host itself; empty = no host filter (cloud gateways:
+    # their security group / firewall rule admits only these already).
+    listen_sources: tuple[str, ...] = ()
 
 
 def tunnel_mtu(cfg: MeshConfig) -> int:
@@ -119,4 +122,5 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
         mss=clamped_mss(mtu),
         masquerade=cfg.masquerades(site),
         peers=peers,
+        listen_sources=tuple(peer_source_ranges(cfg, name, directory)) if isinstance(site, StaticSite) else (),
     )

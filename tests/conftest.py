@@ -128,7 +128,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if typ == "aws:ec2/instance:Instance":
             return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10"}
         if typ == "gcp:compute/address:Address":
-            return {"address": self.fake_public_ip(name), "selfLink": self._self_link("regions", "addresses", name)}
+            link = self._self_link("regions", "addresses", name)
+            if inputs.get("addressType") == "INTERNAL":  # the requested address, or one GCP would pick
+                return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link}
+            return {"address": self.fake_public_ip(name), "selfLink": link}
         if typ == "gcp:compute/instance:Instance":
             return {"selfLink": self._self_link("zones", "instances", name)}
         if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
@@ -176,6 +179,11 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: RecordingMocks) -> None:
         super().__init__(mocks)
         self.component_outputs: dict[str, dict[str, Any]] = {}
+        self.replace_on_changes: dict[str, list[str]] = {}  # resource name -> its replace_on_changes
+
+    def RegisterResource(self, request: Any) -> Any:
+        self.replace_on_changes[request.name] = list(request.replaceOnChanges)
+        return super().RegisterResource(request)  # type: ignore[no-untyped-call]
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
         self.component_outputs[request.urn] = rpc.deserialize_properties(request.outputs, keep_unknowns=True)

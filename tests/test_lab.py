@@ -173,7 +173,23 @@ def test_artifacts_are_what_pulumi_up_renders_with_only_the_public_addresses_rep
         lines = zip(cloud.splitlines(), lab[site.name].user_data.splitlines(), strict=True)
         changed = [(a.strip(), b.strip()) for a, b in lines if a != b]
         peers = [p for p in plan.sites if p is not site]
-        assert changed == [(f"Endpoint = {cloud_ips[p.name]}:51820", f"Endpoint = {p.public_ip}:51820") for p in peers]
+        endpoints = [(a, b) for a, b in changed if a.startswith("Endpoint = ")]
+        assert endpoints == [
+            (f"Endpoint = {cloud_ips[p.name]}:51820", f"Endpoint = {p.public_ip}:51820") for p in peers
+        ]
+        # A static site also filters its WireGuard port to the peers' public /32s (rendered in sorted order).
+        filters = [(a, b) for a, b in changed if not a.startswith("Endpoint = ")]
+
+        def unaddressed(line: str, ips: list[str]) -> str:
+            for address in ips:
+                line = line.replace(f" -s {address}/32 ", " -s PEER ")
+            return line
+
+        cloud_peer_ips, lab_peer_ips = [cloud_ips[p.name] for p in peers], [str(p.public_ip) for p in peers]
+        assert len(filters) == (2 * len(peers) if site.cloud == "static" else 0)
+        assert all(
+            " INPUT " in a and unaddressed(a, cloud_peer_ips) == unaddressed(b, lab_peer_ips) for a, b in filters
+        )
 
 
 def test_wrong_key_fault_breaks_one_gateway_only() -> None:

@@ -12,7 +12,7 @@ import yaml
 
 from mesh import metrics, render, topology, wgmetrics
 from mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
-from mesh.gcp import gateway_tag
+from mesh.gcp import gateway_tag, stack_scope
 from mesh.stackfile import read_raw
 from tests.conftest import STACK_FILES, ProgramRun, run_program
 from tests.test_program import (
@@ -91,7 +91,11 @@ def test_exporter_port_is_open_to_monitoring_cidrs_on_both_clouds(monitored: Pro
             assert fw["sourceRanges"] == MONITORING_CIDRS
             assert fw["direction"] == "INGRESS"
             # only the gateway, not the whole network
-            assert fw["targetTags"] == [gateway_tag(site.name)] == instance_of(monitored, site).inputs["tags"]
+            assert (
+                fw["targetTags"]
+                == [gateway_tag(site.name, stack_scope("wg-mesh", "monitored"))]
+                == instance_of(monitored, site).inputs["tags"]
+            )
     assert len(rules) == sum(isinstance(s, AwsSite | GcpSite) for s in cfg.sites)
 
 
@@ -114,7 +118,10 @@ def test_every_gateway_installs_the_metrics(applied: ProgramRun) -> None:
         script = files[metrics.SCRIPT_PATH]
         assert script["encoding"] == "gz+b64" and script["permissions"] == "0755"
         assert metrics.unpack(script["content"]) == metrics.script_source()
-        assert f"--web.listen-address=:{cfg.exporter_port} " in files[metrics.NODE_EXPORTER_DEFAULTS_PATH]["content"]
+        # Cloud gateways: every interface, behind the cloud firewall; static sites: the overlay address only.
+        address = str(site.overlay_ip) if isinstance(site, StaticSite) else ""
+        listen = f"--web.listen-address={address}:{cfg.exporter_port} "
+        assert listen in files[metrics.NODE_EXPORTER_DEFAULTS_PATH]["content"]
         assert files[metrics.SERVICE_PATH]["content"] == metrics.service_unit()
         assert files[metrics.TIMER_PATH]["content"] == metrics.timer_unit()
         assert ["systemctl", "enable", "--now", "wg-mesh-metrics.timer"] in document["runcmd"]
@@ -135,7 +142,8 @@ def test_every_gateway_installs_the_metrics(applied: ProgramRun) -> None:
 def test_monitoring_port_reaches_node_exporter(monitored: ProgramRun) -> None:
     for site in mesh_of(monitored).sites:
         defaults = files_of(site_user_data(monitored, site.name))[metrics.NODE_EXPORTER_DEFAULTS_PATH]["content"]
-        assert f"--web.listen-address=:{EXPORTER_PORT} " in defaults
+        address = str(site.overlay_ip) if isinstance(site, StaticSite) else ""
+        assert f"--web.listen-address={address}:{EXPORTER_PORT} " in defaults
 
 
 def test_aws_user_data_fits_the_ec2_limit(applied: ProgramRun) -> None:
