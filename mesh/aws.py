@@ -8,7 +8,7 @@ route tables send every remote range to the instance's network interface.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -25,8 +25,9 @@ ALL_PROTOCOLS = "-1"
 SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")
 ANYWHERE = "0.0.0.0/0"
 
-# Graviton families have a 'g' right after the generation digit: t4g, c7g, m7gd, c6gn, is4gen, g5g.
-_GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z-]*")
+# Graviton families have a 'g' right after the generation digit: t4g, c7g, m7gd, c6gn, is4gen, g5g;
+# the first Graviton family, a1, has none (AWS: "A1 instances are powered by AWS Graviton processors").
+_GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z-]*|a1")
 
 
 def ami_architecture(instance_type: str) -> str:
@@ -47,6 +48,9 @@ class _Network:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     route_table_ids: list[pulumi.Input[str]]
+    # What must exist before the gateway boots: cloud-init runs once and installs packages from the
+    # internet, so a created subnet needs its default route and route table association first.
+    ready: list[pulumi.Resource] = field(default_factory=list)
 
 
 class AwsGateway(component.SiteComponent):
@@ -142,7 +146,7 @@ class AwsGateway(component.SiteComponent):
             user_data=self.user_data,
             user_data_replace_on_change=True,  # cloud-init runs once: a new config needs a new instance
             tags={"Name": f"wg-mesh-{site.name}"},
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=network.ready)),
         )
         aws.ec2.EipAssociation(
             f"{name}-eip-assoc",
@@ -194,12 +198,14 @@ class AwsGateway(component.SiteComponent):
         table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc.id, tags={"Name": f"wg-mesh-{site.name}"}, opts=child)
         # A standalone Route, not an inline one: a table with inline routes fights standalone Routes,
         # and the mesh routes below are standalone.
-        aws.ec2.Route(
+        default = aws.ec2.Route(
             f"{name}-rt-default",
             route_table_id=table.id,
             destination_cidr_block=ANYWHERE,
             gateway_id=igw.id,
             opts=child,
         )
-        aws.ec2.RouteTableAssociation(f"{name}-rt-assoc", subnet_id=subnet.id, route_table_id=table.id, opts=child)
-        return _Network(vpc.id, subnet.id, [table.id])
+        association = aws.ec2.RouteTableAssociation(
+            f"{name}-rt-assoc", subnet_id=subnet.id, route_table_id=table.id, opts=child
+        )
+        return _Network(vpc.id, subnet.id, [table.id], ready=[default, association])

@@ -170,12 +170,36 @@ class RecordingMocks(pulumi.runtime.Mocks):
         raise NotImplementedError(f"no mock for invoke {args.token}")
 
 
+@dataclass(frozen=True)
+class Options:
+    """The resource options of one registration, as the engine received them."""
+
+    protect: bool
+    retain_on_delete: bool
+    delete_before_replace: bool
+    ignore_changes: tuple[str, ...]
+    dependencies: tuple[str, ...]  # URNs of explicit and implicit dependencies
+    aliases: tuple[str, ...]  # the names of the aliases given (alias specs)
+
+
 class RecordingMonitor(MockMonitor):
-    """Pulumi's mock monitor, also keeping what each component registered as its outputs."""
+    """Pulumi's mock monitor, also keeping each registration's options and each component's outputs."""
 
     def __init__(self, mocks: RecordingMocks) -> None:
         super().__init__(mocks)
         self.component_outputs: dict[str, dict[str, Any]] = {}
+        self.options: dict[tuple[str, str], Options] = {}  # (type, name) -> options
+
+    def RegisterResource(self, request: Any) -> Any:
+        self.options[(request.type, request.name)] = Options(
+            protect=bool(request.protect),
+            retain_on_delete=bool(request.retainOnDelete),
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            ignore_changes=tuple(request.ignoreChanges),
+            dependencies=tuple(request.dependencies),
+            aliases=tuple(alias.spec.name or alias.urn for alias in request.aliases),
+        )
+        return super().RegisterResource(request)  # type: ignore[no-untyped-call]
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
         self.component_outputs[request.urn] = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
@@ -226,6 +250,15 @@ class ProgramRun:
         found = [r for r in self.of_type(typ) if r.name == name]
         assert len(found) == 1, f"expected one {typ} named {name}, found {len(found)}"
         return found[0]
+
+    def options(self, typ: str, name: str) -> Options:
+        return self.monitor.options[(typ, name)]
+
+    def depends_on(self, typ: str, name: str, on_type: str, on_name: str) -> bool:
+        """Whether the registration of (typ, name) named (on_type, on_name) among its dependencies."""
+        return any(
+            urn.endswith(f"::{on_name}") and f"{on_type}::" in urn for urn in self.options(typ, name).dependencies
+        )
 
     def private_keys(self) -> list[str]:
         keys = [s.private_key.value for s in self.sites.values()]

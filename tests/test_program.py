@@ -540,6 +540,9 @@ def test_gcp_names_fit_with_the_longest_site_name() -> None:
         ("g4dn.xlarge", "amd64"),
         ("g5.xlarge", "amd64"),
         ("m7i-flex.large", "amd64"),
+        ("a1.large", "arm64"),  # Graviton 1: no 'g' in the family name
+        ("a1.metal", "arm64"),
+        ("hpc7g.16xlarge", "arm64"),
     ],
 )
 def test_ami_architecture(instance_type: str, arch: str) -> None:
@@ -550,3 +553,15 @@ def test_gce_image_family() -> None:
     assert image_family("n2-standard-8") == "ubuntu-os-cloud/ubuntu-2404-lts-amd64"
     assert image_family("c4a-standard-8") == "ubuntu-os-cloud/ubuntu-2404-lts-arm64"
     assert image_family("t2a-standard-4") == "ubuntu-os-cloud/ubuntu-2404-lts-arm64"
+
+
+def test_gateway_boots_only_after_its_subnet_reaches_the_internet(applied: ProgramRun) -> None:
+    """cloud-init runs once and installs packages: a created subnet's default route and association come first."""
+    for site in mesh_of(applied).sites:
+        if not isinstance(site, AwsSite) or site.uses_existing_network:
+            continue
+        instance = f"{site.name}-instance"
+        assert applied.depends_on(AWS_INSTANCE, instance, AWS_ROUTE, f"{site.name}-rt-default")
+        assert applied.depends_on(
+            AWS_INSTANCE, instance, "aws:ec2/routeTableAssociation:RouteTableAssociation", f"{site.name}-rt-assoc"
+        )
