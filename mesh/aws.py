@@ -7,13 +7,15 @@ route tables send every remote range to the instance's network interface.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
-from mesh import component, topology
+from mesh import awsfacts, component, topology
+from mesh.awsfacts import ami_architecture
 from mesh.component import Directory
 from mesh.config import AwsSite, MeshConfig
 
@@ -24,16 +26,6 @@ ALL_PROTOCOLS = "-1"
 # What AWS accepts in security group and rule descriptions (no apostrophes, for one).
 SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")
 ANYWHERE = "0.0.0.0/0"
-
-# Graviton families have a 'g' right after the generation digit: t4g, c7g, m7gd, c6gn, is4gen, g5g;
-# the first Graviton family, a1, has none (AWS: "A1 instances are powered by AWS Graviton processors").
-_GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z-]*|a1")
-
-
-def ami_architecture(instance_type: str) -> str:
-    """`arm64` for Graviton instance types, else `amd64` (Ubuntu's names in the AMI name)."""
-    family = instance_type.split(".", 1)[0]
-    return "arm64" if _GRAVITON_FAMILY.fullmatch(family) else "amd64"
 
 
 @dataclass(frozen=True)
@@ -170,6 +162,19 @@ class AwsGateway(component.SiteComponent):
         ]
         self._register_site_outputs()
 
+    def _zone(self, site: AwsSite) -> dict[str, pulumi.Input[str]]:
+        """The gateway subnet's zone: the configured zone name or zone id, else one that offers the instance type."""
+        if site.zone is not None:
+            return dict(awsfacts.zone_argument(site.zone))
+        offerings = aws.ec2.get_instance_type_offerings_output(
+            location_type="availability-zone",
+            filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[site.instance_type])],
+            region=site.region,
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.provider),
+        )
+        choose = functools.partial(awsfacts.choose_zone, site.instance_type, site.region)
+        return {"availability_zone": offerings.locations.apply(choose)}
+
     def _network(self, name: str, site: AwsSite, child: pulumi.ResourceOptions) -> _Network:
         """The site's existing VPC, or a new one with a public gateway subnet."""
         if site.vpc_id is not None and site.subnet_id is not None and site.route_table_ids is not None:
@@ -186,13 +191,19 @@ class AwsGateway(component.SiteComponent):
         )
         for i, cidr in enumerate(more, start=1):
             aws.ec2.VpcIpv4CidrBlockAssociation(f"{name}-cidr-{i}", vpc_id=vpc.id, cidr_block=str(cidr), opts=child)
+        zone = self._zone(site)
         subnet = aws.ec2.Subnet(
             f"{name}-subnet",
             vpc_id=vpc.id,
             cidr_block=str(topology.gateway_subnet(first)),
-            availability_zone=site.zone,
+            availability_zone=zone.get("availability_zone"),
+            availability_zone_id=zone.get("availability_zone_id"),
             tags={"Name": f"wg-mesh-{site.name}-gateway"},
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(
+                # A zone chosen for us is kept once the subnet exists: a new zone would replace the gateway.
+                child,
+                pulumi.ResourceOptions(ignore_changes=["availabilityZone"] if site.zone is None else None),
+            ),
         )
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": f"wg-mesh-{site.name}"}, opts=child)
         table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc.id, tags={"Name": f"wg-mesh-{site.name}"}, opts=child)

@@ -39,6 +39,7 @@ PROGRAM = REPO / "__main__.py"
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
 RUN_TIMEOUT_S = 60.0  # a run takes about a second; this only turns a deadlock into a failure
 FAKE_PUBLIC_NET = ipaddress.IPv4Network("198.51.100.0/24")  # TEST-NET-2
+NOT_OFFERED_TYPE = "x9z.nowhere"  # the mocks say no zone offers this instance type
 
 
 # --- what the mocks record ------------------------------------------------------------------
@@ -167,6 +168,17 @@ class RecordingMocks(pulumi.runtime.Mocks):
             pattern = plain["filters"][0]["values"][0]
             arch = "arm64" if "-arm64-" in pattern else "x86_64"
             return {"id": _hex_id("ami", pattern), "architecture": arch, "name": pattern.replace("*", "20250101")}, []
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            # Zones listed out of order and without the "a" zone, so a choice by sorting is visible;
+            # NOT_OFFERED_TYPE is offered nowhere.
+            (wanted,) = [f["values"] for f in plain["filters"] if f["name"] == "instance-type"]
+            region = plain["region"]
+            zones = [] if wanted == [NOT_OFFERED_TYPE] else [f"{region}c", f"{region}b"]
+            return {
+                "locations": zones,
+                "locationTypes": ["availability-zone"] * len(zones),
+                "instanceTypes": wanted,
+            }, []
         raise NotImplementedError(f"no mock for invoke {args.token}")
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import ipaddress
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,12 +19,12 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from mesh import render, topology, wgkey
+from mesh import awsfacts, render, topology, wgkey
 from mesh.aws import CANONICAL_OWNER, SG_DESCRIPTION_CHARS, ami_architecture
 from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, load_mesh
 from mesh.gcp import image_family
 from mesh.stackfile import read_raw
-from tests.conftest import STACK_FILES, ProgramRun, Recorded, run_program
+from tests.conftest import NOT_OFFERED_TYPE, REPO, STACK_FILES, ProgramRun, Recorded, run_program
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_SG = "aws:ec2/securityGroup:SecurityGroup"
@@ -510,7 +512,7 @@ def test_extra_aws_cidrs_are_associated_and_graviton_gets_an_arm_image() -> None
     assert run.error is None
     (association,) = run.of_type("aws:ec2/vpcIpv4CidrBlockAssociation:VpcIpv4CidrBlockAssociation")
     assert association.inputs["cidrBlock"] == "10.11.0.0/16"
-    (call,) = run.mocks.calls
+    (call,) = [c for c in run.mocks.calls if c.token == "aws:ec2/getAmi:getAmi"]
     assert "-arm64-server-" in call.args["filters"][0]["values"][0]
     gcp_fw = run.named(GCP_FIREWALL, "gcp-euw3-fw-remote")
     assert set(gcp_fw.inputs["sourceRanges"]) == {"10.200.0.0/24", "10.10.0.0/16", "10.11.0.0/16"}
@@ -565,3 +567,60 @@ def test_gateway_boots_only_after_its_subnet_reaches_the_internet(applied: Progr
         assert applied.depends_on(
             AWS_INSTANCE, instance, "aws:ec2/routeTableAssociation:RouteTableAssociation", f"{site.name}-rt-assoc"
         )
+
+
+SUBNET = "aws:ec2/subnet:Subnet"
+
+
+@pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
+def test_an_unset_aws_zone_is_one_that_offers_the_instance_type_and_is_kept(preview: bool) -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws").pop("zone", None)
+    run = run_program(raw, preview=preview)
+    assert run.error is None, run.error
+    (call,) = [c for c in run.mocks.calls if c.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"]
+    assert call.args["locationType"] == "availability-zone"
+    assert call.args["filters"] == [{"name": "instance-type", "values": ["c6i.2xlarge"]}]
+    subnet = run.named(SUBNET, "aws-use1-subnet")
+    assert subnet.inputs["availabilityZone"] == "us-east-1b"  # the first, by name, of the zones offering it
+    assert "availabilityZoneId" not in subnet.inputs
+    assert run.options(SUBNET, "aws-use1-subnet").ignore_changes == ("availabilityZone",)
+
+
+def test_an_instance_type_offered_nowhere_fails_with_its_name() -> None:
+    # In a child process: a program that fails inside an apply leaves Pulumi's runtime unusable for later runs.
+    raw = dev_raw()
+    site_raw(raw, "aws")["instance_type"] = NOT_OFFERED_TYPE
+    code = (
+        "import json, sys\n"
+        "from tests.conftest import run_program\n"
+        "try:\n"
+        "    run_program(json.loads(sys.argv[1]), preview=False)\n"
+        "except Exception as exc:\n"
+        "    print('FAILED:', exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(raw)], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.startswith("FAILED:"), done
+    assert "instance type x9z.nowhere is not offered in any availability zone of us-east-1" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("zone", "expected"),
+    [
+        ("us-east-1a", {"availability_zone": "us-east-1a"}),
+        ("us-gov-west-1b", {"availability_zone": "us-gov-west-1b"}),
+        ("use1-az1", {"availability_zone_id": "use1-az1"}),
+        ("usgw1-az2", {"availability_zone_id": "usgw1-az2"}),
+        ("apne1-az4", {"availability_zone_id": "apne1-az4"}),
+    ],
+)
+def test_a_configured_zone_is_used_by_name_or_by_id(zone: str, expected: dict[str, str]) -> None:
+    assert awsfacts.zone_argument(zone) == expected
+
+
+def test_choose_zone_is_stable_and_explains_an_empty_offer() -> None:
+    assert awsfacts.choose_zone("c6i.large", "eu-west-1", ["eu-west-1c", "eu-west-1a", "eu-west-1b"]) == "eu-west-1a"
+    with pytest.raises(ValueError, match=r"c6i\.large is not offered in any availability zone of eu-west-1"):
+        awsfacts.choose_zone("c6i.large", "eu-west-1", [])
