@@ -16,12 +16,12 @@ import pulumi_aws as aws
 
 from mesh import awsfacts, component, topology
 from mesh.awsfacts import ami_architecture
+
+__all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
 from mesh.component import Directory
 from mesh.config import AwsSite, MeshConfig
 
 GATEWAY_TYPE = "wg-mesh:aws:Gateway"
-CANONICAL_OWNER = "099720109477"
-UBUNTU_AMI_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-{arch}-server-*"
 ALL_PROTOCOLS = "-1"
 # What AWS accepts in security group and rule descriptions (no apostrophes, for one).
 SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")
@@ -51,6 +51,8 @@ class AwsGateway(component.SiteComponent):
     security_group: aws.ec2.SecurityGroup
     instance: aws.ec2.Instance
     routes: list[aws.ec2.Route]
+    newest_ami: pulumi.Output[str]  # Canonical's newest Ubuntu 24.04 AMI for this gateway, looked up on every run
+    ami_in_use: pulumi.Output[str]
 
     def __init__(self, name: str, args: AwsGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GATEWAY_TYPE, name, None, opts)
@@ -111,19 +113,18 @@ class AwsGateway(component.SiteComponent):
             opts=child,
         )
 
-        arch = ami_architecture(site.instance_type)
-        ami = aws.ec2.get_ami_output(
-            most_recent=True,
-            owners=[CANONICAL_OWNER],
-            filters=[
-                aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_AMI_NAME.format(arch=arch)]),
-                aws.ec2.GetAmiFilterArgs(name="virtualization-type", values=["hvm"]),
-            ],
-            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.provider),
-        )
+        self.newest_ami = self._ubuntu_ami(site, "*")
+        if site.image is None:
+            # The newest image when the instance is created, then kept: a new Ubuntu release must not
+            # replace every gateway. Rolling is deliberate: set `image` (README, "Rolling the image").
+            ami: pulumi.Input[str] = self.newest_ami
+            keep_image = pulumi.ResourceOptions(ignore_changes=["ami"])
+        else:
+            ami = site.image if site.image.startswith("ami-") else self._ubuntu_ami(site, site.image)
+            keep_image = pulumi.ResourceOptions()
         self.instance = aws.ec2.Instance(
             f"{name}-instance",
-            ami=ami.id,
+            ami=ami,
             instance_type=site.instance_type,
             subnet_id=network.subnet_id,
             vpc_security_group_ids=[self.security_group.id],
@@ -138,8 +139,11 @@ class AwsGateway(component.SiteComponent):
             user_data=self.user_data,
             user_data_replace_on_change=True,  # cloud-init runs once: a new config needs a new instance
             tags={"Name": f"wg-mesh-{site.name}"},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=network.ready)),
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions.merge(keep_image, pulumi.ResourceOptions(depends_on=network.ready))
+            ),
         )
+        self.ami_in_use = self.instance.ami
         aws.ec2.EipAssociation(
             f"{name}-eip-assoc",
             allocation_id=self.eip.allocation_id,
@@ -161,6 +165,18 @@ class AwsGateway(component.SiteComponent):
             for cidr in topology.remote_ranges(mesh, site.name)
         ]
         self._register_site_outputs()
+
+    def _ubuntu_ami(self, site: AwsSite, serial: str) -> pulumi.Output[str]:
+        """Canonical's Ubuntu 24.04 AMI for the site's architecture and partition: one serial, or the newest."""
+        return aws.ec2.get_ami_output(
+            most_recent=True,
+            owners=[awsfacts.canonical_owner(site.region)],
+            filters=[
+                aws.ec2.GetAmiFilterArgs(name="name", values=[awsfacts.ubuntu_ami_name(site.instance_type, serial)]),
+                aws.ec2.GetAmiFilterArgs(name="virtualization-type", values=["hvm"]),
+            ],
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.provider),
+        ).id
 
     def _zone(self, site: AwsSite) -> dict[str, pulumi.Input[str]]:
         """The gateway subnet's zone: the configured zone name or zone id, else one that offers the instance type."""

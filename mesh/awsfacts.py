@@ -21,6 +21,12 @@ _ISOLATED = re.compile(r"^[a-z]{2}-iso[a-z]*-")
 # the first Graviton family, a1, has none (EC2 instance types: "A1 ... AWS Graviton Processors").
 _GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z-]*|a1")
 
+# Canonical's AMI names end in the image's serial (YYYYMMDD, sometimes .N); the same serial is published in
+# every region, so a serial pins one image build across regions.
+UBUNTU_AMI_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-{arch}-server-{serial}"
+AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
+UBUNTU_SERIAL = re.compile(r"^\d{8}(\.\d+)?$")
+
 # An availability zone id (the same physical zone in every account): use1-az1, usw2-az4, usgw1-az2.
 ZONE_ID = re.compile(r"^[a-z]{2,}\d+-az\d+$")
 
@@ -62,3 +68,18 @@ def choose_zone(instance_type: str, region: str, offered_in: Sequence[str]) -> s
             "(aws ec2 describe-instance-type-offerings --location-type availability-zone): choose another one"
         )
     return sorted(offered_in)[0]
+
+
+def ubuntu_ami_name(instance_type: str, serial: str = "*") -> str:
+    """The name filter for Ubuntu 24.04 server AMIs of the instance type's architecture: one serial, or all."""
+    return UBUNTU_AMI_NAME.format(arch=ami_architecture(instance_type), serial=serial)
+
+
+def check_image(image: str) -> str:
+    """A site's `image`: an AMI id (`ami-...`) or an Ubuntu image serial (`20250804`, `20250804.1`)."""
+    if not (AMI_ID.match(image) or UBUNTU_SERIAL.match(image)):
+        raise ValueError(
+            f"{image!r} is neither an AMI id (ami- and 8 or 17 hex digits) nor an Ubuntu image serial "
+            "such as 20250804 (the date at the end of Canonical's AMI names)"
+        )
+    return image

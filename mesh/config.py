@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from mesh import awsfacts
+
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
 MAX_TUNNEL_MTU = 8920  # AWS in-VPC jumbo frames (9001) minus the overhead, rounded down
@@ -129,12 +131,15 @@ class AwsSite(_SiteBase):
     vpc_id: str | None = None
     subnet_id: str | None = None
     route_table_ids: list[str] | None = Field(default=None, min_length=1)
+    # An AMI id or an Ubuntu serial; None: the newest Ubuntu 24.04 when the gateway is created, then kept.
+    image: Annotated[str, AfterValidator(awsfacts.check_image)] | None = None
 
     @field_validator("region")
     @classmethod
     def _region(cls, region: str) -> str:
         if not _AWS_REGION.match(region):
             raise ValueError(f"{region!r} is not an AWS region name (e.g. us-east-1)")
+        awsfacts.partition(region)  # the isolated partitions have no Ubuntu AMIs: refused here
         return region
 
     @property

@@ -20,8 +20,8 @@ import yaml
 from pulumi.runtime import rpc
 
 from mesh import awsfacts, render, topology, wgkey
-from mesh.aws import CANONICAL_OWNER, SG_DESCRIPTION_CHARS, ami_architecture
-from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, load_mesh
+from mesh.aws import SG_DESCRIPTION_CHARS, ami_architecture
+from mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite, load_mesh
 from mesh.gcp import image_family
 from mesh.stackfile import read_raw
 from tests.conftest import NOT_OFFERED_TYPE, REPO, STACK_FILES, ProgramRun, Recorded, run_program
@@ -141,7 +141,7 @@ def test_instances_have_the_configured_types_and_ubuntu_images(applied: ProgramR
         if isinstance(site, AwsSite):
             assert instance.inputs["instanceType"] == site.instance_type
             (call,) = [c for c in ami_calls if f"::{site.name}-provider::" in c.provider]
-            assert call.args["owners"] == [CANONICAL_OWNER]
+            assert call.args["owners"] == [awsfacts.canonical_owner(site.region)] == ["099720109477"]
             assert call.args["mostRecent"] is True
             filters = {f["name"]: f["values"] for f in call.args["filters"]}
             arch = ami_architecture(site.instance_type)
@@ -624,3 +624,82 @@ def test_choose_zone_is_stable_and_explains_an_empty_offer() -> None:
     assert awsfacts.choose_zone("c6i.large", "eu-west-1", ["eu-west-1c", "eu-west-1a", "eu-west-1b"]) == "eu-west-1a"
     with pytest.raises(ValueError, match=r"c6i\.large is not offered in any availability zone of eu-west-1"):
         awsfacts.choose_zone("c6i.large", "eu-west-1", [])
+
+
+# --- images: deliberate, per partition ---------------------------------------------------------
+
+AMI_CALL = "aws:ec2/getAmi:getAmi"
+
+
+def ami_names(run: ProgramRun) -> list[str]:
+    return [c.args["filters"][0]["values"][0] for c in run.mocks.calls if c.token == AMI_CALL]
+
+
+@pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
+def test_an_unpinned_image_is_the_newest_at_creation_and_then_kept(preview: bool) -> None:
+    """A new Ubuntu AMI must not replace the gateway: `ami` is ignored once the instance exists."""
+    run = run_program(dev_raw(), preview=preview)
+    assert run.error is None, run.error
+    assert ami_names(run) == ["ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*"]
+    instance = run.named(AWS_INSTANCE, "aws-use1-instance")
+    assert run.options(AWS_INSTANCE, "aws-use1-instance").ignore_changes == ("ami",)
+    if not preview:
+        (call,) = [c for c in run.mocks.calls if c.token == AMI_CALL]
+        assert call.args["mostRecent"] is True
+        assert instance.inputs["ami"].startswith("ami-")
+
+
+@pytest.mark.parametrize(
+    ("image", "name"),
+    [
+        ("ami-0123456789abcdef0", None),
+        ("20250804", "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-20250804"),
+        ("20250804.1", "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-20250804.1"),
+    ],
+)
+def test_a_pinned_image_is_used_as_given_and_rolls_when_changed(image: str, name: str | None) -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws")["image"] = image
+    run = run_program(raw, preview=False)
+    assert run.error is None, run.error
+    options = run.options(AWS_INSTANCE, "aws-use1-instance")
+    assert "ami" not in options.ignore_changes  # a changed pin reaches the instance: that is the roll
+    ami = run.named(AWS_INSTANCE, "aws-use1-instance").inputs["ami"]
+    newest = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*"
+    if name is None:
+        assert ami == image
+        assert ami_names(run) == [newest]  # looked up only to report it (stack output aws_images)
+    else:
+        assert ami_names(run) == [newest, name]
+        assert ami.startswith("ami-")
+    images = run.exports["aws_images"].value["aws-use1"]
+    assert images["in_use"] == ami
+
+
+@pytest.mark.parametrize(
+    ("region", "owner"),
+    [("us-east-1", "099720109477"), ("us-gov-west-1", "513442679011"), ("cn-northwest-1", "837727238323")],
+)
+def test_ubuntu_images_come_from_canonicals_account_in_the_sites_partition(region: str, owner: str) -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws")["region"] = region
+    run = run_program(raw, preview=True)
+    assert run.error is None, run.error
+    assert {tuple(c.args["owners"]) for c in run.mocks.calls if c.token == AMI_CALL} == {(owner,)}
+
+
+def test_isolated_partitions_are_refused_by_validate() -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws")["region"] = "us-iso-east-1"
+    run = run_program(raw, preview=True)
+    assert run.error is not None
+    assert "sites[0].region: us-iso-east-1 is in an isolated AWS partition" in str(run.error)
+    assert run.resources == []
+
+
+@pytest.mark.parametrize("image", ["ami-123", "latest", "2025-08-04", "ami-0123456789ABCDEF0", ""])
+def test_a_malformed_image_is_refused_naming_the_field(image: str) -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws")["image"] = image
+    with pytest.raises(ConfigError, match=r"sites\[0\]\.image: .* is neither an AMI id"):
+        load_mesh(raw)
