@@ -68,7 +68,12 @@ class AwsGateway(component.SiteComponent):
         self._create_identity(name, args.mesh, site, args.directory)
 
         network = self._network(name, site, child)
-        self.eip = aws.ec2.Eip(f"{name}-eip", domain="vpc", tags={"Name": f"wg-mesh-{site.name}"}, opts=child)
+        self.eip = aws.ec2.Eip(
+            f"{name}-eip",
+            domain="vpc",
+            tags={"Name": f"wg-mesh-{site.name}"},
+            opts=pulumi.ResourceOptions.merge(child, component.kept(mesh)),
+        )
         self.public_ip = self.eip.public_ip
 
         port = mesh.listen_port

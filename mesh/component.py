@@ -34,7 +34,9 @@ class SiteComponent(pulumi.ComponentResource):
         self, name: str, mesh: MeshConfig, site: AwsSite | GcpSite | StaticSite, directory: Directory
     ) -> None:
         """The site's key pair and its rendered wg0.conf and cloud-init: the same on every cloud."""
-        self.key = WireGuardKey(f"{name}-key", site.key_epoch, pulumi.ResourceOptions(parent=self))
+        self.key = WireGuardKey(
+            f"{name}-key", site.key_epoch, pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), kept(mesh))
+        )
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
@@ -44,6 +46,23 @@ class SiteComponent(pulumi.ComponentResource):
         self.register_outputs(
             {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key}
         )
+
+
+def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
+    """Options for what other environments remember (public addresses, keys): protected when `protect: true`.
+
+    Protected resources cannot be deleted, by `pulumi destroy` or by a site that disappeared from the config,
+    until `pulumi state unprotect` (Pulumi docs, "Resource option: protect"). Not retain_on_delete: a
+    deliberate removal must release the address, not leave it allocated and billed outside any state.
+    """
+    return pulumi.ResourceOptions(protect=mesh.protect)
+
+
+def site_options(site: AwsSite | GcpSite | StaticSite) -> pulumi.ResourceOptions:
+    """A site component's options: its previous names as aliases. Child names start with the site's name,
+    so Pulumi carries the alias over to each child (`inherited_child_alias` in the Pulumi SDK): a renamed
+    site keeps its address and key."""
+    return pulumi.ResourceOptions(aliases=[pulumi.Alias(name=old) for old in site.previous_names])
 
 
 def _render_wg_conf(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:

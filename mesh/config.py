@@ -111,6 +111,8 @@ class _SiteBase(_Strict):
     masquerade: bool | None = None  # None: inherit the mesh-wide setting
     key_epoch: int = Field(default=0, ge=0)
     underlay_mtu: int = DEFAULT_STATIC_UNDERLAY_MTU  # each cloud sets its own default and bounds
+    # Names this site had before: its address, key and other resources are carried over (Pulumi aliases).
+    previous_names: list[str] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -120,6 +122,13 @@ class _SiteBase(_Strict):
         if len(name) > MAX_SITE_NAME_LENGTH:
             raise ValueError(f"{name!r} is longer than {MAX_SITE_NAME_LENGTH} characters")
         return name
+
+    @field_validator("previous_names")
+    @classmethod
+    def _previous_dns_labels(cls, names: list[str]) -> list[str]:
+        for name in names:
+            cls._dns_label(name)
+        return names
 
 
 class AwsSite(_SiteBase):
@@ -201,10 +210,13 @@ class MeshConfig(_Strict):
     # Who may scrape the gateways' node-exporter on exporter_port (TCP), besides the mesh itself: none by default.
     monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
     exporter_port: Port = 9100
+    # Pulumi `protect` on what other environments remember: public addresses and keys (on in Pulumi.prod.yaml).
+    protect: bool = False
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
+        problems += previous_name_problems(self.sites)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         if problems:
             raise ConfigError(problems)
@@ -278,6 +290,23 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
                 f"sites[{i}].{key}: required with {', '.join(given)} (an existing network is given by "
                 f"{', '.join(keys)} together; leave all out to have wg-mesh create one)"
             )
+    return problems
+
+
+def previous_name_problems(sites: Sequence[_SiteBase]) -> list[str]:
+    """A previous name belongs to one site and is no site's current name: each alias must be unambiguous."""
+    problems = []
+    current = {site.name: i for i, site in enumerate(sites)}
+    claimed: dict[str, int] = {}
+    for i, site in enumerate(sites):
+        for j, old in enumerate(site.previous_names):
+            where = f"sites[{i}].previous_names[{j}]"
+            if old in current:
+                problems.append(f"{where}: {old!r} is the name of sites[{current[old]}]")
+            elif old in claimed:
+                problems.append(f"{where}: {old!r} is already a previous name of sites[{claimed[old]}]")
+            else:
+                claimed[old] = i
     return problems
 
 

@@ -703,3 +703,73 @@ def test_a_malformed_image_is_refused_naming_the_field(image: str) -> None:
     site_raw(raw, "aws")["image"] = image
     with pytest.raises(ConfigError, match=r"sites\[0\]\.image: .* is neither an AMI id"):
         load_mesh(raw)
+
+
+# --- protection and renames -------------------------------------------------------------------
+
+KEPT = ((AWS_EIP, "{}-eip"), (GCP_ADDRESS, "{}-address"), (RANDOM_BYTES, "{}-key-random"))
+
+
+def kept_resources(run: ProgramRun) -> list[tuple[str, str]]:
+    cfg = mesh_of(run)
+    found = [(typ, pattern.format(site.name)) for site in cfg.sites for typ, pattern in KEPT]
+    return [(typ, name) for typ, name in found if any(r.type == typ and r.name == name for r in run.resources)]
+
+
+@pytest.mark.parametrize("protect", [True, False])
+def test_addresses_and_keys_are_protected_when_asked_and_nothing_else(protect: bool) -> None:
+    raw = dev_raw()
+    raw["protect"] = protect
+    run = run_program(raw, preview=True)
+    assert run.error is None, run.error
+    kept = kept_resources(run)
+    assert len(kept) == 3 * 2 - 2  # per site: its key and (cloud sites) its address; dev has two cloud sites
+    for typ, name in kept:
+        assert run.options(typ, name).protect is protect, name
+        assert run.options(typ, name).retain_on_delete is False, name
+    # (The key component carries the flag down to its RandomBytes.)
+    others = [r for r in run.resources if (r.type, r.name) not in kept and r.type != "wg-mesh:index:WireGuardKey"]
+    assert others and not any(run.options(r.type, r.name).protect for r in others)
+
+
+def test_the_prod_stack_protects_and_dev_does_not() -> None:
+    for path in STACK_FILES:
+        cfg = load_mesh(read_raw(path))
+        assert cfg.protect is (path.name == "Pulumi.prod.yaml"), path.name
+
+
+def test_a_renamed_site_is_an_alias_of_its_previous_names() -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws").update(name="aws-east", previous_names=["aws-use1"])
+    run = run_program(raw, preview=True)
+    assert run.error is None, run.error
+    assert run.options("wg-mesh:aws:Gateway", "aws-east").aliases == ("aws-use1",)
+    assert run.options("wg-mesh:gcp:Gateway", "gcp-euw3").aliases == ()
+    # Children are named after the site, so the engine derives their aliases from the component's.
+    assert {r.name for r in run.resources if r.type in (AWS_EIP, RANDOM_BYTES)} >= {
+        "aws-east-eip",
+        "aws-east-key-random",
+    }
+
+
+@pytest.mark.parametrize(
+    ("previous", "problem"),
+    [
+        (["gcp-euw3"], "sites[0].previous_names[0]: 'gcp-euw3' is the name of sites[1]"),
+        (["Old_Name"], "sites[0].previous_names: 'Old_Name' is not a DNS label"),
+    ],
+)
+def test_previous_names_must_be_unambiguous(previous: list[str], problem: str) -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws")["previous_names"] = previous
+    with pytest.raises(ConfigError) as info:
+        load_mesh(raw)
+    assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
+
+
+def test_a_previous_name_belongs_to_one_site() -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws")["previous_names"] = ["old"]
+    site_raw(raw, "gcp")["previous_names"] = ["old"]
+    with pytest.raises(ConfigError, match=r"sites\[1\]\.previous_names\[0\]: 'old' is already a previous name"):
+        load_mesh(raw)
