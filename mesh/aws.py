@@ -60,6 +60,14 @@ class AwsGateway(component.SiteComponent):
         self.provider = aws.Provider(
             f"{name}-provider",
             region=site.region,
+            # Per-site credentials (README, "Credentials"); unset: the environment's, as for every AWS tool.
+            profile=site.profile,
+            assume_roles=(
+                [aws.ProviderAssumeRoleArgs(role_arn=site.assume_role_arn, session_name=f"wg-mesh-{site.name}")]
+                if site.assume_role_arn
+                else None
+            ),
+            allowed_account_ids=[site.account_id] if site.account_id else None,
             default_tags=aws.ProviderDefaultTagsArgs(tags={"managed-by": "wg-mesh", "wg-mesh-site": site.name}),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -131,6 +131,15 @@ class _SiteBase(_Strict):
         return names
 
 
+_ROLE_ARN = re.compile(r"^arn:(aws|aws-us-gov|aws-cn):iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+
+
+def _role_arn(arn: str) -> str:
+    if not _ROLE_ARN.match(arn):
+        raise ValueError(f"{arn!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)")
+    return arn
+
+
 class AwsSite(_SiteBase):
     cloud: Literal["aws"]
     region: str
@@ -140,6 +149,10 @@ class AwsSite(_SiteBase):
     vpc_id: str | None = None
     subnet_id: str | None = None
     route_table_ids: list[str] | None = Field(default=None, min_length=1)
+    # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
+    profile: str | None = Field(default=None, min_length=1)
+    assume_role_arn: Annotated[str, AfterValidator(_role_arn)] | None = None
+    account_id: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
     # An AMI id or an Ubuntu serial; None: the newest Ubuntu 24.04 when the gateway is created, then kept.
     image: Annotated[str, AfterValidator(awsfacts.check_image)] | None = None
 
@@ -154,6 +167,17 @@ class AwsSite(_SiteBase):
     @property
     def uses_existing_network(self) -> bool:
         return self.vpc_id is not None
+
+    @model_validator(mode="after")
+    def _role_in_the_sites_partition(self) -> AwsSite:
+        if self.assume_role_arn is not None:
+            role_partition, region_partition = self.assume_role_arn.split(":")[1], awsfacts.partition(self.region)
+            if role_partition != region_partition:
+                raise ValueError(
+                    f"assume_role_arn: {self.assume_role_arn} is in partition {role_partition}, "
+                    f"region {self.region} in {region_partition}"
+                )
+        return self
 
 
 class GcpSite(_SiteBase):

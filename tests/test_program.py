@@ -773,3 +773,51 @@ def test_a_previous_name_belongs_to_one_site() -> None:
     site_raw(raw, "gcp")["previous_names"] = ["old"]
     with pytest.raises(ConfigError, match=r"sites\[1\]\.previous_names\[0\]: 'old' is already a previous name"):
         load_mesh(raw)
+
+
+# --- per-site AWS credentials -----------------------------------------------------------------
+
+
+def aws_provider_inputs(run: ProgramRun, site: str) -> dict[str, Any]:
+    return run.named("pulumi:providers:aws", f"{site}-provider").inputs
+
+
+def test_each_aws_site_can_have_its_own_profile_role_and_account() -> None:
+    raw = dev_raw()
+    role = "arn:aws:iam::123456789012:role/wg-mesh-deploy"
+    site_raw(raw, "aws").update(profile="network-prod", assume_role_arn=role, account_id="123456789012")
+    run = run_program(raw, preview=True)
+    assert run.error is None, run.error
+    inputs = aws_provider_inputs(run, "aws-use1")
+    assert inputs["profile"] == "network-prod"
+    assert json.loads(inputs["assumeRoles"]) == [{"roleArn": role, "sessionName": "wg-mesh-aws-use1"}]
+    assert json.loads(inputs["allowedAccountIds"]) == ["123456789012"]
+
+
+def test_without_site_credentials_the_environment_decides() -> None:
+    run = run_program(dev_raw(), preview=True)
+    inputs = aws_provider_inputs(run, "aws-use1")
+    assert not {"profile", "assumeRoles", "allowedAccountIds"} & set(inputs)
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        (
+            {"assume_role_arn": "arn:aws:iam::12345:role/x"},
+            "sites[0].assume_role_arn: 'arn:aws:iam::12345:role/x' is not",
+        ),
+        (
+            {"assume_role_arn": "arn:aws-cn:iam::123456789012:role/x"},
+            "sites[0]: assume_role_arn: arn:aws-cn:iam::123456789012:role/x is in partition aws-cn, region us-east-1",
+        ),
+        ({"account_id": "1234"}, "sites[0].account_id:"),
+        ({"profile": ""}, "sites[0].profile:"),
+    ],
+)
+def test_bad_site_credentials_are_refused_naming_the_field(fields: dict[str, str], problem: str) -> None:
+    raw = dev_raw()
+    site_raw(raw, "aws").update(fields)
+    with pytest.raises(ConfigError) as info:
+        load_mesh(raw)
+    assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
