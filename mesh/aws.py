@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from mesh import awsfacts, component, topology
+from mesh import aws_iam, awsfacts, component, topology
 from mesh.awsfacts import ami_architecture
 
 __all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
@@ -51,6 +51,7 @@ class AwsGateway(component.SiteComponent):
     security_group: aws.ec2.SecurityGroup
     instance: aws.ec2.Instance
     routes: list[aws.ec2.Route]
+    instance_profile: aws.iam.InstanceProfile
     newest_ami: pulumi.Output[str]  # Canonical's newest Ubuntu 24.04 AMI for this gateway, looked up on every run
     ami_in_use: pulumi.Output[str]
 
@@ -68,7 +69,11 @@ class AwsGateway(component.SiteComponent):
                 else None
             ),
             allowed_account_ids=[site.account_id] if site.account_id else None,
-            default_tags=aws.ProviderDefaultTagsArgs(tags={"managed-by": "wg-mesh", "wg-mesh-site": site.name}),
+            default_tags=aws.ProviderDefaultTagsArgs(
+                tags={"managed-by": "wg-mesh", aws_iam.SITE_TAG: site.name, aws_iam.STACK_TAG: pulumi.get_stack()}
+            ),
+            # The gateway sets this tag on itself when it is ready; it is not ours to remove.
+            ignore_tags=aws.ProviderIgnoreTagsArgs(keys=[aws_iam.READY_TAG]),
             opts=pulumi.ResourceOptions(parent=self),
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
@@ -135,8 +140,12 @@ class AwsGateway(component.SiteComponent):
         else:
             ami = site.image if site.image.startswith("ami-") else self._ubuntu_ami(site, site.image)
             keep_image = pulumi.ResourceOptions()
+        self.instance_profile = aws_iam.gateway_profile(
+            name, site.region, site.name, mesh.operator_access == "cloud", child
+        )
         self.instance = aws.ec2.Instance(
             f"{name}-instance",
+            iam_instance_profile=self.instance_profile.name,
             ami=ami,
             instance_type=site.instance_type,
             subnet_id=network.subnet_id,

@@ -234,6 +234,8 @@ class MeshConfig(_Strict):
     # Who may scrape the gateways' node-exporter on exporter_port (TCP), besides the mesh itself: none by default.
     monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
     exporter_port: Port = 9100
+    # Operator access to the gateways without SSH: AWS Session Manager, GCP IAP TCP forwarding with OS Login.
+    operator_access: Literal["none", "cloud"] = "none"
     # Pulumi `protect` on what other environments remember: public addresses and keys (on in Pulumi.prod.yaml).
     protect: bool = False
 

@@ -126,6 +126,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
         if typ == "aws:ec2/eip:Eip":
             return {"publicIp": self.fake_public_ip(name), "allocationId": _hex_id("eipalloc", name)}
+        if typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            kind = "role" if typ.endswith("Role") else "instance-profile"
+            return {"name": autoname, "arn": f"arn:aws:iam::123456789012:{kind}/{autoname}"}
         if typ == "aws:ec2/instance:Instance":
             return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10"}
         if typ == "gcp:compute/address:Address":
@@ -179,6 +183,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "locationTypes": ["availability-zone"] * len(zones),
                 "instanceTypes": wanted,
             }, []
+        if args.token == "aws:index/getServicePrincipal:getServicePrincipal":
+            suffix = "amazonaws.com.cn" if plain["region"].startswith("cn-") else "amazonaws.com"
+            return {"name": f"{plain['serviceName']}.{suffix}", "suffix": suffix, "id": plain["serviceName"]}, []
         raise NotImplementedError(f"no mock for invoke {args.token}")
 
 
@@ -208,7 +215,9 @@ class RecordingMonitor(MockMonitor):
             retain_on_delete=bool(request.retainOnDelete),
             delete_before_replace=bool(request.deleteBeforeReplace),
             ignore_changes=tuple(request.ignoreChanges),
-            dependencies=tuple(request.dependencies),
+            dependencies=tuple(
+                {*request.dependencies, *(u for deps in request.propertyDependencies.values() for u in deps.urns)}
+            ),
             aliases=tuple(alias.spec.name or alias.urn for alias in request.aliases),
         )
         return super().RegisterResource(request)  # type: ignore[no-untyped-call]

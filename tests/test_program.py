@@ -821,3 +821,79 @@ def test_bad_site_credentials_are_refused_naming_the_field(fields: dict[str, str
     with pytest.raises(ConfigError) as info:
         load_mesh(raw)
     assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
+
+
+# --- the gateway's instance profile: readiness and operator access -----------------------------
+
+IAM_ROLE = "aws:iam/role:Role"
+IAM_ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+IAM_PROFILE = "aws:iam/instanceProfile:InstanceProfile"
+IAM_POLICY = "aws:iam/rolePolicy:RolePolicy"
+
+
+@pytest.mark.parametrize("access", ["none", "cloud"])
+def test_operator_access_cloud_adds_session_manager_and_no_ssh(access: str) -> None:
+    raw = dev_raw()
+    raw["operator_access"] = access
+    run = run_program(raw, preview=False)
+    assert run.error is None, run.error
+    role = run.named(IAM_ROLE, "aws-use1-role")
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    assert trust["Statement"] == [
+        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+    ]
+    assert run.depends_on(IAM_PROFILE, "aws-use1-profile", IAM_ROLE, "aws-use1-role")
+    assert run.depends_on(AWS_INSTANCE, "aws-use1-instance", IAM_PROFILE, "aws-use1-profile")
+    attachments = run.of_type(IAM_ATTACH)
+    if access == "cloud":
+        assert [a.inputs["policyArn"] for a in attachments] == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
+    else:
+        assert attachments == []
+    # Session Manager needs no inbound port: the security group is the same either way.
+    assert not any(
+        rule["protocol"] == "tcp" and rule["fromPort"] <= 22 <= rule["toPort"]
+        for rule in run.named(AWS_SG, "aws-use1-sg").inputs["ingress"]
+    )
+
+
+def test_operator_access_is_none_or_cloud() -> None:
+    raw = dev_raw()
+    raw["operator_access"] = "ssh"
+    with pytest.raises(ConfigError, match=r"operator_access: "):
+        load_mesh(raw)
+
+
+@pytest.mark.parametrize(("region", "partition"), [("us-gov-east-1", "aws-us-gov"), ("cn-north-1", "aws-cn")])
+def test_iam_arns_and_principals_follow_the_partition(region: str, partition: str) -> None:
+    raw = dev_raw()
+    raw["operator_access"] = "cloud"
+    site_raw(raw, "aws")["region"] = region
+    run = run_program(raw, preview=True)
+    assert run.error is None, run.error
+    (attachment,) = run.of_type(IAM_ATTACH)
+    assert attachment.inputs["policyArn"] == f"arn:{partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    policy = json.loads(run.named(IAM_POLICY, "aws-use1-ready").inputs["policy"])
+    assert policy["Statement"][0]["Resource"] == f"arn:{partition}:ec2:{region}:*:instance/*"
+
+
+def test_a_gateway_may_only_mark_its_own_sites_instances_ready() -> None:
+    run = run_program(dev_raw(), preview=True, stack="dev")
+    (statement,) = json.loads(run.named(IAM_POLICY, "aws-use1-ready").inputs["policy"])["Statement"]
+    assert statement["Action"] == "ec2:CreateTags"
+    assert statement["Resource"] != "*"
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "ec2:ResourceTag/wg-mesh-site": "aws-use1",
+            "ec2:ResourceTag/wg-mesh-stack": "dev",
+            "aws:RequestTag/wg-mesh:ready": "true",
+        },
+        "ForAllValues:StringEquals": {"aws:TagKeys": ["wg-mesh:ready"]},
+        "Null": {"ec2:SourceInstanceARN": "false"},
+    }
+    provider = aws_provider_inputs(run, "aws-use1")
+    assert json.loads(provider["defaultTags"])["tags"] == {
+        "managed-by": "wg-mesh",
+        "wg-mesh-site": "aws-use1",
+        "wg-mesh-stack": "dev",
+    }
+    assert json.loads(provider["ignoreTags"]) == {"keys": ["wg-mesh:ready"]}
