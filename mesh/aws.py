@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 from dataclasses import dataclass, field
+from importlib import resources
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_command as command
 
-from mesh import aws_iam, awsfacts, component, topology
+from mesh import aws_iam, awsfacts, component, metrics, readymark, render, topology
 from mesh.awsfacts import ami_architecture
 
 __all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
@@ -23,6 +26,11 @@ from mesh.config import AwsSite, MeshConfig
 
 GATEWAY_TYPE = "wg-mesh:aws:Gateway"
 ALL_PROTOCOLS = "-1"
+# The readiness gate runs with the project's virtualenv (Pulumi.yaml: virtualenv .venv), from the project directory.
+GATE_COMMAND = ".venv/bin/python -m mesh.readygate"
+READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
+READY_SCRIPT_PATH = "/usr/local/sbin/wg-mesh-ready"
+READY_PACKED = "readymark.py.gz.b64"
 # What AWS accepts in security group and rule descriptions (no apostrophes, for one).
 SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")
 ANYWHERE = "0.0.0.0/0"
@@ -45,6 +53,15 @@ class _Network:
     ready: list[pulumi.Resource] = field(default_factory=list)
 
 
+def readiness_extras() -> render.CloudInitExtras:
+    """The last step of an AWS gateway's first boot: tag itself ready once wg0 is up and forwarding is on."""
+    packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
+    return render.CloudInitExtras(
+        files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
+        commands=(("python3", READY_SCRIPT_PATH),),
+    )
+
+
 class AwsGateway(component.SiteComponent):
     provider: aws.Provider
     eip: aws.ec2.Eip
@@ -52,6 +69,7 @@ class AwsGateway(component.SiteComponent):
     instance: aws.ec2.Instance
     routes: list[aws.ec2.Route]
     instance_profile: aws.iam.InstanceProfile
+    ready: command.local.Command
     newest_ami: pulumi.Output[str]  # Canonical's newest Ubuntu 24.04 AMI for this gateway, looked up on every run
     ami_in_use: pulumi.Output[str]
 
@@ -73,12 +91,12 @@ class AwsGateway(component.SiteComponent):
                 tags={"managed-by": "wg-mesh", aws_iam.SITE_TAG: site.name, aws_iam.STACK_TAG: pulumi.get_stack()}
             ),
             # The gateway sets this tag on itself when it is ready; it is not ours to remove.
-            ignore_tags=aws.ProviderIgnoreTagsArgs(keys=[aws_iam.READY_TAG]),
+            ignore_tags=aws.ProviderIgnoreTagsArgs(keys=[readymark.READY_TAG]),
             opts=pulumi.ResourceOptions(parent=self),
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        self._create_identity(name, args.mesh, site, args.directory)
+        self._create_identity(name, args.mesh, site, args.directory, readiness_extras())
 
         network = self._network(name, site, child)
         self.eip = aws.ec2.Eip(
@@ -166,12 +184,15 @@ class AwsGateway(component.SiteComponent):
             ),
         )
         self.ami_in_use = self.instance.ami
+        # Traffic moves to a (new) gateway only once it is ready: wg0 up, forwarding on (README, "Replacements").
+        self.ready = self._readiness_gate(name, site, child)
+        after_ready = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.ready]))
         aws.ec2.EipAssociation(
             f"{name}-eip-assoc",
             allocation_id=self.eip.allocation_id,
             instance_id=self.instance.id,
             # On instance replacement, release the address from the old instance before claiming it.
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True)),
+            opts=pulumi.ResourceOptions.merge(after_ready, pulumi.ResourceOptions(delete_before_replace=True)),
         )
 
         eni = self.instance.primary_network_interface_id
@@ -181,12 +202,26 @@ class AwsGateway(component.SiteComponent):
                 route_table_id=table_id,
                 destination_cidr_block=str(cidr),
                 network_interface_id=eni,
-                opts=child,
+                opts=after_ready,
             )
             for i, table_id in enumerate(network.route_table_ids)
             for cidr in topology.remote_ranges(mesh, site.name)
         ]
         self._register_site_outputs()
+
+    def _readiness_gate(self, name: str, site: AwsSite, child: pulumi.ResourceOptions) -> command.local.Command:
+        """Runs `python -m mesh.readygate` on the machine running `pulumi up`, for every new instance."""
+        fixed = [f"--region {shlex.quote(site.region)}"]
+        fixed += [f"--profile {shlex.quote(site.profile)}"] if site.profile else []
+        fixed += [f"--role-arn {shlex.quote(site.assume_role_arn)}"] if site.assume_role_arn else []
+        return command.local.Command(
+            f"{name}-ready",
+            create=self.instance.id.apply(
+                lambda iid: " ".join([GATE_COMMAND, *fixed, f"--timeout {READY_TIMEOUT_S}", f"--instance-id {iid}"])
+            ),
+            triggers=[self.instance.id],
+            opts=child,
+        )
 
     def _ubuntu_ami(self, site: AwsSite, serial: str) -> pulumi.Output[str]:
         """Canonical's Ubuntu 24.04 AMI for the site's architecture and partition: one serial, or the newest."""

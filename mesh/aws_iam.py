@@ -14,9 +14,8 @@ import pulumi
 import pulumi_aws as aws
 
 from mesh import awsfacts
+from mesh.readymark import READY_TAG, READY_VALUE
 
-READY_TAG = "wg-mesh:ready"
-READY_VALUE = "true"
 SITE_TAG = "wg-mesh-site"
 STACK_TAG = "wg-mesh-stack"
 # AWS managed policy for the SSM Agent (Session Manager, Run Command): AWS Systems Manager docs,
