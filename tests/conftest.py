@@ -101,6 +101,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         "aws:ec2/route:Route": "r",
     }
 
+    newest_ubuntu_serial: ClassVar[str] = "20250101"
+
     def __init__(self, preview: bool) -> None:
         self.preview = preview
         self.resources: list[Recorded] = []
@@ -171,7 +173,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.token == "aws:ec2/getAmi:getAmi":
             pattern = plain["filters"][0]["values"][0]
             arch = "arm64" if "-arm64-" in pattern else "x86_64"
-            return {"id": _hex_id("ami", pattern), "architecture": arch, "name": pattern.replace("*", "20250101")}, []
+            # The newest image for a wildcard is NEWEST_UBUNTU_SERIAL's: a test can publish a newer one.
+            name = pattern.replace("*", self.newest_ubuntu_serial)
+            return {"id": _hex_id("ami", name), "architecture": arch, "name": name}, []
         if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             # Zones listed out of order and without the "a" zone, so a choice by sorting is visible;
             # NOT_OFFERED_TYPE is offered nowhere.

@@ -24,7 +24,15 @@ from mesh.aws import SG_DESCRIPTION_CHARS, ami_architecture
 from mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite, load_mesh
 from mesh.gcp import image_family
 from mesh.stackfile import read_raw
-from tests.conftest import NOT_OFFERED_TYPE, REPO, STACK_FILES, ProgramRun, Recorded, run_program
+from tests.conftest import (
+    NOT_OFFERED_TYPE,
+    REPO,
+    STACK_FILES,
+    ProgramRun,
+    Recorded,
+    RecordingMocks,
+    run_program,
+)
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_SG = "aws:ec2/securityGroup:SecurityGroup"
@@ -647,6 +655,24 @@ def test_an_unpinned_image_is_the_newest_at_creation_and_then_kept(preview: bool
         (call,) = [c for c in run.mocks.calls if c.token == AMI_CALL]
         assert call.args["mostRecent"] is True
         assert instance.inputs["ami"].startswith("ami-")
+
+
+def test_a_new_ubuntu_release_changes_nothing_pulumi_would_act_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pulumi up` today, Canonical publishes a new AMI, `pulumi preview` tomorrow: every input Pulumi compares is
+    the same (the instance's `ami` is ignored once it exists), so the preview is empty."""
+    today = run_program(dev_raw(), preview=False)
+    monkeypatch.setattr(RecordingMocks, "newest_ubuntu_serial", "20260101")
+    tomorrow = run_program(dev_raw(), preview=False)
+    assert today.exports["aws_images"].value != tomorrow.exports["aws_images"].value  # there is a newer image
+
+    def compared(run: ProgramRun) -> dict[tuple[str, str], dict[str, Any]]:
+        return {
+            (r.type, r.name): {k: v for k, v in r.inputs.items() if k not in run.options(r.type, r.name).ignore_changes}
+            for r in run.resources
+        }
+
+    assert compared(today) == compared(tomorrow)
+    assert "ami" in today.options(AWS_INSTANCE, "aws-use1-instance").ignore_changes
 
 
 @pytest.mark.parametrize(
