@@ -923,3 +923,12 @@ def test_a_gateway_may_only_mark_its_own_sites_instances_ready() -> None:
         "wg-mesh-stack": "dev",
     }
     assert json.loads(provider["ignoreTags"]) == {"keys": ["wg-mesh:ready"]}
+
+
+def test_turning_operator_access_on_changes_no_instance_input() -> None:
+    """The role is always there (readiness), so access is one policy attachment, not a new gateway."""
+    off = run_program(dev_raw(), preview=False)
+    raw = dev_raw()
+    raw["operator_access"] = "cloud"
+    on = run_program(raw, preview=False)
+    assert off.named(AWS_INSTANCE, "aws-use1-instance").inputs == on.named(AWS_INSTANCE, "aws-use1-instance").inputs
