@@ -203,3 +203,29 @@ def test_the_address_and_routes_move_only_after_the_gate(applied_dev: ProgramRun
     for route in routes:
         assert applied_dev.depends_on(route.type, route.name, COMMAND, "aws-use1-ready")
     assert applied_dev.options(EIP_ASSOC, "aws-use1-eip-assoc").delete_before_replace
+
+
+def test_the_programs_gate_command_runs_from_the_project_directory(
+    applied_dev: ProgramRun, moto_url: str, ec2: Any, instance_id: str
+) -> None:
+    """The exact command `pulumi up` runs (pulumi-command, /bin/sh -c, in the project directory), aimed at moto."""
+    gate = applied_dev.named(COMMAND, "aws-use1-ready")
+    program_instance = applied_dev.named("aws:ec2/instance:Instance", "aws-use1-instance").id
+    without_site_credentials = (
+        gate.inputs["create"]
+        .replace(" --profile net", "")
+        .replace(" --role-arn arn:aws:iam::123456789012:role/deploy", "")
+    )
+    line = without_site_credentials.replace(program_instance, instance_id).replace("--timeout 900", "--timeout 5")
+    env = {"PATH": "/usr/bin:/bin", "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    ec2.create_tags(Resources=[instance_id], Tags=[{"Key": readymark.READY_TAG, "Value": "true"}])
+    done = subprocess.run(
+        ["/bin/sh", "-c", f"{line} --endpoint {moto_url} --interval 0.1"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{instance_id} ready after" in done.stdout
