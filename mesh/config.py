@@ -242,7 +242,7 @@ class MeshConfig(_Strict):
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
-        problems += previous_name_problems(self.sites)
+        problems += previous_name_problems([site.__dict__ for site in self.sites])
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         if problems:
             raise ConfigError(problems)
@@ -319,13 +319,18 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def previous_name_problems(sites: Sequence[_SiteBase]) -> list[str]:
-    """A previous name belongs to one site and is no site's current name: each alias must be unambiguous."""
+def previous_name_problems(sites: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A previous name belongs to one site and is no site's current name: each alias must be unambiguous.
+
+    `sites` are parsed sites' fields or the raw input; values of the wrong type are left to field validation."""
     problems = []
-    current = {site.name: i for i, site in enumerate(sites)}
+    current = {site.get("name"): i for i, site in enumerate(sites) if isinstance(site.get("name"), str)}
     claimed: dict[str, int] = {}
     for i, site in enumerate(sites):
-        for j, old in enumerate(site.previous_names):
+        previous = site.get("previous_names")
+        for j, old in enumerate(previous if isinstance(previous, list) else []):
+            if not isinstance(old, str):
+                continue
             where = f"sites[{i}].previous_names[{j}]"
             if old in current:
                 problems.append(f"{where}: {old!r} is the name of sites[{current[old]}]")
@@ -467,6 +472,8 @@ def load_mesh(raw: Any) -> MeshConfig:
     if isinstance(raw_sites, list):
         rules = [p for i, site in enumerate(raw_sites) if isinstance(site, dict) for p in site_rule_problems(i, site)]
         problems.extend(p for p in rules if p not in problems)
+        renames = previous_name_problems([site if isinstance(site, dict) else {} for site in raw_sites])
+        problems.extend(p for p in renames if p not in problems)
     if overlay is not None and isinstance(raw_sites, list):
         mtu = raw.get("mtu", "auto")
         mtu = mtu if isinstance(mtu, int) and MIN_TUNNEL_MTU <= mtu <= MAX_TUNNEL_MTU else "auto"
