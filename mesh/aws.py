@@ -7,32 +7,33 @@ route tables send every remote range to the instance's network interface.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
+from importlib import resources
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_command as command
 
-from mesh import component, topology
+from mesh import aws_iam, awsfacts, component, metrics, readymark, render, topology
+from mesh.awsfacts import ami_architecture
+
+__all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
 from mesh.component import Directory
 from mesh.config import AwsSite, MeshConfig
 
 GATEWAY_TYPE = "wg-mesh:aws:Gateway"
-CANONICAL_OWNER = "099720109477"
-UBUNTU_AMI_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-{arch}-server-*"
 ALL_PROTOCOLS = "-1"
+# The readiness gate runs with the project's virtualenv (Pulumi.yaml: virtualenv .venv), from the project directory.
+GATE_COMMAND = ".venv/bin/python -m mesh.readygate"
+READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
+READY_SCRIPT_PATH = "/usr/local/sbin/wg-mesh-ready"
+READY_PACKED = "readymark.py.gz.b64"
 # What AWS accepts in security group and rule descriptions (no apostrophes, for one).
 SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")
 ANYWHERE = "0.0.0.0/0"
-
-# Graviton families have a 'g' right after the generation digit: t4g, c7g, m7gd, c6gn, is4gen, g5g.
-_GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z-]*")
-
-
-def ami_architecture(instance_type: str) -> str:
-    """`arm64` for Graviton instance types, else `amd64` (Ubuntu's names in the AMI name)."""
-    family = instance_type.split(".", 1)[0]
-    return "arm64" if _GRAVITON_FAMILY.fullmatch(family) else "amd64"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,18 @@ class _Network:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     route_table_ids: list[pulumi.Input[str]]
+    # What must exist before the gateway boots: cloud-init runs once and installs packages from the
+    # internet, so a created subnet needs its default route and route table association first.
+    ready: list[pulumi.Resource] = field(default_factory=list)
+
+
+def readiness_extras() -> render.CloudInitExtras:
+    """The last step of an AWS gateway's first boot: tag itself ready once wg0 is up and forwarding is on."""
+    packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
+    return render.CloudInitExtras(
+        files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
+        commands=(("python3", READY_SCRIPT_PATH),),
+    )
 
 
 class AwsGateway(component.SiteComponent):
@@ -55,6 +68,10 @@ class AwsGateway(component.SiteComponent):
     security_group: aws.ec2.SecurityGroup
     instance: aws.ec2.Instance
     routes: list[aws.ec2.Route]
+    instance_profile: aws.iam.InstanceProfile
+    ready: command.local.Command
+    newest_ami: pulumi.Output[str]  # Canonical's newest Ubuntu 24.04 AMI for this gateway, looked up on every run
+    ami_in_use: pulumi.Output[str]
 
     def __init__(self, name: str, args: AwsGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GATEWAY_TYPE, name, None, opts)
@@ -62,15 +79,32 @@ class AwsGateway(component.SiteComponent):
         self.provider = aws.Provider(
             f"{name}-provider",
             region=site.region,
-            default_tags=aws.ProviderDefaultTagsArgs(tags={"managed-by": "wg-mesh", "wg-mesh-site": site.name}),
+            # Per-site credentials (README, "Credentials"); unset: the environment's, as for every AWS tool.
+            profile=site.profile,
+            assume_roles=(
+                [aws.ProviderAssumeRoleArgs(role_arn=site.assume_role_arn, session_name=f"wg-mesh-{site.name}")]
+                if site.assume_role_arn
+                else None
+            ),
+            allowed_account_ids=[site.account_id] if site.account_id else None,
+            default_tags=aws.ProviderDefaultTagsArgs(
+                tags={"managed-by": "wg-mesh", aws_iam.SITE_TAG: site.name, aws_iam.STACK_TAG: pulumi.get_stack()}
+            ),
+            # The gateway sets this tag on itself when it is ready; it is not ours to remove.
+            ignore_tags=aws.ProviderIgnoreTagsArgs(keys=[readymark.READY_TAG]),
             opts=pulumi.ResourceOptions(parent=self),
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        self._create_identity(name, args.mesh, site, args.directory)
+        self._create_identity(name, args.mesh, site, args.directory, readiness_extras())
 
         network = self._network(name, site, child)
-        self.eip = aws.ec2.Eip(f"{name}-eip", domain="vpc", tags={"Name": f"wg-mesh-{site.name}"}, opts=child)
+        self.eip = aws.ec2.Eip(
+            f"{name}-eip",
+            domain="vpc",
+            tags={"Name": f"wg-mesh-{site.name}"},
+            opts=pulumi.ResourceOptions.merge(child, component.kept(mesh)),
+        )
         self.public_ip = self.eip.public_ip
 
         port = mesh.listen_port
@@ -115,19 +149,22 @@ class AwsGateway(component.SiteComponent):
             opts=child,
         )
 
-        arch = ami_architecture(site.instance_type)
-        ami = aws.ec2.get_ami_output(
-            most_recent=True,
-            owners=[CANONICAL_OWNER],
-            filters=[
-                aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_AMI_NAME.format(arch=arch)]),
-                aws.ec2.GetAmiFilterArgs(name="virtualization-type", values=["hvm"]),
-            ],
-            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.provider),
+        self.newest_ami = self._ubuntu_ami(site, "*")
+        if site.image is None:
+            # The newest image when the instance is created, then kept: a new Ubuntu release must not
+            # replace every gateway. Rolling is deliberate: set `image` (README, "Rolling the image").
+            ami: pulumi.Input[str] = self.newest_ami
+            keep_image = pulumi.ResourceOptions(ignore_changes=["ami"])
+        else:
+            ami = site.image if site.image.startswith("ami-") else self._ubuntu_ami(site, site.image)
+            keep_image = pulumi.ResourceOptions()
+        self.instance_profile = aws_iam.gateway_profile(
+            name, site.region, site.name, mesh.operator_access == "cloud", child
         )
         self.instance = aws.ec2.Instance(
             f"{name}-instance",
-            ami=ami.id,
+            iam_instance_profile=self.instance_profile.name,
+            ami=ami,
             instance_type=site.instance_type,
             subnet_id=network.subnet_id,
             vpc_security_group_ids=[self.security_group.id],
@@ -142,14 +179,20 @@ class AwsGateway(component.SiteComponent):
             user_data=self.user_data,
             user_data_replace_on_change=True,  # cloud-init runs once: a new config needs a new instance
             tags={"Name": f"wg-mesh-{site.name}"},
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions.merge(keep_image, pulumi.ResourceOptions(depends_on=network.ready))
+            ),
         )
+        self.ami_in_use = self.instance.ami
+        # Traffic moves to a (new) gateway only once it is ready: wg0 up, forwarding on (README, "Replacements").
+        self.ready = self._readiness_gate(name, site, child)
+        after_ready = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.ready]))
         aws.ec2.EipAssociation(
             f"{name}-eip-assoc",
             allocation_id=self.eip.allocation_id,
             instance_id=self.instance.id,
             # On instance replacement, release the address from the old instance before claiming it.
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True)),
+            opts=pulumi.ResourceOptions.merge(after_ready, pulumi.ResourceOptions(delete_before_replace=True)),
         )
 
         eni = self.instance.primary_network_interface_id
@@ -159,12 +202,51 @@ class AwsGateway(component.SiteComponent):
                 route_table_id=table_id,
                 destination_cidr_block=str(cidr),
                 network_interface_id=eni,
-                opts=child,
+                opts=after_ready,
             )
             for i, table_id in enumerate(network.route_table_ids)
             for cidr in topology.remote_ranges(mesh, site.name)
         ]
         self._register_site_outputs()
+
+    def _readiness_gate(self, name: str, site: AwsSite, child: pulumi.ResourceOptions) -> command.local.Command:
+        """Runs `python -m mesh.readygate` on the machine running `pulumi up`, for every new instance."""
+        fixed = [f"--region {shlex.quote(site.region)}"]
+        fixed += [f"--profile {shlex.quote(site.profile)}"] if site.profile else []
+        fixed += [f"--role-arn {shlex.quote(site.assume_role_arn)}"] if site.assume_role_arn else []
+        return command.local.Command(
+            f"{name}-ready",
+            create=self.instance.id.apply(
+                lambda iid: " ".join([GATE_COMMAND, *fixed, f"--timeout {READY_TIMEOUT_S}", f"--instance-id {iid}"])
+            ),
+            triggers=[self.instance.id],
+            opts=child,
+        )
+
+    def _ubuntu_ami(self, site: AwsSite, serial: str) -> pulumi.Output[str]:
+        """Canonical's Ubuntu 24.04 AMI for the site's architecture and partition: one serial, or the newest."""
+        return aws.ec2.get_ami_output(
+            most_recent=True,
+            owners=[awsfacts.canonical_owner(site.region)],
+            filters=[
+                aws.ec2.GetAmiFilterArgs(name="name", values=[awsfacts.ubuntu_ami_name(site.instance_type, serial)]),
+                aws.ec2.GetAmiFilterArgs(name="virtualization-type", values=["hvm"]),
+            ],
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.provider),
+        ).id
+
+    def _zone(self, site: AwsSite) -> dict[str, pulumi.Input[str]]:
+        """The gateway subnet's zone: the configured zone name or zone id, else one that offers the instance type."""
+        if site.zone is not None:
+            return dict(awsfacts.zone_argument(site.zone))
+        offerings = aws.ec2.get_instance_type_offerings_output(
+            location_type="availability-zone",
+            filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[site.instance_type])],
+            region=site.region,
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.provider),
+        )
+        choose = functools.partial(awsfacts.choose_zone, site.instance_type, site.region)
+        return {"availability_zone": offerings.locations.apply(choose)}
 
     def _network(self, name: str, site: AwsSite, child: pulumi.ResourceOptions) -> _Network:
         """The site's existing VPC, or a new one with a public gateway subnet."""
@@ -182,24 +264,32 @@ class AwsGateway(component.SiteComponent):
         )
         for i, cidr in enumerate(more, start=1):
             aws.ec2.VpcIpv4CidrBlockAssociation(f"{name}-cidr-{i}", vpc_id=vpc.id, cidr_block=str(cidr), opts=child)
+        zone = self._zone(site)
         subnet = aws.ec2.Subnet(
             f"{name}-subnet",
             vpc_id=vpc.id,
             cidr_block=str(topology.gateway_subnet(first)),
-            availability_zone=site.zone,
+            availability_zone=zone.get("availability_zone"),
+            availability_zone_id=zone.get("availability_zone_id"),
             tags={"Name": f"wg-mesh-{site.name}-gateway"},
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(
+                # A zone chosen for us is kept once the subnet exists: a new zone would replace the gateway.
+                child,
+                pulumi.ResourceOptions(ignore_changes=["availabilityZone"] if site.zone is None else None),
+            ),
         )
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": f"wg-mesh-{site.name}"}, opts=child)
         table = aws.ec2.RouteTable(f"{name}-rt", vpc_id=vpc.id, tags={"Name": f"wg-mesh-{site.name}"}, opts=child)
         # A standalone Route, not an inline one: a table with inline routes fights standalone Routes,
         # and the mesh routes below are standalone.
-        aws.ec2.Route(
+        default = aws.ec2.Route(
             f"{name}-rt-default",
             route_table_id=table.id,
             destination_cidr_block=ANYWHERE,
             gateway_id=igw.id,
             opts=child,
         )
-        aws.ec2.RouteTableAssociation(f"{name}-rt-assoc", subnet_id=subnet.id, route_table_id=table.id, opts=child)
-        return _Network(vpc.id, subnet.id, [table.id])
+        association = aws.ec2.RouteTableAssociation(
+            f"{name}-rt-assoc", subnet_id=subnet.id, route_table_id=table.id, opts=child
+        )
+        return _Network(vpc.id, subnet.id, [table.id], ready=[default, association])

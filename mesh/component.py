@@ -18,6 +18,7 @@ from mesh.keys import WireGuardKey
 from mesh.topology import PeerAddress
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
+NO_EXTRAS = render.CloudInitExtras()
 
 
 class SiteComponent(pulumi.ComponentResource):
@@ -31,19 +32,43 @@ class SiteComponent(pulumi.ComponentResource):
     user_data: pulumi.Output[str]  # secret
 
     def _create_identity(
-        self, name: str, mesh: MeshConfig, site: AwsSite | GcpSite | StaticSite, directory: Directory
+        self,
+        name: str,
+        mesh: MeshConfig,
+        site: AwsSite | GcpSite | StaticSite,
+        directory: Directory,
+        extras: render.CloudInitExtras = NO_EXTRAS,
     ) -> None:
         """The site's key pair and its rendered wg0.conf and cloud-init: the same on every cloud."""
-        self.key = WireGuardKey(f"{name}-key", site.key_epoch, pulumi.ResourceOptions(parent=self))
+        self.key = WireGuardKey(
+            f"{name}-key", site.key_epoch, pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), kept(mesh))
+        )
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
-        self.user_data = user_data(mesh, site.name, self.wg_config, directory)
+        self.user_data = user_data(mesh, site.name, self.wg_config, directory, extras)
 
     def _register_site_outputs(self) -> None:
         self.register_outputs(
             {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key}
         )
+
+
+def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
+    """Options for what other environments remember (public addresses, keys): protected when `protect: true`.
+
+    Protected resources cannot be deleted, by `pulumi destroy` or by a site that disappeared from the config,
+    until `pulumi state unprotect` (Pulumi docs, "Resource option: protect"). Not retain_on_delete: a
+    deliberate removal must release the address, not leave it allocated and billed outside any state.
+    """
+    return pulumi.ResourceOptions(protect=mesh.protect)
+
+
+def site_options(site: AwsSite | GcpSite | StaticSite) -> pulumi.ResourceOptions:
+    """A site component's options: its previous names as aliases. Child names start with the site's name,
+    so Pulumi carries the alias over to each child (`inherited_child_alias` in the Pulumi SDK): a renamed
+    site keeps its address and key."""
+    return pulumi.ResourceOptions(aliases=[pulumi.Alias(name=old) for old in site.previous_names])
 
 
 def _render_wg_conf(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:
@@ -57,17 +82,35 @@ def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Di
     return pulumi.Output.secret(values.apply(functools.partial(_render_wg_conf, mesh, site_name)))
 
 
-def _render_user_data(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:
+def _render_user_data(
+    mesh: MeshConfig, site_name: str, values: dict[str, Any], cloud_extras: render.CloudInitExtras = NO_EXTRAS
+) -> str:
     extras = metrics.metrics_extras(mesh, site_name, values["directory"])
-    return render.cloud_config(values["wg_conf"], extras)
+    return render.cloud_config(values["wg_conf"], _combined(extras, cloud_extras))
+
+
+def _combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> render.CloudInitExtras:
+    """Both sets of additions; `then`'s commands run after `first`'s."""
+    return render.CloudInitExtras(
+        packages=(*first.packages, *then.packages),
+        files=(*first.files, *then.files),
+        commands=(*first.commands, *then.commands),
+    )
 
 
 def user_data(
-    mesh: MeshConfig, site_name: str, wg_conf: pulumi.Output[str], directory: Directory
+    mesh: MeshConfig,
+    site_name: str,
+    wg_conf: pulumi.Output[str],
+    directory: Directory,
+    cloud_extras: render.CloudInitExtras = NO_EXTRAS,
 ) -> pulumi.Output[str]:
-    """The `#cloud-config` that installs and starts the site's wg0 and its metrics (secret: it embeds wg0.conf)."""
+    """The `#cloud-config` that installs and starts the site's wg0 and its metrics, then the cloud's own last
+    steps (`cloud_extras`, e.g. AWS's readiness mark). Secret: it embeds wg0.conf."""
     values = pulumi.Output.all(wg_conf=wg_conf, directory=directory)
-    return pulumi.Output.secret(values.apply(functools.partial(_render_user_data, mesh, site_name)))
+    return pulumi.Output.secret(
+        values.apply(functools.partial(_render_user_data, mesh, site_name, cloud_extras=cloud_extras))
+    )
 
 
 def monitoring_ranges(mesh: MeshConfig) -> list[str]:

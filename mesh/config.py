@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from mesh import awsfacts
+
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
 MAX_TUNNEL_MTU = 8920  # AWS in-VPC jumbo frames (9001) minus the overhead, rounded down
@@ -113,6 +115,8 @@ class _SiteBase(_Strict):
     masquerade: bool | None = None  # None: inherit the mesh-wide setting
     key_epoch: int = Field(default=0, ge=0)
     underlay_mtu: int = DEFAULT_STATIC_UNDERLAY_MTU  # each cloud sets its own default and bounds
+    # Names this site had before: its address, key and other resources are carried over (Pulumi aliases).
+    previous_names: list[str] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -122,6 +126,22 @@ class _SiteBase(_Strict):
         if len(name) > MAX_SITE_NAME_LENGTH:
             raise ValueError(f"{name!r} is longer than {MAX_SITE_NAME_LENGTH} characters")
         return name
+
+    @field_validator("previous_names")
+    @classmethod
+    def _previous_dns_labels(cls, names: list[str]) -> list[str]:
+        for name in names:
+            cls._dns_label(name)
+        return names
+
+
+_ROLE_ARN = re.compile(r"^arn:(aws|aws-us-gov|aws-cn):iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+
+
+def _role_arn(arn: str) -> str:
+    if not _ROLE_ARN.match(arn):
+        raise ValueError(f"{arn!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)")
+    return arn
 
 
 class AwsSite(_SiteBase):
@@ -133,17 +153,35 @@ class AwsSite(_SiteBase):
     vpc_id: str | None = None
     subnet_id: str | None = None
     route_table_ids: list[str] | None = Field(default=None, min_length=1)
+    # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
+    profile: str | None = Field(default=None, min_length=1)
+    assume_role_arn: Annotated[str, AfterValidator(_role_arn)] | None = None
+    account_id: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    # An AMI id or an Ubuntu serial; None: the newest Ubuntu 24.04 when the gateway is created, then kept.
+    image: Annotated[str, AfterValidator(awsfacts.check_image)] | None = None
 
     @field_validator("region")
     @classmethod
     def _region(cls, region: str) -> str:
         if not _AWS_REGION.match(region):
             raise ValueError(f"{region!r} is not an AWS region name (e.g. us-east-1)")
+        awsfacts.partition(region)  # the isolated partitions have no Ubuntu AMIs: refused here
         return region
 
     @property
     def uses_existing_network(self) -> bool:
         return self.vpc_id is not None
+
+    @model_validator(mode="after")
+    def _role_in_the_sites_partition(self) -> AwsSite:
+        if self.assume_role_arn is not None:
+            role_partition, region_partition = self.assume_role_arn.split(":")[1], awsfacts.partition(self.region)
+            if role_partition != region_partition:
+                raise ValueError(
+                    f"assume_role_arn: {self.assume_role_arn} is in partition {role_partition}, "
+                    f"region {self.region} in {region_partition}"
+                )
+        return self
 
 
 class GcpSite(_SiteBase):
@@ -247,10 +285,13 @@ class MeshConfig(_Strict):
     # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
     # AWS: Session Manager), never through a port open to the internet. none: no access path at all.
     operator_access: Literal["none", "cloud"] = "none"
+    # Pulumi `protect` on what other environments remember: public addresses and keys (on in Pulumi.prod.yaml).
+    protect: bool = False
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
+        problems += previous_name_problems([site.__dict__ for site in self.sites])
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         if problems:
             raise ConfigError(problems)
@@ -349,6 +390,28 @@ def gcp_workload_problems(i: int, site: Mapping[str, Any]) -> list[str]:
             "not both: choose workload_tags or workload_service_accounts"
         ]
     return []
+
+
+def previous_name_problems(sites: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A previous name belongs to one site and is no site's current name: each alias must be unambiguous.
+
+    `sites` are parsed sites' fields or the raw input; values of the wrong type are left to field validation."""
+    problems = []
+    current = {site.get("name"): i for i, site in enumerate(sites) if isinstance(site.get("name"), str)}
+    claimed: dict[str, int] = {}
+    for i, site in enumerate(sites):
+        previous = site.get("previous_names")
+        for j, old in enumerate(previous if isinstance(previous, list) else []):
+            if not isinstance(old, str):
+                continue
+            where = f"sites[{i}].previous_names[{j}]"
+            if old in current:
+                problems.append(f"{where}: {old!r} is the name of sites[{current[old]}]")
+            elif old in claimed:
+                problems.append(f"{where}: {old!r} is already a previous name of sites[{claimed[old]}]")
+            else:
+                claimed[old] = i
+    return problems
 
 
 def cross_site_problems(overlay_cidr: IPv4Network, sites: Sequence[SiteFacts], mtu: int | str = "auto") -> list[str]:
@@ -482,6 +545,8 @@ def load_mesh(raw: Any) -> MeshConfig:
     if isinstance(raw_sites, list):
         rules = [p for i, site in enumerate(raw_sites) if isinstance(site, dict) for p in site_rule_problems(i, site)]
         problems.extend(p for p in rules if p not in problems)
+        renames = previous_name_problems([site if isinstance(site, dict) else {} for site in raw_sites])
+        problems.extend(p for p in renames if p not in problems)
     if overlay is not None and isinstance(raw_sites, list):
         mtu = raw.get("mtu", "auto")
         mtu = mtu if isinstance(mtu, int) and MIN_TUNNEL_MTU <= mtu <= MAX_TUNNEL_MTU else "auto"

@@ -145,7 +145,7 @@ class GcpGateway(component.SiteComponent):
             address_type="EXTERNAL",
             region=site.region,
             description=f"wg-mesh gateway {site.name}",
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(child, component.kept(mesh)),
         )
         self.public_ip = self.address.address
 

@@ -16,7 +16,7 @@ import pulumi
 
 from mesh import topology
 from mesh.aws import AwsGateway, AwsGatewayArgs
-from mesh.component import Directory, SiteComponent
+from mesh.component import Directory, SiteComponent, site_options
 from mesh.config import AwsSite, GcpSite, MeshConfig, Site
 from mesh.config import StaticSite as StaticSiteConfig
 from mesh.gcp import GcpGateway, GcpGatewayArgs
@@ -27,6 +27,7 @@ MESH_TYPE = "wg-mesh:index:Mesh"
 
 
 def _site(mesh: MeshConfig, site: Site, directory: Directory, opts: pulumi.ResourceOptions) -> SiteComponent:
+    opts = pulumi.ResourceOptions.merge(opts, site_options(site))
     if isinstance(site, AwsSite):
         return AwsGateway(site.name, AwsGatewayArgs(mesh, site, directory), opts)
     if isinstance(site, GcpSite):

@@ -6,6 +6,7 @@ from typing import Any
 
 import pulumi
 
+from mesh.aws import AwsGateway
 from mesh.config import ConfigError, MeshConfig, StaticSite, load_mesh
 from mesh.mesh import Mesh
 
@@ -38,8 +39,15 @@ def stack_outputs(mesh: Mesh) -> dict[str, pulumi.Output[Any]]:
     static_cloud_init = {
         site.name: mesh.sites[site.name].user_data for site in cfg.sites if isinstance(site, StaticSite)
     }
+    # Per AWS gateway: the AMI it runs and Canonical's newest, to decide when to roll (README, "Rolling the image").
+    aws_images = {
+        name: {"in_use": component.ami_in_use, "newest": component.newest_ami}
+        for name, component in mesh.sites.items()
+        if isinstance(component, AwsGateway)
+    }
     return {
         "sites": pulumi.Output.from_input(sites),
+        "aws_images": pulumi.Output.from_input(aws_images),
         "tunnel_mtu": pulumi.Output.from_input(mesh.tunnel_mtu),
         "wireguard_configs": pulumi.Output.secret(wireguard_configs),
         "static_site_cloud_init": pulumi.Output.secret(static_cloud_init),

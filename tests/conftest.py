@@ -39,6 +39,7 @@ PROGRAM = REPO / "__main__.py"
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
 RUN_TIMEOUT_S = 60.0  # a run takes about a second; this only turns a deadlock into a failure
 FAKE_PUBLIC_NET = ipaddress.IPv4Network("198.51.100.0/24")  # TEST-NET-2
+NOT_OFFERED_TYPE = "x9z.nowhere"  # the mocks say no zone offers this instance type
 
 
 # --- what the mocks record ------------------------------------------------------------------
@@ -100,6 +101,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         "aws:ec2/route:Route": "r",
     }
 
+    newest_ubuntu_serial: ClassVar[str] = "20250101"
+
     def __init__(self, preview: bool) -> None:
         self.preview = preview
         self.resources: list[Recorded] = []
@@ -125,6 +128,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
         if typ == "aws:ec2/eip:Eip":
             return {"publicIp": self.fake_public_ip(name), "allocationId": _hex_id("eipalloc", name)}
+        if typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            kind = "role" if typ.endswith("Role") else "instance-profile"
+            return {"name": autoname, "arn": f"arn:aws:iam::123456789012:{kind}/{autoname}"}
         if typ == "aws:ec2/instance:Instance":
             return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10"}
         if typ == "gcp:compute/address:Address":
@@ -169,20 +176,59 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.token == "aws:ec2/getAmi:getAmi":
             pattern = plain["filters"][0]["values"][0]
             arch = "arm64" if "-arm64-" in pattern else "x86_64"
-            return {"id": _hex_id("ami", pattern), "architecture": arch, "name": pattern.replace("*", "20250101")}, []
+            # The newest image for a wildcard is NEWEST_UBUNTU_SERIAL's: a test can publish a newer one.
+            name = pattern.replace("*", self.newest_ubuntu_serial)
+            return {"id": _hex_id("ami", name), "architecture": arch, "name": name}, []
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            # Zones listed out of order and without the "a" zone, so a choice by sorting is visible;
+            # NOT_OFFERED_TYPE is offered nowhere.
+            (wanted,) = [f["values"] for f in plain["filters"] if f["name"] == "instance-type"]
+            region = plain["region"]
+            zones = [] if wanted == [NOT_OFFERED_TYPE] else [f"{region}c", f"{region}b"]
+            return {
+                "locations": zones,
+                "locationTypes": ["availability-zone"] * len(zones),
+                "instanceTypes": wanted,
+            }, []
+        if args.token == "aws:index/getServicePrincipal:getServicePrincipal":
+            suffix = "amazonaws.com.cn" if plain["region"].startswith("cn-") else "amazonaws.com"
+            return {"name": f"{plain['serviceName']}.{suffix}", "suffix": suffix, "id": plain["serviceName"]}, []
         raise NotImplementedError(f"no mock for invoke {args.token}")
 
 
+@dataclass(frozen=True)
+class Options:
+    """The resource options of one registration, as the engine received them."""
+
+    protect: bool
+    retain_on_delete: bool
+    delete_before_replace: bool
+    ignore_changes: tuple[str, ...]
+    dependencies: tuple[str, ...]  # URNs of explicit and implicit dependencies
+    aliases: tuple[str, ...]  # the names of the aliases given (alias specs)
+
+
 class RecordingMonitor(MockMonitor):
-    """Pulumi's mock monitor, also keeping what each component registered as its outputs."""
+    """Pulumi's mock monitor, also keeping each registration's options and each component's outputs."""
 
     def __init__(self, mocks: RecordingMocks) -> None:
         super().__init__(mocks)
         self.component_outputs: dict[str, dict[str, Any]] = {}
+        self.options: dict[tuple[str, str], Options] = {}  # (type, name) -> options
         self.replace_on_changes: dict[str, list[str]] = {}  # resource name -> its replace_on_changes
 
     def RegisterResource(self, request: Any) -> Any:
         self.replace_on_changes[request.name] = list(request.replaceOnChanges)
+        self.options[(request.type, request.name)] = Options(
+            protect=bool(request.protect),
+            retain_on_delete=bool(request.retainOnDelete),
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            ignore_changes=tuple(request.ignoreChanges),
+            dependencies=tuple(
+                {*request.dependencies, *(u for deps in request.propertyDependencies.values() for u in deps.urns)}
+            ),
+            aliases=tuple(alias.spec.name or alias.urn for alias in request.aliases),
+        )
         return super().RegisterResource(request)  # type: ignore[no-untyped-call]
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
@@ -234,6 +280,15 @@ class ProgramRun:
         found = [r for r in self.of_type(typ) if r.name == name]
         assert len(found) == 1, f"expected one {typ} named {name}, found {len(found)}"
         return found[0]
+
+    def options(self, typ: str, name: str) -> Options:
+        return self.monitor.options[(typ, name)]
+
+    def depends_on(self, typ: str, name: str, on_type: str, on_name: str) -> bool:
+        """Whether the registration of (typ, name) named (on_type, on_name) among its dependencies."""
+        return any(
+            urn.endswith(f"::{on_name}") and f"{on_type}::" in urn for urn in self.options(typ, name).dependencies
+        )
 
     def private_keys(self) -> list[str]:
         keys = [s.private_key.value for s in self.sites.values()]

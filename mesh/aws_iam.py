@@ -1,0 +1,100 @@
+"""An AWS gateway's instance profile: what the instance itself may do with its role's credentials.
+
+Always: mark itself ready (one tag, `wg-mesh:ready`, on instances of its own site and stack, from an
+instance's credentials only) - the readiness gate that holds the Elastic IP and the routes until then.
+With `operator_access: cloud`: the AWS managed policy AmazonSSMManagedInstanceCore, so operators reach the
+gateway through Systems Manager Session Manager (no SSH port, no key pair).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from mesh import awsfacts
+from mesh.readymark import READY_TAG, READY_VALUE
+
+SITE_TAG = "wg-mesh-site"
+STACK_TAG = "wg-mesh-stack"
+# AWS managed policy for the SSM Agent (Session Manager, Run Command): AWS Systems Manager docs,
+# "Configure instance permissions required for Systems Manager".
+SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"
+
+
+def trust_policy(service_principal: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service_principal}, "Action": "sts:AssumeRole"}],
+        }
+    )
+
+
+def ready_policy(region: str, site_name: str, stack: str) -> str:
+    """CreateTags for exactly the ready tag, on instances tagged with this site and stack, from an instance.
+
+    `ec2:ResourceTag/...` scopes the target instances, `aws:RequestTag`/`aws:TagKeys` the tag written, and
+    `ec2:SourceInstanceARN` (set only for requests signed with an instance's role credentials; EC2 docs,
+    "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
+    """
+    partition = awsfacts.partition(region)
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "MarkOwnSiteReady",
+                    "Effect": "Allow",
+                    "Action": "ec2:CreateTags",
+                    "Resource": f"arn:{partition}:ec2:{region}:*:instance/*",
+                    "Condition": {
+                        "StringEquals": {
+                            f"ec2:ResourceTag/{SITE_TAG}": site_name,
+                            f"ec2:ResourceTag/{STACK_TAG}": stack,
+                            f"aws:RequestTag/{READY_TAG}": READY_VALUE,
+                        },
+                        "ForAllValues:StringEquals": {"aws:TagKeys": [READY_TAG]},
+                        "Null": {"ec2:SourceInstanceARN": "false"},
+                    },
+                }
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def managed_policy_arn(region: str, policy: str) -> str:
+    return f"arn:{awsfacts.partition(region)}:iam::aws:policy/{policy}"
+
+
+def gateway_profile(
+    name: str, region: str, site_name: str, operator_access: bool, opts: pulumi.ResourceOptions
+) -> aws.iam.InstanceProfile:
+    """The role, its policies and the instance profile of one gateway; children of `opts.parent`."""
+    principal = aws.get_service_principal_output(
+        service_name="ec2",
+        region=region,
+        opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider),
+    ).name
+    role = aws.iam.Role(
+        f"{name}-role",
+        description=f"wg-mesh gateway {site_name}",
+        assume_role_policy=principal.apply(trust_policy),
+        opts=opts,
+    )
+    aws.iam.RolePolicy(
+        f"{name}-ready",
+        role=role.id,
+        policy=ready_policy(region, site_name, pulumi.get_stack()),
+        opts=opts,
+    )
+    if operator_access:
+        aws.iam.RolePolicyAttachment(
+            f"{name}-ssm",
+            role=role.name,
+            policy_arn=managed_policy_arn(region, SSM_CORE_POLICY),
+            opts=opts,
+        )
+    return aws.iam.InstanceProfile(f"{name}-profile", role=role.name, opts=opts)

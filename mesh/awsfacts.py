@@ -1,0 +1,85 @@
+"""Plain facts about AWS that the AwsGateway component decides on: partitions, images, zones.
+
+Pure functions of configured values (no Pulumi), so that every decision is a unit test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# Canonical publishes Ubuntu AMIs under one account per partition, and only in these three
+# (Ubuntu public-images docs, "Find Ubuntu images on AWS" -> "Ownership verification":
+# 099720109477 default, 513442679011 GovCloud, 837727238323 China).
+CANONICAL_OWNERS = {"aws": "099720109477", "aws-us-gov": "513442679011", "aws-cn": "837727238323"}
+# The partition a region belongs to, by region-name prefix (AWS General Reference, "ARN formats": aws-cn for
+# cn-*, aws-us-gov for us-gov-*; aws-iso* for the isolated regions, where Canonical publishes nothing).
+_PARTITION_PREFIXES = (("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"))
+_ISOLATED = re.compile(r"^[a-z]{2}-iso[a-z]*-")
+
+# Graviton families have a 'g' right after the generation digit: t4g, c7g, m7gd, c6gn, is4gen, g5g, hpc7g;
+# the first Graviton family, a1, has none (EC2 instance types: "A1 ... AWS Graviton Processors").
+_GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z-]*|a1")
+
+# Canonical's AMI names end in the image's serial (YYYYMMDD, sometimes .N); the same serial is published in
+# every region, so a serial pins one image build across regions.
+UBUNTU_AMI_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-{arch}-server-{serial}"
+AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
+UBUNTU_SERIAL = re.compile(r"^\d{8}(\.\d+)?$")
+
+# An availability zone id (the same physical zone in every account): use1-az1, usw2-az4, usgw1-az2.
+ZONE_ID = re.compile(r"^[a-z]{2,}\d+-az\d+$")
+
+
+def partition(region: str) -> str:
+    """`aws`, `aws-us-gov` or `aws-cn`; ValueError for the isolated partitions (no Ubuntu AMIs there)."""
+    if _ISOLATED.match(region):
+        raise ValueError(
+            f"{region} is in an isolated AWS partition, where Canonical publishes no Ubuntu AMIs; "
+            "wg-mesh supports the aws, aws-us-gov (GovCloud) and aws-cn (China) partitions"
+        )
+    for prefix, name in _PARTITION_PREFIXES:
+        if region.startswith(prefix):
+            return name
+    return "aws"
+
+
+def canonical_owner(region: str) -> str:
+    """The account that publishes Ubuntu's AMIs in the region's partition."""
+    return CANONICAL_OWNERS[partition(region)]
+
+
+def ami_architecture(instance_type: str) -> str:
+    """`arm64` for Graviton instance types, else `amd64` (Ubuntu's names in the AMI name)."""
+    family = instance_type.split(".", 1)[0]
+    return "arm64" if _GRAVITON_FAMILY.fullmatch(family) else "amd64"
+
+
+def zone_argument(zone: str) -> dict[str, str]:
+    """The Subnet argument for a configured zone: `availability_zone_id` for a zone id, else `availability_zone`."""
+    return {"availability_zone_id" if ZONE_ID.match(zone) else "availability_zone": zone}
+
+
+def choose_zone(instance_type: str, region: str, offered_in: Sequence[str]) -> str:
+    """The first zone, by name, that offers the instance type: stable from run to run."""
+    if not offered_in:
+        raise ValueError(
+            f"instance type {instance_type} is not offered in any availability zone of {region} "
+            "(aws ec2 describe-instance-type-offerings --location-type availability-zone): choose another one"
+        )
+    return sorted(offered_in)[0]
+
+
+def ubuntu_ami_name(instance_type: str, serial: str = "*") -> str:
+    """The name filter for Ubuntu 24.04 server AMIs of the instance type's architecture: one serial, or all."""
+    return UBUNTU_AMI_NAME.format(arch=ami_architecture(instance_type), serial=serial)
+
+
+def check_image(image: str) -> str:
+    """A site's `image`: an AMI id (`ami-...`) or an Ubuntu image serial (`20250804`, `20250804.1`)."""
+    if not (AMI_ID.match(image) or UBUNTU_SERIAL.match(image)):
+        raise ValueError(
+            f"{image!r} is neither an AMI id (ami- and 8 or 17 hex digits) nor an Ubuntu image serial "
+            "such as 20250804 (the date at the end of Canonical's AMI names)"
+        )
+    return image

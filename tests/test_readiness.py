@@ -1,0 +1,231 @@
+"""The AWS readiness gate against a real AWS API emulator: moto in server mode on loopback.
+
+The gateway side (mesh.readymark: IMDSv2, SigV4, CreateTags, standard library only) and the operator side
+(mesh.readygate: boto3 DescribeInstances) talk to the same moto server, which also serves the instance
+metadata paths; only the emulator's instance id is set to the instance the test launched there.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import subprocess
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.auth
+import pytest
+import yaml
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from moto.instance_metadata import responses as moto_imds
+from moto.server import ThreadedMotoServer
+
+from mesh import aws as aws_module
+from mesh import metrics, readygate, readymark
+from mesh.stackfile import read_raw
+from tests.conftest import REPO, ProgramRun, run_program
+
+REGION = "us-east-1"
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def ec2(moto_url: str) -> Any:
+    return boto3.client(
+        "ec2", region_name=REGION, endpoint_url=moto_url, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+
+
+@pytest.fixture
+def instance_id(ec2: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A gateway instance in the emulator, and the emulator's metadata service answering as that instance."""
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    launched = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="c6i.large")
+    iid: str = launched["Instances"][0]["InstanceId"]
+    monkeypatch.setitem(moto_imds.INSTANCE_METADATA, "instance-id", iid)
+    return iid
+
+
+def tags_of(ec2: Any, iid: str) -> dict[str, str]:
+    (instance,) = [i for r in ec2.describe_instances(InstanceIds=[iid])["Reservations"] for i in r["Instances"]]
+    return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+
+
+def test_sigv4_signature_is_the_one_botocore_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+    creds = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "session-token"}
+    body = "Action=CreateTags&Version=2016-11-15&ResourceId.1=i-0123456789abcdef0&Tag.1.Key=wg-mesh%3Aready"
+    now = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    ours = readymark.signed_request("https://ec2.us-east-1.amazonaws.com/", REGION, body, creds, now)
+
+    theirs = AWSRequest(
+        method="POST",
+        url="https://ec2.us-east-1.amazonaws.com/",
+        data=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8", "X-Amz-Date": "20260102T030405Z"},
+    )
+    signer = SigV4Auth(Credentials(creds["key"], creds["secret"], creds["token"]), "ec2", REGION)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now.replace(tzinfo=None))
+    signer.add_auth(theirs)
+    assert ours.get_header("Authorization") == theirs.headers["Authorization"]
+
+
+def test_a_ready_gateway_marks_itself_and_the_gate_opens(moto_url: str, ec2: Any, instance_id: str) -> None:
+    assert readymark.READY_TAG not in tags_of(ec2, instance_id)
+    status = readymark.run(moto_url, moto_url + "/", deadline_s=10, check=list, sleep_s=0.1)
+    assert status == 0
+    assert tags_of(ec2, instance_id)[readymark.READY_TAG] == "true"
+    assert readygate.wait_ready(ec2, instance_id, timeout_s=5, interval_s=0.1) < 5
+
+
+def test_a_gateway_that_is_not_ready_never_marks_itself_and_the_gate_fails(
+    moto_url: str, ec2: Any, instance_id: str
+) -> None:
+    status = readymark.run(moto_url, moto_url + "/", deadline_s=0.3, check=lambda: ["wg0 is down"], sleep_s=0.1)
+    assert status == 1
+    assert readymark.READY_TAG not in tags_of(ec2, instance_id)
+    with pytest.raises(TimeoutError, match=f"{instance_id} did not tag itself wg-mesh:ready=true"):
+        readygate.wait_ready(ec2, instance_id, timeout_s=0.3, interval_s=0.1)
+
+
+def test_the_gate_fails_fast_for_a_terminated_instance(ec2: Any, instance_id: str) -> None:
+    ec2.terminate_instances(InstanceIds=[instance_id])
+    with pytest.raises(RuntimeError, match="is terminated and never became ready"):
+        readygate.wait_ready(ec2, instance_id, timeout_s=60, interval_s=0.1)
+
+
+def test_the_gate_command_line_against_the_emulator(
+    moto_url: str, ec2: Any, instance_id: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    argv = ["--region", REGION, "--instance-id", instance_id, "--endpoint", moto_url, "--timeout", "0.3"]
+    assert readygate.main([*argv, "--interval", "0.1"]) == 1
+    assert "did not tag itself" in capsys.readouterr().err
+    assert readymark.main(["--imds", moto_url, "--endpoint", moto_url + "/", "--deadline", "0"]) in (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("forward", "wg", "expected"),
+    [
+        ("1\n", ["true"], []),
+        ("0\n", ["true"], ["is not 1: forwarding is off"]),
+        ("1\n", ["false"], ["false failed"]),
+    ],
+)
+def test_local_readiness_needs_forwarding_and_wg0(
+    tmp_path: Path, forward: str, wg: list[str], expected: list[str]
+) -> None:
+    path = tmp_path / "ip_forward"
+    path.write_text(forward)
+    problems = readymark.local_problems(str(path), wg)
+    assert len(problems) == len(expected)
+    assert all(e in p for e, p in zip(expected, problems, strict=True))
+
+
+def test_the_endpoint_follows_the_partition() -> None:
+    assert readymark.ec2_endpoint("eu-west-1") == "https://ec2.eu-west-1.amazonaws.com/"
+    assert readymark.ec2_endpoint("cn-north-1") == "https://ec2.cn-north-1.amazonaws.com.cn/"
+    assert urllib.parse.urlsplit(readymark.ec2_endpoint("us-gov-west-1")).netloc == "ec2.us-gov-west-1.amazonaws.com"
+
+
+# --- the gate in the Pulumi program (mocks) ----------------------------------------------------
+
+COMMAND = "command:local:Command"
+EIP_ASSOC = "aws:ec2/eipAssociation:EipAssociation"
+
+
+def test_the_committed_packed_gateway_script_is_the_source() -> None:
+    packed = (REPO / "mesh" / aws_module.READY_PACKED).read_text()
+    assert metrics.unpack(packed) == (REPO / "mesh" / "readymark.py").read_text(), (
+        "mesh/readymark.py changed: repack it with "
+        'python -c \'from mesh import metrics; print(metrics.pack(open("mesh/readymark.py").read()), end="")\' '
+        "> mesh/readymark.py.gz.b64"
+    )
+
+
+@pytest.fixture(scope="module")
+def applied_dev() -> ProgramRun:
+    raw = read_raw(REPO / "Pulumi.dev.yaml")
+    assert isinstance(raw, dict)
+    raw["sites"][0].update(profile="net", assume_role_arn="arn:aws:iam::123456789012:role/deploy")
+    run = run_program(raw, preview=False)
+    assert run.error is None, run.error
+    return run
+
+
+def test_aws_user_data_marks_the_gateway_ready_as_its_last_step(applied_dev: ProgramRun) -> None:
+    aws_data = yaml.safe_load(applied_dev.sites["aws-use1"].user_data.value)
+    assert aws_data["runcmd"][-1] == ["python3", aws_module.READY_SCRIPT_PATH]
+    (script,) = [f for f in aws_data["write_files"] if f["path"] == aws_module.READY_SCRIPT_PATH]
+    assert (script["permissions"], script["encoding"]) == ("0755", "gz+b64")
+    assert metrics.unpack(script["content"]) == (REPO / "mesh" / "readymark.py").read_text()
+    gcp_data = yaml.safe_load(applied_dev.sites["gcp-euw3"].user_data.value)
+    assert aws_module.READY_SCRIPT_PATH not in str(gcp_data)
+
+
+@pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed")
+def test_aws_user_data_with_the_readiness_step_passes_cloud_init_schema(
+    applied_dev: ProgramRun, tmp_path: Path
+) -> None:
+    path = tmp_path / "aws.yaml"
+    path.write_text(applied_dev.sites["aws-use1"].user_data.value)
+    done = subprocess.run(["cloud-init", "schema", "--config-file", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_address_and_routes_move_only_after_the_gate(applied_dev: ProgramRun) -> None:
+    gate = applied_dev.named(COMMAND, "aws-use1-ready")
+    instance = applied_dev.named("aws:ec2/instance:Instance", "aws-use1-instance")
+    assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
+    assert gate.inputs["create"].split() == [
+        ".venv/bin/python", "-m", "mesh.readygate", "--region", "us-east-1", "--profile", "net",
+        "--role-arn", "arn:aws:iam::123456789012:role/deploy", "--timeout", "900", "--instance-id", instance.id,
+    ]  # fmt: skip
+    assert applied_dev.depends_on(COMMAND, "aws-use1-ready", "aws:ec2/instance:Instance", "aws-use1-instance")
+    assert applied_dev.depends_on(EIP_ASSOC, "aws-use1-eip-assoc", COMMAND, "aws-use1-ready")
+    routes = [r for r in applied_dev.of_type("aws:ec2/route:Route") if r.name.startswith("aws-use1-route-")]
+    assert routes
+    for route in routes:
+        assert applied_dev.depends_on(route.type, route.name, COMMAND, "aws-use1-ready")
+    assert applied_dev.options(EIP_ASSOC, "aws-use1-eip-assoc").delete_before_replace
+
+
+def test_the_programs_gate_command_runs_from_the_project_directory(
+    applied_dev: ProgramRun, moto_url: str, ec2: Any, instance_id: str
+) -> None:
+    """The exact command `pulumi up` runs (pulumi-command, /bin/sh -c, in the project directory), aimed at moto."""
+    gate = applied_dev.named(COMMAND, "aws-use1-ready")
+    program_instance = applied_dev.named("aws:ec2/instance:Instance", "aws-use1-instance").id
+    without_site_credentials = (
+        gate.inputs["create"]
+        .replace(" --profile net", "")
+        .replace(" --role-arn arn:aws:iam::123456789012:role/deploy", "")
+    )
+    line = without_site_credentials.replace(program_instance, instance_id).replace("--timeout 900", "--timeout 5")
+    env = {"PATH": "/usr/bin:/bin", "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    ec2.create_tags(Resources=[instance_id], Tags=[{"Key": readymark.READY_TAG, "Value": "true"}])
+    done = subprocess.run(
+        ["/bin/sh", "-c", f"{line} --endpoint {moto_url} --interval 0.1"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{instance_id} ready after" in done.stdout
