@@ -186,7 +186,8 @@ class AwsGateway(component.SiteComponent):
             f"{name}-subnet",
             vpc_id=vpc.id,
             cidr_block=str(topology.gateway_subnet(first)),
-            availability_zone=site.zone,
+            availability_zone=site.zone_name,
+            availability_zone_id=site.zone_id,  # a zone ID (use1-az1) names the same zone in every account
             tags={"Name": f"wg-mesh-{site.name}-gateway"},
             opts=child,
         )
