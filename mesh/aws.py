@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from mesh import component, topology
+from mesh import component, topology, userdata
 from mesh.component import Directory
 from mesh.config import AwsSite, MeshConfig
 
@@ -139,7 +139,8 @@ class AwsGateway(component.SiteComponent):
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
             ),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(encrypted=True, volume_type="gp3"),
-            user_data=self.user_data,
+            # gzip'd (deterministically) to stay under EC2's 16 KB: see mesh/userdata.py
+            user_data_base64=self.user_data.apply(userdata.aws_user_data_base64),
             user_data_replace_on_change=True,  # cloud-init runs once: a new config needs a new instance
             tags={"Name": f"wg-mesh-{site.name}"},
             opts=child,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi
 
-from mesh import metrics, render, topology
+from mesh import render, topology, userdata
 from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from mesh.keys import WireGuardKey
 from mesh.topology import PeerAddress
@@ -58,8 +58,7 @@ def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Di
 
 
 def _render_user_data(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:
-    extras = metrics.metrics_extras(mesh, site_name, values["directory"])
-    return render.cloud_config(values["wg_conf"], extras)
+    return userdata.render_user_data(mesh, site_name, values["wg_conf"], values["directory"])
 
 
 def user_data(

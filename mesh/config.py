@@ -562,14 +562,24 @@ def _problems_from(exc: ValidationError, raw_sites: Any) -> list[str]:
     return problems
 
 
-def load_mesh(raw: Any) -> MeshConfig:
-    """Validate the raw `wg-mesh:mesh` value; raise ConfigError listing every problem."""
+def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
+    """Validate the raw `wg-mesh:mesh` value; raise ConfigError listing every problem.
+
+    check_limits: also refuse a mesh whose gateways' user data would not fit the clouds' limits (the
+    benchmarks turn it off to chart sizes past them)."""
     if not isinstance(raw, dict):
         raise ConfigError([f"(top level): expected a mapping with overlay_cidr and sites, got {type(raw).__name__}"])
     try:
-        return MeshConfig.model_validate(raw)
+        cfg = MeshConfig.model_validate(raw)
     except ValidationError as exc:
         problems = _problems_from(exc, raw.get("sites"))
+    else:
+        if check_limits:
+            from mesh.userdata import size_problems  # renders user data: imports topology, which imports this
+
+            if limits := size_problems(cfg):
+                raise ConfigError(limits)
+        return cfg
 
     # Field errors stop pydantic before the mesh-wide checks. Run those on whatever fields did
     # parse, so that a user fixing a typo is not surprised by a second round of problems.

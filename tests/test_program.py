@@ -7,7 +7,9 @@ fake values the mocks returned and the rendered configs against the site compone
 
 from __future__ import annotations
 
+import base64
 import copy
+import gzip
 import ipaddress
 import json
 from collections.abc import Iterator
@@ -88,7 +90,13 @@ def strings_in(value: Any) -> Iterator[str]:
 
 
 def user_data_input(resource: Recorded) -> str:
-    value = resource.inputs["userData"] if resource.type == AWS_INSTANCE else resource.inputs["metadata"]["user-data"]
+    """The #cloud-config text an instance gets (AWS: gzip'd, base64 in userDataBase64)."""
+    if resource.type == AWS_INSTANCE:
+        assert "userData" not in resource.inputs
+        packed = base64.b64decode(resource.inputs["userDataBase64"], validate=True)
+        assert packed[:2] == b"\x1f\x8b"  # gzip: cloud-init uncompresses it
+        return gzip.decompress(packed).decode()
+    value = resource.inputs["metadata"]["user-data"]
     assert isinstance(value, str)
     return value
 
@@ -112,7 +120,7 @@ def test_preview_declares_every_site_with_unknown_addresses_and_keys(previewed: 
         assert values.public_ip.known == isinstance(site, StaticSite)
     for site in cloud_sites(cfg):
         instance = instance_of(previewed, site)
-        secret_key = "userData" if isinstance(site, AwsSite) else "metadata"
+        secret_key = "userDataBase64" if isinstance(site, AwsSite) else "metadata"
         assert secret_key in instance.secret_inputs
         assert "user-data" not in json.dumps(instance.public_inputs(), default=str)
     assert previewed.exports["wireguard_configs"].secret
@@ -386,7 +394,7 @@ def test_everything_holding_a_private_key_is_secret(applied: ProgramRun) -> None
     assert applied.exports["wireguard_configs"].secret
     assert applied.exports["static_site_cloud_init"].secret
     for instance in applied.of_type(AWS_INSTANCE):
-        assert "userData" in instance.secret_inputs
+        assert "userDataBase64" in instance.secret_inputs
     for instance in applied.of_type(GCP_INSTANCE):
         assert "metadata" in instance.secret_inputs
 

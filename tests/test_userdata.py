@@ -1,0 +1,106 @@
+"""User data per cloud: deterministic gzip for AWS, the clouds' size limits known to validate and the program."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench import meshgen
+from mesh import deflate, topology, userdata
+from mesh.config import ConfigError, load_mesh
+from mesh.stackfile import load
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@given(st.binary(max_size=5000))
+@settings(max_examples=200, deadline=None)
+def test_gzip_roundtrip_any_bytes(data: bytes) -> None:
+    assert gzip.decompress(deflate.gzip_compress(data)) == data
+
+
+@given(st.lists(st.sampled_from(["[Peer]\n", "AllowedIPs = 10.", "a", "b", "\x00", "é", "x" * 300]), max_size=400))
+@settings(max_examples=100, deadline=None)
+def test_gzip_roundtrip_repetitive_text(parts: list[str]) -> None:
+    data = "".join(parts).encode()
+    packed = deflate.gzip_compress(data)
+    assert gzip.decompress(packed) == data
+    assert zlib.decompress(packed[10:-8], wbits=-15) == data  # a plain raw DEFLATE stream as well
+
+
+def test_gzip_is_deterministic_and_fixed() -> None:
+    """The same text, the same bytes: here, in another interpreter, and as pinned (a change to the encoder
+    changes every AWS gateway's user data, so it must show up in review)."""
+    text = (REPO / "Pulumi.prod.yaml").read_bytes()
+    packed = deflate.gzip_compress(text)
+    assert packed[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no name, mtime 0, OS unknown
+    other = subprocess.run(
+        [sys.executable, "-c", "import sys; from mesh import deflate; "
+         "sys.stdout.buffer.write(deflate.gzip_compress(sys.stdin.buffer.read()))"],
+        input=text, capture_output=True, check=True, cwd=REPO,
+    ).stdout  # fmt: skip
+    assert other == packed
+    assert len(packed) < len(text) * 0.7
+    assert hashlib.sha256(deflate.gzip_compress(b"wg-mesh " * 100 + bytes(range(256)))).hexdigest() == PINNED
+
+
+PINNED = "8b2072085c88b009eb685a9c0ddad44acb544dfcf815e699943ece2d89554d26"
+
+
+def test_aws_user_data_base64_is_gzip_of_the_text() -> None:
+    text = "#cloud-config\n" + "packages: [wireguard-tools]\n" * 50
+    packed = base64.b64decode(userdata.aws_user_data_base64(text))
+    assert gzip.decompress(packed).decode() == text and len(packed) < len(text)
+
+
+def test_aws_user_data_over_the_limit_is_refused() -> None:
+    random = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(700))  # 22 KB that does not compress
+    noise = base64.b64encode(random).decode()
+    with pytest.raises(ValueError, match="over EC2's 16384-byte limit"):
+        userdata.aws_user_data_base64(noise)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_estimate_is_not_below_what_a_real_gateway_sends(stack: str) -> None:
+    from mesh import render, wgkey
+
+    cfg = load(REPO / f"Pulumi.{stack}.yaml")
+    directory = {
+        s.name: topology.PeerAddress(f"203.0.113.{i + 1}", wgkey.public_key(wgkey.generate_private_key()))
+        for i, s in enumerate(cfg.sites)
+    }
+    for site in cfg.sites:
+        conf = render.wg_quick_conf(topology.interface_plan(cfg, site.name, directory), wgkey.generate_private_key())
+        text = userdata.render_user_data(cfg, site.name, conf, directory)
+        real = len(deflate.gzip_compress(text.encode())) if site.cloud == "aws" else len(text.encode())
+        estimate = userdata.estimated_size(cfg, site.name)
+        if site.cloud == "aws":
+            assert estimate >= real - 32, site.name  # random keys: a few bytes of compression noise
+        elif site.cloud == "gcp":
+            assert estimate >= real, site.name  # plain text with the longest addresses
+
+
+def test_validate_knows_the_aws_limit() -> None:
+    crossing = meshgen.user_data_crossing(160, "aws_user_data_bytes", userdata.AWS_USER_DATA_LIMIT)
+    assert crossing is not None and 64 < crossing < 160  # far past the ~17 sites of plain text
+    load_mesh(meshgen.generate_mesh(crossing - 8))
+    with pytest.raises(ConfigError) as caught:
+        load_mesh(meshgen.generate_mesh(crossing))
+    (problem,) = caught.value.problems
+    assert problem.startswith("sites[") and "EC2's limit is 16384" in problem
+
+
+def test_gcp_limit_is_a_metadata_value() -> None:
+    cfg = load_mesh(meshgen.generate_mesh(16))
+    found = userdata.largest(cfg, "gcp")
+    assert found is not None and 0 < found[2] < userdata.GCP_METADATA_VALUE_LIMIT
+    assert userdata.largest(cfg.model_copy(update={"sites": [s for s in cfg.sites if s.cloud != "gcp"]}), "gcp") is None
