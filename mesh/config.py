@@ -93,15 +93,16 @@ def _parse_network(value: Any) -> Any:
         return value
     if not isinstance(value, str):
         raise ValueError(f"expected an IPv4 CIDR such as 10.10.0.0/16, got {quote(value)}")
+    shown = value if value and value.isprintable() and " " not in value and len(value) <= 60 else quote(value)
     if "/" not in value:
-        raise ValueError(f"{value} has no prefix length (write it as a CIDR, e.g. {value}/16)")
+        raise ValueError(f"{shown} has no prefix length (write it as a CIDR, e.g. {shown}/16)")
     try:
         return IPv4Network(value, strict=True)
     except ValueError as exc:
         try:
             loose = IPv4Network(value, strict=False)
         except ValueError:
-            raise ValueError(f"{value} is not an IPv4 CIDR ({exc})") from None
+            raise ValueError(f"{shown} is not an IPv4 CIDR ({quote(str(exc))})") from None
         raise ValueError(f"{value} has host bits set (did you mean {loose}?)") from None
 
 
@@ -366,7 +367,7 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
                 f"sites[{i}].{key}: required with {', '.join(given)} (an existing network is given by "
                 f"{', '.join(keys)} together; leave all out to have wg-mesh create one)"
             )
-    if not given and cloud in EXISTING_NETWORK_KEYS and isinstance(site.get("cidrs"), list):
+    if not given and isinstance(cloud, str) and cloud in EXISTING_NETWORK_KEYS and isinstance(site.get("cidrs"), list):
         nets = [_lenient(_parse_network, c) for c in site["cidrs"]]
         if all(net is not None for net in nets):
             problems += addressing.created_network_problems(f"sites[{i}]", str(cloud), nets)
