@@ -113,7 +113,7 @@ def user_data_usage(cfg: MeshConfig) -> dict[str, int]:
     """The largest gateway user data per cloud, in the bytes the cloud counts (AWS gzip'd, GCP plain text)."""
     out = {}
     for cloud, key in USER_DATA_KEYS.items():
-        found = userdata.largest(cfg, cloud, exhaustive=False)
+        found = userdata.largest(cfg, cloud, exhaustive=False, exact=True)
         out[key] = found[2] if found is not None else 0
     return out
 

@@ -51,13 +51,13 @@ def aws_user_data_base64(text: str) -> str:
     return base64.b64encode(packed).decode("ascii")
 
 
-def delivered_size(cloud: str, text: str) -> int:
-    """Bytes the cloud counts against its limit."""
+def delivered_size(cloud: str, text: str, exact: bool = False) -> int:
+    """Bytes the cloud counts against its limit; not exact: for AWS, a bound when the text alone fits."""
     data = text.encode()
     if cloud == "aws":
         # DEFLATE's fixed codes spend 8 bits on an ASCII byte: never more than the text plus ~20 bytes of framing,
-        # so only a text near the limit needs the (slow, pure Python) compression to know.
-        return len(aws_gzip(text)) if len(data) > AWS_USER_DATA_LIMIT - 64 else len(data)
+        # so only a text near the limit needs the (pure Python, ~1 ms per KB) compression to know.
+        return len(aws_gzip(text)) if exact or len(data) > AWS_USER_DATA_LIMIT - 64 else len(data)
     return len(data)
 
 
@@ -69,12 +69,12 @@ def worst_case_directory(cfg: MeshConfig) -> dict[str, PeerAddress]:
     return {site.name: PeerAddress(WORST_CASE_IP, _placeholder_key(f"public:{site.name}")) for site in cfg.sites}
 
 
-def estimated_size(cfg: MeshConfig, site_name: str) -> int:
+def estimated_size(cfg: MeshConfig, site_name: str, exact: bool = False) -> int:
     """The delivered size of a site's user data with the longest addresses and random keys."""
     directory = worst_case_directory(cfg)
     plan = topology.interface_plan(cfg, site_name, directory)
     conf = render.wg_quick_conf(plan, _placeholder_key(f"private:{site_name}"))
-    return delivered_size(cfg.site(site_name).cloud, render_user_data(cfg, site_name, conf, directory))
+    return delivered_size(cfg.site(site_name).cloud, render_user_data(cfg, site_name, conf, directory), exact)
 
 
 def _own_weight(site: AwsSite | GcpSite) -> int:
@@ -86,7 +86,9 @@ def _own_weight(site: AwsSite | GcpSite) -> int:
 SIZE_MARGIN = 256  # bytes: names and compression noise by which two gateways of one cloud can differ
 
 
-def largest(cfg: MeshConfig, cloud: str, exhaustive: bool = True) -> tuple[int, AwsSite | GcpSite, int] | None:
+def largest(
+    cfg: MeshConfig, cloud: str, exhaustive: bool = True, exact: bool = False
+) -> tuple[int, AwsSite | GcpSite, int] | None:
     """(index, site, estimated bytes) of the largest user data among the cloud's gateways, or None.
 
     Every gateway's user data holds the whole mesh, so one estimate (the site that adds least to the others)
@@ -96,7 +98,7 @@ def largest(cfg: MeshConfig, cloud: str, exhaustive: bool = True) -> tuple[int, 
     if not sites:
         return None
     i, site = min(sites, key=lambda pair: _own_weight(pair[1]))
-    size = estimated_size(cfg, site.name)
+    size = estimated_size(cfg, site.name, exact)
     if exhaustive and LIMITS[cloud] - SIZE_MARGIN < size <= LIMITS[cloud]:
         return max(((j, s, estimated_size(cfg, s.name)) for j, s in sites), key=lambda t: t[2])
     return i, site, size
