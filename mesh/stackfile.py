@@ -100,7 +100,7 @@ def parse(text: str, path: Path) -> Any:
     try:
         loader = _StackLoader(text)
     except yaml.YAMLError as exc:  # the reader refuses some characters (NUL, other control characters) at once
-        raise ConfigError([f"(document): not valid YAML in {path.name}: {exc}"]) from None
+        raise ConfigError([f"(document): not valid YAML in {path.name}: {str(exc).splitlines()[0]}"]) from None
     try:
         root = loader.get_single_node()
         if root is None:

@@ -81,3 +81,24 @@ def test_any_input_renders_or_gives_one_line_field_problems(raw: Any) -> None:
         conf = render.wg_quick_conf(plan, "cHJpdmF0ZQ==")
         assert render.cloud_config(conf).startswith("#cloud-config\n")
         assert 1280 <= plan.mtu <= 8920
+
+
+YAML_PIECES = st.sampled_from(
+    ["config:\n", "  wg-mesh:mesh:\n", "    sites: ", "[", "]", "{", "}", "&a ", "*a ", "*b ", "- ", "x: ", "x: 1\n",
+     "<<: *a\n", "!!python/object:os.system ", "\t", "\x00", "\ufeff", "'", '"', "\n", "  ", "yes", "? ", ": "]
+)  # fmt: skip
+
+
+@given(st.lists(YAML_PIECES | st.text(max_size=5), max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_any_stack_file_text_gives_a_value_or_one_line_problems(parts: list[str]) -> None:
+    from pathlib import Path
+
+    from mesh.stackfile import parse
+
+    try:
+        parse("".join(parts), Path("Pulumi.fuzz.yaml"))
+    except ConfigError as exc:
+        assert exc.problems, exc
+        for problem in exc.problems:  # YAML keys can be anything: the field is whatever precedes the first ": "
+            assert "\n" not in problem and ": " in problem and not problem.startswith(": "), problem

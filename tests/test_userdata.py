@@ -104,3 +104,28 @@ def test_gcp_limit_is_a_metadata_value() -> None:
     found = userdata.largest(cfg, "gcp")
     assert found is not None and 0 < found[2] < userdata.GCP_METADATA_VALUE_LIMIT
     assert userdata.largest(cfg.model_copy(update={"sites": [s for s in cfg.sites if s.cloud != "gcp"]}), "gcp") is None
+
+
+@pytest.mark.skipif(not Path("/usr/lib/python3/dist-packages/cloudinit").is_dir(), reason="cloud-init not installed")
+def test_cloud_init_reads_the_gzipped_user_data_of_the_program(tmp_path: Path) -> None:
+    """cloud-init's own user-data reader (the path EC2 user data takes) turns our gzip back into the #cloud-config."""
+    from mesh import render, wgkey
+
+    cfg = load(REPO / "Pulumi.prod.yaml")
+    directory = {
+        s.name: topology.PeerAddress(f"203.0.113.{i + 1}", wgkey.public_key(wgkey.generate_private_key()))
+        for i, s in enumerate(cfg.sites)
+    }
+    conf = render.wg_quick_conf(topology.interface_plan(cfg, "aws-use1", directory), wgkey.generate_private_key())
+    text = userdata.render_user_data(cfg, "aws-use1", conf, directory)
+    (tmp_path / "user-data.b64").write_text(userdata.aws_user_data_base64(text))
+    read = (
+        "import base64, sys; from cloudinit import user_data; "
+        "raw = base64.b64decode(open(sys.argv[1]).read()); "
+        "sys.stdout.buffer.write(user_data.convert_string(raw).get_payload(decode=True))"
+    )
+    result = subprocess.run(
+        ["/usr/bin/python3", "-c", read, str(tmp_path / "user-data.b64")], capture_output=True, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode() == text
