@@ -125,6 +125,27 @@ def mesh_problems(overlay: IPv4Network | None, sites: Sequence[Ranges]) -> list[
     return problems
 
 
+_RFC1918 = (IPv4Network("10.0.0.0/8"), IPv4Network("172.16.0.0/12"), IPv4Network("192.168.0.0/16"))
+_AWS_198_19 = IPv4Network("198.19.0.0/16")
+
+
+def _aws_secondary_problem(primary: IPv4Network, block: IPv4Network) -> str | None:
+    """AWS's "IPv4 CIDR block association restrictions" table: which blocks a VPC may add, given its first one
+    (https://docs.aws.amazon.com/vpc/latest/userguide/vpc-cidr-blocks.html)."""
+    home = next((r for r in _RFC1918 if primary.subnet_of(r)), None)
+    other_private = next((r for r in _RFC1918 if block.overlaps(r) and r != home), None)
+    if other_private is not None:
+        first = f"{primary} (in {home})" if home is not None else f"{primary} (not RFC 1918)"
+        return f"a VPC whose first block is {first} cannot add a block from {other_private}"
+    if block.overlaps(_AWS_198_19) and not primary.subnet_of(_AWS_198_19):
+        return f"AWS does not let a VPC add a block from {_AWS_198_19} unless its first block is in it"
+    if home == _RFC1918[1] and block.overlaps(IPv4Network("172.31.0.0/16")):
+        return "a VPC whose first block is in 172.16.0.0/12 cannot add a block from 172.31.0.0/16"
+    if primary.subnet_of(IPv4Network("10.0.0.0/15")) and block.overlaps(IPv4Network("10.0.0.0/16")):
+        return "a VPC whose first block is in 10.0.0.0/15 cannot add a block from 10.0.0.0/16"
+    return None
+
+
 def created_network_problems(where: str, cloud: str, cidrs: Sequence[IPv4Network]) -> list[str]:
     """CIDRs the cloud refuses when wg-mesh creates the site's network (an existing network is the user's)."""
     problems = []
@@ -136,6 +157,8 @@ def created_network_problems(where: str, cloud: str, cidrs: Sequence[IPv4Network
                     f"{where}.cidrs[{j}]: {net} cannot be a VPC block: AWS accepts /{low} to /{high} "
                     f"(split it into /{low}s, or give vpc_id, subnet_id and route_table_ids of an existing VPC)"
                 )
+            elif j > 0 and (why := _aws_secondary_problem(cidrs[0], net)) is not None:
+                problems.append(f"{where}.cidrs[{j}]: {net}: {why} (reorder cidrs, or use an existing VPC)")
     elif cloud == "gcp" and cidrs and cidrs[0].prefixlen > GCP_SUBNET_MIN_SIZE_PREFIX:
         problems.append(
             f"{where}.cidrs[0]: {cidrs[0]} is too small for the gateway subnet wg-mesh creates in it: GCP subnets "

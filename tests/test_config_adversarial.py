@@ -276,6 +276,29 @@ def test_every_created_aws_vpc_block_is_checked() -> None:
     assert "AWS accepts /16 to /28" in only(problems, "sites[0].cidrs[1]: ")
 
 
+@pytest.mark.parametrize(
+    ("cidrs", "expected"),
+    [
+        (["10.10.0.0/16", "172.20.0.0/16"], "cannot add a block from 172.16.0.0/12"),
+        (["192.168.0.0/16", "10.20.0.0/16"], "cannot add a block from 10.0.0.0/8"),
+        (["172.20.0.0/16", "172.31.0.0/16"], "cannot add a block from 172.31.0.0/16"),
+        (["10.1.0.0/16", "10.0.0.0/16"], "cannot add a block from 10.0.0.0/16"),
+        (["10.10.0.0/16", "198.19.0.0/16"], "unless its first block is in it"),
+        (["198.19.0.0/16", "10.20.0.0/16"], "198.19.0.0/16 (not RFC 1918) cannot add a block from 10.0.0.0/8"),
+        (["100.64.0.0/16", "10.20.0.0/16"], "(not RFC 1918) cannot add a block from 10.0.0.0/8"),
+    ],
+)
+def test_created_aws_vpc_secondary_blocks_follow_the_association_rules(cidrs: list[str], expected: str) -> None:
+    raw = with_change("sites.0.cidrs", cidrs)
+    raw["sites"][2]["cidrs"] = ["192.168.77.0/24"] if not cidrs[0].startswith("192.168.0") else ["203.0.113.64/26"]
+    assert expected in only(problems_for(raw), "sites[0].cidrs[1]: ")
+
+
+@pytest.mark.parametrize("cidrs", [["10.10.0.0/16", "10.20.0.0/16"], ["10.10.0.0/16", "100.64.0.0/16"]])
+def test_created_aws_vpc_secondary_blocks_that_aws_permits(cidrs: list[str]) -> None:
+    load_mesh(with_change("sites.0.cidrs", cidrs))
+
+
 def test_existing_aws_vpc_blocks_are_the_users() -> None:
     raw = with_change("sites.0.cidrs", ["10.0.0.0/12"])
     raw["sites"][0].update(vpc_id="vpc-0123abcd", subnet_id="subnet-0123abcd", route_table_ids=["rtb-0123abcd"])
