@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
-from reprlib import Repr
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,6 +26,7 @@ from pydantic import (
 )
 
 from mesh import addressing, zones
+from mesh.messages import EXPECTED, bounded, describe, one_line, quote
 
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
@@ -50,39 +50,14 @@ _GCP_MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)+")
 _AWS_ID = "{}-(?:[0-9a-f]{{8}}|[0-9a-f]{{17}})"
 # A GCP network or subnetwork: its name (RFC 1035 label) or a self link / partial URL ending in one.
 _GCP_RESOURCE = re.compile(r"(\S+/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-MAX_PROBLEMS = 50  # lines of one report; the rest is counted, not printed
-MAX_PROBLEM_LENGTH = 400  # characters of one line
-_QUOTE = Repr()  # attributes, not keywords: Python 3.11 has no Repr(**limits)
-_QUOTE.maxlevel, _QUOTE.maxstring, _QUOTE.maxother, _QUOTE.maxlist, _QUOTE.maxdict = 2, 60, 60, 4, 4
 
 
 class ConfigError(ValueError):
     """Invalid mesh configuration. `problems` holds one line per problem, field path first."""
 
     def __init__(self, problems: Sequence[str]):
-        self.problems = _bounded([_one_line(p) for p in problems])
+        self.problems = bounded([one_line(p) for p in problems])
         super().__init__("invalid wg-mesh:mesh configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
-
-
-def _one_line(problem: str) -> str:
-    """One problem, one line: control characters (newlines above all) escaped, length capped.
-
-    Values from the config end up in messages; a name with a newline must not print as a second problem."""
-    head = problem[:MAX_PROBLEM_LENGTH]  # escaping only makes it longer: cut first, then again after
-    text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in head)
-    text += "…" if len(problem) > MAX_PROBLEM_LENGTH else ""
-    return text if len(text) <= MAX_PROBLEM_LENGTH else text[: MAX_PROBLEM_LENGTH - 1] + "…"
-
-
-def _bounded(problems: list[str]) -> list[str]:
-    if len(problems) <= MAX_PROBLEMS:
-        return problems
-    return [*problems[:MAX_PROBLEMS], f"(more): {len(problems) - MAX_PROBLEMS} further problems not shown"]
-
-
-def quote(value: Any) -> str:
-    """A value as it may appear in a message: repr, bounded in size and depth whatever the input."""
-    return _QUOTE.repr(value)
 
 
 # --- field types with messages a human can act on ---------------------------------------
@@ -493,26 +468,6 @@ def _format_loc(loc: Iterable[int | str]) -> str:
     return out or "(top level)"
 
 
-_EXPECTED = {
-    "int_type": "an integer",
-    "int_from_float": "an integer",
-    "bool_type": "true or false",
-    "string_type": "a string",
-    "list_type": "a list",
-    "dict_type": "a mapping",
-    "model_type": "a mapping",
-    "model_attributes_type": "a mapping",
-}
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()} (YAML reads yes/no/on/off/true/false as booleans)"
-    if value is None:
-        return "nothing (null)"
-    return f"{type(value).__name__} {quote(value)}"
-
-
 def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
     loc = tuple(err["loc"])
     path = _format_loc(loc)
@@ -528,8 +483,8 @@ def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
         return f"{path}: required"
     if loc[:1] == ("mtu",):
         return f"mtu: {quote(err['input'])} is neither 'auto' nor an integer in {MIN_TUNNEL_MTU}..{MAX_TUNNEL_MTU}"
-    if kind in _EXPECTED:
-        return f"{path}: expected {_EXPECTED[kind]}, got {_describe(err.get('input'))}"
+    if kind in EXPECTED:
+        return f"{path}: expected {EXPECTED[kind]}, got {describe(err.get('input'))}"
     if kind in ("less_than_equal", "greater_than_equal") and isinstance(err.get("input"), int):
         bound = err["ctx"].get("le", err["ctx"].get("ge"))
         side = "above the maximum" if kind == "less_than_equal" else "below the minimum"
