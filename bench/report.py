@@ -98,7 +98,7 @@ def _user_data_curve(scale: dict[str, Any]) -> list[str]:
         "(`mesh/deflate.py`, deterministic) adds about 75 bytes a site to AWS's until the text outgrows DEFLATE's "
         "32 KB window (about 100 sites: a peer's key in the metrics mapping no longer matches its copy in wg0.conf), "
         "then about 250. Plain text would pass EC2's limit at 17 sites. `validate` refuses a mesh over either "
-        "limit.\n",
+        "limit; the largest mesh is one less than the first N over it.\n",
         table(
             ["N", "AWS (gzip'd) bytes", "GCP (text) bytes"],
             [[str(r["n"]), str(r["aws_user_data_bytes"]), str(r["gcp_user_data_bytes"])] for r in shown],
