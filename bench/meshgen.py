@@ -11,7 +11,7 @@ import math
 from ipaddress import IPv4Network
 from typing import Any
 
-from mesh import topology
+from mesh import topology, userdata
 from mesh.config import AwsSite, GcpSite, MeshConfig, load_mesh
 
 AWS_REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-1", "us-west-2")
@@ -103,7 +103,47 @@ def quota_usage(cfg: MeshConfig, first_of_each_cloud: bool = False) -> dict[str,
 
 
 def usage_for(n: int) -> dict[str, int]:
-    return {"n": n, **quota_usage(load_mesh(generate_mesh(n)))}
+    return {"n": n, **quota_usage(load_mesh(generate_mesh(n), check_limits=False))}
+
+
+USER_DATA_KEYS = {"aws": "aws_user_data_bytes", "gcp": "gcp_user_data_bytes"}
+
+
+def user_data_usage(cfg: MeshConfig) -> dict[str, int]:
+    """The largest gateway user data per cloud, in the bytes the cloud counts (AWS gzip'd, GCP plain text)."""
+    out = {}
+    for cloud, key in USER_DATA_KEYS.items():
+        found = userdata.largest(cfg, cloud, exhaustive=False, exact=True)
+        out[key] = found[2] if found is not None else 0
+    return out
+
+
+def user_data_curve(n_max: int, step: int = 8) -> list[dict[str, int]]:
+    """user_data_usage at N = 2, step, 2*step, ... n_max (rendering costs ~0.1-0.5 s a mesh, so not every N)."""
+    full = load_mesh(generate_mesh(n_max), check_limits=False)
+    ns = sorted({2, *range(step, n_max + 1, step), n_max})
+    return [{"n": n, **user_data_usage(full.model_copy(update={"sites": full.sites[:n]}))} for n in ns]
+
+
+def user_data_crossing(n_max: int, key: str, limit: int) -> int | None:
+    """The smallest N (2..n_max) whose user data passes the limit, by bisection (it grows with N)."""
+    full = load_mesh(generate_mesh(n_max), check_limits=False)
+
+    cloud = next(c for c, k in USER_DATA_KEYS.items() if k == key)
+
+    def over(n: int) -> bool:
+        found = userdata.largest(full.model_copy(update={"sites": full.sites[:n]}), cloud, exhaustive=False)
+        return found is not None and found[2] > limit
+
+    if not over(n_max):
+        return None
+    lo, hi = 2, n_max  # over(hi) holds
+    if over(lo):
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if over(mid) else (mid, hi)
+    return hi
 
 
 def quota_curve(n_max: int) -> list[dict[str, int]]:
@@ -111,7 +151,7 @@ def quota_curve(n_max: int) -> list[dict[str, int]]:
     overlay's prefix length does, which no count depends on), so the largest mesh is validated once and sliced,
     and one site per cloud stands for all (each holds one CIDR). The scale bench checks the curve against the
     program's own declarations at the measured sizes."""
-    full = load_mesh(generate_mesh(n_max))
+    full = load_mesh(generate_mesh(n_max), check_limits=False)
     return [
         {"n": n, **quota_usage(full.model_copy(update={"sites": full.sites[:n]}), first_of_each_cloud=True)}
         for n in range(2, n_max + 1)

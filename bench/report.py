@@ -69,6 +69,43 @@ def ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f} ms"
 
 
+def _user_data_rows(scale: dict[str, Any], curve_max: int) -> list[list[str]]:
+    c, q = scale["crossings"], scale["quotas"]
+    if "aws_user_data_bytes" not in q:
+        return []
+    return [
+        [
+            "AWS user data, bytes before base64 (wg-mesh sends it gzip'd; not adjustable)",
+            str(q["aws_user_data_bytes"]),
+            f"**{crossing(c['aws_user_data_bytes'], curve_max)}**",
+        ],
+        [
+            "GCP metadata value `user-data`, bytes (plain text; not adjustable)",
+            str(q["gcp_user_data_bytes"]),
+            f"**{crossing(c['gcp_user_data_bytes'], curve_max)}**",
+        ],
+    ]
+
+
+def _user_data_curve(scale: dict[str, Any]) -> list[str]:
+    rows = scale.get("user_data_curve")
+    if not rows:
+        return []
+    shown = [r for r in rows if r["n"] in (2, 16, 32, 64, 96, 128, 200, 296) or r is rows[-1]]
+    return [
+        "\nUser data size per gateway (the largest of each cloud; sites with one CIDR each, longest addresses). "
+        "Every gateway's user data holds the whole mesh, so its text grows by about 420 bytes a site; gzip "
+        "(zopfli, deterministic) adds about 75 bytes a site to AWS's until the text outgrows DEFLATE's "
+        "32 KB window (about 100 sites: a peer's key in the metrics mapping no longer matches its copy in wg0.conf), "
+        "then about 250. Plain text would pass EC2's limit at 17 sites. `validate` refuses a mesh over either "
+        "limit; the largest mesh is one less than the first N over it.\n",
+        table(
+            ["N", "AWS (gzip'd) bytes", "GCP (text) bytes"],
+            [[str(r["n"]), str(r["aws_user_data_bytes"]), str(r["gcp_user_data_bytes"])] for r in shown],
+        ),
+    ]
+
+
 def crossing(value: int | None, curve_max: int) -> str:
     return f"N={value}" if value is not None else f"none up to N={curve_max}"
 
@@ -210,6 +247,13 @@ def headline(data: dict[str, Any]) -> list[str]:
             f"security group passes {q['aws_sg_inbound_entries']} inbound rules at "
             f"**{crossing(c['aws_sg_inbound_entries'], top)}**."
         )
+        if "aws_user_data_bytes" in q:
+            lines.append(
+                f"- User data: an AWS gateway's (gzip'd) passes EC2's {q['aws_user_data_bytes']} bytes at "
+                f"**{crossing(c['aws_user_data_bytes'], top)}** sites; a GCP gateway's passes the "
+                f"{q['gcp_user_data_bytes']}-byte metadata value limit at "
+                f"**{crossing(c['gcp_user_data_bytes'], top)}**."
+            )
     return lines
 
 
@@ -608,9 +652,11 @@ def section_scale(scale: dict[str, Any], images: dict[str, str]) -> str:
                     str(q["aws_sg_inbound_entries"]),
                     f"**{crossing(c['aws_sg_inbound_entries'], curve_max)}**",
                 ],
+                *_user_data_rows(scale, curve_max),
             ],
         )
     )
+    out.extend(_user_data_curve(scale))
     out.append(
         "\nThe fix, in order of preference:\n\n"
         "1. **Summarised routes**: allocate site CIDRs from one supernet per environment (or per cloud) and route "

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench import meshgen
 from bench.stats import median
+from mesh import userdata
 
 REPO = Path(__file__).resolve().parent.parent
 FULL_SIZES = (2, 8, 16, 32, 64)
@@ -116,14 +117,19 @@ def run_scale(sizes: Sequence[int], repeats: int, log: Log, curve_max_n: int = Q
         "gcp_routes_per_network": meshgen.GCP_ROUTES_PER_NETWORK,
         "aws_sg_inbound_entries": meshgen.AWS_SG_INBOUND_RULES,
     }
+    # User data: a size limit per gateway, not a count; a coarser curve and an exact crossing by bisection.
+    user_data_limits = {meshgen.USER_DATA_KEYS[cloud]: limit for cloud, limit in userdata.LIMITS.items()}
+    crossings = {key: meshgen.first_crossing(curve, key, quota) for key, quota in quotas.items()}
+    crossings |= {key: meshgen.user_data_crossing(curve_max_n, key, limit) for key, limit in user_data_limits.items()}
     return {
         "sizes": list(sizes),
         "repeats": repeats,
         "points": points,
         "runs": {str(n): runs[n] for n in sizes},
         "quota_curve": curve,
-        "quotas": quotas,
-        "crossings": {key: meshgen.first_crossing(curve, key, quota) for key, quota in quotas.items()},
+        "user_data_curve": meshgen.user_data_curve(curve_max_n),
+        "quotas": quotas | user_data_limits,
+        "crossings": crossings,
         "curve_matches_program": checks,
         "seconds": round(time.perf_counter() - started, 1),
     }

@@ -11,13 +11,12 @@ import functools
 import re
 import shlex
 from dataclasses import dataclass, field
-from importlib import resources
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
-from mesh import aws_iam, awsfacts, component, metrics, readymark, render, topology
+from mesh import aws_iam, awsfacts, component, readymark, topology, userdata
 from mesh.awsfacts import ami_architecture
 
 __all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
@@ -29,8 +28,6 @@ ALL_PROTOCOLS = "-1"
 # The readiness gate runs with the project's virtualenv (Pulumi.yaml: virtualenv .venv), from the project directory.
 GATE_COMMAND = ".venv/bin/python -m mesh.readygate"
 READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
-READY_SCRIPT_PATH = "/usr/local/sbin/wg-mesh-ready"
-READY_PACKED = "readymark.py.gz.b64"
 # What AWS accepts in security group and rule descriptions (no apostrophes, for one).
 SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")
 ANYWHERE = "0.0.0.0/0"
@@ -51,15 +48,6 @@ class _Network:
     # What must exist before the gateway boots: cloud-init runs once and installs packages from the
     # internet, so a created subnet needs its default route and route table association first.
     ready: list[pulumi.Resource] = field(default_factory=list)
-
-
-def readiness_extras() -> render.CloudInitExtras:
-    """The last step of an AWS gateway's first boot: tag itself ready once wg0 is up and forwarding is on."""
-    packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
-    return render.CloudInitExtras(
-        files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
-        commands=(("python3", READY_SCRIPT_PATH),),
-    )
 
 
 class AwsGateway(component.SiteComponent):
@@ -96,7 +84,7 @@ class AwsGateway(component.SiteComponent):
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        self._create_identity(name, args.mesh, site, args.directory, readiness_extras())
+        self._create_identity(name, args.mesh, site, args.directory)
 
         network = self._network(name, site, child)
         self.eip = aws.ec2.Eip(
@@ -176,7 +164,8 @@ class AwsGateway(component.SiteComponent):
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
             ),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(encrypted=True, volume_type="gp3"),
-            user_data=self.user_data,
+            # gzip'd (deterministically) to stay under EC2's 16 KB: see mesh/userdata.py
+            user_data_base64=self.user_data.apply(userdata.aws_user_data_base64),
             user_data_replace_on_change=True,  # cloud-init runs once: a new config needs a new instance
             tags={"Name": f"wg-mesh-{site.name}"},
             opts=pulumi.ResourceOptions.merge(
@@ -235,10 +224,10 @@ class AwsGateway(component.SiteComponent):
             opts=pulumi.InvokeOutputOptions(parent=self, provider=self.provider),
         ).id
 
-    def _zone(self, site: AwsSite) -> dict[str, pulumi.Input[str]]:
+    def _zone(self, site: AwsSite) -> dict[str, pulumi.Input[str] | None]:
         """The gateway subnet's zone: the configured zone name or zone id, else one that offers the instance type."""
         if site.zone is not None:
-            return dict(awsfacts.zone_argument(site.zone))
+            return {"availability_zone": site.zone_name, "availability_zone_id": site.zone_id}
         offerings = aws.ec2.get_instance_type_offerings_output(
             location_type="availability-zone",
             filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[site.instance_type])],

@@ -27,9 +27,6 @@ UBUNTU_AMI_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-{arch}-server-{s
 AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
 UBUNTU_SERIAL = re.compile(r"^\d{8}(\.\d+)?$")
 
-# An availability zone id (the same physical zone in every account): use1-az1, usw2-az4, usgw1-az2.
-ZONE_ID = re.compile(r"^[a-z]{2,}\d+-az\d+$")
-
 
 def partition(region: str) -> str:
     """`aws`, `aws-us-gov` or `aws-cn`; ValueError for the isolated partitions (no Ubuntu AMIs there)."""
@@ -53,11 +50,6 @@ def ami_architecture(instance_type: str) -> str:
     """`arm64` for Graviton instance types, else `amd64` (Ubuntu's names in the AMI name)."""
     family = instance_type.split(".", 1)[0]
     return "arm64" if _GRAVITON_FAMILY.fullmatch(family) else "amd64"
-
-
-def zone_argument(zone: str) -> dict[str, str]:
-    """The Subnet argument for a configured zone: `availability_zone_id` for a zone id, else `availability_zone`."""
-    return {"availability_zone_id" if ZONE_ID.match(zone) else "availability_zone": zone}
 
 
 def choose_zone(instance_type: str, region: str, offered_in: Sequence[str]) -> str:

@@ -12,13 +12,12 @@ from typing import Any
 
 import pulumi
 
-from mesh import metrics, render, topology
+from mesh import render, topology, userdata
 from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from mesh.keys import WireGuardKey
 from mesh.topology import PeerAddress
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
-NO_EXTRAS = render.CloudInitExtras()
 
 
 class SiteComponent(pulumi.ComponentResource):
@@ -37,7 +36,6 @@ class SiteComponent(pulumi.ComponentResource):
         mesh: MeshConfig,
         site: AwsSite | GcpSite | StaticSite,
         directory: Directory,
-        extras: render.CloudInitExtras = NO_EXTRAS,
     ) -> None:
         """The site's key pair and its rendered wg0.conf and cloud-init: the same on every cloud."""
         self.key = WireGuardKey(
@@ -46,7 +44,7 @@ class SiteComponent(pulumi.ComponentResource):
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
-        self.user_data = user_data(mesh, site.name, self.wg_config, directory, extras)
+        self.user_data = user_data(mesh, site.name, self.wg_config, directory)
 
     def _register_site_outputs(self) -> None:
         self.register_outputs(
@@ -82,35 +80,17 @@ def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Di
     return pulumi.Output.secret(values.apply(functools.partial(_render_wg_conf, mesh, site_name)))
 
 
-def _render_user_data(
-    mesh: MeshConfig, site_name: str, values: dict[str, Any], cloud_extras: render.CloudInitExtras = NO_EXTRAS
-) -> str:
-    extras = metrics.metrics_extras(mesh, site_name, values["directory"])
-    return render.cloud_config(values["wg_conf"], _combined(extras, cloud_extras))
-
-
-def _combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> render.CloudInitExtras:
-    """Both sets of additions; `then`'s commands run after `first`'s."""
-    return render.CloudInitExtras(
-        packages=(*first.packages, *then.packages),
-        files=(*first.files, *then.files),
-        commands=(*first.commands, *then.commands),
-    )
+def _render_user_data(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:
+    return userdata.render_user_data(mesh, site_name, values["wg_conf"], values["directory"])
 
 
 def user_data(
-    mesh: MeshConfig,
-    site_name: str,
-    wg_conf: pulumi.Output[str],
-    directory: Directory,
-    cloud_extras: render.CloudInitExtras = NO_EXTRAS,
+    mesh: MeshConfig, site_name: str, wg_conf: pulumi.Output[str], directory: Directory
 ) -> pulumi.Output[str]:
     """The `#cloud-config` that installs and starts the site's wg0 and its metrics, then the cloud's own last
-    steps (`cloud_extras`, e.g. AWS's readiness mark). Secret: it embeds wg0.conf."""
+    steps (mesh.userdata: e.g. AWS's readiness mark). Secret: it embeds wg0.conf."""
     values = pulumi.Output.all(wg_conf=wg_conf, directory=directory)
-    return pulumi.Output.secret(
-        values.apply(functools.partial(_render_user_data, mesh, site_name, cloud_extras=cloud_extras))
-    )
+    return pulumi.Output.secret(values.apply(functools.partial(_render_user_data, mesh, site_name)))
 
 
 def monitoring_ranges(mesh: MeshConfig) -> list[str]:

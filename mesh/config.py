@@ -25,7 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from mesh import awsfacts
+from mesh import addressing, awsfacts, zones
+from mesh.messages import EXPECTED, bounded, describe, one_line, quote
 
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
@@ -45,13 +46,21 @@ _GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _GCP_IMAGE = re.compile(r"^(https://[a-z.]+/compute/v1/)?[a-z0-9][a-z0-9./-]*[a-z0-9]$")
 _GCP_NETWORK_TAG = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _GCP_SERVICE_ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com$")
+# EC2 instance types are family.size (c6i.2xlarge, u-6tb1.112xlarge, mac2-m2pro.metal); GCE machine types are
+# lowercase words and numbers joined by dashes (n2-standard-8, e2-custom-4-8192).
+_AWS_INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
+_GCP_MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)+")
+# EC2 resource IDs: a prefix and 8 or 17 hexadecimal characters (vpc-0a1b2c3d, subnet-0123456789abcdef0).
+_AWS_ID = "{}-(?:[0-9a-f]{{8}}|[0-9a-f]{{17}})"
+# A GCP network or subnetwork: its name (RFC 1035 label) or a self link / partial URL ending in one.
+_GCP_RESOURCE = re.compile(r"(\S+/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class ConfigError(ValueError):
     """Invalid mesh configuration. `problems` holds one line per problem, field path first."""
 
     def __init__(self, problems: Sequence[str]):
-        self.problems = list(problems)
+        self.problems = bounded([one_line(p) for p in problems])
         super().__init__("invalid wg-mesh:mesh configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
 
 
@@ -62,16 +71,17 @@ def _parse_network(value: Any) -> Any:
     if isinstance(value, IPv4Network):
         return value
     if not isinstance(value, str):
-        raise ValueError(f"expected an IPv4 CIDR such as 10.10.0.0/16, got {value!r}")
+        raise ValueError(f"expected an IPv4 CIDR such as 10.10.0.0/16, got {quote(value)}")
+    shown = value if value and value.isprintable() and " " not in value and len(value) <= 60 else quote(value)
     if "/" not in value:
-        raise ValueError(f"{value} has no prefix length (write it as a CIDR, e.g. {value}/16)")
+        raise ValueError(f"{shown} has no prefix length (write it as a CIDR, e.g. {shown}/16)")
     try:
         return IPv4Network(value, strict=True)
     except ValueError as exc:
         try:
             loose = IPv4Network(value, strict=False)
         except ValueError:
-            raise ValueError(f"{value} is not an IPv4 CIDR ({exc})") from None
+            raise ValueError(f"{shown} is not an IPv4 CIDR ({quote(str(exc))})") from None
         raise ValueError(f"{value} has host bits set (did you mean {loose}?)") from None
 
 
@@ -81,7 +91,7 @@ def _parse_address(value: Any) -> Any:
     try:
         return IPv4Address(str(value))
     except ValueError:
-        raise ValueError(f"{value!r} is not an IPv4 address") from None
+        raise ValueError(f"{quote(value)} is not an IPv4 address") from None
 
 
 Cidr = Annotated[IPv4Network, BeforeValidator(_parse_network)]
@@ -98,11 +108,40 @@ def _not_the_internet(net: IPv4Network) -> IPv4Network:
     return net
 
 
-MonitoringCidr = Annotated[IPv4Network, BeforeValidator(_parse_network), AfterValidator(_not_the_internet)]
+def _usable(net: IPv4Network) -> IPv4Network:
+    problem = addressing.cidr_problem(net)
+    if problem is not None:
+        raise ValueError(problem)
+    return net
+
+
+def _reachable(ip: IPv4Address) -> IPv4Address:
+    problem = addressing.endpoint_problem(ip)
+    if problem is not None:
+        raise ValueError(problem)
+    return ip
+
+
+MonitoringCidr = Annotated[
+    IPv4Network, BeforeValidator(_parse_network), AfterValidator(_not_the_internet), AfterValidator(_usable)
+]
+# A site's network or the overlay: routed by every gateway, so no special-purpose range and not half the internet.
+UsableCidr = Annotated[IPv4Network, BeforeValidator(_parse_network), AfterValidator(_usable)]
+Endpoint = Annotated[IPv4Address, BeforeValidator(_parse_address), AfterValidator(_reachable)]
+
+
+def _pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not regex.fullmatch(value):
+            raise ValueError(f"{quote(value)} is not {what}")
+        return value
+
+    return AfterValidator(check)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: YAML's `yes`/`true` are booleans and must not become 1 in an integer field; "1400" is not 1400.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 # --- sites ------------------------------------------------------------------------------
@@ -111,7 +150,7 @@ class _Strict(BaseModel):
 class _SiteBase(_Strict):
     name: str
     overlay_ip: Address
-    cidrs: list[Cidr] = Field(min_length=1)
+    cidrs: list[UsableCidr] = Field(min_length=1)
     masquerade: bool | None = None  # None: inherit the mesh-wide setting
     key_epoch: int = Field(default=0, ge=0)
     underlay_mtu: int = DEFAULT_STATIC_UNDERLAY_MTU  # each cloud sets its own default and bounds
@@ -121,10 +160,12 @@ class _SiteBase(_Strict):
     @field_validator("name")
     @classmethod
     def _dns_label(cls, name: str) -> str:
-        if not _DNS_LABEL.match(name):
-            raise ValueError(f"{name!r} is not a DNS label (lowercase letters, digits and '-', starting with a letter)")
         if len(name) > MAX_SITE_NAME_LENGTH:
-            raise ValueError(f"{name!r} is longer than {MAX_SITE_NAME_LENGTH} characters")
+            raise ValueError(f"{quote(name)} is longer than {MAX_SITE_NAME_LENGTH} characters")
+        if not _DNS_LABEL.fullmatch(name):
+            raise ValueError(
+                f"{quote(name)} is not a DNS label (lowercase letters, digits and '-', starting with a letter)"
+            )
         return name
 
     @field_validator("previous_names")
@@ -148,11 +189,17 @@ class AwsSite(_SiteBase):
     cloud: Literal["aws"]
     region: str
     zone: str | None = None  # availability zone of the gateway subnet; AWS picks one when unset
-    instance_type: str = DEFAULT_AWS_INSTANCE_TYPE
+    instance_type: Annotated[str, _pattern(_AWS_INSTANCE_TYPE, "an EC2 instance type (e.g. c6i.2xlarge)")] = (
+        DEFAULT_AWS_INSTANCE_TYPE
+    )
     underlay_mtu: int = Field(default=DEFAULT_AWS_UNDERLAY_MTU, ge=1280, le=9001)
-    vpc_id: str | None = None
-    subnet_id: str | None = None
-    route_table_ids: list[str] | None = Field(default=None, min_length=1)
+    vpc_id: Annotated[str, _pattern(re.compile(_AWS_ID.format("vpc")), "a VPC id (vpc-0123abcd)")] | None = None
+    subnet_id: (
+        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")] | None
+    ) = None
+    route_table_ids: (
+        list[Annotated[str, _pattern(re.compile(_AWS_ID.format("rtb")), "a route table id (rtb-0123abcd)")]] | None
+    ) = Field(default=None, min_length=1)
     # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
     profile: str | None = Field(default=None, min_length=1)
     assume_role_arn: Annotated[str, AfterValidator(_role_arn)] | None = None
@@ -163,10 +210,20 @@ class AwsSite(_SiteBase):
     @field_validator("region")
     @classmethod
     def _region(cls, region: str) -> str:
-        if not _AWS_REGION.match(region):
-            raise ValueError(f"{region!r} is not an AWS region name (e.g. us-east-1)")
+        if not _AWS_REGION.fullmatch(region):
+            raise ValueError(f"{quote(region)} is not an AWS region name (e.g. us-east-1)")
         awsfacts.partition(region)  # the isolated partitions have no Ubuntu AMIs: refused here
         return region
+
+    @property
+    def zone_name(self) -> str | None:
+        """`zone` when it is a zone name (Subnet.availability_zone), else None."""
+        return self.zone if self.zone is not None and zones.aws_zone_kind(self.zone, self.region) == "name" else None
+
+    @property
+    def zone_id(self) -> str | None:
+        """`zone` when it is a zone ID such as use1-az1 (Subnet.availability_zone_id), else None."""
+        return self.zone if self.zone is not None and zones.aws_zone_kind(self.zone, self.region) == "id" else None
 
     @property
     def uses_existing_network(self) -> bool:
@@ -189,10 +246,12 @@ class GcpSite(_SiteBase):
     project: str
     region: str
     zone: str
-    instance_type: str = DEFAULT_GCP_INSTANCE_TYPE
+    instance_type: Annotated[str, _pattern(_GCP_MACHINE_TYPE, "a GCE machine type (e.g. n2-standard-8)")] = (
+        DEFAULT_GCP_INSTANCE_TYPE
+    )
     underlay_mtu: int = Field(default=DEFAULT_GCP_UNDERLAY_MTU, ge=1300, le=8896)  # GCP VPC MTU range
-    network: str | None = None
-    subnetwork: str | None = None
+    network: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP network name or self link")] | None = None
+    subnetwork: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | None = None
     # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
     impersonate_service_account: str | None = None
     # Which instances of the network accept traffic from the other sites: those with these network tags, or running
@@ -241,15 +300,15 @@ class GcpSite(_SiteBase):
     @field_validator("project")
     @classmethod
     def _project(cls, project: str) -> str:
-        if not _GCP_PROJECT.match(project):
-            raise ValueError(f"{project!r} is not a GCP project id (6-30 lowercase letters, digits, '-')")
+        if not _GCP_PROJECT.fullmatch(project):
+            raise ValueError(f"{quote(project)} is not a GCP project id (6-30 lowercase letters, digits, '-')")
         return project
 
     @field_validator("region")
     @classmethod
     def _region(cls, region: str) -> str:
-        if not _GCP_REGION.match(region):
-            raise ValueError(f"{region!r} is not a GCP region name (e.g. europe-west3)")
+        if not _GCP_REGION.fullmatch(region):
+            raise ValueError(f"{quote(region)} is not a GCP region name (e.g. europe-west3)")
         return region
 
     @property
@@ -261,7 +320,7 @@ class StaticSite(_SiteBase):
     """A bare-metal or VPS host that already exists: it gets a config, not resources."""
 
     cloud: Literal["static"]
-    endpoint: Address
+    endpoint: Endpoint
     underlay_mtu: int = Field(default=DEFAULT_STATIC_UNDERLAY_MTU, ge=1280, le=9216)
 
 
@@ -273,7 +332,7 @@ CloudSite = AwsSite | GcpSite
 
 
 class MeshConfig(_Strict):
-    overlay_cidr: Cidr
+    overlay_cidr: UsableCidr
     listen_port: Port = 51820
     mtu: Literal["auto"] | Annotated[int, Field(ge=MIN_TUNNEL_MTU, le=MAX_TUNNEL_MTU)] = "auto"
     persistent_keepalive: int = Field(default=25, ge=0, le=65535)
@@ -293,6 +352,7 @@ class MeshConfig(_Strict):
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
         problems += previous_name_problems([site.__dict__ for site in self.sites])
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
+        problems += monitoring_problems(self.monitoring_cidrs)
         if problems:
             raise ConfigError(problems)
         return self
@@ -315,10 +375,12 @@ class SiteFacts:
     overlay_ip: IPv4Address | None
     cidrs: tuple[tuple[int, IPv4Network], ...]
     underlay_mtu: int | None
+    endpoint: IPv4Address | None = None  # static sites: the public address known from config
 
     @classmethod
     def of(cls, site: _SiteBase) -> SiteFacts:
-        return cls(site.name, site.overlay_ip, tuple(enumerate(site.cidrs)), site.underlay_mtu)
+        endpoint = site.endpoint if isinstance(site, StaticSite) else None
+        return cls(site.name, site.overlay_ip, tuple(enumerate(site.cidrs)), site.underlay_mtu, endpoint)
 
     @classmethod
     def from_raw(cls, raw: Any) -> SiteFacts:
@@ -330,7 +392,8 @@ class SiteFacts:
             name=name,
             overlay_ip=_lenient(_parse_address, raw.get("overlay_ip")),
             cidrs=tuple((j, net) for j, c in enumerate(cidrs) if (net := _lenient(_parse_network, c)) is not None),
-            underlay_mtu=mtu if isinstance(mtu, int) else None,
+            underlay_mtu=mtu if isinstance(mtu, int) and not isinstance(mtu, bool) else None,
+            endpoint=_lenient(_parse_address, raw.get("endpoint")) if raw.get("cloud") == "static" else None,
         )
 
 
@@ -354,11 +417,14 @@ EXISTING_NETWORK_KEYS = {"aws": ("vpc_id", "subnet_id", "route_table_ids"), "gcp
 def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
     """Rules between fields of one site; `site` is a parsed site's fields or the raw input."""
     problems = []
-    zone, region = site.get("zone"), site.get("region")
-    if isinstance(zone, str) and isinstance(region, str) and not zone.startswith(region + "-"):
-        problems.append(f"sites[{i}].zone: {zone} is not in region {region}")
-    problems += gcp_workload_problems(i, site) + gcp_image_problems(i, site)
-    keys = EXISTING_NETWORK_KEYS.get(str(site.get("cloud")), ())
+    zone, region, cloud = site.get("zone"), site.get("region"), site.get("cloud")
+    if isinstance(zone, str) and isinstance(region, str):
+        check = {"aws": zones.aws_zone_problem, "gcp": zones.gcp_zone_problem}.get(str(cloud))
+        zone_problem = check(zone, region) if check is not None else None
+        if zone_problem is not None:
+            problems.append(f"sites[{i}].zone: {zone_problem}")
+    problems += _identifier_problems(i, site) + gcp_workload_problems(i, site) + gcp_image_problems(i, site)
+    keys = EXISTING_NETWORK_KEYS.get(str(cloud), ())
     given = [key for key in keys if site.get(key) is not None]
     for key in keys:
         if given and key not in given:
@@ -366,6 +432,10 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
                 f"sites[{i}].{key}: required with {', '.join(given)} (an existing network is given by "
                 f"{', '.join(keys)} together; leave all out to have wg-mesh create one)"
             )
+    if not given and isinstance(cloud, str) and cloud in EXISTING_NETWORK_KEYS and isinstance(site.get("cidrs"), list):
+        nets = [_lenient(_parse_network, c) for c in site["cidrs"]]
+        if all(net is not None for net in nets):
+            problems += addressing.created_network_problems(f"sites[{i}]", str(cloud), nets)
     return problems
 
 
@@ -392,6 +462,33 @@ def gcp_workload_problems(i: int, site: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def _identifier_problems(i: int, site: Mapping[str, Any]) -> list[str]:
+    """Lists of identifiers: each one once."""
+    ids = site.get("route_table_ids")
+    if not isinstance(ids, list):
+        return []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for j, value in enumerate(ids):
+        if isinstance(value, str) and value in seen:
+            problems.append(
+                f"sites[{i}].route_table_ids[{j}]: {quote(value)} is already route_table_ids[{seen[value]}]"
+            )
+        elif isinstance(value, str):
+            seen[value] = j
+    return problems
+
+
+def monitoring_problems(cidrs: Sequence[IPv4Network]) -> list[str]:
+    total = sum(net.num_addresses for net in cidrs)
+    if len(cidrs) > 1 and total >= addressing.HALF_THE_INTERNET:
+        return [
+            f"monitoring_cidrs: together cover {total} addresses, half the internet or more: node-exporter has no "
+            "authentication; list the networks of your Prometheus servers instead"
+        ]
+    return []
+
+
 def previous_name_problems(sites: Sequence[Mapping[str, Any]]) -> list[str]:
     """A previous name belongs to one site and is no site's current name: each alias must be unambiguous.
 
@@ -412,6 +509,27 @@ def previous_name_problems(sites: Sequence[Mapping[str, Any]]) -> list[str]:
             else:
                 claimed[old] = i
     return problems
+
+
+def _auto_mtu_problems(sites: Sequence[SiteFacts]) -> list[str]:
+    """`mtu: auto` must land where an explicit mtu may: MIN_TUNNEL_MTU..MAX_TUNNEL_MTU."""
+    known = [(i, s) for i, s in enumerate(sites) if s.underlay_mtu is not None]
+    if not known:
+        return []
+    smallest = min(s.underlay_mtu for _, s in known if s.underlay_mtu is not None)
+    auto = smallest - WIREGUARD_IPV4_OVERHEAD
+    if MIN_TUNNEL_MTU <= auto <= MAX_TUNNEL_MTU:
+        return []
+    names = ", ".join(f"sites[{i}] ({s.name})" for i, s in known if s.underlay_mtu == smallest)
+    if auto < MIN_TUNNEL_MTU:
+        return [
+            f"mtu: auto gives {auto} (underlay_mtu {smallest} of {names} - {WIREGUARD_IPV4_OVERHEAD}), below the "
+            f"minimum {MIN_TUNNEL_MTU}: raise that underlay_mtu to at least {MIN_TUNNEL_MTU + WIREGUARD_IPV4_OVERHEAD}"
+        ]
+    return [
+        f"mtu: auto gives {auto} (underlay_mtu {smallest} of {names} - {WIREGUARD_IPV4_OVERHEAD}), above the "
+        f"maximum {MAX_TUNNEL_MTU}: set mtu explicitly (at most {MAX_TUNNEL_MTU})"
+    ]
 
 
 def cross_site_problems(overlay_cidr: IPv4Network, sites: Sequence[SiteFacts], mtu: int | str = "auto") -> list[str]:
@@ -456,6 +574,10 @@ def cross_site_problems(overlay_cidr: IPv4Network, sites: Sequence[SiteFacts], m
                     f"leaves at most {limit} after WireGuard's {WIREGUARD_IPV4_OVERHEAD} bytes "
                     "(use mtu: auto, or raise that site's underlay_mtu if its path really carries more)"
                 )
+    if mtu == "auto":
+        problems += _auto_mtu_problems(sites)
+    ranges = [addressing.Ranges(f"sites[{i}]", s.cidrs, s.endpoint) for i, s in enumerate(sites)]
+    problems += addressing.mesh_problems(overlay_cidr, ranges)
     return problems
 
 
@@ -495,7 +617,9 @@ def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
     if kind == "missing":
         return f"{path}: required"
     if loc[:1] == ("mtu",):
-        return f"mtu: {err['input']!r} is neither 'auto' nor an integer in {MIN_TUNNEL_MTU}..{MAX_TUNNEL_MTU}"
+        return f"mtu: {quote(err['input'])} is neither 'auto' nor an integer in {MIN_TUNNEL_MTU}..{MAX_TUNNEL_MTU}"
+    if kind in EXPECTED:
+        return f"{path}: expected {EXPECTED[kind]}, got {describe(err.get('input'))}"
     if kind in ("less_than_equal", "greater_than_equal") and isinstance(err.get("input"), int):
         bound = err["ctx"].get("le", err["ctx"].get("ge"))
         side = "above the maximum" if kind == "less_than_equal" else "below the minimum"
@@ -503,7 +627,7 @@ def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
     if loc == ("sites",) and kind == "too_short":
         return f"sites: a mesh needs at least two sites, got {len(err['input'])}"
     if kind == "union_tag_invalid":
-        return f"{path}.cloud: {err['input'].get('cloud')!r} is not one of 'aws', 'gcp', 'static'"
+        return f"{path}.cloud: {quote(err['input'].get('cloud'))} is not one of 'aws', 'gcp', 'static'"
     if kind == "union_tag_not_found":
         return f"{path}.cloud: required (one of 'aws', 'gcp', 'static')"
     msg = str(err["msg"])
@@ -529,14 +653,24 @@ def _problems_from(exc: ValidationError, raw_sites: Any) -> list[str]:
     return problems
 
 
-def load_mesh(raw: Any) -> MeshConfig:
-    """Validate the raw `wg-mesh:mesh` value; raise ConfigError listing every problem."""
+def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
+    """Validate the raw `wg-mesh:mesh` value; raise ConfigError listing every problem.
+
+    check_limits: also refuse a mesh whose gateways' user data would not fit the clouds' limits (the
+    benchmarks turn it off to chart sizes past them)."""
     if not isinstance(raw, dict):
         raise ConfigError([f"(top level): expected a mapping with overlay_cidr and sites, got {type(raw).__name__}"])
     try:
-        return MeshConfig.model_validate(raw)
+        cfg = MeshConfig.model_validate(raw)
     except ValidationError as exc:
         problems = _problems_from(exc, raw.get("sites"))
+    else:
+        if check_limits:
+            from mesh.userdata import size_problems  # renders user data: imports topology, which imports this
+
+            if limits := size_problems(cfg):
+                raise ConfigError(limits)
+        return cfg
 
     # Field errors stop pydantic before the mesh-wide checks. Run those on whatever fields did
     # parse, so that a user fixing a typo is not surprised by a second round of problems.
@@ -549,7 +683,8 @@ def load_mesh(raw: Any) -> MeshConfig:
         problems.extend(p for p in renames if p not in problems)
     if overlay is not None and isinstance(raw_sites, list):
         mtu = raw.get("mtu", "auto")
-        mtu = mtu if isinstance(mtu, int) and MIN_TUNNEL_MTU <= mtu <= MAX_TUNNEL_MTU else "auto"
+        valid = isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_TUNNEL_MTU <= mtu <= MAX_TUNNEL_MTU
+        mtu = mtu if valid or mtu == "auto" else "invalid"  # invalid: reported above, no MTU checks
         facts = [SiteFacts.from_raw(site) for site in raw_sites]
         problems.extend(p for p in cross_site_problems(overlay, facts, mtu) if p not in problems)
     raise ConfigError(problems)

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from mesh.wgmetrics import (
     HANDSHAKE_STALE_SECONDS,
     PeerStat,
     Route,
+    is_ipv6,
     parse_dump,
     parse_link,
     parse_routes,
@@ -63,9 +65,11 @@ class Host(Protocol):
 class LocalHost:
     def run(self, argv: Sequence[str]) -> CommandResult:
         try:
+            # errors="replace": an interface or peer name that is not UTF-8 must give a report, not a traceback.
             done = subprocess.run(
-                list(argv), capture_output=True, text=True, timeout=15, check=False, env={**os.environ, "LC_ALL": "C"}
-            )
+                list(argv), capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=15,
+                check=False, env={**os.environ, "LC_ALL": "C"},
+            )  # fmt: skip
         except FileNotFoundError:
             return CommandResult(127, "", f"{argv[0]}: command not found")
         except subprocess.TimeoutExpired:
@@ -73,7 +77,7 @@ class LocalHost:
         return CommandResult(done.returncode, done.stdout, done.stderr)
 
     def read(self, path: str) -> str:
-        with open(path) as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
 
     def now(self) -> float:
@@ -276,7 +280,10 @@ def _iptables(host: Host, table: str) -> tuple[list[list[str]], str | None, str 
         return [], None, _error(result)
     rules, policy = [], None
     for line in result.stdout.splitlines():
-        tokens = line.split()
+        try:
+            tokens = shlex.split(line)  # comments are quoted: -m comment --comment "a b"
+        except ValueError:
+            tokens = line.split()
         if tokens[:2] == ["-P", "FORWARD"] and len(tokens) > 2:
             policy = tokens[2]
         elif tokens[:2] == ["-A", "FORWARD"]:
@@ -288,6 +295,23 @@ def _option(tokens: list[str], name: str) -> str | None:
     return tokens[tokens.index(name) + 1] if name in tokens[:-1] else None
 
 
+def _drops_everything(rule: list[str], flag: str, interface: str) -> bool:
+    """A DROP/REJECT that catches all forwarded traffic of `interface` in the direction of `flag`.
+
+    Rules that match something narrower (`-m conntrack --ctstate INVALID`, a source address, another interface)
+    do not: dropping INVALID packets is good practice, not a broken gateway."""
+    if _option(rule, "-j") not in ("DROP", "REJECT"):
+        return False
+    before, i, matches = rule[: rule.index("-j")], 0, []
+    while i < len(before):
+        if before[i : i + 3] == ["-m", "comment", "--comment"]:
+            i += 4  # a comment matches everything
+            continue
+        matches.append(before[i])
+        i += 1
+    return matches in ([], [flag, interface])
+
+
 def _forward_accept(host: Host, interface: str) -> Check:
     rules, policy, error = _iptables(host, "filter")
     if error is not None:
@@ -296,12 +320,12 @@ def _forward_accept(host: Host, interface: str) -> Check:
     for flag in ("-i", "-o"):
         wanted = [flag, interface, "-j", "ACCEPT"]
         index = next((i for i, r in enumerate(rules) if r == wanted), None)
-        blocker = next((i for i, r in enumerate(rules) if _option(r, "-j") in ("DROP", "REJECT")), None)
+        blocker = next((i for i, r in enumerate(rules) if _drops_everything(r, flag, interface)), None)
         if index is None or (blocker is not None and blocker < index):
             missing.append(" ".join(wanted))
     if not missing:
         return Check("forward-accept", OK, f"FORWARD accepts traffic in and out of {interface}")
-    blocking = any(_option(r, "-j") in ("DROP", "REJECT") for r in rules)
+    blocking = any(_drops_everything(r, flag, interface) for r in rules for flag in ("-i", "-o"))
     if policy == "ACCEPT" and not blocking:
         return Check(
             "forward-accept",
@@ -472,6 +496,9 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, exists: bool) 
     now = host.now()
     route_result = host.run(["ip", "-j", "-4", "route", "show", "table", "main"])
     routes = parse_routes(route_result.stdout) if route_result.returncode == 0 else None
+    if routes is not None and any(is_ipv6(prefix) for peer in peers for prefix in peer.allowed_ips):
+        routes6 = host.run(["ip", "-j", "-6", "route", "show", "table", "main"])  # hand-added IPv6 peers
+        routes += parse_routes(routes6.stdout, family=6) if routes6.returncode == 0 else []
     for peer in peers:
         site = conf.name_of(peer.public_key) if conf is not None else None
         name = site or f"peer {peer.public_key[:8]}…"

@@ -103,25 +103,37 @@ def parse_link(json_text: str) -> Link | None:
 
 @dataclass(frozen=True)
 class Route:
-    dst: ipaddress.IPv4Network
+    dst: ipaddress.IPv4Network | ipaddress.IPv6Network
     dev: str | None
     kind: str  # unicast, blackhole, unreachable, prohibit, ...
 
 
-def parse_routes(json_text: str) -> list[Route]:
-    """`ip -j -4 route show table main` -> routes."""
+def parse_routes(json_text: str, family: int = 4) -> list[Route]:
+    """`ip -j -4 route show table main` (or `-6` with family=6) -> routes; entries it cannot read are skipped."""
     routes = []
     for item in json.loads(json_text or "[]"):
         dst = str(item.get("dst", ""))
-        net = ipaddress.IPv4Network("0.0.0.0/0" if dst == "default" else dst, strict=False)
+        try:
+            net = ipaddress.ip_network(("0.0.0.0/0" if family == 4 else "::/0") if dst == "default" else dst, False)
+        except ValueError:
+            continue  # e.g. a multicast or an `ip` newer than this script: not a route a prefix can resolve to
         routes.append(Route(dst=net, dev=item.get("dev"), kind=str(item.get("type", "unicast"))))
     return routes
 
 
+def is_ipv6(prefix: str) -> bool:
+    return ":" in prefix
+
+
 def route_for(routes: Iterable[Route], prefix: str) -> Route | None:
-    """The route the kernel picks for a whole prefix: the most specific one that covers it."""
-    net = ipaddress.IPv4Network(prefix, strict=False)
-    covering = [r for r in routes if net.subnet_of(r.dst)]
+    """The route the kernel picks for a whole prefix: the most specific one of its family that covers it.
+
+    None also for a prefix that is not an IP prefix at all (a hand-edited mapping)."""
+    try:
+        net = ipaddress.ip_network(prefix, strict=False)
+    except ValueError:
+        return None
+    covering = [r for r in routes if r.dst.version == net.version and net.subnet_of(r.dst)]  # type: ignore[arg-type]
     return max(covering, key=lambda r: r.dst.prefixlen, default=None)
 
 
@@ -228,9 +240,11 @@ Runner = Callable[[Sequence[str]], "str | None"]
 def run_command(argv: Sequence[str]) -> str | None:
     """stdout of a command, or None if it is missing, fails or hangs."""
     try:
+        # Interface names are bytes to the kernel: a non-UTF-8 name must not crash the run (replaced, not fatal).
         done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=10, check=False, env={**os.environ, "LC_ALL": "C"}
-        )
+            list(argv), capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=10,
+            check=False, env={**os.environ, "LC_ALL": "C"},
+        )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -248,12 +262,16 @@ def collect(mapping: Mapping, run: Runner = run_command, now: Callable[[], float
     dump = run(["wg", "show", "all", "dump"])
     link = run(["ip", "-j", "link", "show", "dev", mapping.interface])
     routes = run(["ip", "-j", "-4", "route", "show", "table", "main"])
+    parsed = None if routes is None else parse_routes(routes)
+    if parsed is not None and any(is_ipv6(prefix) for peer in mapping.peers for prefix in peer.allowed_ips):
+        routes6 = run(["ip", "-j", "-6", "route", "show", "table", "main"])
+        parsed += parse_routes(routes6, family=6) if routes6 is not None else []
     return Snapshot(
         now=now(),
         peers=None if dump is None else tuple(parse_dump(dump)),
         link=None if link is None else parse_link(link),
         ip_forward=read_ip_forward(),
-        routes=None if routes is None else tuple(parse_routes(routes)),
+        routes=None if parsed is None else tuple(parsed),
     )
 
 

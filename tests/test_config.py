@@ -13,6 +13,7 @@ from mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = sorted(REPO.glob("Pulumi.*.yaml"))
+VPC, SUBNET, RTB1, RTB2 = "vpc-0123abcd", "subnet-0123456789abcdef0", "rtb-0a1b2c3d", "rtb-0a1b2c3e"
 
 
 def base() -> dict[str, Any]:
@@ -131,8 +132,8 @@ BAD_INPUTS = [
     (("mtu", 1420), "mtu: 1420 does not fit sites[1] (gcp-euw3): its underlay_mtu 1460 leaves at most 1400"),
     (("persistent_keepalive", -1), "persistent_keepalive: -1 is below the minimum 0"),
     (("persistent_keepalive", 65536), "persistent_keepalive: 65536 is above the maximum 65535"),
-    (("sites.1.zone", "europe-west4-a"), "sites[1].zone: europe-west4-a is not in region europe-west3"),
-    (("sites.0.zone", "us-west-2a"), "sites[0].zone: us-west-2a is not in region us-east-1"),
+    (("sites.1.zone", "europe-west4-a"), "sites[1].zone: 'europe-west4-a' is not in region europe-west3"),
+    (("sites.0.zone", "us-west-2a"), "sites[0].zone: 'us-west-2a' is not in region us-east-1"),
     (("sites.0.region", "us-east"), "sites[0].region: 'us-east' is not an AWS region name"),
     (("sites.1.project", "X"), "sites[1].project: 'X' is not a GCP project id"),
     (("sites.1.project", None), "sites[1].project: required"),
@@ -141,7 +142,7 @@ BAD_INPUTS = [
     (("sites.0.region", None), "sites[0].region: required"),
     (("sites.0.cloud", "azure"), "sites[0].cloud: 'azure' is not one of 'aws', 'gcp', 'static'"),
     (("sites.0.cloud", None), "sites[0].cloud: required (one of 'aws', 'gcp', 'static')"),
-    (("sites.0.vpc_id", "vpc-123"), "sites[0].subnet_id: required with vpc_id"),
+    (("sites.0.vpc_id", "vpc-0123abcd"), "sites[0].subnet_id: required with vpc_id"),
     (("sites.1.network", "shared-vpc"), "sites[1].subnetwork: required with network"),
     (("sites.0.route_table_ids", []), "sites[0].route_table_ids:"),
     (("sites.0.instance_typo", "c6i.2xlarge"), "sites[0].instance_typo: unknown key (did you mean 'instance_type'?)"),
@@ -184,7 +185,7 @@ def test_every_problem_is_listed_at_once() -> None:
     assert problems == [
         "listen_port: 0 is below the minimum 1",
         "sites[0].instance_typo: unknown key (did you mean 'instance_type'?)",
-        "sites[1].zone: us-east1-b is not in region europe-west3",
+        "sites[1].zone: 'us-east1-b' is not in region europe-west3 (zones of europe-west3 look like europe-west3-a)",
         "sites[1].overlay_ip: 10.200.0.2 is already used by sites[0]",
         "sites[2].cidrs[0]: 10.10.5.0/24 overlaps sites[0].cidrs[0] 10.10.0.0/16",
     ]
@@ -192,11 +193,11 @@ def test_every_problem_is_listed_at_once() -> None:
 
 def test_existing_networks_are_accepted_whole() -> None:
     raw = base()
-    raw["sites"][0].update(vpc_id="vpc-1", subnet_id="subnet-1", route_table_ids=["rtb-1", "rtb-2"])
+    raw["sites"][0].update(vpc_id=VPC, subnet_id=SUBNET, route_table_ids=[RTB1, RTB2])
     raw["sites"][1].update(network="shared", subnetwork="shared-euw3")
     cfg = load_mesh(raw)
     aws, gcp, _ = cfg.sites
-    assert isinstance(aws, AwsSite) and aws.uses_existing_network and aws.route_table_ids == ["rtb-1", "rtb-2"]
+    assert isinstance(aws, AwsSite) and aws.uses_existing_network and aws.route_table_ids == [RTB1, RTB2]
     assert isinstance(gcp, GcpSite) and gcp.uses_existing_network
 
 

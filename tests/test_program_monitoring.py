@@ -3,6 +3,7 @@ port is open to `monitoring_cidrs` only (and to nobody when it is empty), on bot
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from typing import Any
@@ -148,12 +149,12 @@ def test_monitoring_port_reaches_node_exporter(monitored: ProgramRun) -> None:
 
 def test_aws_user_data_fits_the_ec2_limit(applied: ProgramRun) -> None:
     for instance in applied.of_type(AWS_INSTANCE):
-        assert len(user_data_input(instance).encode()) < AWS_USER_DATA_LIMIT, instance.name
+        assert len(base64.b64decode(instance.inputs["userDataBase64"])) < AWS_USER_DATA_LIMIT, instance.name
 
 
 def test_user_data_stays_secret_with_the_metrics(applied: ProgramRun) -> None:
     for instance in applied.of_type(AWS_INSTANCE):
-        assert "userData" in instance.secret_inputs
+        assert "userDataBase64" in instance.secret_inputs
     for instance in applied.of_type(GCP_INSTANCE):
         assert "metadata" in instance.secret_inputs
     assert all(values.user_data.secret for values in applied.sites.values())

@@ -25,8 +25,7 @@ from botocore.credentials import Credentials
 from moto.instance_metadata import responses as moto_imds
 from moto.server import ThreadedMotoServer
 
-from mesh import aws as aws_module
-from mesh import metrics, readygate, readymark
+from mesh import metrics, readygate, readymark, userdata
 from mesh.stackfile import read_raw
 from tests.conftest import REPO, ProgramRun, run_program
 
@@ -150,7 +149,7 @@ EIP_ASSOC = "aws:ec2/eipAssociation:EipAssociation"
 
 
 def test_the_committed_packed_gateway_script_is_the_source() -> None:
-    packed = (REPO / "mesh" / aws_module.READY_PACKED).read_text()
+    packed = (REPO / "mesh" / userdata.READY_PACKED).read_text()
     assert metrics.unpack(packed) == (REPO / "mesh" / "readymark.py").read_text(), (
         "mesh/readymark.py changed: repack it with "
         'python -c \'from mesh import metrics; print(metrics.pack(open("mesh/readymark.py").read()), end="")\' '
@@ -170,12 +169,12 @@ def applied_dev() -> ProgramRun:
 
 def test_aws_user_data_marks_the_gateway_ready_as_its_last_step(applied_dev: ProgramRun) -> None:
     aws_data = yaml.safe_load(applied_dev.sites["aws-use1"].user_data.value)
-    assert aws_data["runcmd"][-1] == ["python3", aws_module.READY_SCRIPT_PATH]
-    (script,) = [f for f in aws_data["write_files"] if f["path"] == aws_module.READY_SCRIPT_PATH]
+    assert aws_data["runcmd"][-1] == ["python3", userdata.READY_SCRIPT_PATH]
+    (script,) = [f for f in aws_data["write_files"] if f["path"] == userdata.READY_SCRIPT_PATH]
     assert (script["permissions"], script["encoding"]) == ("0755", "gz+b64")
     assert metrics.unpack(script["content"]) == (REPO / "mesh" / "readymark.py").read_text()
     gcp_data = yaml.safe_load(applied_dev.sites["gcp-euw3"].user_data.value)
-    assert aws_module.READY_SCRIPT_PATH not in str(gcp_data)
+    assert userdata.READY_SCRIPT_PATH not in str(gcp_data)
 
 
 @pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed")

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
-from mesh import metrics, render, topology, wgkey
+from mesh import render, topology, userdata, wgkey
 from mesh.config import MeshConfig, StaticSite
 from mesh.topology import PeerAddress
 
@@ -258,6 +258,6 @@ def render_artifacts(cfg: MeshConfig, plan: LabPlan, keys: LabKeys) -> dict[str,
         directory = plan.directory(public)
         interface = topology.interface_plan(cfg, site.name, directory)
         wg_conf = render.wg_quick_conf(interface, keys.private[site.name])
-        user_data = render.cloud_config(wg_conf, metrics.metrics_extras(cfg, site.name, directory))
+        user_data = userdata.render_user_data(cfg, site.name, wg_conf, directory, cloud_steps=False)
         artifacts[site.name] = GatewayArtifacts(site.name, interface, user_data)
     return artifacts

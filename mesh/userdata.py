@@ -1,0 +1,171 @@
+"""A gateway's user data: rendered once (`render.cloud_config`), delivered per cloud, and kept under each cloud's limit.
+
+- AWS: at most 16 KB of user data "in raw form, before it is base64-encoded" (EC2 user guide, "Instance user
+  data"). The `#cloud-config` text grows by about 420 bytes a peer and crossed that at 16-18 sites, so AWS
+  gets it gzip'd (cloud-init uncompresses gzip'd user data: cloud-init docs, "User data formats") through the
+  instance's `user_data_base64` (pulumi-aws: "gzip-encoded user data must be base64-encoded and passed via this
+  argument"). The gzip is zopfli's (a pinned library that carries its own DEFLATE encoder), byte-identical on
+  every machine: the system zlib is not (zlib and zlib-ng give different bytes), and different bytes would
+  replace the gateway.
+- GCP: the `user-data` metadata value is plain text, at most 262144 bytes (256 KiB) per value (Compute API,
+  Metadata items: "their size must be less than or equal to 262144 bytes").
+- Static sites: the text is a stack output; no limit of ours.
+
+`size_problems` estimates every gateway's delivered size before anything exists (public addresses and keys
+are unknown then): with the longest address (255.255.255.255) and random 44-character keys, which is what
+real ones are, so the estimate is what `pulumi up` sends to within a few bytes of compression noise.
+`validate` and the program both refuse a mesh over a limit; the AWS component checks the real bytes again.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+from importlib import resources
+
+import zopfli.gzip
+
+from mesh import metrics, render, topology
+from mesh.config import AwsSite, GcpSite, MeshConfig
+from mesh.topology import PeerAddress
+
+AWS_USER_DATA_LIMIT = 16384  # bytes, raw (here: gzip'd) before base64
+GCP_METADATA_VALUE_LIMIT = 262144  # bytes per metadata value
+LIMITS = {"aws": AWS_USER_DATA_LIMIT, "gcp": GCP_METADATA_VALUE_LIMIT}
+WORST_CASE_IP = "255.255.255.255"
+
+
+READY_SCRIPT_PATH = "/usr/local/sbin/wg-mesh-ready"
+READY_PACKED = "readymark.py.gz.b64"
+
+
+def readiness_extras() -> render.CloudInitExtras:
+    """The last step of an AWS gateway's first boot: tag itself ready once wg0 is up and forwarding is on
+    (mesh.readymark; `pulumi up` waits for the tag before moving the Elastic IP and routes: mesh.readygate)."""
+    packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
+    return render.CloudInitExtras(
+        files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
+        commands=(("python3", READY_SCRIPT_PATH),),
+    )
+
+
+def cloud_extras(cloud: str) -> render.CloudInitExtras:
+    """What a cloud adds after everything else: AWS's readiness mark; nothing elsewhere."""
+    return readiness_extras() if cloud == "aws" else render.CloudInitExtras()
+
+
+def combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> render.CloudInitExtras:
+    """Both sets of additions; `then`'s commands run after `first`'s."""
+    return render.CloudInitExtras(
+        packages=(*first.packages, *then.packages),
+        files=(*first.files, *then.files),
+        commands=(*first.commands, *then.commands),
+    )
+
+
+def render_user_data(
+    cfg: MeshConfig, site_name: str, wg_conf: str, directory: Mapping[str, PeerAddress], *, cloud_steps: bool = True
+) -> str:
+    """The `#cloud-config` of a site: wg0.conf, forwarding, metrics, then the cloud's last steps. Every size
+    estimate below renders through here, so validate's limits count exactly what the clouds receive.
+
+    cloud_steps=False leaves out the steps that talk to the cloud's own API (AWS's readiness mark): the lab,
+    which has no such API, renders everything else exactly as `pulumi up` does."""
+    extras = metrics.metrics_extras(cfg, site_name, directory)
+    if cloud_steps:
+        extras = combined(extras, cloud_extras(cfg.site(site_name).cloud))
+    return render.cloud_config(wg_conf, extras)
+
+
+# zopfli's iterations are part of the output format (more: smaller, slower): changing it changes every AWS
+# gateway's user data, like upgrading zopfli itself (pinned in requirements.txt for that reason).
+ZOPFLI_ITERATIONS = 5
+
+
+def aws_gzip_bytes(data: bytes) -> bytes:
+    """gzip with mtime 0 and no name: the same bytes for the same input, on every machine with this zopfli."""
+    return bytes(zopfli.gzip.compress(data, numiterations=ZOPFLI_ITERATIONS))
+
+
+def aws_gzip(text: str) -> bytes:
+    return aws_gzip_bytes(text.encode())
+
+
+def aws_user_data_base64(text: str) -> str:
+    """What EC2 gets (`user_data_base64`): the gzip'd text, base64. ValueError past EC2's limit."""
+    packed = aws_gzip(text)
+    if len(packed) > AWS_USER_DATA_LIMIT:
+        raise ValueError(
+            f"the gateway's user data is {len(packed)} bytes gzip'd, over EC2's {AWS_USER_DATA_LIMIT}-byte limit"
+        )
+    return base64.b64encode(packed).decode("ascii")
+
+
+def delivered_size(cloud: str, text: str, exact: bool = False) -> int:
+    """Bytes the cloud counts against its limit; not exact: for AWS, a bound when the text alone fits."""
+    data = text.encode()
+    if cloud == "aws":
+        # DEFLATE's fixed codes spend 8 bits on an ASCII byte: never more than the text plus ~20 bytes of framing,
+        # so only a text near the limit needs the (pure Python, ~1 ms per KB) compression to know.
+        return len(aws_gzip(text)) if exact or len(data) > AWS_USER_DATA_LIMIT - 64 else len(data)
+    return len(data)
+
+
+def _placeholder_key(seed: str) -> str:
+    return base64.b64encode(hashlib.sha256(seed.encode()).digest()).decode("ascii")
+
+
+def worst_case_directory(cfg: MeshConfig) -> dict[str, PeerAddress]:
+    return {site.name: PeerAddress(WORST_CASE_IP, _placeholder_key(f"public:{site.name}")) for site in cfg.sites}
+
+
+def estimated_size(cfg: MeshConfig, site_name: str, exact: bool = False) -> int:
+    """The delivered size of a site's user data with the longest addresses and random keys."""
+    directory = worst_case_directory(cfg)
+    plan = topology.interface_plan(cfg, site_name, directory)
+    conf = render.wg_quick_conf(plan, _placeholder_key(f"private:{site_name}"))
+    return delivered_size(cfg.site(site_name).cloud, render_user_data(cfg, site_name, conf, directory), exact)
+
+
+def _own_weight(site: AwsSite | GcpSite) -> int:
+    """How much a site adds to its peers' user data (its CIDRs and overlay address): the site adding least
+    receives the most, so its user data is the largest of its cloud."""
+    return sum(len(str(cidr)) + 2 for cidr in site.cidrs) + len(str(site.overlay_ip))
+
+
+SIZE_MARGIN = 256  # bytes: names and compression noise by which two gateways of one cloud can differ
+
+
+def largest(
+    cfg: MeshConfig, cloud: str, exhaustive: bool = True, exact: bool = False
+) -> tuple[int, AwsSite | GcpSite, int] | None:
+    """(index, site, estimated bytes) of the largest user data among the cloud's gateways, or None.
+
+    Every gateway's user data holds the whole mesh, so one estimate (the site that adds least to the others)
+    decides; only a result within SIZE_MARGIN of the limit has every site of that cloud estimated (unless not
+    exhaustive: the benchmarks' curves, where all sites of a cloud have the same shape)."""
+    sites = [(i, s) for i, s in enumerate(cfg.sites) if isinstance(s, AwsSite | GcpSite) and s.cloud == cloud]
+    if not sites:
+        return None
+    i, site = min(sites, key=lambda pair: _own_weight(pair[1]))
+    size = estimated_size(cfg, site.name, exact)
+    if exhaustive and LIMITS[cloud] - SIZE_MARGIN < size <= LIMITS[cloud]:
+        return max(((j, s, estimated_size(cfg, s.name)) for j, s in sites), key=lambda t: t[2])
+    return i, site, size
+
+
+def size_problems(cfg: MeshConfig) -> list[str]:
+    """A line per cloud whose largest gateway user data would not fit that cloud's limit."""
+    problems = []
+    for cloud, limit in LIMITS.items():
+        found = largest(cfg, cloud)
+        if found is not None and found[2] > limit:
+            i, site, size = found
+            how = "gzip'd, EC2's limit" if cloud == "aws" else "GCE's limit for a metadata value"
+            problems.append(
+                f"sites[{i}]: {site.name}'s gateway user data would be about {size} bytes ({how} is {limit}); "
+                f"every {cloud.upper()} gateway's user data holds the whole mesh: fewer sites or CIDRs "
+                "(see README, Known limits)"
+            )
+    return problems
