@@ -31,6 +31,7 @@ GATE_COMMAND = ".venv/bin/python -m mesh.readygate"
 READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
 READY_SCRIPT_PATH = "/usr/local/sbin/wg-mesh-ready"
 READY_PACKED = "readymark.py.gz.b64"
+READY_PACKAGE = "python3-botocore"  # Ubuntu's: SigV4 and the instance role's IMDSv2 credentials for wg-mesh-ready
 # What AWS accepts in security group and rule descriptions (no apostrophes, for one).
 SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")
 ANYWHERE = "0.0.0.0/0"
@@ -53,12 +54,13 @@ class _Network:
     ready: list[pulumi.Resource] = field(default_factory=list)
 
 
-def readiness_extras() -> render.CloudInitExtras:
+def readiness_extras(region: str) -> render.CloudInitExtras:
     """The last step of an AWS gateway's first boot: tag itself ready once wg0 is up and forwarding is on."""
     packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
     return render.CloudInitExtras(
+        packages=(READY_PACKAGE,),
         files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
-        commands=(("python3", READY_SCRIPT_PATH),),
+        commands=(("python3", READY_SCRIPT_PATH, "--region", region),),
     )
 
 
@@ -96,7 +98,7 @@ class AwsGateway(component.SiteComponent):
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        self._create_identity(name, args.mesh, site, args.directory, readiness_extras())
+        self._create_identity(name, args.mesh, site, args.directory, readiness_extras(site.region))
 
         network = self._network(name, site, child)
         self.eip = aws.ec2.Eip(
