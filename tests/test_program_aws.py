@@ -332,6 +332,9 @@ def test_operator_access_cloud_adds_session_manager_and_no_ssh(access: str) -> N
         {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
     ]
     assert run.depends_on(IAM_PROFILE, "aws-use1-profile", IAM_ROLE, "aws-use1-role")
+    assert run.depends_on(IAM_PROFILE, "aws-use1-profile", IAM_POLICY, "aws-use1-ready")
+    if access == "cloud":
+        assert run.depends_on(IAM_PROFILE, "aws-use1-profile", IAM_ATTACH, "aws-use1-ssm")
     assert run.depends_on(AWS_INSTANCE, "aws-use1-instance", IAM_PROFILE, "aws-use1-profile")
     attachments = run.of_type(IAM_ATTACH)
     if access == "cloud":
