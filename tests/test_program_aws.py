@@ -408,3 +408,24 @@ def test_a_previous_name_clash_is_reported_with_other_field_errors() -> None:
         load_mesh(raw)
     assert "sites[0].previous_names[0]: 'gcp-euw3' is the name of sites[1]" in info.value.problems
     assert any(p.startswith("operator_access:") for p in info.value.problems)
+
+
+@pytest.mark.parametrize(("zone", "argument"), [("us-east-1d", "availabilityZone"), ("use1-az4", "availabilityZoneId")])
+def test_a_configured_zone_reaches_the_subnet_by_name_or_id(
+    zone: str, argument: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Zone-name rules are config.py's; here only the zone rule is lifted, so this tests the program's path.
+    from mesh import config
+
+    rules = config.site_rule_problems
+    monkeypatch.setattr(config, "site_rule_problems", lambda i, s: [p for p in rules(i, s) if ".zone:" not in p])
+    raw = dev_raw()
+    site_raw(raw, "aws")["zone"] = zone
+    run = run_program(raw, preview=True)
+    assert run.error is None, run.error
+    subnet = run.named(SUBNET, "aws-use1-subnet")
+    assert subnet.inputs[argument] == zone
+    (other,) = {"availabilityZone", "availabilityZoneId"} - {argument}
+    assert other not in subnet.inputs
+    assert run.options(SUBNET, "aws-use1-subnet").ignore_changes == ()  # a chosen zone is yours to change
+    assert not [c for c in run.mocks.calls if c.token.endswith("getInstanceTypeOfferings")]
