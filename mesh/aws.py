@@ -1,8 +1,10 @@
 """An AWS site: a WireGuard gateway instance in the site's VPC and the routes that point at it.
 
-Order matters only through data: the Elastic IP exists before the instance (its address is in every
+Order matters mostly through data: the Elastic IP exists before the instance (its address is in every
 peer's config and firewall), the instance's user data holds the peers' addresses and keys, and the
-route tables send every remote range to the instance's network interface.
+route tables send every remote range to the instance's network interface. Two orderings are explicit:
+a created subnet reaches the internet before the instance boots (cloud-init runs once), and the Elastic
+IP and the routes move to an instance only after it reported itself ready (the readiness gate).
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import pulumi_command as command
 
 from mesh import aws_iam, awsfacts, component, readymark, topology, userdata
 from mesh.awsfacts import ami_architecture
-
-__all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
 from mesh.component import Directory
 from mesh.config import AwsSite, MeshConfig
+
+__all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
 
 GATEWAY_TYPE = "wg-mesh:aws:Gateway"
 ALL_PROTOCOLS = "-1"

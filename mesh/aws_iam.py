@@ -84,17 +84,26 @@ def gateway_profile(
         assume_role_policy=principal.apply(trust_policy),
         opts=opts,
     )
-    aws.iam.RolePolicy(
-        f"{name}-ready",
-        role=role.id,
-        policy=ready_policy(region, site_name, pulumi.get_stack()),
-        opts=opts,
-    )
-    if operator_access:
-        aws.iam.RolePolicyAttachment(
-            f"{name}-ssm",
-            role=role.name,
-            policy_arn=managed_policy_arn(region, SSM_CORE_POLICY),
+    policies: list[pulumi.Resource] = [
+        aws.iam.RolePolicy(
+            f"{name}-ready",
+            role=role.id,
+            policy=ready_policy(region, site_name, pulumi.get_stack()),
             opts=opts,
         )
-    return aws.iam.InstanceProfile(f"{name}-profile", role=role.name, opts=opts)
+    ]
+    if operator_access:
+        policies.append(
+            aws.iam.RolePolicyAttachment(
+                f"{name}-ssm",
+                role=role.name,
+                policy_arn=managed_policy_arn(region, SSM_CORE_POLICY),
+                opts=opts,
+            )
+        )
+    # The instance (which depends on the profile) boots with its permissions already in place.
+    return aws.iam.InstanceProfile(
+        f"{name}-profile",
+        role=role.name,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=policies)),
+    )

@@ -1,28 +1,28 @@
 """wg-mesh-ready: an AWS gateway tags itself wg-mesh:ready=true once wg0 is up and forwarding is on.
 
 Runs last in the first boot; `pulumi up` waits for the tag (mesh.readygate, README "Replacements").
-Standard library only: IMDSv2 for the instance role's credentials, SigV4 for EC2 CreateTags.
+Ubuntu's python3-botocore signs the call with the instance role's credentials (IMDSv2).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import hashlib
-import hmac
-import json
+import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 
 READY_TAG = "wg-mesh:ready"
 READY_VALUE = "true"
-IMDS = "http://169.254.169.254"
 FORWARD_PATH = "/proc/sys/net/ipv4/ip_forward"
+IMDS = "http://169.254.169.254"
+
+
+def imds_endpoint() -> str:
+    """botocore's own setting for where its credentials come from, so one variable moves both (tests: moto)."""
+    return os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", IMDS)
 
 
 def local_problems(forward_path: str = FORWARD_PATH, wg: Sequence[str] = ("wg", "show", "wg0")) -> list[str]:
@@ -43,81 +43,30 @@ def local_problems(forward_path: str = FORWARD_PATH, wg: Sequence[str] = ("wg", 
     return problems
 
 
-class Metadata:
-    """IMDSv2: a session token, then every read with it."""
-
-    def __init__(self, base: str = IMDS) -> None:
-        self.base = base.rstrip("/")
-        put = urllib.request.Request(
-            f"{self.base}/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}
-        )
-        with urllib.request.urlopen(put, timeout=5) as response:
-            self.token = response.read().decode()
-
-    def get(self, path: str) -> str:
-        req = urllib.request.Request(
-            f"{self.base}/latest/meta-data/{path}", headers={"X-aws-ec2-metadata-token": self.token}
-        )
-        with urllib.request.urlopen(req, timeout=5) as response:
-            return str(response.read().decode())
-
-    def credentials(self) -> dict[str, str]:
-        role = self.get("iam/security-credentials/").split()[0]
-        c = json.loads(self.get(f"iam/security-credentials/{role}"))
-        return {"key": c["AccessKeyId"], "secret": c["SecretAccessKey"], "token": c["Token"]}
+def instance_id() -> str:
+    """This instance's id, through IMDSv2 (a session token first)."""
+    base = imds_endpoint().rstrip("/")
+    put = urllib.request.Request(f"{base}/latest/api/token", method="PUT")
+    put.add_header("X-aws-ec2-metadata-token-ttl-seconds", "60")
+    with urllib.request.urlopen(put, timeout=5) as response:
+        token = response.read().decode()
+    get = urllib.request.Request(f"{base}/latest/meta-data/instance-id", headers={"X-aws-ec2-metadata-token": token})
+    with urllib.request.urlopen(get, timeout=5) as response:
+        return str(response.read().decode())
 
 
-def ec2_endpoint(region: str) -> str:
-    return f"https://ec2.{region}.amazonaws.com{'.cn' if region.startswith('cn-') else ''}/"
+def mark_ready(region: str, endpoint: str | None = None) -> str:
+    """Tag this instance ready; returns its id. Raises on any error (the caller retries)."""
+    import botocore.session  # Ubuntu's python3-botocore on the gateway
 
-
-def _hmac(key: bytes, text: str) -> bytes:
-    return hmac.new(key, text.encode(), hashlib.sha256).digest()
-
-
-def signed_request(
-    endpoint: str, region: str, body: str, creds: dict[str, str], now: datetime.datetime
-) -> urllib.request.Request:
-    """A SigV4-signed POST of a form-encoded EC2 query API call (AWS General Reference, SigV4)."""
-    url = urllib.parse.urlsplit(endpoint)
-    stamp = now.strftime("%Y%m%dT%H%M%SZ")
-    headers = {
-        "content-type": "application/x-www-form-urlencoded; charset=utf-8",
-        "host": url.netloc,
-        "x-amz-date": stamp,
-        "x-amz-security-token": creds["token"],
-    }
-    names = ";".join(sorted(headers))
-    lines = ["POST", url.path or "/", "", *(f"{k}:{headers[k]}" for k in sorted(headers)), "", names]
-    canonical = "\n".join([*lines, hashlib.sha256(body.encode()).hexdigest()])
-    scope = f"{stamp[:8]}/{region}/ec2/aws4_request"
-    key = f"AWS4{creds['secret']}".encode()
-    for part in scope.split("/"):
-        key = _hmac(key, part)
-    to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["Authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={creds['key']}/{scope}, SignedHeaders={names}, Signature={signature}"
-    )
-    del headers["host"]
-    return urllib.request.Request(endpoint, data=body.encode(), method="POST", headers=headers)
-
-
-def mark_ready(metadata: Metadata, endpoint: str | None = None) -> str:
-    """Tag this instance ready; returns its id. Raises on an API error (the caller retries)."""
-    instance_id, region = metadata.get("instance-id"), metadata.get("placement/region")
-    fields = {"Action": "CreateTags", "Version": "2016-11-15", "ResourceId.1": instance_id}
-    body = urllib.parse.urlencode({**fields, "Tag.1.Key": READY_TAG, "Tag.1.Value": READY_VALUE})
-    now = datetime.datetime.now(datetime.UTC)
-    with urllib.request.urlopen(
-        signed_request(endpoint or ec2_endpoint(region), region, body, metadata.credentials(), now), timeout=10
-    ) as response:
-        response.read()
-    return instance_id
+    ec2 = botocore.session.get_session().create_client("ec2", region_name=region, endpoint_url=endpoint)
+    iid = instance_id()
+    ec2.create_tags(Resources=[iid], Tags=[{"Key": READY_TAG, "Value": READY_VALUE}])
+    return iid
 
 
 def run(
-    imds: str, endpoint: str | None, deadline_s: float, check: Callable[[], list[str]], sleep_s: float = 5.0
+    region: str, endpoint: str | None, deadline_s: float, check: Callable[[], list[str]], sleep_s: float = 5
 ) -> int:
     """Retry until ready and marked (a new role takes seconds to work) or the deadline; 0 on success."""
     give_up = time.monotonic() + deadline_s
@@ -125,11 +74,10 @@ def run(
         last = "; ".join(check())
         if not last:
             try:
-                print(f"wg-mesh-ready: {mark_ready(Metadata(imds), endpoint)} marked {READY_TAG}={READY_VALUE}")
+                print(f"wg-mesh-ready: {mark_ready(region, endpoint)} marked {READY_TAG}={READY_VALUE}")
                 return 0
-            except (OSError, KeyError, ValueError, IndexError) as exc:
-                detail = exc.read().decode(errors="replace")[:300] if isinstance(exc, urllib.error.HTTPError) else ""
-                last = f"marking failed: {exc} {detail}"
+            except Exception as exc:  # any failure is retried until the deadline, then reported
+                last = f"marking failed: {exc}"
         if time.monotonic() >= give_up:
             print(f"wg-mesh-ready: not ready after {deadline_s:.0f} s: {last}", file=sys.stderr)
             return 1
@@ -138,11 +86,11 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wg-mesh-ready")
-    parser.add_argument("--imds", default=IMDS)
+    parser.add_argument("--region", required=True)
     parser.add_argument("--endpoint", help="EC2 API endpoint (default: the region's)")
     parser.add_argument("--deadline", type=float, default=600.0)
     args = parser.parse_args(argv)
-    return run(args.imds, args.endpoint, args.deadline, local_problems)
+    return run(args.region, args.endpoint, args.deadline, local_problems)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from importlib import resources
 import zopfli.gzip
 
 from mesh import metrics, render, topology
-from mesh.config import AwsSite, GcpSite, MeshConfig
+from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from mesh.topology import PeerAddress
 
 AWS_USER_DATA_LIMIT = 16384  # bytes, raw (here: gzip'd) before base64
@@ -38,21 +38,23 @@ WORST_CASE_IP = "255.255.255.255"
 
 READY_SCRIPT_PATH = "/usr/local/sbin/wg-mesh-ready"
 READY_PACKED = "readymark.py.gz.b64"
+READY_PACKAGE = "python3-botocore"  # Ubuntu's: SigV4 and the instance role's IMDSv2 credentials for wg-mesh-ready
 
 
-def readiness_extras() -> render.CloudInitExtras:
+def readiness_extras(region: str) -> render.CloudInitExtras:
     """The last step of an AWS gateway's first boot: tag itself ready once wg0 is up and forwarding is on
     (mesh.readymark; `pulumi up` waits for the tag before moving the Elastic IP and routes: mesh.readygate)."""
     packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
     return render.CloudInitExtras(
+        packages=(READY_PACKAGE,),
         files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
-        commands=(("python3", READY_SCRIPT_PATH),),
+        commands=(("python3", READY_SCRIPT_PATH, "--region", region),),
     )
 
 
-def cloud_extras(cloud: str) -> render.CloudInitExtras:
+def cloud_extras(site: AwsSite | GcpSite | StaticSite) -> render.CloudInitExtras:
     """What a cloud adds after everything else: AWS's readiness mark; nothing elsewhere."""
-    return readiness_extras() if cloud == "aws" else render.CloudInitExtras()
+    return readiness_extras(site.region) if isinstance(site, AwsSite) else render.CloudInitExtras()
 
 
 def combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> render.CloudInitExtras:
@@ -74,7 +76,7 @@ def render_user_data(
     which has no such API, renders everything else exactly as `pulumi up` does."""
     extras = metrics.metrics_extras(cfg, site_name, directory)
     if cloud_steps:
-        extras = combined(extras, cloud_extras(cfg.site(site_name).cloud))
+        extras = combined(extras, cloud_extras(cfg.site(site_name)))
     return render.cloud_config(wg_conf, extras)
 
 
