@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -585,13 +585,13 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
     )
 
 
-def timed(key: str, fn: Callable[[], CheckResult]) -> CheckResult:
+def timed(key: str, fn: Callable[[], CheckResult], titles: Mapping[str, str] = TITLES) -> CheckResult:
     """Run one check; a check that cannot even run is reported as failed, and the others still run."""
     start = time.monotonic()
     try:
         result = fn()
     except Exception as exc:  # reported, with its type: exit 1 either way
-        result = CheckResult(key, TITLES[key], False, f"could not run: {type(exc).__name__}: {exc}", ["error"])
+        result = CheckResult(key, titles[key], False, f"could not run: {type(exc).__name__}: {exc}", ["error"])
     result.seconds = round(time.monotonic() - start, 2)
     return result
 
