@@ -37,7 +37,7 @@ TRANSIT_POOL = IPv4Network("198.19.0.0/16")  # one /30 per site between its upli
 TRANSIT_PREFIX = 30
 AWS_VPC_MTU = 9001  # jumbo frames inside an AWS VPC; the internet path is underlay_mtu
 STATIC_LAN_MTU = 1500
-BROKEN_LISTEN_PORT = 65536  # one past the largest UDP port: wg(8) refuses the config
+BROKEN_LISTEN_PORT = "51820x"  # a typo wg(8) refuses ("Servname not supported"); 65536 it would accept
 
 PREFIX_PATTERN = re.compile(r"^wgl[0-9a-f]{4}$")
 NETNS_PATTERN = re.compile(r"^(wgl[0-9a-f]{4})-")
