@@ -124,6 +124,14 @@ def sysctl_conf() -> str:
     return "".join(f"{key} = {value}\n" for key, value in SYSCTL_SETTINGS.items())
 
 
+def units_active_check(units: Sequence[str]) -> str:
+    """A shell line that fails, naming the unit, unless every unit is active."""
+    return (
+        f'for unit in {" ".join(units)}; do systemctl is-active --quiet "$unit" || '
+        '{ echo "wg-mesh: $unit is not active" >&2; exit 1; }; done'
+    )
+
+
 def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> str:
     """`#cloud-config` user data that installs WireGuard, writes wg0.conf and starts wg-quick@wg0."""
     files = [
@@ -153,7 +161,8 @@ def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> s
             *(list(cmd) for cmd in extras.commands),
             # cloud-init runs runcmd as one shell script and judges it by its last command alone: this one makes
             # a gateway whose tunnel (or any unit it set up) is not running report an error in `cloud-init status`.
-            ["systemctl", "is-active", "--quiet", wg_unit, *extras.units],
+            # One unit at a time: `systemctl is-active A B` succeeds when any one of them is active.
+            units_active_check([wg_unit, *extras.units]),
         ],
     }
     return "#cloud-config\n" + yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, width=1000)

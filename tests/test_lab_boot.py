@@ -34,7 +34,7 @@ PREFIX = "wgl0b0b"
 BOOT_CHECKS = ["cloud_init", "units", "files", "packages", "metrics", "sysctl", "reboot"]
 CANNOT_BOOT = missing_requirements() + missing_boot_tools()
 needs_boot = pytest.mark.skipif(bool(CANNOT_BOOT), reason="--boot cannot run here: " + "; ".join(CANNOT_BOOT))
-QUICK = LabOptions(handshake_timeout=4, iperf_seconds=1, bulk_bytes=4 * 1024 * 1024)
+QUICK = LabOptions(handshake_timeout=4, iperf_seconds=1, bulk_bytes=4 * 1024 * 1024, reboot_timeout=30)
 
 
 def user_data(stack: str, site: str) -> str:

@@ -290,7 +290,7 @@ def check_reboot(lab: BuiltLab, options: LabOptions) -> CheckResult:
     marks: dict[str, float] = {}
 
     def reboot() -> None:
-        marks.update(machine.reboot())
+        marks.update(machine.reboot(timeout=options.reboot_timeout))
 
     outage = measure_outage(
         lab.hosts[a.name], lab.state, a.host_ns, str(b.host_ip.ip), reboot, timeout=options.recovery_timeout

@@ -67,6 +67,7 @@ class LabOptions:
     iperf_seconds: float = 3.0
     bulk_bytes: int = 16 * 1024 * 1024
     recovery_timeout: float = 15.0
+    reboot_timeout: float = 90.0  # --boot: a rebooted gateway's wg0 must be active again within this
 
 
 def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

@@ -230,7 +230,9 @@ class Node:
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         if self.holder is not None and self.container:
-            joined = ("--mount", "--uts", "--ipc", "--net", "--pid")
+            # Not --pid: nsenter would fork, and ending it (a check's server) would leave its child running.
+            # The container's /proc is mounted in its mount namespace, so systemctl and ps see its processes.
+            joined = ("--mount", "--uts", "--ipc", "--net")
             return ["nsenter", f"--target={self.holder}", *joined, "--", *argv]
         if self.holder is not None:
             return ["nsenter", f"--target={self.holder}", "--mount", "--net", "--", *argv]
