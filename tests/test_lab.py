@@ -574,6 +574,7 @@ def test_lab_down_touches_only_what_a_lab_recorded() -> None:
     assert not set(made) & set(list_netns()), "test namespaces already exist"
     states = [LabState(prefix="wgl0c01", owner_pid=0, owner_start=0, namespaces=[recorded])]
     states.append(LabState(prefix="wgl0c03", owner_pid=0, owner_start=0, namespaces=[other]))
+    garbled = STATE_DIR / "wgl0c04.json"
     try:
         for netns in made:
             subprocess.run(["ip", "netns", "add", netns], check=True)
@@ -588,7 +589,11 @@ def test_lab_down_touches_only_what_a_lab_recorded() -> None:
         missing = run_mesh("lab", "down", "wgl0c02")  # namespaces named like a lab, but no lab recorded them
         assert missing.returncode == 1 and "no lab wgl0c02 recorded" in missing.stderr
         assert stray in list_netns()
+        garbled.write_text('{"prefix": "wgl0c04", "owner_pid": 1, "owner_start": 1, "from_the_future": 1}')
+        unreadable = run_mesh("lab", "down", "wgl0c04")  # not proof of a dead lab: it may be running
+        assert unreadable.returncode == 1 and "cannot be read" in unreadable.stderr and garbled.exists()
     finally:
+        garbled.unlink(missing_ok=True)
         for netns in made:
             if netns in list_netns():
                 subprocess.run(["ip", "netns", "delete", netns], check=False)

@@ -183,18 +183,35 @@ class LabState:
     def log_dir(self) -> Path:
         return STATE_DIR / self.prefix
 
+    @property
+    def containers_path(self) -> Path:
+        """The booted gateways' records, beside the state file: a wg-mesh that predates --boot still reads the
+        state file itself (and so leaves a running lab alone instead of taking it for an unreadable, dead one)."""
+        return STATE_DIR / f"{self.prefix}.containers.json"
+
     def save(self) -> None:
         STATE_DIR.mkdir(mode=0o755, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.chmod(0o600)
-        tmp.replace(self.path)
+        data = asdict(self)
+        for path, content in ((self.containers_path, data.pop("containers")), (self.path, data)):
+            if path == self.containers_path and not content:
+                continue
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(content, indent=1))
+            tmp.chmod(0o600)
+            tmp.replace(path)
 
     @classmethod
     def load(cls, path: Path) -> LabState:
         data: dict[str, Any] = json.loads(path.read_text())
         data["processes"] = [Tracked(**{**p, "netns_id": tuple(p["netns_id"])}) for p in data.get("processes", [])]
-        return cls(**data)
+        state = cls(**data)
+        if state.containers_path.exists():
+            state.containers = json.loads(state.containers_path.read_text())
+        return state
+
+    def remove(self) -> None:
+        self.containers_path.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
 
     def owner_alive(self) -> bool:
         return self.owner_pid > 0 and proc_start_time(self.owner_pid) == self.owner_start
@@ -365,15 +382,16 @@ def teardown(state: LabState, log: Log, graceful: bool = True, strict: bool = Tr
     machines = STATE_DIR / f"{state.prefix}.machines"
     if machines.is_dir() and not any(os.path.ismount(p) for p in machines.glob("*/root")):
         shutil.rmtree(machines, ignore_errors=True)
-    state.path.unlink(missing_ok=True)
+    state.remove()
     log(f"removed lab {state.prefix}: {len(namespaces)} namespaces, {len(pids)} processes")
     return problems
 
 
-def find_labs() -> dict[str, LabState]:
+def find_labs(unreadable: list[str] | None = None) -> dict[str, LabState]:
     """Every lab on this machine that recorded itself: a state file is the only proof that a lab is ours.
 
-    A state file that cannot be read is still a lab (it owns its prefix), but one with nothing recorded."""
+    A state file that cannot be read (damaged, or written by another version) says nothing about what runs:
+    it is listed in `unreadable`, never taken for a dead lab."""
     labs: dict[str, LabState] = {}
     if STATE_DIR.is_dir():
         for path in sorted(STATE_DIR.glob("*.json")):
@@ -381,7 +399,8 @@ def find_labs() -> dict[str, LabState]:
                 try:
                     labs[path.stem] = LabState.load(path)
                 except (ValueError, TypeError, KeyError, OSError):
-                    labs[path.stem] = LabState(prefix=path.stem, owner_pid=0, owner_start=0)
+                    if unreadable is not None:
+                        unreadable.append(path.stem)
     return labs
 
 
@@ -396,10 +415,15 @@ def lab_down(log: Log, prefixes: Sequence[str] = ()) -> tuple[list[str], list[st
 
     A lab whose owner process still runs is left alone; each lab's teardown touches only the namespaces,
     processes, containers and mounts its state file records. Returns (removed prefixes, problems)."""
-    removed, problems = [], []
-    labs = find_labs()
+    removed: list[str] = []
+    problems: list[str] = []
+    unreadable: list[str] = []
+    labs = find_labs(unreadable)
+    for prefix in unreadable:
+        if not prefixes or prefix in prefixes:
+            problems.append(f"{STATE_DIR / prefix}.json cannot be read (damaged or another version): not touched")
     for prefix in prefixes:
-        if prefix not in labs:
+        if prefix not in labs and prefix not in unreadable:
             problems.append(f"no lab {prefix} recorded in {STATE_DIR}")
     for prefix, state in labs.items():
         if prefixes and prefix not in prefixes:

@@ -92,6 +92,9 @@ def stop_container(record: dict[str, Any], graceful: bool = True, timeout: float
                 time.sleep(0.05)
         if stop_pids([pid]):
             problems.append(f"systemd-nspawn {pid} would not stop")
+    if pid > 0:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # reap it when it was our child
     if record.get("cgroup") and not kill_cgroup(Path(record["cgroup"])):
         problems.append(f"cgroup {record['cgroup']} would not empty")
     root = Path(record.get("root", ""))
