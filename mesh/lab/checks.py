@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -329,14 +332,20 @@ def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float) -> b
     return found.wait(timeout)
 
 
+def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
+    """Signal the process and what it forked: Node.popen starts each in its own session, so its group is its pid
+    (`nsenter --pid` into a booted gateway forks the command and would not pass a signal on)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
 def stop(proc: subprocess.Popen[str]) -> str:
-    """End a process we started (by its pid), returning what it printed."""
-    if proc.poll() is None:
-        proc.terminate()
+    """End a process we started (by its pid and process group), returning what it printed."""
+    _signal_group(proc, signal.SIGTERM)
     try:
         out, _ = proc.communicate(timeout=5)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _signal_group(proc, signal.SIGKILL)
         out, _ = proc.communicate()
     return out or ""
 

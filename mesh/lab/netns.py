@@ -247,9 +247,9 @@ class Node:
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         if self.holder is not None and self.container:
-            # Not --pid: nsenter would fork, and ending it (a check's server) would leave its child running.
-            # The container's /proc is mounted in its mount namespace, so systemctl and ps see its processes.
-            joined = ("--mount", "--uts", "--ipc", "--net")
+            # --pid too (systemctl and cloud-init want to run inside the container's pid namespace); nsenter then
+            # forks the command into it, so a started process is stopped by its process group (checks.stop).
+            joined = ("--mount", "--uts", "--ipc", "--net", "--pid")
             return ["nsenter", f"--target={self.holder}", *joined, "--", *argv]
         if self.holder is not None:
             return ["nsenter", f"--target={self.holder}", "--mount", "--net", "--", *argv]
