@@ -128,6 +128,8 @@ def ensure_image(rebuild: bool = False, log: Path | None = None) -> Image:
     final = image_dir()
     with cache_lock():
         if rebuild and final.exists():
+            if str(final) in Path("/proc/self/mountinfo").read_text():
+                raise LabError(f"{final} is in use by a running lab: stop it first (`lab down`)")
             shutil.rmtree(final)
         if (final / "image.json").exists():
             meta = json.loads((final / "image.json").read_text())
@@ -181,7 +183,10 @@ def prune_images(keep: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
     for repo in CACHE_DIR.glob("apt-*"):
         owner = (repo / "image").read_text().strip() if (repo / "image").exists() else ""
-        if owner and not Path(owner).exists():
+        built = (repo / "image.json").read_text() if (repo / "image.json").exists() else None
+        current = Path(owner).parent / "image.json"
+        stale = built is not None and current.exists() and current.read_text() != built
+        if (owner and not Path(owner).exists()) or stale:
             shutil.rmtree(repo, ignore_errors=True)
 
 
@@ -189,7 +194,10 @@ def prune_images(keep: Path) -> None:
 
 
 def repo_key(image: Image, packages: Sequence[str], apt_files: dict[str, bytes]) -> str:
+    """Which image (and which build of it: a rebuilt image may hold other versions), packages and apt settings."""
     digest = hashlib.sha256(str(image.root).encode())
+    meta = image.root.parent / "image.json"
+    digest.update(meta.read_bytes() if meta.exists() else b"")
     digest.update(json.dumps(sorted(packages)).encode())
     for path in sorted(apt_files):
         digest.update(path.encode() + b"\0" + apt_files[path] + b"\0")
@@ -275,6 +283,9 @@ def ensure_repo(image: Image, packages: Sequence[str], apt_files: dict[str, byte
             (repo / "Packages").write_bytes(index)
             (repo / "Release").write_text(_release(index))
             (repo / "image").write_text(f"{image.root}\n")
+            meta = image.root.parent / "image.json"
+            if meta.exists():
+                shutil.copyfile(meta, repo / "image.json")
             os.rename(repo, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)

@@ -105,6 +105,8 @@ def boot_machines(plan: LabPlan, artifacts: dict[str, GatewayArtifacts], report:
         repos[name], seconds = images.ensure_repo(image, facts.packages, facts.apt_files)
         if seconds is not None:
             filled.append(seconds)
+    built = f"built in {image.built_s:.0f} s" if image.built_s is not None else "cached"
+    report.notes.append(f"--boot: Debian {images.SUITE} image {image.root} ({image.size_bytes / 1e6:.0f} MB, {built})")
     report.image = {
         **images.image_summary(image),
         "package_source": sorted({str(r) for r in repos.values()}),
