@@ -828,11 +828,11 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         parts.append(section_scale(data["scale"], images))
     if "lab" in data:
         parts.append(section_ipsec(data))
+    parts.append(section_meaning(data))
     if "boot" in data:
         from bench.boot import section as section_boot
 
         parts.append(section_boot(data["boot"]))
-    parts.append(section_meaning(data))
     return "\n".join(parts)
 
 
