@@ -227,3 +227,10 @@ def test_interrupted_boot_lab_stops_its_containers(nspawn_before: set[int]) -> N
     assert proc.returncode == 130 and "interrupted; the lab was removed" in stderr
     assert [pid for pid, start in leaders if start is not None and proc_start_time(pid) == start] == []
     assert_gone(prefix, nspawn_before)
+
+
+def test_progress_counts_every_boot_check() -> None:
+    from mesh.lab import bootchecks, run
+
+    assert run.BOOT_CHECK_STEPS == len(bootchecks.TITLES) == len(BOOT_CHECKS)
+    assert list(bootchecks.TITLES) == BOOT_CHECKS

@@ -19,7 +19,7 @@ from typing import Any
 
 from mesh import metrics, render
 from mesh.lab.build import BuiltLab
-from mesh.lab.checks import CheckResult, LabOptions, main_pair, measure_outage, ok_text, parallel, timed
+from mesh.lab.checks import CheckResult, LabOptions, main_pair, measure_outage, ok_text, timed
 from mesh.lab.container import ContainerGateway
 from mesh.lab.plan import LabKeys
 from mesh.lab.seed import GCE_SYSCTL_PATH, user_data_facts
@@ -357,7 +357,3 @@ def boot_checks(
         run("sysctl", lambda: check_sysctl(lab)),
         run("reboot", lambda: check_reboot(lab, options)),
     ]
-
-
-BOOT_CHECK_STEPS = len(TITLES)
-__all__ = ["BOOT_CHECK_STEPS", "TITLES", "boot_checks", "parallel"]

@@ -23,7 +23,7 @@ from mesh.lab.plan import GatewayArtifacts, LabFaults, LabKeys, LabPlan, SitePla
 from mesh.lab.report import LabReport, Steps
 
 CHECK_STEPS = 6
-BOOT_CHECK_STEPS = 7
+BOOT_CHECK_STEPS = 7  # bootchecks.TITLES (imported only with --boot)
 
 
 class LabEnvironmentError(LabError):
