@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -206,8 +207,19 @@ def check_packages(lab: BuiltLab) -> CheckResult:
 _SCRAPE = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())"
 
 
+_LISTEN = re.compile(r"--web\.listen-address=(\S*):(\d+)")
+
+
+def listen_address(m: ContainerGateway, port: int) -> str:
+    """Where node-exporter listens, as the user data configured it (all addresses, or one, e.g. the overlay's)."""
+    args = m.node.run(["cat", metrics.NODE_EXPORTER_DEFAULTS_PATH], check=False, timeout=10).stdout
+    match = _LISTEN.search(args)
+    host = (match.group(1) if match else "").strip("[]") or "127.0.0.1"
+    return f"{host}:{match.group(2) if match else port}"
+
+
 def scrape(m: ContainerGateway, port: int) -> dict[str, float]:
-    url = f"http://127.0.0.1:{port}/metrics"
+    url = f"http://{listen_address(m, port)}/metrics"
     out = m.node.run(["python3", "-c", _SCRAPE, url], check=False, timeout=20).stdout
     series: dict[str, float] = {}
     for line in out.splitlines():
