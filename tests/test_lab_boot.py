@@ -20,7 +20,7 @@ import pytest
 
 from mesh import metrics, render
 from mesh.lab.checks import LabOptions
-from mesh.lab.image import missing_boot_tools
+from mesh.lab.image import REPO_MOUNT, missing_boot_tools
 from mesh.lab.netns import STATE_DIR, find_labs, list_netns, missing_requirements, proc_start_time
 from mesh.lab.nspawn import CGROUP_PARENT, cgroup2_root
 from mesh.lab.plan import LabFaults, LabKeys, plan_lab, render_artifacts
@@ -155,6 +155,8 @@ def test_boot_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path, 
     for gateway in checks["files"]["gateways"].values():
         assert gateway["/etc/wireguard"] == {"expected": "0o700", "actual": "0o700"}
     assert all(not g["through_recommends"] for g in checks["packages"]["gateways"].values())
+    assert all(g["sources"] == [f"file:{REPO_MOUNT}"] for g in checks["packages"]["gateways"].values())
+    assert checks["packages"]["route_out_of_the_lab"] is False
     # GCP's image turns forwarding off; the rendered 99-wg-mesh.conf wins.
     for site in cfg.sites:
         sysctl = checks["sysctl"]["gateways"][site.name]

@@ -4,7 +4,8 @@
                boot-to-done and boot-to-handshake times
 8. units       every unit the user data enables, starts or restarts is active
 9. files       the modes the user data asks for, and /etc/wireguard 0700
-10. packages   nothing came in through Recommends/Suggests (apt's autoremove with both unimportant)
+10. packages   apt's only source is the lab's local one and the lab has no route out; nothing came in through
+               Recommends/Suggests (apt's autoremove with both unimportant)
 11. metrics    the metrics file exists and node-exporter serves the wgmesh_* series (wg0 up, every peer)
 12. sysctl     render.SYSCTL_SETTINGS in effect, also over a GCE-style 60-gce-network-security.conf (GCP)
 13. reboot     one gateway reboots: wg0 comes back through systemd, cloud-init does not run again, traffic flows
@@ -22,6 +23,8 @@ from mesh import metrics, render
 from mesh.lab.build import BuiltLab
 from mesh.lab.checks import CheckResult, LabOptions, main_pair, measure_outage, ok_text, timed
 from mesh.lab.container import ContainerGateway
+from mesh.lab.image import REPO_MOUNT
+from mesh.lab.netns import run
 from mesh.lab.plan import LabKeys
 from mesh.lab.seed import GCE_SYSCTL_PATH, user_data_facts
 from mesh.render import INTERFACE
@@ -30,7 +33,7 @@ TITLES = {
     "cloud_init": "7. cloud-init on every gateway",
     "units": "8. Units the user data enables are active",
     "files": "9. File modes",
-    "packages": "10. Packages: nothing through Recommends",
+    "packages": "10. Packages: from the local source only, nothing through Recommends",
     "metrics": "11. Metrics file and node-exporter",
     "sysctl": "12. Sysctls in effect",
     "reboot": "13. Reboot of a gateway",
@@ -188,11 +191,20 @@ def check_packages(lab: BuiltLab) -> CheckResult:
         extra = sorted({line.split()[1] for line in out.splitlines() if line.startswith("Remv ")} - image_packages(m))
         listed = m.node.run(["dpkg-query", "-W", "-f", "${Package}\\n"], check=False, timeout=30).stdout.split()
         added = sorted(set(listed) - image_packages(m))
-        data[m.site.name] = {"ok": not extra, "through_recommends": extra, "installed": added}
+        # Where apt looked: the lab's local source is the only one (the containers have no route out of the lab).
+        targets = m.node.run(["apt-get", "indextargets", "--format", "$(URI)"], check=False, timeout=30).stdout
+        sources = sorted({uri.rsplit("/", 1)[0].removesuffix("/.") for uri in targets.split()})
+        data[m.site.name] = {"ok": not extra, "through_recommends": extra, "installed": added, "sources": sources}
         shown = ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else "")
         rows.append([m.site.name, str(len(added)), shown or "none", ok_text(not extra)])
-    ok = all(d["ok"] for d in data.values())
-    summary = "the user data installs only what its packages depend on" if ok else "Recommends were installed"
+    # TEST-NET-1 (RFC 5737): a route lookup only, nothing is sent. The lab's internet knows only the lab's networks.
+    route = run(["ip", "-n", lab.plan.internet_ns, "route", "get", "192.0.2.1"], check=False)
+    route_out = route.returncode == 0
+    local = all(d["sources"] == [f"file:{REPO_MOUNT}"] for d in data.values())
+    ok = all(d["ok"] for d in data.values()) and local and not route_out
+    summary = "the user data installs only what its packages depend on, from the local source"
+    if not ok:
+        summary = "Recommends were installed" if not all(d["ok"] for d in data.values()) else "apt could reach out"
     return CheckResult(
         "packages",
         TITLES["packages"],
@@ -200,7 +212,7 @@ def check_packages(lab: BuiltLab) -> CheckResult:
         summary,
         ["gateway", "packages installed", "only through Recommends/Suggests", ""],
         rows,
-        {"gateways": data},
+        {"gateways": data, "route_out_of_the_lab": route_out},
     )
 
 
@@ -356,16 +368,16 @@ def boot_checks(
     exporter_port: int,
     step: Callable[[str], None],
 ) -> Sequence[CheckResult]:
-    def run(key: str, fn: Callable[[], CheckResult]) -> CheckResult:
+    def one(key: str, fn: Callable[[], CheckResult]) -> CheckResult:
         step(TITLES[key])
         return timed(key, fn, TITLES)
 
     return [
-        run("cloud_init", lambda: check_cloud_init(lab, handshakes)),
-        run("units", lambda: check_units(lab)),
-        run("files", lambda: check_files(lab)),
-        run("packages", lambda: check_packages(lab)),
-        run("metrics", lambda: check_metrics(lab, exporter_port)),
-        run("sysctl", lambda: check_sysctl(lab)),
-        run("reboot", lambda: check_reboot(lab, options)),
+        one("cloud_init", lambda: check_cloud_init(lab, handshakes)),
+        one("units", lambda: check_units(lab)),
+        one("files", lambda: check_files(lab)),
+        one("packages", lambda: check_packages(lab)),
+        one("metrics", lambda: check_metrics(lab, exporter_port)),
+        one("sysctl", lambda: check_sysctl(lab)),
+        one("reboot", lambda: check_reboot(lab, options)),
     ]
