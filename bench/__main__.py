@@ -4,6 +4,7 @@
     python -m bench scale                   program scale under Pulumi mocks (no root needed)
     sudo python -m bench lab                data plane + IPsec vs WireGuard + recovery, in the lab
     sudo python -m bench mtu                MTU sweep, in the lab
+    sudo python -m bench boot               booted gateways (lab --boot): boot-to-handshake, reboot, per stack
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -86,6 +87,15 @@ def cmd_mtu(args: argparse.Namespace) -> None:
     write_json(args.out, "mtu", result)
 
 
+def cmd_boot(args: argparse.Namespace) -> None:
+    from bench.boot import run_boot_bench
+    from mesh.lab.checks import LabOptions
+
+    stacks = [DEV_STACK] if args.quick else sorted(REPO.glob("Pulumi.*.yaml"))
+    options = LabOptions(iperf_seconds=1, bulk_bytes=4 * 1024 * 1024) if args.quick else LabOptions()
+    write_json(args.out, "boot", run_boot_bench(stacks, log, rebuild_image=args.rebuild_image, options=options))
+
+
 def cmd_environment(args: argparse.Namespace) -> None:
     from bench import environment
 
@@ -110,6 +120,7 @@ def cmd_all(args: argparse.Namespace) -> None:
     if os.geteuid() == 0:
         cmd_lab(args)
         cmd_mtu(args)
+        cmd_boot(args)
     else:
         log("not root: the lab benchmarks (data plane, IPsec, recovery, MTU) need root; skipped")
     cmd_doc(args)
@@ -123,6 +134,7 @@ COMMANDS = {
     "scale": cmd_scale,
     "lab": cmd_lab,
     "mtu": cmd_mtu,
+    "boot": cmd_boot,
     "doc": cmd_doc,
 }
 
@@ -137,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="program scale: runs per size")
     parser.add_argument("--no-ipsec", action="store_true", help="lab: skip the strongSwan comparison")
     parser.add_argument("--no-plots", action="store_true", help="doc: tables only")
+    parser.add_argument("--rebuild-image", action="store_true", help="boot: rebuild the cached image (to time it)")
     args = parser.parse_args(argv)
     args.out = args.out.resolve()
     try:

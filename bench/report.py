@@ -25,7 +25,7 @@ from bench.anchors import (
 )
 
 Log = Callable[[str], None]
-SECTIONS = ("environment", "scale", "lab", "mtu")
+SECTIONS = ("environment", "scale", "lab", "mtu", "boot")
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
     "wireguard": "WireGuard tunnel (gateway → gateway, wg0)",
@@ -837,6 +837,7 @@ def commands(quick: bool) -> str:
         "python -m bench scale                  # program scale only (no root)\n"
         "sudo .venv/bin/python -m bench lab     # data plane, IPsec vs WireGuard, recovery\n"
         "sudo .venv/bin/python -m bench mtu     # MTU sweep\n"
+        "sudo .venv/bin/python -m bench boot    # booted gateways (lab --boot), every stack file\n"
         "python -m bench doc                    # re-render this file and the plots from docs/bench/*.json\n"
         "```\n\n"
         "`bench all` installs what it needs when missing: Debian `strongswan-charon strongswan-swanctl "
@@ -874,6 +875,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
     if "lab" in data:
         parts.append(section_ipsec(data))
     parts.append(section_meaning(data))
+    if "boot" in data:
+        from bench.boot import section as section_boot
+
+        parts.append(section_boot(data["boot"]))
     return "\n".join(parts)
 
 

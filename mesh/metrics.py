@@ -160,4 +160,5 @@ def metrics_extras(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
             ("systemctl", "start", f"{UNIT_NAME}.service"),
             ("systemctl", "restart", NODE_EXPORTER_SERVICE),
         ),
+        units=(f"{UNIT_NAME}.timer", NODE_EXPORTER_SERVICE),
     )

@@ -36,6 +36,13 @@ SYSCTL_SETTINGS = {
 NO_REDIRECTS_ON_EXISTING_INTERFACES = 'for conf in /proc/sys/net/ipv4/conf/*/send_redirects; do echo 0 > "$conf"; done'
 PACKAGES = ("wireguard-tools", "iptables")
 LINK_LOCAL = "169.254.0.0/16"  # RFC 3927; the clouds' metadata servers live at 169.254.169.254
+# A gateway installs what it needs and nothing else: apt's default pulls in Recommends (node-exporter's bring a
+# collectors package with ipmitool, smartmontools, nvme-cli and timers that fail on a VM). write_files runs
+# before cloud-init installs packages, so this file is in place for that install and any later one.
+APT_NO_RECOMMENDS_PATH = "/etc/apt/apt.conf.d/90-wg-mesh-no-recommends"
+APT_NO_RECOMMENDS = 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n'
+# write_files creates /etc/wireguard (0755) before the package would (0700): tightened before wg-quick reads it.
+WG_DIR_MODE = "0700"
 
 # The interface that holds the default route, looked up when the rule is added or removed:
 # ens5 on AWS Nitro, ens4 on GCE, something else on a VPS. wg-quick strips '#' comments, so no '#'.
@@ -130,10 +137,19 @@ class CloudInitExtras:
     packages: Sequence[str] = ()
     files: Sequence[File] = ()
     commands: Sequence[Sequence[str]] = field(default_factory=tuple)
+    units: Sequence[str] = ()  # systemd units that must be active once cloud-init is done
 
 
 def sysctl_conf() -> str:
     return "".join(f"{key} = {value}\n" for key, value in SYSCTL_SETTINGS.items())
+
+
+def units_active_check(units: Sequence[str]) -> str:
+    """A shell line that fails, naming the unit, unless every unit is active."""
+    return (
+        f'for unit in {" ".join(units)}; do systemctl is-active --quiet "$unit" || '
+        '{ echo "wg-mesh: $unit is not active" >&2; exit 1; }; done'
+    )
 
 
 def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> str:
@@ -141,8 +157,10 @@ def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> s
     files = [
         File(WG_CONF_PATH, wg_conf, permissions="0600"),
         File(SYSCTL_PATH, sysctl_conf()),
+        File(APT_NO_RECOMMENDS_PATH, APT_NO_RECOMMENDS),
         *extras.files,
     ]
+    wg_unit = f"wg-quick@{INTERFACE}"
     doc: dict[str, Any] = {
         "package_update": True,
         "packages": [*PACKAGES, *extras.packages],
@@ -157,9 +175,14 @@ def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> s
             for f in files
         ],
         "runcmd": [
+            ["chmod", WG_DIR_MODE, WG_CONF_PATH.rsplit("/", 1)[0]],
             ["sysctl", "--system"],
-            ["systemctl", "enable", "--now", f"wg-quick@{INTERFACE}"],
+            ["systemctl", "enable", "--now", wg_unit],
             *(list(cmd) for cmd in extras.commands),
+            # cloud-init runs runcmd as one shell script and judges it by its last command alone: this one makes
+            # a gateway whose tunnel (or any unit it set up) is not running report an error in `cloud-init status`.
+            # One unit at a time: `systemctl is-active A B` succeeds when any one of them is active.
+            units_active_check([wg_unit, *extras.units]),
         ],
     }
     return "#cloud-config\n" + yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, width=1000)

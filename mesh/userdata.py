@@ -63,6 +63,7 @@ def combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> ren
         packages=(*first.packages, *then.packages),
         files=(*first.files, *then.files),
         commands=(*first.commands, *then.commands),
+        units=(*first.units, *then.units),
     )
 
 

@@ -169,3 +169,24 @@ def test_lab_bench_smoke(tmp_path: Path) -> None:
     assert not [state for state in find_labs().values() if state.label == "bench" and not state.owner_alive()]
     text = report.render(tmp_path, tmp_path / "benchmarks.md", plots=False, log=lambda line: None)
     assert f"**{report.mbit(paths['wireguard']['1']['mbps'])}**" in text
+
+
+def test_boot_section_renders_every_gateway_and_the_reboot() -> None:
+    from bench.boot import section
+
+    gateways = {"aws-use1": {"boot_to_cloud_init_done_s": 17.3, "boot_to_handshake_s": 14.4}}
+    reboot = {"gateway": "aws-use1", "shutdown_ms": 600.0, "pid1_ms": 780.0, "wg_active_ms": 5200.0}
+    stack = {
+        "namespace_lab_s": 14.0,
+        "boot_lab_s": 60.0,
+        "boot_lab_build_s": 25.0,
+        "boot_to_namespace": 4.3,
+        "gateways": gateways,
+        "reboot": {**reboot, "traffic_outage_ms": 4900.0},
+        "wg_quick_restart_outage_ms": 200.0,
+        "reboot_to_restart_outage": 24.5,
+    }
+    text = section({"image": {"size_mb": 255, "built_s": 93.0}, "stacks": {"dev": stack}})
+    assert "| dev | aws-use1 | 17.3 s | 14.4 s |" in text
+    assert "| dev | aws-use1 | 600 ms | 780 ms | 5200 ms | 4900 ms | 200 ms (24.5×) |" in text
+    assert "built in 93 s" in text and "4.3×" in text

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from ipaddress import IPv4Address
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -241,7 +241,10 @@ def test_cloud_config_is_read_into_files_sysctl_and_wg_quick() -> None:
     assert files[metrics.SCRIPT_PATH].text == metrics.script_source() and files[metrics.SCRIPT_PATH].mode == 0o755
     assert setup.sysctl == tuple(render.SYSCTL_SETTINGS.items())
     assert setup.interfaces == ("wg0",)
-    assert setup.notes == tuple(f"runcmd not run in the lab: {' '.join(c)}" for c in metrics_commands(cfg, keys))
+    units = ["wg-quick@wg0", "wg-mesh-metrics.timer", metrics.NODE_EXPORTER_SERVICE]
+    not_run = [" ".join(c) for c in metrics_commands(cfg, keys)] + [" ".join(render.units_active_check(units).split())]
+    assert setup.notes == tuple(f"runcmd not run in the lab: {c}" for c in not_run)
+    assert setup.modes == ((PurePosixPath("/etc/wireguard"), 0o700),)
     assert "wireguard-tools" in setup.packages
 
 
@@ -511,7 +514,7 @@ def test_kept_lab_runs_until_lab_down_removes_it(tmp_path: Path) -> None:
     )
     assert len(show.stdout.split()) == 1
 
-    down = run_mesh("lab", "down")
+    down = run_mesh("lab", "down", prefix)
     assert down.returncode == 0, down.stderr
     assert prefix in down.stdout
     assert_gone(prefix, processes)
@@ -567,6 +570,51 @@ def test_lab_down_removes_a_crashed_lab() -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     assert [n for n in list_netns() if n.startswith(prefix + "-")], "a crashed lab leaves its namespaces"
-    down = run_mesh("lab", "down")
+    down = run_mesh("lab", "down", prefix)
     assert down.returncode == 0, down.stderr
     assert_gone(prefix, processes)
+
+
+def test_lab_down_needs_names_or_all() -> None:
+    result = run_mesh("lab", "down")
+    if os.geteuid() != 0:
+        assert result.returncode == 2 and "needs root" in result.stderr
+        return
+    assert result.returncode == 2 and "name the labs to remove" in result.stderr
+
+
+@pytest.mark.integration
+@needs_lab
+def test_lab_down_touches_only_what_a_lab_recorded() -> None:
+    """Issue 9: `lab down` removed every namespace named like a lab's, and every kept lab. Now it removes the
+    named lab, and of it only the namespaces (and processes) its state file records."""
+    recorded, unrecorded_of_it, stray, other = "wgl0c01-gw-x", "wgl0c01-gw-y", "wgl0c02-gw-x", "wgl0c03-gw-x"
+    made = [recorded, unrecorded_of_it, stray, other]
+    assert not set(made) & set(list_netns()), "test namespaces already exist"
+    states = [LabState(prefix="wgl0c01", owner_pid=0, owner_start=0, namespaces=[recorded])]
+    states.append(LabState(prefix="wgl0c03", owner_pid=0, owner_start=0, namespaces=[other]))
+    garbled = STATE_DIR / "wgl0c04.json"
+    try:
+        for netns in made:
+            subprocess.run(["ip", "netns", "add", netns], check=True)
+        for state in states:
+            state.save()
+        down = run_mesh("lab", "down", "wgl0c01")
+        assert down.returncode == 0, down.stderr
+        left = set(list_netns())
+        assert recorded not in left
+        assert {unrecorded_of_it, stray, other} <= left, "lab down removed what no lab (or another lab) recorded"
+        assert not states[0].path.exists() and states[1].path.exists()
+        missing = run_mesh("lab", "down", "wgl0c02")  # namespaces named like a lab, but no lab recorded them
+        assert missing.returncode == 1 and "no lab wgl0c02 recorded" in missing.stderr
+        assert stray in list_netns()
+        garbled.write_text('{"prefix": "wgl0c04", "owner_pid": 1, "owner_start": 1, "from_the_future": 1}')
+        unreadable = run_mesh("lab", "down", "wgl0c04")  # not proof of a dead lab: it may be running
+        assert unreadable.returncode == 1 and "cannot be read" in unreadable.stderr and garbled.exists()
+    finally:
+        garbled.unlink(missing_ok=True)
+        for netns in made:
+            if netns in list_netns():
+                subprocess.run(["ip", "netns", "delete", netns], check=False)
+        for state in states:
+            state.path.unlink(missing_ok=True)

@@ -155,7 +155,8 @@ def applied_dev() -> ProgramRun:
 
 def test_aws_user_data_marks_the_gateway_ready_as_its_last_step(applied_dev: ProgramRun) -> None:
     aws_data = yaml.safe_load(applied_dev.sites["aws-use1"].user_data.value)
-    assert aws_data["runcmd"][-1] == ["python3", userdata.READY_SCRIPT_PATH, "--region", "us-east-1"]
+    # The last step before cloud-init's final check that every unit it set up is active (mesh.render).
+    assert aws_data["runcmd"][-2] == ["python3", userdata.READY_SCRIPT_PATH, "--region", "us-east-1"]
     assert "python3-botocore" in aws_data["packages"]
     (script,) = [f for f in aws_data["write_files"] if f["path"] == userdata.READY_SCRIPT_PATH]
     assert (script["permissions"], script["encoding"]) == ("0755", "gz+b64")

@@ -171,3 +171,43 @@ def test_wg_quick_accepts_the_rendered_config(tmp_path: Path) -> None:
 def test_parse_rejects_keys_outside_sections() -> None:
     with pytest.raises(ValueError, match="outside any section"):
         render.parse_wg_quick_conf("Address = 10.0.0.1/24\n")
+
+
+def test_cloud_init_reports_an_error_when_the_tunnel_or_a_unit_is_not_running() -> None:
+    """cloud-init judges runcmd (one shell script) by its last command: that command is the check that wg-quick and
+    every unit the extras set up are active, so a gateway whose tunnel failed reports an error. Nothing after it."""
+    extras = render.CloudInitExtras(commands=(("systemctl", "start", "x.service"),), units=("x.service", "y.timer"))
+    runcmd = yaml.safe_load(render.cloud_config("conf", extras))["runcmd"]
+    assert runcmd[-1] == render.units_active_check(["wg-quick@wg0", "x.service", "y.timer"])
+    assert runcmd.index(["systemctl", "enable", "--now", "wg-quick@wg0"]) < runcmd.index(
+        ["systemctl", "start", "x.service"]
+    )
+
+
+@pytest.mark.parametrize(("inactive", "exit_code"), [((), 0), (("y.timer",), 1), (("wg-quick@wg0",), 1)])
+def test_units_active_check_fails_if_any_one_unit_is_not_active(
+    inactive: tuple[str, ...], exit_code: int, tmp_path: Path
+) -> None:
+    """`systemctl is-active A B` exits 0 when any one unit is active: the check asks about each one."""
+    fake = tmp_path / "systemctl"
+    fake.write_text(f'#!/bin/sh\ncase " {" ".join(inactive)} " in *" $3 "*) exit 3;; esac\nexit 0\n')
+    fake.chmod(0o755)
+    line = render.units_active_check(["wg-quick@wg0", "x.service", "y.timer"])
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    result = subprocess.run(["sh", "-c", line], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == exit_code
+    assert [f"wg-mesh: {unit} is not active" for unit in inactive[:1]] == result.stderr.splitlines()
+
+
+def test_wireguard_directory_is_tightened_before_wg_quick_reads_it() -> None:
+    runcmd = yaml.safe_load(render.cloud_config("conf"))["runcmd"]
+    chmod = ["chmod", "0700", str(Path(render.WG_CONF_PATH).parent)]
+    assert runcmd.index(chmod) < runcmd.index(["systemctl", "enable", "--now", "wg-quick@wg0"])
+
+
+def test_packages_come_without_recommends() -> None:
+    """write_files runs before cloud-init installs packages: the apt setting is in place for that install."""
+    doc = yaml.safe_load(render.cloud_config("conf"))
+    apt = next(f for f in doc["write_files"] if f["path"] == render.APT_NO_RECOMMENDS_PATH)
+    assert apt["path"].startswith("/etc/apt/apt.conf.d/")
+    assert 'APT::Install-Recommends "false";' in apt["content"].splitlines()

@@ -129,3 +129,24 @@ def test_cloud_init_reads_the_gzipped_user_data_of_the_program(tmp_path: Path) -
     )
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode() == text
+
+
+def test_every_unit_the_user_data_sets_up_is_checked_last_on_every_cloud() -> None:
+    """cloud-init judges runcmd by its last command: it must check wg0 and the metrics units, with the cloud's
+    own steps (AWS's readiness mark) combined in, not dropped."""
+    import yaml
+
+    from mesh import metrics, render, wgkey
+
+    cfg = load(REPO / "Pulumi.prod.yaml")
+    directory = {
+        s.name: topology.PeerAddress(f"198.51.100.{i + 1}", wgkey.public_key(wgkey.generate_private_key()))
+        for i, s in enumerate(cfg.sites)
+    }
+    for site in cfg.sites:
+        plan = topology.interface_plan(cfg, site.name, directory)
+        text = userdata.render_user_data(cfg, site.name, render.wg_quick_conf(plan, "(key)"), directory)
+        last = yaml.safe_load(text)["runcmd"][-1]
+        assert last == render.units_active_check(
+            ["wg-quick@wg0", f"{metrics.UNIT_NAME}.timer", metrics.NODE_EXPORTER_SERVICE]
+        )

@@ -13,14 +13,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -67,6 +70,7 @@ class LabOptions:
     iperf_seconds: float = 3.0
     bulk_bytes: int = 16 * 1024 * 1024
     recovery_timeout: float = 15.0
+    reboot_timeout: float = 90.0  # --boot: a rebooted gateway's wg0 must be active again within this
 
 
 def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
@@ -328,14 +332,20 @@ def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float) -> b
     return found.wait(timeout)
 
 
+def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
+    """Signal the process and what it forked: Node.popen starts each in its own session, so its group is its pid
+    (`nsenter --pid` into a booted gateway forks the command and would not pass a signal on)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
 def stop(proc: subprocess.Popen[str]) -> str:
-    """End a process we started (by its pid), returning what it printed."""
-    if proc.poll() is None:
-        proc.terminate()
+    """End a process we started (by its pid and process group), returning what it printed."""
+    _signal_group(proc, signal.SIGTERM)
     try:
         out, _ = proc.communicate(timeout=5)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _signal_group(proc, signal.SIGKILL)
         out, _ = proc.communicate()
     return out or ""
 
@@ -585,13 +595,13 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
     )
 
 
-def timed(key: str, fn: Callable[[], CheckResult]) -> CheckResult:
+def timed(key: str, fn: Callable[[], CheckResult], titles: Mapping[str, str] = TITLES) -> CheckResult:
     """Run one check; a check that cannot even run is reported as failed, and the others still run."""
     start = time.monotonic()
     try:
         result = fn()
     except Exception as exc:  # reported, with its type: exit 1 either way
-        result = CheckResult(key, TITLES[key], False, f"could not run: {type(exc).__name__}: {exc}", ["error"])
+        result = CheckResult(key, titles[key], False, f"could not run: {type(exc).__name__}: {exc}", ["error"])
     result.seconds = round(time.monotonic() - start, 2)
     return result
 

@@ -1,4 +1,5 @@
-"""`python -m mesh lab --stack NAME | --file PATH [--keep] [--json PATH]` and `python -m mesh lab down`.
+"""`python -m mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`, `python -m mesh lab down
+LAB... | --all` and `python -m mesh lab image [--rebuild]`.
 
 Exit codes: 0 every check passed; 1 a check failed (or the lab could not be built); 2 invalid config
 (the same errors as `validate`, nothing built) or a machine that cannot run the lab (not root, tools
@@ -23,10 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "action",
         nargs="?",
-        choices=("up", "down"),
+        choices=("up", "down", "image"),
         default="up",
-        help="up (default): build, check, tear down; down: remove kept or crashed labs",
+        help="up (default): build, check, tear down; down: remove kept or crashed labs; image: build the --boot image",
     )
+    parser.add_argument("labs", nargs="*", metavar="LAB", help="down: the labs to remove (their prefixes, wglXXXX)")
+    parser.add_argument("--all", action="store_true", help="down: every kept or crashed lab recorded on this machine")
+    parser.add_argument(
+        "--boot",
+        action="store_true",
+        help="boot each gateway as a systemd-nspawn container (Debian trixie, cloud-init, user data as NoCloud seed)",
+    )
+    parser.add_argument("--rebuild", action="store_true", help="image: build it again even if it is cached")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--stack", help="read Pulumi.STACK.yaml in the current directory")
     source.add_argument("--file", type=Path, help="read this stack file")
@@ -43,21 +52,24 @@ def cmd_lab(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from mesh.lab.cloudinit import UserDataError
-    from mesh.lab.netns import lab_down
     from mesh.lab.plan import LabPlanError
     from mesh.lab.report import print_report
     from mesh.lab.run import LabEnvironmentError, run_lab
     from mesh.stackfile import load, stack_file
 
+    if args.action in ("down", "image") and os.geteuid() != 0:
+        _error(
+            f"needs root to {'remove namespaces and processes' if args.action == 'down' else 'build the image'}:"
+            " run it with sudo"
+        )
+        return EXIT_CANNOT_RUN
     if args.action == "down":
-        if os.geteuid() != 0:
-            _error("needs root to remove namespaces and processes: run it with sudo")
-            return EXIT_CANNOT_RUN
-        removed, problems = lab_down(print)
-        for problem in problems:
-            _error(problem)
-        print(f"removed {len(removed)} lab(s)" + (f": {', '.join(removed)}" if removed else ""))
-        return EXIT_FAILED if problems else EXIT_OK
+        return cmd_down(args.labs, args.all)
+    if args.action == "image":
+        return cmd_image(args.rebuild)
+    if args.labs:
+        _error(f"unexpected arguments: {' '.join(args.labs)}")
+        return EXIT_CANNOT_RUN
 
     if args.stack is None and args.file is None:
         _error("--stack NAME or --file PATH is required")
@@ -67,7 +79,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     label = args.stack or str(path)
     console = Console()
     try:
-        report = run_lab(cfg, label, keep=args.keep, console=console)
+        report = run_lab(cfg, label, keep=args.keep, boot=args.boot, console=console)
     except (LabPlanError, UserDataError, LabEnvironmentError) as exc:
         _error(str(exc))
         return EXIT_CANNOT_RUN
@@ -82,3 +94,37 @@ def cmd_lab(args: argparse.Namespace) -> int:
             _error(f"cannot write {args.json_path}: {exc.strerror}")
             return EXIT_FAILED
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_down(labs: list[str], every: bool) -> int:
+    from mesh.lab.netns import find_labs, lab_down
+
+    if not labs and not every:
+        kept = [p for p, state in find_labs().items() if not state.owner_alive()]
+        _error(
+            "name the labs to remove (`lab down wglXXXX`) or pass --all; kept or crashed labs here: "
+            + (", ".join(kept) or "none")
+        )
+        return EXIT_CANNOT_RUN
+    removed, problems = lab_down(print, labs)
+    for problem in problems:
+        _error(problem)
+    print(f"removed {len(removed)} lab(s)" + (f": {', '.join(removed)}" if removed else ""))
+    return EXIT_FAILED if problems else EXIT_OK
+
+
+def cmd_image(rebuild: bool) -> int:
+    from mesh.lab.image import ensure_image, image_summary, missing_boot_tools
+    from mesh.lab.netns import LabError
+
+    problems = missing_boot_tools()
+    if problems:
+        _error("; ".join(problems))
+        return EXIT_CANNOT_RUN
+    try:
+        image = ensure_image(rebuild=rebuild)
+    except LabError as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    print(json.dumps(image_summary(image)))
+    return EXIT_OK

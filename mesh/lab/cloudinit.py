@@ -8,6 +8,7 @@ asks of cloud-init, in the gateway's own network and mount namespaces:
 * `runcmd: [sysctl, --system]` -> the sysctl files it wrote are applied in the gateway's netns
   (only per-namespace `net.ipv4.*` / `net.ipv6.*` keys, so the host is never changed);
 * `runcmd: [systemctl, enable, --now, wg-quick@IF]` -> the real `wg-quick up IF`;
+* `runcmd: [chmod, MODE, PATH]` -> the mode, on a path under those private directories;
 * `packages` -> must already be installed on the host (the lab checks its tools).
 Anything else is refused or listed in the report as not run, never silently dropped.
 """
@@ -62,6 +63,7 @@ class GatewaySetup:
     files: tuple[WriteFile, ...]
     sysctl: tuple[tuple[str, str], ...]  # (key, value) from the sysctl files, in the order sysctl --system applies
     interfaces: tuple[str, ...]  # wg-quick interfaces to bring up
+    modes: tuple[tuple[PurePosixPath, int], ...]  # chmod runcmds, in order
     packages: tuple[str, ...]
     notes: tuple[str, ...]  # what the lab did not run, for the report
 
@@ -77,6 +79,18 @@ def parse_sysctl(text: str) -> list[tuple[str, str]]:
             raise UserDataError(f"sysctl line {raw!r} has no '='")
         settings.append((key.strip(), value.strip()))
     return settings
+
+
+def _private_path(text: str, what: str) -> PurePosixPath:
+    path = PurePosixPath(text)
+    if not path.is_absolute() or ".." in path.parts or not any(path.is_relative_to(r) for r in PRIVATE_ROOTS):
+        raise UserDataError(f"{what} {path}: the lab can only place files under {', '.join(map(str, PRIVATE_ROOTS))}")
+    return path
+
+
+def decode(path: PurePosixPath, content: str, encoding: str) -> bytes:
+    """A write_files entry's content as cloud-init writes it."""
+    return _decode(path, content, encoding)
 
 
 def _decode(path: PurePosixPath, content: str, encoding: str) -> bytes:
@@ -97,10 +111,7 @@ def _write_file(entry: Any) -> WriteFile:
     unsupported = sorted(set(entry) - {"path", "content", "permissions", "owner", "encoding"})
     if unsupported:
         raise UserDataError(f"write_files {path}: the lab does not support {', '.join(unsupported)}")
-    if not path.is_absolute() or ".." in path.parts or not any(path.is_relative_to(r) for r in PRIVATE_ROOTS):
-        raise UserDataError(
-            f"write_files {path}: the lab can only place files under {', '.join(map(str, PRIVATE_ROOTS))}"
-        )
+    _private_path(entry["path"], "write_files")
     mode = int(str(entry.get("permissions", "0644")), 8)
     content = _decode(path, str(entry.get("content", "")), str(entry.get("encoding", "text/plain")))
     return WriteFile(path, content, mode, str(entry.get("owner", "root:root")))
@@ -116,12 +127,15 @@ def interpret(user_data: str) -> GatewaySetup:
 
     sysctl: list[tuple[str, str]] = []
     interfaces: list[str] = []
+    modes: list[tuple[PurePosixPath, int]] = []
     notes: list[str] = []
     for cmd in doc.get("runcmd") or []:
         argv = [str(a) for a in cmd] if isinstance(cmd, list) else str(cmd).split()
         if argv == ["sysctl", "--system"]:
             for f in sorted((f for f in files if f.path.parent == SYSCTL_DIR), key=lambda f: f.path.name):
                 sysctl += parse_sysctl(f.text)
+        elif argv[0] == "chmod" and len(argv) == 3:
+            modes.append((_private_path(argv[2], "runcmd chmod"), int(argv[1], 8)))
         elif argv[:3] == ["systemctl", "enable", "--now"] and len(argv) == 4 and argv[3].startswith(WG_QUICK_UNIT):
             interfaces.append(argv[3].removeprefix(WG_QUICK_UNIT))
         else:
@@ -130,4 +144,4 @@ def interpret(user_data: str) -> GatewaySetup:
         if not key.startswith(PER_NETNS_SYSCTL_PREFIXES):
             raise UserDataError(f"sysctl {key} is not per network namespace: the lab would change the host with it")
     packages = tuple(str(p) for p in doc.get("packages") or [])
-    return GatewaySetup(files, tuple(sysctl), tuple(interfaces), packages, tuple(notes))
+    return GatewaySetup(files, tuple(sysctl), tuple(interfaces), tuple(modes), packages, tuple(notes))

@@ -172,6 +172,8 @@ class LabState:
     processes: list[Tracked] = field(default_factory=list)
     holders: dict[str, int] = field(default_factory=dict)  # gateway netns -> holder pid
     interfaces: dict[str, list[str]] = field(default_factory=dict)  # gateway netns -> wg-quick interfaces
+    # site -> booted gateway (--boot): systemd-nspawn pid and start time, its cgroup, overlay root, directory
+    containers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:
@@ -181,18 +183,35 @@ class LabState:
     def log_dir(self) -> Path:
         return STATE_DIR / self.prefix
 
+    @property
+    def containers_path(self) -> Path:
+        """The booted gateways' records, beside the state file: a wg-mesh that predates --boot still reads the
+        state file itself (and so leaves a running lab alone instead of taking it for an unreadable, dead one)."""
+        return STATE_DIR / f"{self.prefix}.containers.json"
+
     def save(self) -> None:
         STATE_DIR.mkdir(mode=0o755, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.chmod(0o600)
-        tmp.replace(self.path)
+        data = asdict(self)
+        for path, content in ((self.containers_path, data.pop("containers")), (self.path, data)):
+            if path == self.containers_path and not content:
+                continue
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(content, indent=1))
+            tmp.chmod(0o600)
+            tmp.replace(path)
 
     @classmethod
     def load(cls, path: Path) -> LabState:
         data: dict[str, Any] = json.loads(path.read_text())
         data["processes"] = [Tracked(**{**p, "netns_id": tuple(p["netns_id"])}) for p in data.get("processes", [])]
-        return cls(**data)
+        state = cls(**data)
+        if state.containers_path.exists():
+            state.containers = json.loads(state.containers_path.read_text())
+        return state
+
+    def remove(self) -> None:
+        self.containers_path.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
 
     def owner_alive(self) -> bool:
         return self.owner_pid > 0 and proc_start_time(self.owner_pid) == self.owner_start
@@ -219,12 +238,19 @@ def new_state(prefix: str, label: str) -> LabState:
 
 @dataclass(frozen=True)
 class Node:
-    """Where a command runs: a network namespace, plus a gateway's own mount namespace if it has one."""
+    """Where a command runs: a network namespace, plus a gateway's own mount namespace if it has one, or a
+    booted container (`holder` is then its PID 1, and commands join all of its namespaces)."""
 
     netns: str
     holder: int | None = None
+    container: bool = False
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
+        if self.holder is not None and self.container:
+            # --pid too (systemctl and cloud-init want to run inside the container's pid namespace); nsenter then
+            # forks the command into it, so a started process is stopped by its process group (checks.stop).
+            joined = ("--mount", "--uts", "--ipc", "--net", "--pid")
+            return ["nsenter", f"--target={self.holder}", *joined, "--", *argv]
         if self.holder is not None:
             return ["nsenter", f"--target={self.holder}", "--mount", "--net", "--", *argv]
         return ["ip", "netns", "exec", self.netns, *argv]
@@ -324,8 +350,12 @@ def teardown(state: LabState, log: Log, graceful: bool = True, strict: bool = Tr
 
     Returns the problems. With strict=False (a kept or crashed lab, which may have died halfway through
     wg-quick up), a failing wg-quick down is only logged: the lab is removed all the same."""
+    from mesh.lab.nspawn import stop_container  # (it builds on this module)
+
     problems: list[str] = []
-    namespaces = sorted(set(state.namespaces) | {n for n in list_netns() if n.startswith(state.prefix + "-")})
+    namespaces = sorted(set(state.namespaces))  # what the lab recorded, never what merely looks like it
+    for record in state.containers.values():
+        problems += stop_container(record, graceful=graceful)
     if graceful:
         for netns, holder in state.holders.items():
             tracked = next((p for p in state.processes if p.pid == holder), None)
@@ -349,13 +379,19 @@ def teardown(state: LabState, log: Log, graceful: bool = True, strict: bool = Tr
             if result.returncode != 0:
                 problems.append(f"ip netns delete {netns}: {result.stderr.strip()}")
     shutil.rmtree(state.log_dir, ignore_errors=True)
-    state.path.unlink(missing_ok=True)
+    machines = STATE_DIR / f"{state.prefix}.machines"
+    if machines.is_dir() and not any(os.path.ismount(p) for p in machines.glob("*/root")):
+        shutil.rmtree(machines, ignore_errors=True)
+    state.remove()
     log(f"removed lab {state.prefix}: {len(namespaces)} namespaces, {len(pids)} processes")
     return problems
 
 
-def find_labs() -> dict[str, LabState]:
-    """Every lab on this machine: from state files, and from namespaces named like ours."""
+def find_labs(unreadable: list[str] | None = None) -> dict[str, LabState]:
+    """Every lab on this machine that recorded itself: a state file is the only proof that a lab is ours.
+
+    A state file that cannot be read (damaged, or written by another version) says nothing about what runs:
+    it is listed in `unreadable`, never taken for a dead lab."""
     labs: dict[str, LabState] = {}
     if STATE_DIR.is_dir():
         for path in sorted(STATE_DIR.glob("*.json")):
@@ -363,27 +399,43 @@ def find_labs() -> dict[str, LabState]:
                 try:
                     labs[path.stem] = LabState.load(path)
                 except (ValueError, TypeError, KeyError, OSError):
-                    labs[path.stem] = LabState(prefix=path.stem, owner_pid=0, owner_start=0)
-    for name in list_netns():
-        match = NETNS_PATTERN.match(name)
-        if match:
-            lab = labs.setdefault(match.group(1), LabState(prefix=match.group(1), owner_pid=0, owner_start=0))
-            if name not in lab.namespaces:
-                lab.namespaces.append(name)
+                    if unreadable is not None:
+                        unreadable.append(path.stem)
     return labs
 
 
-def lab_down(log: Log) -> tuple[list[str], list[str]]:
-    """Remove every kept or crashed lab; leave labs whose owner process is still running.
+def unrecorded_namespaces(labs: Mapping[str, LabState]) -> list[str]:
+    """Namespaces named like a lab's that no state file records: not ours to remove."""
+    recorded = {n for state in labs.values() for n in state.namespaces}
+    return [n for n in list_netns() if NETNS_PATTERN.match(n) and n not in recorded]
 
-    Returns (removed prefixes, problems)."""
-    removed, problems = [], []
-    for prefix, state in find_labs().items():
+
+def lab_down(log: Log, prefixes: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """Remove kept or crashed labs: the named ones, or (no names) every one that recorded itself here.
+
+    A lab whose owner process still runs is left alone; each lab's teardown touches only the namespaces,
+    processes, containers and mounts its state file records. Returns (removed prefixes, problems)."""
+    removed: list[str] = []
+    problems: list[str] = []
+    unreadable: list[str] = []
+    labs = find_labs(unreadable)
+    for prefix in unreadable:
+        if not prefixes or prefix in prefixes:
+            problems.append(f"{STATE_DIR / prefix}.json cannot be read (damaged or another version): not touched")
+    for prefix in prefixes:
+        if prefix not in labs and prefix not in unreadable:
+            problems.append(f"no lab {prefix} recorded in {STATE_DIR}")
+    for prefix, state in labs.items():
+        if prefixes and prefix not in prefixes:
+            continue
         if state.owner_alive():
             log(f"lab {prefix} is running (pid {state.owner_pid}): left alone")
             continue
         problems += teardown(state, log, strict=False)
         removed.append(prefix)
+    strays = unrecorded_namespaces(find_labs())
+    if strays and not prefixes:
+        log(f"left alone (no lab recorded them): {', '.join(strays)}")
     return removed, problems
 
 

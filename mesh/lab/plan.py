@@ -37,13 +37,17 @@ TRANSIT_POOL = IPv4Network("198.19.0.0/16")  # one /30 per site between its upli
 TRANSIT_PREFIX = 30
 AWS_VPC_MTU = 9001  # jumbo frames inside an AWS VPC; the internet path is underlay_mtu
 STATIC_LAN_MTU = 1500
+BROKEN_LISTEN_PORT = "51820x"  # a typo wg(8) refuses ("Servname not supported"); 65536 it would accept
 
 PREFIX_PATTERN = re.compile(r"^wgl[0-9a-f]{4}$")
 NETNS_PATTERN = re.compile(r"^(wgl[0-9a-f]{4})-")
 INTERNET = "internet"
 
 # Interface names inside the namespaces (each namespace has its own, so they never collide; IFNAMSIZ 15).
-NIC = "eth0"  # a gateway's or host's network interface
+NIC = "eth0"  # a workload host's network interface
+# A gateway's NIC is named as on the cloud's images (the rendered PostUp looks the default route's device up):
+# ens5 on AWS Nitro, ens4 on GCE; a VPS's is whatever its provider's kernel names it.
+GATEWAY_NICS = {"aws": "ens5", "gcp": "ens4", "static": "ens3"}
 GW_LAN = "lan0"  # a static gateway's LAN side
 BRIDGE = "br0"  # the VPC fabric
 BRIDGE_GW_PORT = "gw0"
@@ -60,15 +64,19 @@ class LabFaults:
     """Deliberate breakage, for proving that the checks catch it (tests only).
 
     wrong_key: (gateway, peer) -- the gateway's directory gets a random public key for that peer.
+    broken_listen_port: site -- its rendered wg0.conf is unusable (wg-quick fails), the rest of its user data not.
     link_mtu: site -> the real MTU of that site's internet path, below what the config declares
         (the underlay lies); the rendered artifacts are unchanged.
     """
 
     wrong_key: tuple[str, str] | None = None
     link_mtu: Mapping[str, int] = field(default_factory=dict)
+    broken_listen_port: str | None = None  # this site's wg0.conf gets a ListenPort wg(8) refuses
 
     def describe(self) -> list[str]:
         notes = []
+        if self.broken_listen_port is not None:
+            notes.append(f"fault: {self.broken_listen_port}'s wg0.conf has ListenPort = {BROKEN_LISTEN_PORT}")
         if self.wrong_key is not None:
             notes.append(f"fault: {self.wrong_key[0]} has a wrong public key for peer {self.wrong_key[1]}")
         notes += [f"fault: {site}'s internet path MTU is really {mtu}" for site, mtu in self.link_mtu.items()]
@@ -100,6 +108,10 @@ class SitePlan:
     @property
     def is_cloud(self) -> bool:
         return self.vpc_ns is not None
+
+    @property
+    def gateway_nic(self) -> str:
+        return GATEWAY_NICS[self.cloud]
 
     @property
     def namespaces(self) -> tuple[str, ...]:
@@ -164,6 +176,8 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults()) -> L
         raise LabPlanError(f"lab prefix {prefix!r} does not match {PREFIX_PATTERN.pattern}")
     problems: list[str] = []
     names = {s.name for s in cfg.sites}
+    if faults.broken_listen_port is not None and faults.broken_listen_port not in names:
+        problems.append(f"faults.broken_listen_port: {faults.broken_listen_port} is not a site of the mesh")
     if faults.wrong_key is not None and not set(faults.wrong_key) <= names:
         problems.append(f"faults.wrong_key: {faults.wrong_key} names a site that is not in the mesh")
     for name, mtu in faults.link_mtu.items():
@@ -258,6 +272,9 @@ def render_artifacts(cfg: MeshConfig, plan: LabPlan, keys: LabKeys) -> dict[str,
         directory = plan.directory(public)
         interface = topology.interface_plan(cfg, site.name, directory)
         wg_conf = render.wg_quick_conf(interface, keys.private[site.name])
+        if plan.faults.broken_listen_port == site.name:
+            port = f"ListenPort = {interface.listen_port}\n"
+            wg_conf = wg_conf.replace(port, f"ListenPort = {BROKEN_LISTEN_PORT}\n")
         user_data = userdata.render_user_data(cfg, site.name, wg_conf, directory, cloud_steps=False)
         artifacts[site.name] = GatewayArtifacts(site.name, interface, user_data)
     return artifacts

@@ -26,6 +26,8 @@ class LabReport:
     kept: bool = False
     notes: list[str] = field(default_factory=list)
     kept_hints: list[str] = field(default_factory=list)  # how to reach a kept lab's gateways
+    mode: str = "namespace"  # or "boot": gateways are booted containers
+    image: dict[str, Any] | None = None  # --boot: the image and package source used
 
     @property
     def ok(self) -> bool:
@@ -63,6 +65,21 @@ class LabReport:
             "recovery_ms": self._data("recovery").get("recovery_ms"),
             "checks": {c.key: {"ok": c.ok, "summary": c.summary, "seconds": c.seconds, **c.data} for c in self.checks},
             "notes": self.notes,
+            "mode": self.mode,
+            **({"boot": self.boot_json()} if self.mode == "boot" else {}),
+        }
+
+    def boot_json(self) -> dict[str, Any]:
+        """--boot's own numbers: image, boot-to-cloud-init-done and boot-to-handshake per gateway, the reboot."""
+        gateways = self._data("cloud_init").get("gateways", {})
+        reboot = self._data("reboot")
+        return {
+            "image": self.image,
+            "gateways": {
+                name: {k: g.get(k) for k in ("boot_to_cloud_init_done_s", "boot_to_handshake_s")}
+                for name, g in gateways.items()
+            },
+            "reboot": {k: v for k, v in reboot.items() if k != "error"} if reboot else None,
         }
 
 
@@ -134,7 +151,10 @@ def print_report(report: LabReport, console: Console) -> None:
         console.print(f"[bold red]lab {report.label}: FAILED[/bold red] {failed} ({timing})")
     if report.kept:
         a, b = report.plan.sites[0], report.plan.sites[1]
-        console.print(f"kept: namespaces {report.plan.prefix}-*; remove them with `sudo python -m mesh lab down`")
+        console.print(
+            f"kept: lab {report.plan.prefix}; remove it with `sudo python -m mesh lab down {report.plan.prefix}`",
+            highlight=False,
+        )
         console.print(f"  sudo ip netns exec {a.host_ns} ping {b.host_ip.ip}", highlight=False)
         for hint in report.kept_hints:
             console.print(f"  {hint}", highlight=False)

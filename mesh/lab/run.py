@@ -15,13 +15,15 @@ from rich.console import Console
 
 from mesh.config import MeshConfig
 from mesh.lab import cloudinit
-from mesh.lab.build import build
+from mesh.lab.build import BuiltLab, MachineFactory, build
 from mesh.lab.checks import LabOptions, run_checks
-from mesh.lab.netns import LabError, LabState, lab_exists, missing_requirements, new_state, teardown
-from mesh.lab.plan import LabFaults, LabKeys, plan_lab, render_artifacts
+from mesh.lab.machine import NamespaceGateway
+from mesh.lab.netns import LabError, LabState, Node, lab_exists, missing_requirements, new_state, teardown
+from mesh.lab.plan import GatewayArtifacts, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
 from mesh.lab.report import LabReport, Steps
 
 CHECK_STEPS = 6
+BOOT_CHECK_STEPS = 7  # bootchecks.TITLES (imported only with --boot)
 
 
 class LabEnvironmentError(LabError):
@@ -89,6 +91,46 @@ class _Cleanup:
             self.console.print(f"[red]teardown: {problem}[/red]")
 
 
+def boot_machines(plan: LabPlan, artifacts: dict[str, GatewayArtifacts], report: LabReport) -> MachineFactory:
+    """--boot: the cached image and the package source for these user data (built first when missing)."""
+
+    from mesh.lab import image as images
+    from mesh.lab.container import ContainerGateway
+    from mesh.lab.seed import user_data_facts
+
+    image = images.ensure_image()
+    repos, filled = {}, []
+    for name, a in artifacts.items():
+        facts = user_data_facts(a.user_data)
+        repos[name], seconds = images.ensure_repo(image, facts.packages, facts.apt_files)
+        if seconds is not None:
+            filled.append(seconds)
+    built = f"built in {image.built_s:.0f} s" if image.built_s is not None else "cached"
+    report.notes.append(f"--boot: Debian {images.SUITE} image {image.root} ({image.size_bytes / 1e6:.0f} MB, {built})")
+    report.image = {
+        **images.image_summary(image),
+        "package_source": sorted({str(r) for r in repos.values()}),
+        "package_source_filled_s": round(sum(filled), 1) if filled else None,
+    }
+
+    def machine(plan: LabPlan, site: SitePlan, a: GatewayArtifacts, state: LabState) -> ContainerGateway:
+        return ContainerGateway(plan, site, a, state, image=image, repo=repos[site.name])
+
+    return machine
+
+
+def _running_gateways(lab: BuiltLab | None) -> dict[str, Node]:
+    if lab is None:
+        return {}
+    nodes = {}
+    for name, machine in lab.machines.items():
+        try:
+            nodes[name] = machine.node
+        except LabError:
+            continue
+    return nodes
+
+
 def run_lab(
     cfg: MeshConfig,
     label: str,
@@ -96,9 +138,11 @@ def run_lab(
     options: LabOptions | None = None,
     faults: LabFaults | None = None,
     keep: bool = False,
+    boot: bool = False,
     console: Console | None = None,
 ) -> LabReport:
     """Build the mesh in namespaces, run every check, tear down unless `keep`; never raises for a failed check.
+    With `boot`, every gateway is a booted container (`ContainerGateway`) and the boot checks run too.
 
     Raises LabPlanError / UserDataError before anything is created, LabEnvironmentError if the machine
     cannot run the lab."""
@@ -109,32 +153,44 @@ def run_lab(
     plan = plan_lab(cfg, new_prefix(), faults)
     keys = LabKeys.generate(cfg)
     artifacts = render_artifacts(cfg, plan, keys)
-    for a in artifacts.values():
-        cloudinit.interpret(a.user_data)  # refuse what the lab cannot reproduce before building anything
+    if not boot:
+        for a in artifacts.values():
+            cloudinit.interpret(a.user_data)  # refuse what the lab cannot reproduce before building anything
     problems = missing_requirements()
+    if boot:
+        from mesh.lab.image import missing_boot_tools
+
+        problems += missing_boot_tools()
     if problems:
         raise LabEnvironmentError("; ".join(problems))
 
-    report = LabReport(label=label, plan=plan, notes=faults.describe())
+    report = LabReport(label=label, plan=plan, notes=faults.describe(), mode="boot" if boot else "namespace")
+    machine: MachineFactory = boot_machines(plan, artifacts, report) if boot else NamespaceGateway
     state = new_state(plan.prefix, label)
     state.save()
     cleanup = _Cleanup(state, console)
-    steps_total = 1 + 2 * len(plan.sites) + CHECK_STEPS + 1
+    steps_total = 1 + 2 * len(plan.sites) + CHECK_STEPS + (BOOT_CHECK_STEPS if boot else 0) + 1
+    lab: BuiltLab | None = None
     with Steps(steps_total, Console(stderr=True)) as step, signals_end_the_run():
         try:
-            lab = build(plan, artifacts, state, step)
+            lab = build(plan, artifacts, state, step, machine)
             report.build_s = time.monotonic() - started
             report.notes += lab.notes
-            report.checks = run_checks(lab, keys, options, step)
+            if boot:
+                from mesh.lab.bootchecks import boot_checks, boot_handshakes
+
+                handshakes = boot_handshakes(lab, keys)
+            report.checks = list(run_checks(lab, keys, options, step))
+            if boot:
+                report.checks += boot_checks(lab, handshakes, options, cfg.exporter_port, step)
         except LabError as exc:
             report.error = str(exc)
         finally:
             step("teardown" if not keep else "keeping the lab")
             if keep:
                 report.kept_hints = [
-                    f"sudo nsenter --target={state.holders[s.gateway_ns]} --mount --net -- wg show   # {s.name}"
-                    for s in plan.sites
-                    if s.gateway_ns in state.holders
+                    f"sudo {' '.join(node.wrap(['wg', 'show']))}   # {name}"
+                    for name, node in _running_gateways(lab).items()
                 ]
                 state.owner_pid = 0  # nobody runs it any more: `lab down` may remove it
                 state.save()

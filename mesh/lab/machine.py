@@ -1,0 +1,142 @@
+"""A gateway machine: what the lab's topology, checks and report need from a gateway, whatever runs it.
+
+Two implementations share everything else in the lab:
+
+* `NamespaceGateway` (the default, fast mode): the gateway's network namespace plus a private mount
+  namespace; the lab's interpreter (`cloudinit.py`) carries out the user data there (files, sysctl, the
+  real `wg-quick up`).
+* `ContainerGateway` (`--boot`, in container.py): a systemd-nspawn container booted from a Debian image with
+  the user data as its NoCloud seed; cloud-init and systemd carry it out themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from mesh.lab import cloudinit
+from mesh.lab.fabric import ip, plug_cloud_gateway, plug_static_gateway, veth
+from mesh.lab.netns import WG_QUICK_ENV, LabError, LabState, Node, start_holder
+from mesh.lab.plan import BRIDGE_GW_PORT, GW_LAN, NIC, GatewayArtifacts, LabPlan, SitePlan
+from mesh.render import INTERFACE
+
+_KEY = re.compile(r"[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=")
+
+
+def redact_keys(text: str) -> str:
+    """wg(8) quotes a line it cannot parse, key included: logs and errors never carry key material."""
+    return _KEY.sub("(key redacted)", text)
+
+
+class GatewayMachine(ABC):
+    """One site's gateway. `attach` plugs its NICs into the fabric, `start` carries out its user data and
+    returns when that is done, `node` is where commands run, `tunnel` takes wg0 down or up."""
+
+    kind: ClassVar[str]
+    names_netns: ClassVar[bool] = False  # True: the machine brings its own netns and names it gateway_ns
+
+    def __init__(self, plan: LabPlan, site: SitePlan, artifacts: GatewayArtifacts, state: LabState) -> None:
+        self.plan = plan
+        self.site = site
+        self.artifacts = artifacts
+        self.state = state
+        self._node: Node | None = None
+
+    @property
+    def node(self) -> Node:
+        if self._node is None:
+            raise LabError(f"{self.site.name}: the gateway is not running")
+        return self._node
+
+    @property
+    def log_path(self) -> Path:
+        return self.state.log_dir / f"{self.site.name}.log"
+
+    def log(self, text: str) -> None:
+        with self.log_path.open("a") as log:
+            log.write(text)
+
+    def notes(self) -> list[str]:
+        """What this machine did not do of the user data, for the report."""
+        return []
+
+    @abstractmethod
+    def attach(self) -> None: ...
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def tunnel(self, verb: str) -> None:
+        """`down` or `up` the WireGuard interface, as an operator on the gateway would."""
+
+
+class NamespaceGateway(GatewayMachine):
+    """The gateway's own netns and mount namespace; the lab carries out the user data itself."""
+
+    kind = "namespace"
+
+    def __init__(self, plan: LabPlan, site: SitePlan, artifacts: GatewayArtifacts, state: LabState) -> None:
+        super().__init__(plan, site, artifacts, state)
+        self.setup = cloudinit.interpret(artifacts.user_data)
+
+    def notes(self) -> list[str]:
+        return list(self.setup.notes)
+
+    def attach(self) -> None:
+        site, gw, nic = self.site, self.site.gateway_ns, self.site.gateway_nic
+        if site.is_cloud:
+            assert site.vpc_ns is not None and site.router_ip is not None
+            veth(site.vpc_ns, BRIDGE_GW_PORT, gw, nic, site.nic_mtu)
+            plug_cloud_gateway(site)
+            ip(gw, "address", "add", site.gateway_ip, "dev", nic)
+            ip(gw, "route", "add", "default", "via", site.router_ip.ip)
+        else:
+            veth(self.plan.internet_ns, site.internet_if, gw, nic, site.uplink_mtu)
+            plug_static_gateway(self.plan, site)
+            ip(gw, "address", "add", f"{site.public_ip}/32", "dev", nic)
+            ip(gw, "route", "add", site.transit_internet.ip, "dev", nic, "scope", "link")
+            ip(gw, "route", "add", "default", "via", site.transit_internet.ip, "dev", nic)
+            veth(gw, GW_LAN, site.host_ns, NIC, site.nic_mtu)
+            ip(gw, "address", "add", site.gateway_ip, "dev", GW_LAN)
+
+    def start(self) -> None:
+        with self.log_path.open("a") as log:
+            self._node = start_holder(self.state, self.site.gateway_ns, log)
+        self.write_files()
+        if self.setup.sysctl:
+            self.node.run(["sysctl", "-q", "-w", *(f"{key}={value}" for key, value in self.setup.sysctl)])
+        for path, mode in self.setup.modes:
+            os.chmod(self.node.path(str(path)), mode)
+        for interface in self.setup.interfaces:
+            self.state.interfaces.setdefault(self.site.gateway_ns, []).append(interface)
+            self.state.save()
+            self.wg_quick("up", interface)
+
+    def write_files(self) -> None:
+        for f in self.setup.files:
+            path = self.node.path(str(f.path))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, f.mode)
+            with os.fdopen(fd, "wb") as out:
+                os.fchmod(out.fileno(), f.mode)
+                out.write(f.content)
+
+    def wg_quick(self, verb: str, interface: str) -> None:
+        """The real wg-quick in the gateway's namespaces; its output goes to the gateway's log."""
+        result = self.node.run(["wg-quick", verb, interface], env=WG_QUICK_ENV, check=False, timeout=30)
+        output = redact_keys(result.stdout + result.stderr)
+        self.log(f"$ wg-quick {verb} {interface}\n{output}")
+        if result.returncode != 0:
+            tail = output.strip().splitlines()[-3:]
+            raise LabError(
+                f"{self.site.name}: wg-quick {verb} {interface} failed: {' / '.join(tail)} (log: {self.log_path})"
+            )
+        if verb == "up":
+            self.state.track_namespace_processes(self.node.netns, "wireguard-go")
+
+    def tunnel(self, verb: str) -> None:
+        self.wg_quick(verb, INTERFACE)
