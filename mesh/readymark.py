@@ -1,7 +1,10 @@
-"""wg-mesh-ready: an AWS gateway tags itself wg-mesh:ready=true once wg0 is up and forwarding is on.
+"""wg-mesh-ready: a gateway marks itself ready once wg0 is up and forwarding is on.
 
-Runs last in the first boot; `pulumi up` waits for the tag (mesh.readygate, README "Replacements").
-Standard library only: IMDSv2 for the instance role's credentials, SigV4 for EC2 CreateTags.
+Runs last in the first boot; `pulumi up` waits for the mark (mesh.readygate, README "Replacements").
+Standard library only. AWS: the tag wg-mesh:ready=true (IMDSv2 for the instance role's credentials, SigV4 for EC2
+CreateTags). GCP (--cloud gcp): the guest attribute wg-mesh/ready=true, written through the metadata server
+(needs instance metadata enable-guest-attributes=TRUE; no credentials; Compute Engine docs, "Set and query guest
+attributes": PUT .../instance/guest-attributes/NAMESPACE/KEY with Metadata-Flavor: Google).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Callable, Sequence
 READY_TAG = "wg-mesh:ready"
 READY_VALUE = "true"
 IMDS = "http://169.254.169.254"
+GCE_METADATA = "http://metadata.google.internal"
+GUEST_NAMESPACE, GUEST_KEY = "wg-mesh", "ready"
 FORWARD_PATH = "/proc/sys/net/ipv4/ip_forward"
 
 
@@ -116,8 +121,27 @@ def mark_ready(metadata: Metadata, endpoint: str | None = None) -> str:
     return instance_id
 
 
+def mark_ready_gce(base: str = GCE_METADATA) -> str:
+    """Set this GCE instance's guest attribute wg-mesh/ready=true; returns what was set."""
+    path = f"{GUEST_NAMESPACE}/{GUEST_KEY}"
+    put = urllib.request.Request(
+        f"{base.rstrip('/')}/computeMetadata/v1/instance/guest-attributes/{path}",
+        data=READY_VALUE.encode(),
+        method="PUT",
+        headers={"Metadata-Flavor": "Google"},
+    )
+    with urllib.request.urlopen(put, timeout=5) as response:
+        response.read()
+    return f"guest attribute {path}"
+
+
 def run(
-    imds: str, endpoint: str | None, deadline_s: float, check: Callable[[], list[str]], sleep_s: float = 5.0
+    imds: str,
+    endpoint: str | None,
+    deadline_s: float,
+    check: Callable[[], list[str]],
+    sleep_s: float = 5.0,
+    cloud: str = "aws",
 ) -> int:
     """Retry until ready and marked (a new role takes seconds to work) or the deadline; 0 on success."""
     give_up = time.monotonic() + deadline_s
@@ -125,7 +149,8 @@ def run(
         last = "; ".join(check())
         if not last:
             try:
-                print(f"wg-mesh-ready: {mark_ready(Metadata(imds), endpoint)} marked {READY_TAG}={READY_VALUE}")
+                done = mark_ready_gce(imds) if cloud == "gcp" else mark_ready(Metadata(imds), endpoint)
+                print(f"wg-mesh-ready: {done} marked {READY_VALUE}")
                 return 0
             except (OSError, KeyError, ValueError, IndexError) as exc:
                 detail = exc.read().decode(errors="replace")[:300] if isinstance(exc, urllib.error.HTTPError) else ""
@@ -138,11 +163,13 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wg-mesh-ready")
-    parser.add_argument("--imds", default=IMDS)
+    parser.add_argument("--cloud", choices=("aws", "gcp"), default="aws")
+    parser.add_argument("--imds", help="metadata server (default: the cloud's)")
     parser.add_argument("--endpoint", help="EC2 API endpoint (default: the region's)")
     parser.add_argument("--deadline", type=float, default=600.0)
     args = parser.parse_args(argv)
-    return run(args.imds, args.endpoint, args.deadline, local_problems)
+    imds = args.imds or (GCE_METADATA if args.cloud == "gcp" else IMDS)
+    return run(imds, args.endpoint, args.deadline, local_problems, cloud=args.cloud)
 
 
 if __name__ == "__main__":
