@@ -53,12 +53,13 @@ class _Network:
     ready: list[pulumi.Resource] = field(default_factory=list)
 
 
-def readiness_extras() -> render.CloudInitExtras:
-    """The last step of an AWS gateway's first boot: tag itself ready once wg0 is up and forwarding is on."""
+def readiness_extras(*flags: str) -> render.CloudInitExtras:
+    """The last step of a gateway's first boot: mark itself ready once wg0 is up and forwarding is on (AWS: a tag;
+    GCP, with flags `--cloud gcp`: a guest attribute)."""
     packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
     return render.CloudInitExtras(
         files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
-        commands=(("python3", READY_SCRIPT_PATH),),
+        commands=(("python3", READY_SCRIPT_PATH, *flags),),
     )
 
 

@@ -85,6 +85,11 @@ def instance_path(project: str, zone: str, name: str) -> str:
     return f"projects/{project}/zones/{zone}/instances/{name}"
 
 
+def resource_path(path_or_link: str) -> str:
+    """`projects/...` from a selfLink (`https://www.googleapis.com/compute/v1/projects/...`) or a path."""
+    return path_or_link.split("/compute/v1/", 1)[-1]
+
+
 def is_ready(api: Compute, instance: str) -> bool:
     """Whether the VM has set wg-mesh/ready=true; RuntimeError when it stopped (it will not get there)."""
     status = api.call("GET", instance).get("status")
@@ -171,11 +176,8 @@ def google_token(impersonate: str | None) -> Callable[[], str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mesh.readygate gcp", description=__doc__.splitlines()[0])
-    parser.add_argument("--project", required=True)
-    parser.add_argument("--zone", required=True)
-    parser.add_argument("--instance", required=True, help="the new gateway's instance name")
-    parser.add_argument("--region", required=True)
-    parser.add_argument("--address", required=True, help="the static external address's name")
+    parser.add_argument("--instance", required=True, help="the new gateway: its selfLink (or projects/.../instances/N)")
+    parser.add_argument("--address", required=True, help="the static external address: its selfLink (or path)")
     parser.add_argument("--impersonate", help="service account to act as (the site's impersonate_service_account)")
     parser.add_argument("--api", default=COMPUTE, help="Compute Engine API base (tests: a local server)")
     parser.add_argument("--access-token-file", help="a file holding an OAuth access token to use (as gcloud's flag)")
@@ -189,13 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         token = google_token(args.impersonate)
     api = Compute(token, args.api)
-    instance = instance_path(args.project, args.zone, args.instance)
-    address = f"projects/{args.project}/regions/{args.region}/addresses/{args.address}"
+    instance, address = resource_path(args.instance), resource_path(args.address)
     try:
         waited = wait_ready(api, instance, args.timeout, args.interval)
         gap = move_address(api, instance, address)
     except (TimeoutError, RuntimeError, ApiError, OSError) as exc:
         print(f"wg-mesh readiness gate: {exc}", file=sys.stderr)
         return 1
-    print(f"wg-mesh readiness gate: {args.instance} ready after {waited:.0f} s; static address moved ({gap:.1f} s)")
+    print(f"wg-mesh readiness gate: {instance} ready after {waited:.0f} s; static address moved ({gap:.1f} s)")
     return 0

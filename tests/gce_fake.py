@@ -40,18 +40,20 @@ class Cloud:
     operations: dict[str, dict[str, Any]] = field(default_factory=dict)
     fail: set[str] = field(default_factory=set)  # "deleteAccessConfig:NAME" etc.: operations that end in an error
     lock: threading.Lock = field(default_factory=threading.Lock)
+    project: str = PROJECT
+    zone: str = ZONE
 
     def holder(self, ip: str) -> Vm | None:
         return next((vm for vm in self.vms.values() if vm.nat_ip == ip), None)
 
 
-def _instance_json(vm: Vm) -> dict[str, Any]:
+def _instance_json(vm: Vm, cloud: Cloud) -> dict[str, Any]:
     configs = [{"name": "external-nat", "type": "ONE_TO_ONE_NAT", "natIP": vm.nat_ip}] if vm.nat_ip else []
     return {
         "kind": "compute#instance",
         "name": vm.name,
         "status": vm.status,
-        "selfLink": f"{LINK}projects/{PROJECT}/zones/{ZONE}/instances/{vm.name}",
+        "selfLink": f"{LINK}projects/{cloud.project}/zones/{cloud.zone}/instances/{vm.name}",
         "networkInterfaces": [{"name": "nic0", "accessConfigs": configs}],
     }
 
@@ -81,7 +83,7 @@ class Handler(BaseHTTPRequestHandler):
             "operationType": kind,
             "targetLink": target,
             "status": "RUNNING",
-            "selfLink": f"{LINK}projects/{PROJECT}/zones/{ZONE}/operations/{name}",
+            "selfLink": f"{LINK}projects/{self.cloud.project}/zones/{self.cloud.zone}/operations/{name}",
             "reads": 0,
         }
         if problem:
@@ -115,7 +117,7 @@ class Handler(BaseHTTPRequestHandler):
         query = dict(urllib.parse.parse_qsl(url.query))
         parts = url.path.removeprefix("/compute/v1/").split("/")
         with self.cloud.lock:
-            if parts[2:4] == ["zones", ZONE] and parts[4] == "instances":
+            if parts[:4] == ["projects", self.cloud.project, "zones", self.cloud.zone] and parts[4] == "instances":
                 vm = self.cloud.vms.get(parts[5])
                 if vm is None:
                     return self._error(404, f"The resource '{parts[5]}' was not found")
@@ -126,7 +128,7 @@ class Handler(BaseHTTPRequestHandler):
                         return self._error(404, f"The resource '{path}' of type 'Guest Attribute' was not found.")
                     item = {"namespace": namespace, "key": key, "value": vm.attributes[path]}
                     return self._send(200, {"queryPath": path, "queryValue": {"items": [item]}})
-                return self._send(200, _instance_json(vm))
+                return self._send(200, _instance_json(vm, self.cloud))
             if parts[4] == "operations":
                 op = self.cloud.operations[parts[5]]
                 op["reads"] += 1
@@ -136,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
             if parts[4] == "addresses":
                 ip = self.cloud.addresses[parts[5]]
                 holder = self.cloud.holder(ip)
-                users = [_instance_json(holder)["selfLink"]] if holder else []
+                users = [_instance_json(holder, self.cloud)["selfLink"]] if holder else []
                 return self._send(200, {"address": ip, "status": "IN_USE" if holder else "RESERVED", "users": users})
         self._error(404, "not found")
 
@@ -171,7 +173,7 @@ class Handler(BaseHTTPRequestHandler):
                     self.cloud.events.append(f"{vm.name} +{vm.nat_ip}")
             else:
                 return self._error(404, "not found")
-            self._operation(verb, _instance_json(vm)["selfLink"], problem)
+            self._operation(verb, _instance_json(vm, self.cloud)["selfLink"], problem)
 
 
 def serve(cloud: Cloud) -> ThreadingHTTPServer:

@@ -4,15 +4,19 @@ no Compute Engine emulator exists)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from mesh import gcpgate, readygate, readymark
+from mesh import aws, gcp, gcpgate, metrics, readygate, readymark
+from mesh.stackfile import read_raw
 from tests import gce_fake
+from tests.conftest import REPO, ProgramRun, run_program
 from tests.gce_fake import PROJECT, REGION, TOKEN, ZONE, Cloud, Vm
 
 STATIC = "34.1.2.3"
@@ -105,7 +109,7 @@ def test_the_command_line_the_program_runs(url: str, cloud: Cloud, tmp_path: Pat
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     argv = [
-        "gcp", "--project", PROJECT, "--zone", ZONE, "--instance", NEW, "--region", REGION, "--address", "gw-address",
+        "gcp", "--instance", f"{gce_fake.LINK}{INSTANCE}", "--address", f"{gce_fake.LINK}{ADDRESS}",
         "--api", f"{url}/compute/v1/", "--access-token-file", str(token), "--interval", "0.05",
     ]  # fmt: skip
     assert readygate.main([*argv, "--timeout", "0.2"]) == 1
@@ -115,5 +119,103 @@ def test_the_command_line_the_program_runs(url: str, cloud: Cloud, tmp_path: Pat
         [sys.executable, "-m", "mesh.readygate", *argv, "--timeout", "5"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert f"{NEW} ready after" in done.stdout and "static address moved" in done.stdout
+    assert f"{INSTANCE} ready after" in done.stdout and "static address moved" in done.stdout
     assert cloud.vms[NEW].nat_ip == STATIC
+
+
+# --- the gate in the Pulumi program (mocks) ----------------------------------------------------
+
+COMMAND = "command:local:Command"
+GCP_INSTANCE = "gcp:compute/instance:Instance"
+GCP_ROUTE = "gcp:compute/route:Route"
+GCP_FIREWALL = "gcp:compute/firewall:Firewall"
+
+
+@pytest.fixture(scope="module")
+def applied() -> ProgramRun:
+    raw = read_raw(REPO / "Pulumi.dev.yaml")
+    assert isinstance(raw, dict)
+    (site,) = [s for s in raw["sites"] if s["cloud"] == "gcp"]
+    site["impersonate_service_account"] = "deployer@proj.iam.gserviceaccount.com"
+    run = run_program(raw, preview=False)
+    assert run.error is None, run.error
+    return run
+
+
+def test_the_routes_and_the_icmp_rule_follow_the_gate(applied: ProgramRun) -> None:
+    gate = applied.named(COMMAND, "gcp-euw3-ready")
+    instance = applied.named(GCP_INSTANCE, "gcp-euw3-instance")
+    address = applied.named("gcp:compute/address:Address", "gcp-euw3-address")
+    assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
+    assert gate.inputs["create"].split() == [
+        ".venv/bin/python", "-m", "mesh.readygate", "gcp", "--impersonate", "deployer@proj.iam.gserviceaccount.com",
+        "--timeout", "900", "--address", address.outputs["selfLink"], "--instance", instance.outputs["selfLink"],
+    ]  # fmt: skip
+    assert not gate.secret_inputs  # nothing secret in the command line (pulumi preview shows it)
+    assert "PrivateKey" not in str(gate.inputs)
+    assert applied.depends_on(COMMAND, "gcp-euw3-ready", GCP_INSTANCE, "gcp-euw3-instance")
+    routes = [r for r in applied.of_type(GCP_ROUTE) if r.name.startswith("gcp-euw3-")]
+    assert routes
+    for route in routes:
+        assert applied.depends_on(GCP_ROUTE, route.name, COMMAND, "gcp-euw3-ready")
+    assert applied.depends_on(GCP_FIREWALL, "gcp-euw3-fw-pmtu", COMMAND, "gcp-euw3-ready")
+    assert not applied.depends_on(GCP_FIREWALL, "gcp-euw3-fw-wireguard", COMMAND, "gcp-euw3-ready")
+
+
+def test_a_replacement_is_created_before_the_old_gateway_is_deleted(applied: ProgramRun) -> None:
+    options = applied.options(GCP_INSTANCE, "gcp-euw3-instance")
+    assert not options.delete_before_replace
+    assert applied.monitor.replace_on_changes["gcp-euw3-instance"] == [gcp.REPLACE_ON]
+    assert options.ignore_changes == (gcp.GATE_OWNS,)  # the gate moves the static address, Pulumi leaves it
+    inputs = applied.named(GCP_INSTANCE, "gcp-euw3-instance").inputs
+    (nic,) = inputs["networkInterfaces"]
+    assert nic["accessConfigs"] == [{}] and "networkIp" not in nic  # ephemeral external, GCP-chosen internal
+    assert inputs["metadata"]["enable-guest-attributes"] == "TRUE"
+    assert not [r for r in applied.of_type("gcp:compute/address:Address") if r.inputs["addressType"] == "INTERNAL"]
+
+
+def test_gcp_user_data_marks_the_gateway_ready_with_the_same_script(applied: ProgramRun) -> None:
+    data = yaml.safe_load(applied.sites["gcp-euw3"].user_data.value)
+    assert data["runcmd"][-1] == ["python3", aws.READY_SCRIPT_PATH, "--cloud", "gcp"]
+    (script,) = [f for f in data["write_files"] if f["path"] == aws.READY_SCRIPT_PATH]
+    assert metrics.unpack(script["content"]) == (REPO / "mesh" / "readymark.py").read_text()
+
+
+@pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed")
+def test_gcp_user_data_with_the_readiness_step_passes_cloud_init_schema(applied: ProgramRun, tmp_path: Path) -> None:
+    path = tmp_path / "gcp.yaml"
+    path.write_text(applied.sites["gcp-euw3"].user_data.value)
+    done = subprocess.run(["cloud-init", "schema", "--config-file", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_programs_gate_command_runs_from_the_project_directory(applied: ProgramRun, tmp_path: Path) -> None:
+    """The exact command `pulumi up` runs (pulumi-command, /bin/sh -c, in the project directory), aimed at the fake
+    Compute API with the mocks' project, zone and names."""
+    line = applied.named(COMMAND, "gcp-euw3-ready").inputs["create"]
+    line = line.replace(" --impersonate deployer@proj.iam.gserviceaccount.com", "").replace("900", "5")
+    cloud = Cloud(
+        vms={"old": Vm("old", STATIC), "gcp-euw3-instance": Vm("gcp-euw3-instance", "35.9.9.9")},
+        addresses={"gcp-euw3-address": STATIC},
+        project="mock",
+        zone="somewhere",
+    )
+    cloud.vms["gcp-euw3-instance"].attributes["wg-mesh/ready"] = "true"
+    server = gce_fake.serve(cloud)
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    try:
+        api_url = f"http://127.0.0.1:{server.server_address[1]}/compute/v1/"
+        done = subprocess.run(
+            ["/bin/sh", "-c", f"{line} --api {api_url} --access-token-file {token} --interval 0.1"],
+            cwd=REPO,
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert cloud.vms["gcp-euw3-instance"].nat_ip == STATIC and cloud.vms["old"].nat_ip is None
