@@ -274,6 +274,10 @@ class GcpGateway(component.SiteComponent):
                 **targets,
             )
 
+        # A route to the old gateway is worthless once the gate has moved the static address away from it, and GCP
+        # would spread flows over an old and a new route of equal priority: delete the old one first (the new route
+        # is registered only after the gate has finished, so its replacement starts then).
+        replace_route = pulumi.ResourceOptions.merge(after_ready, pulumi.ResourceOptions(delete_before_replace=True))
         # Logical names stay within 55 characters: GCP names are at most 63 and Pulumi appends 8.
         self.routes = [
             gcp.compute.Route(
@@ -283,7 +287,7 @@ class GcpGateway(component.SiteComponent):
                 next_hop_instance=self.instance.self_link,
                 priority=ROUTE_PRIORITY,
                 description=f"{where}: {cidr} through the gateway",
-                opts=after_ready,
+                opts=replace_route,
             )
             for cidr in topology.remote_ranges(mesh, site.name)
         ]

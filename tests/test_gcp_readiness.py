@@ -158,6 +158,8 @@ def test_the_routes_and_the_icmp_rule_follow_the_gate(applied: ProgramRun) -> No
     assert routes
     for route in routes:
         assert applied.depends_on(GCP_ROUTE, route.name, COMMAND, "gcp-euw3-ready")
+        # A route to the old gateway goes as soon as the new one can be made (after the gate), not at the end.
+        assert applied.options(GCP_ROUTE, route.name).delete_before_replace
     assert applied.depends_on(GCP_FIREWALL, "gcp-euw3-fw-pmtu", COMMAND, "gcp-euw3-ready")
     assert not applied.depends_on(GCP_FIREWALL, "gcp-euw3-fw-wireguard", COMMAND, "gcp-euw3-ready")
 
