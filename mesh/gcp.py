@@ -37,10 +37,10 @@ SSH_PORT = "22"
 # toggling operator access does not replace the gateway. Pulumi property-path syntax, which replaceOnChanges takes
 # (https://www.pulumi.com/docs/reference/property-paths/).
 REPLACE_ON = 'metadata["user-data"]'
-# The gate moves the static address between instances with add/deleteAccessConfig; Pulumi must not move it back.
-# (The provider would update access configs in place, never replace for them: terraform-provider-google
-# computeInstanceDeleteAccessConfigs/AddAccessConfigs in resource_compute_instance.go's update.)
-GATE_OWNS = "networkInterfaces[0].accessConfigs"
+# The gate moves the static address between instances with add/deleteAccessConfig, and Pulumi does not move it back:
+# the instance declares one access config without `nat_ip`, which terraform-provider-google's schema makes optional
+# and computed (resource_compute_instance.go), so the address the VM holds, ephemeral or static, is no diff. Not
+# ignore_changes: Pulumi would give the replacement the recorded old value (the old VM's static address).
 ROUTE_PRIORITY = 900  # ahead of the default 1000, so the mesh wins a tie with a broader route
 # Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
 # faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
@@ -252,7 +252,6 @@ class GcpGateway(component.SiteComponent):
                     # cloud-init reads user-data once, at first boot: a new config needs a new instance, created
                     # before the old one is deleted (README, "Replacements").
                     replace_on_changes=[REPLACE_ON],
-                    ignore_changes=[GATE_OWNS],
                 ),
             ),
         )

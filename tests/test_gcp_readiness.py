@@ -168,7 +168,8 @@ def test_a_replacement_is_created_before_the_old_gateway_is_deleted(applied: Pro
     options = applied.options(GCP_INSTANCE, "gcp-euw3-instance")
     assert not options.delete_before_replace
     assert applied.monitor.replace_on_changes["gcp-euw3-instance"] == [gcp.REPLACE_ON]
-    assert options.ignore_changes == (gcp.GATE_OWNS,)  # the gate moves the static address, Pulumi leaves it
+    # No ignore_changes: Pulumi would create the replacement with the old VM's recorded access config.
+    assert options.ignore_changes == ()
     inputs = applied.named(GCP_INSTANCE, "gcp-euw3-instance").inputs
     (nic,) = inputs["networkInterfaces"]
     assert nic["accessConfigs"] == [{}] and "networkIp" not in nic  # ephemeral external, GCP-chosen internal
