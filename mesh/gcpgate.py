@@ -174,6 +174,19 @@ def google_token(impersonate: str | None) -> Callable[[], str]:
     return token
 
 
+def token_file(path: str) -> Callable[[], str]:
+    with open(path) as f:
+        token = f.read().strip()
+    return lambda: token
+
+
+def _auth_errors() -> tuple[type[Exception], ...]:
+    """google-auth's errors (no credentials, refused impersonation), reported like the API's."""
+    import google.auth.exceptions
+
+    return (google.auth.exceptions.GoogleAuthError,)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mesh.readygate gcp", description=__doc__.splitlines()[0])
     parser.add_argument("--instance", required=True, help="the new gateway: its selfLink (or projects/.../instances/N)")
@@ -184,18 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--interval", type=float, default=5.0)
     args = parser.parse_args(argv)
-    if args.access_token_file:
-        with open(args.access_token_file) as f:
-            fixed = f.read().strip()
-        token: Callable[[], str] = lambda: fixed  # noqa: E731
-    else:
-        token = google_token(args.impersonate)
-    api = Compute(token, args.api)
     instance, address = resource_path(args.instance), resource_path(args.address)
+    failures: tuple[type[Exception], ...] = (TimeoutError, RuntimeError, ApiError, OSError, *_auth_errors())
     try:
+        token = token_file(args.access_token_file) if args.access_token_file else google_token(args.impersonate)
+        api = Compute(token, args.api)
         waited = wait_ready(api, instance, args.timeout, args.interval)
         gap = move_address(api, instance, address)
-    except (TimeoutError, RuntimeError, ApiError, OSError) as exc:
+    except failures as exc:
         print(f"wg-mesh readiness gate: {exc}", file=sys.stderr)
         return 1
     print(f"wg-mesh readiness gate: {instance} ready after {waited:.0f} s; static address moved ({gap:.1f} s)")

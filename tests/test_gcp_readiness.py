@@ -100,6 +100,16 @@ def test_a_failed_operation_stops_the_gate(url: str, cloud: Cloud) -> None:
     assert cloud.vms[OLD].nat_ip == STATIC  # nothing claimed the address
 
 
+def test_missing_credentials_are_a_clear_error(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An explicit credentials file that does not exist: google-auth fails before any network access.
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
+    argv = ["gcp", "--instance", INSTANCE, "--address", ADDRESS, "--api", f"{url}/compute/v1/", "--timeout", "1"]
+    assert readygate.main(argv) == 1
+    assert "absent.json" in capsys.readouterr().err
+
+
 def test_credentials_are_sent(url: str) -> None:
     with pytest.raises(gcpgate.ApiError, match="HTTP 401"):
         gcpgate.Compute(lambda: "wrong", f"{url}/compute/v1/").call("GET", INSTANCE)
