@@ -1,23 +1,28 @@
 """A GCP site: a WireGuard gateway instance in the site's VPC network and the routes through it.
 
-The static external address exists before the instance (peers need it). Firewall rules admit
+The static external address exists before the instance (peers need it). A new instance (first or
+replacement) boots with an ephemeral external address; the readiness gate (mesh.gcpgate) waits for its
+guest attribute wg-mesh/ready, then moves the static address to it, and only then do the routes (and
+the ICMP rule) follow it; Pulumi deletes the old instance last. Firewall rules admit
 WireGuard from the peers' addresses only, the site's own traffic to the gateway (to forward it),
 the remote sites' ranges to the workloads the site names (tags, service accounts, or the whole
-network when asked), and ICMP from the gateway's reserved internal address (path-MTU discovery).
+network when asked), and ICMP from the gateway's internal address (path-MTU discovery).
 Network tags carry a hash of the Pulumi project and stack, so stacks sharing a network stay apart.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass
-from ipaddress import IPv4Network
 from typing import Any
 
 import pulumi
+import pulumi_command as command
 import pulumi_gcp as gcp
 
 from mesh import component, topology
+from mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
 from mesh.component import Directory
 from mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite, MeshConfig
 
@@ -32,6 +37,10 @@ SSH_PORT = "22"
 # toggling operator access does not replace the gateway. Pulumi property-path syntax, which replaceOnChanges takes
 # (https://www.pulumi.com/docs/reference/property-paths/).
 REPLACE_ON = 'metadata["user-data"]'
+# The gate moves the static address between instances with add/deleteAccessConfig, and Pulumi does not move it back:
+# the instance declares one access config without `nat_ip`, which terraform-provider-google's schema makes optional
+# and computed (resource_compute_instance.go), so the address the VM holds, ephemeral or static, is no diff. Not
+# ignore_changes: Pulumi would give the replacement the recorded old value (the old VM's static address).
 ROUTE_PRIORITY = 900  # ahead of the default 1000, so the mesh wins a tie with a broader route
 # Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
 # faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
@@ -88,12 +97,6 @@ def gateway_tag(name: str, scope: str) -> str:
     return f"{name}-wg-gw-{scope}"
 
 
-def pinned_internal_address(subnet: IPv4Network) -> str:
-    """The gateway's internal address in a subnet wg-mesh creates: the first one GCP hands out (.0 and .1 are the
-    network and its gateway, https://cloud.google.com/vpc/docs/subnets#unusable-ip-addresses-in-every-subnet)."""
-    return str(subnet.network_address + 2)
-
-
 def workload_targets(site: GcpSite) -> dict[str, list[str]]:
     """Firewall target arguments for the site's workloads: their tags, their service accounts, or (empty) all."""
     if site.workload_tags:
@@ -119,8 +122,8 @@ class _Network:
 class GcpGateway(component.SiteComponent):
     provider: gcp.Provider
     address: gcp.compute.Address
-    internal_address: gcp.compute.Address
     instance: gcp.compute.Instance
+    ready: command.local.Command
     routes: list[gcp.compute.Route]
 
     def __init__(self, name: str, args: GcpGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -152,27 +155,21 @@ class GcpGateway(component.SiteComponent):
         scope = stack_scope(pulumi.get_project(), pulumi.get_stack())
         where = f"wg-mesh {pulumi.get_project()}/{pulumi.get_stack()} {site.name}"
         tag = gateway_tag(name, scope)
-        # The gateway's internal address, reserved: stable across replacements, and the source of its ICMP errors.
-        self.internal_address = gcp.compute.Address(
-            f"{name}-internal",
-            address_type="INTERNAL",
-            subnetwork=network.subnetwork,
-            address=None
-            if site.uses_existing_network
-            else pinned_internal_address(topology.gateway_subnet(site.cidrs[0])),
-            region=site.region,
-            description=f"{where}: gateway internal address",
-            opts=child,
-        )
 
-        def firewall(suffix: str, description: str, allows: list[gcp.compute.FirewallAllowArgs], **kw: Any) -> None:
+        def firewall(
+            suffix: str,
+            description: str,
+            allows: list[gcp.compute.FirewallAllowArgs],
+            opts: pulumi.ResourceOptions = child,
+            **kw: Any,
+        ) -> None:
             gcp.compute.Firewall(
                 f"{name}-fw-{suffix}",
                 network=network.network,
                 description=f"{where}: {description}",
                 direction="INGRESS",
                 allows=allows,
-                opts=child,
+                opts=opts,
                 **kw,
             )
 
@@ -206,7 +203,7 @@ class GcpGateway(component.SiteComponent):
                 source_ranges=[IAP_TCP_FORWARDING_RANGE],
                 target_tags=[tag],
             )
-        targets = workload_targets(site)
+        targets: dict[str, Any] = workload_targets(site)  # (Any: also passed through firewall()'s **kw)
         targeted = bool(targets) or site.workload_scope == "network"
         if targeted:
             firewall(
@@ -217,19 +214,9 @@ class GcpGateway(component.SiteComponent):
                 source_ranges=[str(cidr) for cidr in topology.remote_ranges(mesh, site.name)],
                 **targets,
             )
-        if targeted or not site.uses_existing_network:
-            # Path-MTU discovery: the gateway tells a workload that a packet is too big for the tunnel (ICMP type 3
-            # code 4). GCP firewall rules match ICMP by protocol only (no type/code: Allowed.ports applies to TCP,
-            # UDP and SCTP), so the rule admits ICMP from the gateway's own address and nothing else.
-            firewall(
-                "pmtu",
-                "ICMP from the gateway (fragmentation needed), for path-MTU discovery",
-                [gcp.compute.FirewallAllowArgs(protocol="icmp")],
-                source_ranges=[self.internal_address.address.apply(lambda ip: f"{ip}/32")],
-                **targets,
-            )
-
-        metadata: dict[str, pulumi.Input[str]] = {"user-data": self.user_data}
+        # Guest attributes carry the gateway's readiness mark (mesh.readymark --cloud gcp). A metadata key other than
+        # user-data: set in place, no replacement (REPLACE_ON).
+        metadata: dict[str, pulumi.Input[str]] = {"user-data": self.user_data, "enable-guest-attributes": "TRUE"}
         if mesh.operator_access == "cloud":
             # OS Login: operators log in with their Google identity and IAM roles, no SSH keys in metadata.
             metadata["enable-oslogin"] = "TRUE"
@@ -251,8 +238,9 @@ class GcpGateway(component.SiteComponent):
                 gcp.compute.InstanceNetworkInterfaceArgs(
                     network=network.network,
                     subnetwork=network.subnetwork,
-                    network_ip=self.internal_address.address,
-                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs(nat_ip=self.address.address)],
+                    # Ephemeral: cloud-init needs the Ubuntu archive before the gate gives it the static address.
+                    # The internal address is GCP's choice: a replacement runs next to the old gateway.
+                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
                 )
             ],
             tags=[tag],
@@ -261,14 +249,34 @@ class GcpGateway(component.SiteComponent):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    # cloud-init reads user-data once, at first boot: a new config needs a new instance,
-                    # and the static address can be held by one instance at a time.
+                    # cloud-init reads user-data once, at first boot: a new config needs a new instance, created
+                    # before the old one is deleted (README, "Replacements").
                     replace_on_changes=[REPLACE_ON],
-                    delete_before_replace=True,
                 ),
             ),
         )
 
+        # Traffic moves to a (new) gateway only once it is ready and holds the static address.
+        self.ready = self._readiness_gate(name, site, child)
+        after_ready = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.ready]))
+        if targeted or not site.uses_existing_network:
+            # Path-MTU discovery: the gateway tells a workload that a packet is too big for the tunnel (ICMP type 3
+            # code 4). GCP firewall rules match ICMP by protocol only (no type/code: Allowed.ports applies to TCP,
+            # UDP and SCTP), so the rule admits ICMP from the gateway's own address and nothing else; it moves to a new
+            # gateway's address with the routes.
+            firewall(
+                "pmtu",
+                "ICMP from the gateway (fragmentation needed), for path-MTU discovery",
+                [gcp.compute.FirewallAllowArgs(protocol="icmp")],
+                source_ranges=[self.instance.network_interfaces.apply(lambda nics: f"{nics[0].network_ip}/32")],
+                opts=after_ready,
+                **targets,
+            )
+
+        # A route to the old gateway is worthless once the gate has moved the static address away from it, and GCP
+        # would spread flows over an old and a new route of equal priority: delete the old one first (the new route
+        # is registered only after the gate has finished, so its replacement starts then).
+        replace_route = pulumi.ResourceOptions.merge(after_ready, pulumi.ResourceOptions(delete_before_replace=True))
         # Logical names stay within 55 characters: GCP names are at most 63 and Pulumi appends 8.
         self.routes = [
             gcp.compute.Route(
@@ -278,11 +286,32 @@ class GcpGateway(component.SiteComponent):
                 next_hop_instance=self.instance.self_link,
                 priority=ROUTE_PRIORITY,
                 description=f"{where}: {cidr} through the gateway",
-                opts=child,
+                opts=replace_route,
             )
             for cidr in topology.remote_ranges(mesh, site.name)
         ]
         self._register_site_outputs()
+
+    def _readiness_gate(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> command.local.Command:
+        """Runs `python -m mesh.readygate gcp` on the machine running `pulumi up`, for every new instance: waits for
+        its guest attribute, then moves the static address to it (mesh.gcpgate)."""
+        fixed = (
+            [f"--impersonate {shlex.quote(site.impersonate_service_account)}"]
+            if site.impersonate_service_account
+            else []
+        )
+        links = pulumi.Output.all(instance=self.instance.self_link, address=self.address.self_link)
+
+        def line(v: dict[str, str]) -> str:
+            where = [f"--address {shlex.quote(v['address'])}", f"--instance {shlex.quote(v['instance'])}"]
+            return " ".join([GATE_COMMAND, "gcp", *fixed, f"--timeout {READY_TIMEOUT_S}", *where])
+
+        return command.local.Command(
+            f"{name}-ready",
+            create=links.apply(line),
+            triggers=[self.instance.id],
+            opts=child,
+        )
 
     def _network(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> _Network:
         """The site's existing network, or a new one (custom mode, explicit MTU) with a gateway subnet."""

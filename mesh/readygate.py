@@ -1,5 +1,7 @@
 """The readiness gate of `pulumi up`: wait until a new AWS gateway has tagged itself `wg-mesh:ready=true`.
 
+(`python -m mesh.readygate gcp ...`: the GCP gate, mesh.gcpgate, on the same waiting loop.)
+
 Run by a pulumi-command `local.Command` on the machine that runs `pulumi up`, with that machine's AWS
 credentials (or the site's `profile` / `assume_role_arn`), after the instance is created and before its
 Elastic IP association and routes: a replacement gateway takes traffic only once wg0 is up and forwarding is
@@ -19,29 +21,50 @@ from mesh.readymark import READY_TAG, READY_VALUE
 DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
 
 
+def poll(
+    ready: Callable[[], bool],
+    timeout_s: float,
+    interval_s: float,
+    sleep: Callable[[float], None],
+    not_ready: Callable[[float], str],
+) -> float:
+    """The gate's waiting loop, for every cloud: seconds until `ready()` (which raises RuntimeError for a gateway
+    that died); TimeoutError with `not_ready(timeout_s)` after the timeout."""
+    start = time.monotonic()
+    while True:
+        if ready():
+            return time.monotonic() - start
+        if time.monotonic() - start >= timeout_s:
+            raise TimeoutError(not_ready(timeout_s))
+        sleep(interval_s)
+
+
 def wait_ready(
     ec2: Any, instance_id: str, timeout_s: float, interval_s: float = 5.0, sleep: Callable[[float], None] = time.sleep
 ) -> float:
     """Seconds until the instance was ready; TimeoutError (or RuntimeError for a dead instance) otherwise."""
-    start = time.monotonic()
-    while True:
+
+    def tagged() -> bool:
         reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
         (instance,) = [i for r in reservations for i in r["Instances"]]
         tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
         if tags.get(READY_TAG) == READY_VALUE:
-            return time.monotonic() - start
+            return True
         state = instance["State"]["Name"]
         if state in DEAD_STATES:
             raise RuntimeError(f"gateway instance {instance_id} is {state} and never became ready")
-        if time.monotonic() - start >= timeout_s:
-            raise TimeoutError(
-                f"gateway instance {instance_id} did not tag itself {READY_TAG}={READY_VALUE} "
-                f"within {timeout_s:.0f} s; "
-                "its Elastic IP and routes stay where they are. Look at its boot: "
-                f"aws ec2 get-console-output --latest --instance-id {instance_id}, or with operator_access: cloud, "
-                f"aws ssm start-session --target {instance_id} and `cloud-init status --long`"
-            )
-        sleep(interval_s)
+        return False
+
+    def not_ready(timeout: float) -> str:
+        return (
+            f"gateway instance {instance_id} did not tag itself {READY_TAG}={READY_VALUE} "
+            f"within {timeout:.0f} s; "
+            "its Elastic IP and routes stay where they are. Look at its boot: "
+            f"aws ec2 get-console-output --latest --instance-id {instance_id}, or with operator_access: cloud, "
+            f"aws ssm start-session --target {instance_id} and `cloud-init status --long`"
+        )
+
+    return poll(tagged, timeout_s, interval_s, sleep, not_ready)
 
 
 def ec2_client(region: str, profile: str | None, role_arn: str | None, endpoint: str | None) -> Any:
@@ -62,6 +85,11 @@ def ec2_client(region: str, profile: str | None, role_arn: str | None, endpoint:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["gcp"]:
+        from mesh import gcpgate
+
+        return gcpgate.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mesh.readygate", description=__doc__.splitlines()[0])
     parser.add_argument("--region", required=True)
     parser.add_argument("--instance-id", required=True)

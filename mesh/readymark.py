@@ -1,7 +1,11 @@
-"""wg-mesh-ready: an AWS gateway tags itself wg-mesh:ready=true once wg0 is up and forwarding is on.
+"""wg-mesh-ready: a gateway marks itself ready once wg0 is up and forwarding is on.
 
-Runs last in the first boot; `pulumi up` waits for the tag (mesh.readygate, README "Replacements").
-Ubuntu's python3-botocore signs the call with the instance role's credentials (IMDSv2).
+Runs last in the first boot; `pulumi up` waits for the mark (mesh.readygate, README "Replacements").
+AWS: the tag wg-mesh:ready=true on its own instance; Ubuntu's python3-botocore signs the call with the instance
+role's credentials (IMDSv2). GCP (--cloud gcp): the guest attribute wg-mesh/ready=true, written through the
+metadata server (standard library; needs instance metadata enable-guest-attributes=TRUE and no credentials;
+Compute Engine docs, "Set and query guest attributes": PUT .../instance/guest-attributes/NAMESPACE/KEY with
+Metadata-Flavor: Google).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ READY_TAG = "wg-mesh:ready"
 READY_VALUE = "true"
 FORWARD_PATH = "/proc/sys/net/ipv4/ip_forward"
 IMDS = "http://169.254.169.254"
+GCE_METADATA = "http://metadata.google.internal"
+GUEST_NAMESPACE, GUEST_KEY = "wg-mesh", "ready"
 
 
 def imds_endpoint() -> str:
@@ -65,8 +71,27 @@ def mark_ready(region: str, endpoint: str | None = None) -> str:
     return iid
 
 
+def mark_ready_gce(base: str = GCE_METADATA) -> str:
+    """Set this GCE instance's guest attribute wg-mesh/ready=true; returns what was set."""
+    path = f"{GUEST_NAMESPACE}/{GUEST_KEY}"
+    put = urllib.request.Request(
+        f"{base.rstrip('/')}/computeMetadata/v1/instance/guest-attributes/{path}",
+        data=READY_VALUE.encode(),
+        method="PUT",
+        headers={"Metadata-Flavor": "Google"},
+    )
+    with urllib.request.urlopen(put, timeout=5) as response:
+        response.read()
+    return f"guest attribute {path}"
+
+
 def run(
-    region: str, endpoint: str | None, deadline_s: float, check: Callable[[], list[str]], sleep_s: float = 5
+    where: str,
+    endpoint: str | None,
+    deadline_s: float,
+    check: Callable[[], list[str]],
+    sleep_s: float = 5,
+    cloud: str = "aws",
 ) -> int:
     """Retry until ready and marked (a new role takes seconds to work) or the deadline; 0 on success."""
     give_up = time.monotonic() + deadline_s
@@ -74,7 +99,12 @@ def run(
         last = "; ".join(check())
         if not last:
             try:
-                print(f"wg-mesh-ready: {mark_ready(region, endpoint)} marked {READY_TAG}={READY_VALUE}")
+                # `where`: the AWS region, or the GCE metadata server's base URL
+                if cloud == "gcp":
+                    done = f"{mark_ready_gce(where)} set to {READY_VALUE}"
+                else:
+                    done = f"{mark_ready(where, endpoint)} marked {READY_TAG}={READY_VALUE}"
+                print(f"wg-mesh-ready: {done}")
                 return 0
             except Exception as exc:  # any failure is retried until the deadline, then reported
                 last = f"marking failed: {exc}"
@@ -86,11 +116,16 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wg-mesh-ready")
-    parser.add_argument("--region", required=True)
-    parser.add_argument("--endpoint", help="EC2 API endpoint (default: the region's)")
+    parser.add_argument("--cloud", choices=("aws", "gcp"), default="aws")
+    parser.add_argument("--region", help="AWS: the instance's region (required there)")
+    parser.add_argument("--endpoint", help="AWS: EC2 API endpoint (default: the region's)")
+    parser.add_argument("--imds", default=GCE_METADATA, help="GCP: the metadata server (default: the real one)")
     parser.add_argument("--deadline", type=float, default=600.0)
     args = parser.parse_args(argv)
-    return run(args.region, args.endpoint, args.deadline, local_problems)
+    if args.cloud == "aws" and not args.region:
+        parser.error("--region is required with --cloud aws")
+    where = args.imds if args.cloud == "gcp" else args.region
+    return run(where, args.endpoint, args.deadline, local_problems, cloud=args.cloud)
 
 
 if __name__ == "__main__":

@@ -41,20 +41,24 @@ READY_PACKED = "readymark.py.gz.b64"
 READY_PACKAGE = "python3-botocore"  # Ubuntu's: SigV4 and the instance role's IMDSv2 credentials for wg-mesh-ready
 
 
-def readiness_extras(region: str) -> render.CloudInitExtras:
-    """The last step of an AWS gateway's first boot: tag itself ready once wg0 is up and forwarding is on
-    (mesh.readymark; `pulumi up` waits for the tag before moving the Elastic IP and routes: mesh.readygate)."""
+def readiness_extras(flags: tuple[str, ...], packages: tuple[str, ...] = ()) -> render.CloudInitExtras:
+    """The last step of a cloud gateway's first boot: mark itself ready once wg0 is up and forwarding is on
+    (mesh.readymark; `pulumi up` waits for the mark before moving the address and routes: mesh.readygate)."""
     packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
     return render.CloudInitExtras(
-        packages=(READY_PACKAGE,),
+        packages=packages,
         files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
-        commands=(("python3", READY_SCRIPT_PATH, "--region", region),),
+        commands=(("python3", READY_SCRIPT_PATH, *flags),),
     )
 
 
 def cloud_extras(site: AwsSite | GcpSite | StaticSite) -> render.CloudInitExtras:
-    """What a cloud adds after everything else: AWS's readiness mark; nothing elsewhere."""
-    return readiness_extras(site.region) if isinstance(site, AwsSite) else render.CloudInitExtras()
+    """What a cloud adds after everything else: the readiness mark (AWS: a tag, GCP: a guest attribute)."""
+    if isinstance(site, AwsSite):
+        return readiness_extras(("--region", site.region), (READY_PACKAGE,))
+    if isinstance(site, GcpSite):
+        return readiness_extras(("--cloud", "gcp"))
+    return render.CloudInitExtras()
 
 
 def combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> render.CloudInitExtras:

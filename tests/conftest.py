@@ -140,7 +140,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link}
             return {"address": self.fake_public_ip(name), "selfLink": link}
         if typ == "gcp:compute/instance:Instance":
-            return {"selfLink": self._self_link("zones", "instances", name)}
+            # GCP picks the internal address unless one is requested.
+            nics = [{"networkIp": "10.255.0.3", **nic} for nic in inputs.get("networkInterfaces", [])]
+            return {"selfLink": self._self_link("zones", "instances", name), "networkInterfaces": nics}
         if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
             kind = "networks" if typ.endswith("Network") else "subnetworks"
             return {"selfLink": self._self_link("global" if kind == "networks" else "regions", kind, name)}

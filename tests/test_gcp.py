@@ -14,6 +14,7 @@ from tests.conftest import STACK_FILES, ProgramRun, run_program
 GCP_INSTANCE = "gcp:compute/instance:Instance"
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"
 GCP_PROVIDER = "pulumi:providers:gcp"
+GATEWAY_IP_IN_MOCKS = "10.255.0.3"  # the internal address conftest's mocks give a GCP instance
 
 
 def dev_raw() -> dict[str, Any]:
@@ -119,7 +120,7 @@ def test_no_workload_scope_opens_no_workload_to_the_other_sites() -> None:
     assert "remote" not in rules
     # In a network wg-mesh creates, the gateway may still send ICMP to the network's instances (path MTU).
     assert rules["pmtu"]["allows"] == [{"protocol": "icmp"}]
-    assert rules["pmtu"]["sourceRanges"] == ["10.100.0.2/32"]
+    assert rules["pmtu"]["sourceRanges"] == [GATEWAY_IP_IN_MOCKS + "/32"]  # the gateway's own address
     assert "targetTags" not in rules["pmtu"] and "targetServiceAccounts" not in rules["pmtu"]
     # In your own network without a workload scope, wg-mesh adds nothing that targets your instances.
     existing = firewalls(run_with(network="prod-vpc", subnetwork="prod-euw3"))
@@ -132,9 +133,10 @@ def test_workload_tags_scope_the_remote_and_icmp_rules() -> None:
     assert rules["remote"]["targetTags"] == rules["pmtu"]["targetTags"] == ["db", "app"]
     assert set(rules["remote"]["sourceRanges"]) == REMOTE
     assert rules["remote"]["allows"] == [{"protocol": "all"}]
-    # The ICMP comes from the gateway's own (reserved, pinned) internal address only.
+    # The ICMP comes from the gateway's own internal address only (GCP's choice: a replacement runs next to the
+    # old gateway, so it cannot be one reserved address).
     nic = run.named(GCP_INSTANCE, "gcp-euw3-instance").inputs["networkInterfaces"][0]
-    assert nic["networkIp"] == "10.100.0.2" and rules["pmtu"]["sourceRanges"] == ["10.100.0.2/32"]
+    assert "networkIp" not in nic and rules["pmtu"]["sourceRanges"] == [GATEWAY_IP_IN_MOCKS + "/32"]
 
 
 def test_workload_service_accounts_scope_the_rules() -> None:

@@ -1,0 +1,211 @@
+"""The GCP readiness gate of `pulumi up`: wait for a new gateway's guest attribute, then move the static address.
+
+Run as `python -m mesh.readygate gcp ...` by a pulumi-command `local.Command` on the machine running `pulumi up`
+(the operator's Google credentials, or the site's impersonated service account), after the new instance exists
+and before the routes through it. The new VM boots with an ephemeral external address (cloud-init needs the
+Ubuntu archive); once it has set `wg-mesh/ready=true` (mesh.readymark --cloud gcp), the gate takes the site's
+static address off whichever VM holds it (the old gateway) and gives it to the new one. Compute Engine REST API
+v1 (https://cloud.google.com/compute/docs/reference/rest/v1/instances): getGuestAttributes, get,
+deleteAccessConfig (query: accessConfig, networkInterface), addAccessConfig (query: networkInterface; body: an
+AccessConfig with natIP); addresses.get (`users`: the instances using the address); zone operations, polled by
+their selfLink until status DONE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mesh.readygate import poll
+from mesh.readymark import GUEST_KEY, GUEST_NAMESPACE, READY_VALUE
+
+COMPUTE = "https://compute.googleapis.com/compute/v1/"
+SCOPE = "https://www.googleapis.com/auth/compute"
+# Instance.status values after which a VM will not finish booting by itself.
+DEAD_STATUSES = ("STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED", "TERMINATED")
+NAT_NAME = "external-nat"  # the access config name gcloud and the console use
+OPERATION_TIMEOUT_S = 300.0
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class Compute:
+    """Plain REST against the Compute Engine API with a bearer token (`token()` is asked on every call)."""
+
+    def __init__(self, token: Callable[[], str], base: str = COMPUTE, sleep: Callable[[float], None] = time.sleep):
+        self.token, self.base, self.sleep = token, base.rstrip("/") + "/", sleep
+
+    def url(self, path_or_link: str) -> str:
+        """A resource path (`projects/...`) or a selfLink (`https://www.googleapis.com/compute/v1/projects/...`)."""
+        path = path_or_link.split("/compute/v1/", 1)[1] if "://" in path_or_link else path_or_link
+        return self.base + path
+
+    def call(
+        self, method: str, path: str, query: dict[str, str] | None = None, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        url = self.url(path) + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        request = urllib.request.Request(
+            url,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                answer: dict[str, Any] = json.loads(response.read() or b"{}")
+                return answer
+        except urllib.error.HTTPError as exc:
+            raise ApiError(exc.code, exc.read().decode(errors="replace")[:500]) from None
+
+    def run(self, method: str, path: str, query: dict[str, str], body: dict[str, Any] | None = None) -> None:
+        """Start a zonal operation and wait until it is DONE; RuntimeError when it failed."""
+        operation = self.call(method, path, query, body)
+        give_up = time.monotonic() + OPERATION_TIMEOUT_S
+        while operation.get("status") != "DONE":
+            if time.monotonic() > give_up:
+                raise TimeoutError(f"{path}: operation {operation.get('name')} not done in {OPERATION_TIMEOUT_S} s")
+            self.sleep(1.0)
+            operation = self.call("GET", operation["selfLink"])
+        if operation.get("error"):
+            raise RuntimeError(f"{path} failed: {json.dumps(operation['error'])[:500]}")
+
+
+def instance_path(project: str, zone: str, name: str) -> str:
+    return f"projects/{project}/zones/{zone}/instances/{name}"
+
+
+def resource_path(path_or_link: str) -> str:
+    """`projects/...` from a selfLink (`https://www.googleapis.com/compute/v1/projects/...`) or a path."""
+    return path_or_link.split("/compute/v1/", 1)[-1]
+
+
+def is_ready(api: Compute, instance: str) -> bool:
+    """Whether the VM has set wg-mesh/ready=true; RuntimeError when it stopped (it will not get there)."""
+    status = api.call("GET", instance).get("status")
+    if status in DEAD_STATUSES:
+        raise RuntimeError(f"gateway instance {instance} is {status} and never became ready")
+    try:
+        found = api.call("GET", f"{instance}/getGuestAttributes", {"queryPath": f"{GUEST_NAMESPACE}/{GUEST_KEY}"})
+    except ApiError as exc:
+        if exc.status == 404:  # no such attribute (yet)
+            return False
+        raise
+    items = found.get("queryValue", {}).get("items", [])
+    return any(
+        (i.get("namespace"), i.get("key"), i.get("value")) == (GUEST_NAMESPACE, GUEST_KEY, READY_VALUE) for i in items
+    )
+
+
+def _same(link: str, path: str) -> bool:
+    return link.split("/compute/v1/", 1)[-1] == path
+
+
+def move_address(api: Compute, instance: str, address: str) -> float:
+    """Give the static address to `instance`, taking it off whichever VM holds it. Returns the seconds between the
+    old holder losing it and the new VM having it (0 when there was no holder or nothing to do). Idempotent."""
+    ip = api.call("GET", address)["address"]
+    nic = api.call("GET", instance)["networkInterfaces"][0]
+    if any(c.get("natIP") == ip for c in nic.get("accessConfigs", [])):
+        return 0.0
+    # The new VM's ephemeral address first: it serves nothing yet, and a NIC takes one access config.
+    for config in nic.get("accessConfigs", []):
+        query = {"accessConfig": config["name"], "networkInterface": nic["name"]}
+        api.run("POST", f"{instance}/deleteAccessConfig", query)
+    released = None
+    for user in api.call("GET", address).get("users", []):
+        if _same(user, instance):
+            continue
+        for holder_nic in api.call("GET", user)["networkInterfaces"]:
+            for config in holder_nic.get("accessConfigs", []):
+                if config.get("natIP") == ip:
+                    released = time.monotonic()
+                    query = {"accessConfig": config["name"], "networkInterface": holder_nic["name"]}
+                    api.run("POST", f"{user.split('/compute/v1/', 1)[-1]}/deleteAccessConfig", query)
+    body = {"name": NAT_NAME, "type": "ONE_TO_ONE_NAT", "natIP": ip}
+    api.run("POST", f"{instance}/addAccessConfig", {"networkInterface": nic["name"]}, body)
+    return 0.0 if released is None else time.monotonic() - released
+
+
+def wait_ready(
+    api: Compute, instance: str, timeout_s: float, interval_s: float = 5.0, sleep: Callable[[float], None] = time.sleep
+) -> float:
+    def not_ready(timeout: float) -> str:
+        name = instance.rsplit("/", 1)[-1]
+        zone = instance.split("/zones/", 1)[1].split("/", 1)[0]
+        return (
+            f"gateway instance {instance} did not set guest attribute {GUEST_NAMESPACE}/{GUEST_KEY}={READY_VALUE} "
+            f"within {timeout:.0f} s; its static address and routes stay where they are. Look at its boot: "
+            f"gcloud compute instances get-serial-port-output {name} --zone {zone}, or with operator_access: cloud, "
+            f"gcloud compute ssh {name} --zone {zone} --tunnel-through-iap and `cloud-init status --long`"
+        )
+
+    return poll(lambda: is_ready(api, instance), timeout_s, interval_s, sleep, not_ready)
+
+
+def google_token(impersonate: str | None) -> Callable[[], str]:
+    """Application Default Credentials (gcloud auth application-default login, a service account), optionally
+    impersonating the site's service account, as the site's Pulumi provider does."""
+    import google.auth  # the operator's side only; gateways never import this module
+    import google.auth.impersonated_credentials
+    import google.auth.transport.requests
+
+    credentials: Any = google.auth.default(scopes=[SCOPE])[0]
+    if impersonate:
+        credentials = google.auth.impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
+            source_credentials=credentials, target_principal=impersonate, target_scopes=[SCOPE]
+        )
+
+    def token() -> str:
+        if not credentials.valid:
+            credentials.refresh(google.auth.transport.requests.Request())
+        return str(credentials.token)
+
+    return token
+
+
+def token_file(path: str) -> Callable[[], str]:
+    with open(path) as f:
+        token = f.read().strip()
+    return lambda: token
+
+
+def _auth_errors() -> tuple[type[Exception], ...]:
+    """google-auth's errors (no credentials, refused impersonation), reported like the API's."""
+    import google.auth.exceptions
+
+    return (google.auth.exceptions.GoogleAuthError,)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mesh.readygate gcp", description=__doc__.splitlines()[0])
+    parser.add_argument("--instance", required=True, help="the new gateway: its selfLink (or projects/.../instances/N)")
+    parser.add_argument("--address", required=True, help="the static external address: its selfLink (or path)")
+    parser.add_argument("--impersonate", help="service account to act as (the site's impersonate_service_account)")
+    parser.add_argument("--api", default=COMPUTE, help="Compute Engine API base (tests: a local server)")
+    parser.add_argument("--access-token-file", help="a file holding an OAuth access token to use (as gcloud's flag)")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--interval", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    instance, address = resource_path(args.instance), resource_path(args.address)
+    failures: tuple[type[Exception], ...] = (TimeoutError, RuntimeError, ApiError, OSError, *_auth_errors())
+    try:
+        token = token_file(args.access_token_file) if args.access_token_file else google_token(args.impersonate)
+        api = Compute(token, args.api)
+        waited = wait_ready(api, instance, args.timeout, args.interval)
+        gap = move_address(api, instance, address)
+    except failures as exc:
+        print(f"wg-mesh readiness gate: {exc}", file=sys.stderr)
+        return 1
+    print(f"wg-mesh readiness gate: {instance} ready after {waited:.0f} s; static address moved ({gap:.1f} s)")
+    return 0

@@ -1,0 +1,183 @@
+"""A small Compute Engine API and GCE metadata server on 127.0.0.1, for the GCP readiness gate's tests.
+
+No Compute Engine emulator exists (not on PyPI, not from Google), so this follows the documented REST protocol of
+the few calls the gate makes (https://cloud.google.com/compute/docs/reference/rest/v1/instances: get,
+getGuestAttributes, addAccessConfig, deleteAccessConfig; addresses.get; zoneOperations, DONE on their second read)
+and the guest side's guest-attributes PUT (https://cloud.google.com/compute/docs/metadata/manage-guest-attributes).
+It enforces what makes the order matter on GCP: an external address is on one VM at a time, a network interface
+takes one access config, and guest attributes need `enable-guest-attributes: TRUE`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TOKEN = "test-token"
+PROJECT, ZONE, REGION = "proj", "europe-west3-a", "europe-west3"
+LINK = "https://www.googleapis.com/compute/v1/"
+
+
+@dataclass
+class Vm:
+    name: str
+    nat_ip: str | None  # its one access config, or none
+    status: str = "RUNNING"
+    guest_attributes_enabled: bool = True
+    attributes: dict[str, str] = field(default_factory=dict)  # "namespace/key" -> value
+
+
+@dataclass
+class Cloud:
+    vms: dict[str, Vm] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)  # name -> static IP
+    metadata_of: str = ""  # which VM the metadata server answers for
+    events: list[str] = field(default_factory=list)  # access-config changes, in order
+    operations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fail: set[str] = field(default_factory=set)  # "deleteAccessConfig:NAME" etc.: operations that end in an error
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    project: str = PROJECT
+    zone: str = ZONE
+
+    def holder(self, ip: str) -> Vm | None:
+        return next((vm for vm in self.vms.values() if vm.nat_ip == ip), None)
+
+
+def _instance_json(vm: Vm, cloud: Cloud) -> dict[str, Any]:
+    configs = [{"name": "external-nat", "type": "ONE_TO_ONE_NAT", "natIP": vm.nat_ip}] if vm.nat_ip else []
+    return {
+        "kind": "compute#instance",
+        "name": vm.name,
+        "status": vm.status,
+        "selfLink": f"{LINK}projects/{cloud.project}/zones/{cloud.zone}/instances/{vm.name}",
+        "networkInterfaces": [{"name": "nic0", "accessConfigs": configs}],
+    }
+
+
+class Handler(BaseHTTPRequestHandler):
+    cloud: Cloud
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, body: dict[str, Any] | str = "") -> None:
+        data = (json.dumps(body) if isinstance(body, dict) else body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str) -> None:
+        self._send(status, {"error": {"code": status, "message": message}})
+
+    def _operation(self, kind: str, target: str, problem: str | None) -> None:
+        name = f"operation-{len(self.cloud.operations)}"
+        op: dict[str, Any] = {
+            "kind": "compute#operation",
+            "name": name,
+            "operationType": kind,
+            "targetLink": target,
+            "status": "RUNNING",
+            "selfLink": f"{LINK}projects/{self.cloud.project}/zones/{self.cloud.zone}/operations/{name}",
+            "reads": 0,
+        }
+        if problem:
+            op["error"] = {"errors": [{"code": "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE", "message": problem}]}
+        self.cloud.operations[name] = op
+        self._send(200, {k: v for k, v in op.items() if k not in ("reads", "error")})
+
+    def do_PUT(self) -> None:  # the guest's metadata server
+        path = urllib.parse.urlsplit(self.path).path
+        prefix = "/computeMetadata/v1/instance/guest-attributes/"
+        if self.headers.get("Metadata-Flavor") != "Google" or not path.startswith(prefix):
+            return self._error(403, "Metadata-Flavor: Google required")
+        value = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+        with self.cloud.lock:
+            vm = self.cloud.vms[self.cloud.metadata_of]
+            if not vm.guest_attributes_enabled:
+                return self._error(403, "Guest attributes endpoint access is disabled.")
+            vm.attributes[path[len(prefix) :]] = value
+        self._send(200)
+
+    def _authorized(self) -> bool:
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            self._error(401, "Request had invalid authentication credentials.")
+            return False
+        return True
+
+    def do_GET(self) -> None:
+        if not self._authorized():
+            return
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        parts = url.path.removeprefix("/compute/v1/").split("/")
+        with self.cloud.lock:
+            if parts[:4] == ["projects", self.cloud.project, "zones", self.cloud.zone] and parts[4] == "instances":
+                vm = self.cloud.vms.get(parts[5])
+                if vm is None:
+                    return self._error(404, f"The resource '{parts[5]}' was not found")
+                if parts[6:] == ["getGuestAttributes"]:
+                    path = query.get("queryPath", "")
+                    namespace, key = path.split("/", 1)
+                    if path not in vm.attributes:
+                        return self._error(404, f"The resource '{path}' of type 'Guest Attribute' was not found.")
+                    item = {"namespace": namespace, "key": key, "value": vm.attributes[path]}
+                    return self._send(200, {"queryPath": path, "queryValue": {"items": [item]}})
+                return self._send(200, _instance_json(vm, self.cloud))
+            if parts[4] == "operations":
+                op = self.cloud.operations[parts[5]]
+                op["reads"] += 1
+                if op["reads"] >= 2:
+                    op["status"] = "DONE"
+                return self._send(200, {k: v for k, v in op.items() if k != "reads"})
+            if parts[4] == "addresses":
+                ip = self.cloud.addresses[parts[5]]
+                holder = self.cloud.holder(ip)
+                users = [_instance_json(holder, self.cloud)["selfLink"]] if holder else []
+                return self._send(200, {"address": ip, "status": "IN_USE" if holder else "RESERVED", "users": users})
+        self._error(404, "not found")
+
+    def do_POST(self) -> None:
+        if not self._authorized():
+            return
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        parts = url.path.removeprefix("/compute/v1/").split("/")
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        with self.cloud.lock:
+            vm, verb = self.cloud.vms[parts[5]], parts[6]
+            problem = None
+            if f"{verb}:{vm.name}" in self.cloud.fail:
+                problem = "injected failure"
+            elif query.get("networkInterface") != "nic0":
+                return self._error(400, "networkInterface required")
+            elif verb == "deleteAccessConfig":
+                if vm.nat_ip is None or query.get("accessConfig") != "external-nat":
+                    problem = "no such access config"
+                else:
+                    self.cloud.events.append(f"{vm.name} -{vm.nat_ip}")
+                    vm.nat_ip = None
+            elif verb == "addAccessConfig":
+                holder = self.cloud.holder(body.get("natIP", ""))
+                if vm.nat_ip is not None:
+                    problem = "At most one access config currently supported."
+                elif holder is not None:
+                    problem = f"External IP address: {body['natIP']} is already in-use."
+                else:
+                    vm.nat_ip = body["natIP"]
+                    self.cloud.events.append(f"{vm.name} +{vm.nat_ip}")
+            else:
+                return self._error(404, "not found")
+            self._operation(verb, _instance_json(vm, self.cloud)["selfLink"], problem)
+
+
+def serve(cloud: Cloud) -> ThreadingHTTPServer:
+    handler = type("BoundHandler", (Handler,), {"cloud": cloud})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

@@ -1,0 +1,234 @@
+"""The GCP readiness gate: the gateway's guest attribute (mesh.readymark --cloud gcp) and pulumi up's wait and
+address move (mesh.gcpgate), against tests/gce_fake.py (a local server following the documented REST protocol:
+no Compute Engine emulator exists)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mesh import gcp, gcpgate, metrics, readygate, readymark, userdata
+from mesh.stackfile import read_raw
+from tests import gce_fake
+from tests.conftest import REPO, ProgramRun, run_program
+from tests.gce_fake import PROJECT, REGION, TOKEN, ZONE, Cloud, Vm
+
+STATIC = "34.1.2.3"
+OLD, NEW = "gw-old", "gw-new"
+INSTANCE = gcpgate.instance_path(PROJECT, ZONE, NEW)
+ADDRESS = f"projects/{PROJECT}/regions/{REGION}/addresses/gw-address"
+
+
+@pytest.fixture
+def cloud() -> Cloud:
+    """A replacement in progress: the old gateway holds the static address, the new one booted with an ephemeral."""
+    return Cloud(
+        vms={OLD: Vm(OLD, STATIC), NEW: Vm(NEW, "35.9.9.9")},
+        addresses={"gw-address": STATIC},
+        metadata_of=NEW,
+    )
+
+
+@pytest.fixture
+def url(cloud: Cloud) -> Iterator[str]:
+    server = gce_fake.serve(cloud)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def api(url: str) -> gcpgate.Compute:
+    return gcpgate.Compute(lambda: TOKEN, f"{url}/compute/v1/", sleep=lambda _: None)
+
+
+def test_a_ready_gateway_marks_itself_and_takes_the_static_address_from_the_old_one(url: str, cloud: Cloud) -> None:
+    compute = api(url)
+    assert not gcpgate.is_ready(compute, INSTANCE)
+    assert readymark.run(url, None, deadline_s=5, check=list, sleep_s=0.1, cloud="gcp") == 0
+    assert cloud.vms[NEW].attributes == {"wg-mesh/ready": "true"}
+
+    assert gcpgate.wait_ready(compute, INSTANCE, timeout_s=5, interval_s=0.01) < 5
+    gap = gcpgate.move_address(compute, INSTANCE, ADDRESS)
+    assert (cloud.vms[OLD].nat_ip, cloud.vms[NEW].nat_ip) == (None, STATIC)
+    # The new VM's ephemeral goes first (it serves nothing); the static address is off the old VM for as long as
+    # the two operations in the middle take, which the gate reports.
+    assert cloud.events == [f"{NEW} -35.9.9.9", f"{OLD} -{STATIC}", f"{NEW} +{STATIC}"]
+    assert gap > 0
+    assert gcpgate.move_address(compute, INSTANCE, ADDRESS) == 0.0  # a rerun changes nothing
+    assert len(cloud.events) == 3
+
+
+def test_a_gateway_that_is_not_ready_keeps_the_address_where_it_is(url: str, cloud: Cloud) -> None:
+    status = readymark.run(url, None, deadline_s=0.2, check=lambda: ["wg0 is down"], sleep_s=0.05, cloud="gcp")
+    assert status == 1 and cloud.vms[NEW].attributes == {}
+    with pytest.raises(TimeoutError, match="did not set guest attribute wg-mesh/ready=true") as caught:
+        gcpgate.wait_ready(api(url), INSTANCE, timeout_s=0.2, interval_s=0.05)
+    assert f"get-serial-port-output {NEW} --zone {ZONE}" in str(caught.value)
+    assert (cloud.vms[OLD].nat_ip, cloud.vms[NEW].nat_ip) == (STATIC, "35.9.9.9") and cloud.events == []
+
+
+def test_without_guest_attributes_enabled_the_gateway_cannot_mark_itself(url: str, cloud: Cloud) -> None:
+    cloud.vms[NEW].guest_attributes_enabled = False
+    assert readymark.run(url, None, deadline_s=0.2, check=list, sleep_s=0.05, cloud="gcp") == 1
+    assert not gcpgate.is_ready(api(url), INSTANCE)
+
+
+def test_the_gate_fails_fast_for_a_stopped_instance(url: str, cloud: Cloud) -> None:
+    cloud.vms[NEW].status = "TERMINATED"
+    with pytest.raises(RuntimeError, match="is TERMINATED and never became ready"):
+        gcpgate.wait_ready(api(url), INSTANCE, timeout_s=60, interval_s=0.01)
+
+
+def test_a_first_gateway_takes_the_unused_address(url: str, cloud: Cloud) -> None:
+    del cloud.vms[OLD]
+    assert gcpgate.move_address(api(url), INSTANCE, ADDRESS) == 0.0
+    assert cloud.vms[NEW].nat_ip == STATIC and cloud.events == [f"{NEW} -35.9.9.9", f"{NEW} +{STATIC}"]
+
+
+def test_a_failed_operation_stops_the_gate(url: str, cloud: Cloud) -> None:
+    cloud.fail.add(f"deleteAccessConfig:{OLD}")
+    with pytest.raises(RuntimeError, match=r"deleteAccessConfig failed: .*injected failure"):
+        gcpgate.move_address(api(url), INSTANCE, ADDRESS)
+    assert cloud.vms[OLD].nat_ip == STATIC  # nothing claimed the address
+
+
+def test_missing_credentials_are_a_clear_error(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An explicit credentials file that does not exist: google-auth fails before any network access.
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
+    argv = ["gcp", "--instance", INSTANCE, "--address", ADDRESS, "--api", f"{url}/compute/v1/", "--timeout", "1"]
+    assert readygate.main(argv) == 1
+    assert "absent.json" in capsys.readouterr().err
+
+
+def test_credentials_are_sent(url: str) -> None:
+    with pytest.raises(gcpgate.ApiError, match="HTTP 401"):
+        gcpgate.Compute(lambda: "wrong", f"{url}/compute/v1/").call("GET", INSTANCE)
+
+
+def test_the_command_line_the_program_runs(url: str, cloud: Cloud, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    argv = [
+        "gcp", "--instance", f"{gce_fake.LINK}{INSTANCE}", "--address", f"{gce_fake.LINK}{ADDRESS}",
+        "--api", f"{url}/compute/v1/", "--access-token-file", str(token), "--interval", "0.05",
+    ]  # fmt: skip
+    assert readygate.main([*argv, "--timeout", "0.2"]) == 1
+    assert cloud.vms[OLD].nat_ip == STATIC
+    cloud.vms[NEW].attributes["wg-mesh/ready"] = "true"
+    done = subprocess.run(
+        [sys.executable, "-m", "mesh.readygate", *argv, "--timeout", "5"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{INSTANCE} ready after" in done.stdout and "static address moved" in done.stdout
+    assert cloud.vms[NEW].nat_ip == STATIC
+
+
+# --- the gate in the Pulumi program (mocks) ----------------------------------------------------
+
+COMMAND = "command:local:Command"
+GCP_INSTANCE = "gcp:compute/instance:Instance"
+GCP_ROUTE = "gcp:compute/route:Route"
+GCP_FIREWALL = "gcp:compute/firewall:Firewall"
+
+
+@pytest.fixture(scope="module")
+def applied() -> ProgramRun:
+    raw = read_raw(REPO / "Pulumi.dev.yaml")
+    assert isinstance(raw, dict)
+    (site,) = [s for s in raw["sites"] if s["cloud"] == "gcp"]
+    site["impersonate_service_account"] = "deployer@proj.iam.gserviceaccount.com"
+    run = run_program(raw, preview=False)
+    assert run.error is None, run.error
+    return run
+
+
+def test_the_routes_and_the_icmp_rule_follow_the_gate(applied: ProgramRun) -> None:
+    gate = applied.named(COMMAND, "gcp-euw3-ready")
+    instance = applied.named(GCP_INSTANCE, "gcp-euw3-instance")
+    address = applied.named("gcp:compute/address:Address", "gcp-euw3-address")
+    assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
+    assert gate.inputs["create"].split() == [
+        ".venv/bin/python", "-m", "mesh.readygate", "gcp", "--impersonate", "deployer@proj.iam.gserviceaccount.com",
+        "--timeout", "900", "--address", address.outputs["selfLink"], "--instance", instance.outputs["selfLink"],
+    ]  # fmt: skip
+    assert not gate.secret_inputs  # nothing secret in the command line (pulumi preview shows it)
+    assert "PrivateKey" not in str(gate.inputs)
+    assert applied.depends_on(COMMAND, "gcp-euw3-ready", GCP_INSTANCE, "gcp-euw3-instance")
+    routes = [r for r in applied.of_type(GCP_ROUTE) if r.name.startswith("gcp-euw3-")]
+    assert routes
+    for route in routes:
+        assert applied.depends_on(GCP_ROUTE, route.name, COMMAND, "gcp-euw3-ready")
+        # A route to the old gateway goes as soon as the new one can be made (after the gate), not at the end.
+        assert applied.options(GCP_ROUTE, route.name).delete_before_replace
+    assert applied.depends_on(GCP_FIREWALL, "gcp-euw3-fw-pmtu", COMMAND, "gcp-euw3-ready")
+    assert not applied.depends_on(GCP_FIREWALL, "gcp-euw3-fw-wireguard", COMMAND, "gcp-euw3-ready")
+
+
+def test_a_replacement_is_created_before_the_old_gateway_is_deleted(applied: ProgramRun) -> None:
+    options = applied.options(GCP_INSTANCE, "gcp-euw3-instance")
+    assert not options.delete_before_replace
+    assert applied.monitor.replace_on_changes["gcp-euw3-instance"] == [gcp.REPLACE_ON]
+    # No ignore_changes: Pulumi would create the replacement with the old VM's recorded access config.
+    assert options.ignore_changes == ()
+    inputs = applied.named(GCP_INSTANCE, "gcp-euw3-instance").inputs
+    (nic,) = inputs["networkInterfaces"]
+    assert nic["accessConfigs"] == [{}] and "networkIp" not in nic  # ephemeral external, GCP-chosen internal
+    assert inputs["metadata"]["enable-guest-attributes"] == "TRUE"
+    assert not [r for r in applied.of_type("gcp:compute/address:Address") if r.inputs["addressType"] == "INTERNAL"]
+
+
+def test_gcp_user_data_marks_the_gateway_ready_with_the_same_script(applied: ProgramRun) -> None:
+    data = yaml.safe_load(applied.sites["gcp-euw3"].user_data.value)
+    assert data["runcmd"][-2] == ["python3", userdata.READY_SCRIPT_PATH, "--cloud", "gcp"]
+    (script,) = [f for f in data["write_files"] if f["path"] == userdata.READY_SCRIPT_PATH]
+    assert metrics.unpack(script["content"]) == (REPO / "mesh" / "readymark.py").read_text()
+
+
+@pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed")
+def test_gcp_user_data_with_the_readiness_step_passes_cloud_init_schema(applied: ProgramRun, tmp_path: Path) -> None:
+    path = tmp_path / "gcp.yaml"
+    path.write_text(applied.sites["gcp-euw3"].user_data.value)
+    done = subprocess.run(["cloud-init", "schema", "--config-file", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_programs_gate_command_runs_from_the_project_directory(applied: ProgramRun, tmp_path: Path) -> None:
+    """The exact command `pulumi up` runs (pulumi-command, /bin/sh -c, in the project directory), aimed at the fake
+    Compute API with the mocks' project, zone and names."""
+    line = applied.named(COMMAND, "gcp-euw3-ready").inputs["create"]
+    line = line.replace(" --impersonate deployer@proj.iam.gserviceaccount.com", "").replace("900", "5")
+    cloud = Cloud(
+        vms={"old": Vm("old", STATIC), "gcp-euw3-instance": Vm("gcp-euw3-instance", "35.9.9.9")},
+        addresses={"gcp-euw3-address": STATIC},
+        project="mock",
+        zone="somewhere",
+    )
+    cloud.vms["gcp-euw3-instance"].attributes["wg-mesh/ready"] = "true"
+    server = gce_fake.serve(cloud)
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    try:
+        api_url = f"http://127.0.0.1:{server.server_address[1]}/compute/v1/"
+        done = subprocess.run(
+            ["/bin/sh", "-c", f"{line} --api {api_url} --access-token-file {token} --interval 0.1"],
+            cwd=REPO,
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert cloud.vms["gcp-euw3-instance"].nat_ip == STATIC and cloud.vms["old"].nat_ip is None
