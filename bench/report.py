@@ -95,9 +95,9 @@ def _user_data_curve(scale: dict[str, Any]) -> list[str]:
     return [
         "\nUser data size per gateway (the largest of each cloud; sites with one CIDR each, longest addresses). "
         "Every gateway's user data holds the whole mesh, so its text grows by about 420 bytes a site; gzip "
-        "(zopfli, deterministic) adds about 75 bytes a site to AWS's until the text outgrows DEFLATE's "
+        "(zopfli, deterministic) adds about 60 bytes a site to AWS's until the text outgrows DEFLATE's "
         "32 KB window (about 100 sites: a peer's key in the metrics mapping no longer matches its copy in wg0.conf), "
-        "then about 250. Plain text would pass EC2's limit at 17 sites. `validate` refuses a mesh over either "
+        "then about 90. Plain text (with the readiness mark) would pass EC2's limit at 7 sites. `validate` refuses a mesh over either "
         "limit; the largest mesh is one less than the first N over it.\n",
         table(
             ["N", "AWS (gzip'd) bytes", "GCP (text) bytes"],
