@@ -97,8 +97,8 @@ def _user_data_curve(scale: dict[str, Any]) -> list[str]:
         "Every gateway's user data holds the whole mesh, so its text grows by about 420 bytes a site; gzip "
         "(zopfli, deterministic) adds about 60 bytes a site to AWS's until the text outgrows DEFLATE's "
         "32 KB window (about 100 sites: a peer's key in the metrics mapping no longer matches its copy in wg0.conf), "
-        "then about 90. Plain text (with the readiness mark) would pass EC2's limit at 7 sites. `validate` refuses a mesh over either "
-        "limit; the largest mesh is one less than the first N over it.\n",
+        "then about 90. Plain text (with the readiness mark) would pass EC2's limit at 7 sites. "
+        "`validate` refuses a mesh over either limit; the largest mesh is one less than the first N over it.\n",
         table(
             ["N", "AWS (gzip'd) bytes", "GCP (text) bytes"],
             [[str(r["n"]), str(r["aws_user_data_bytes"]), str(r["gcp_user_data_bytes"])] for r in shown],
