@@ -69,7 +69,7 @@ def ubuntu_ami_name(instance_type: str, serial: str = "*") -> str:
 
 def check_image(image: str) -> str:
     """A site's `image`: an AMI id (`ami-...`) or an Ubuntu image serial (`20250804`, `20250804.1`)."""
-    if not (AMI_ID.match(image) or UBUNTU_SERIAL.match(image)):
+    if not (AMI_ID.fullmatch(image) or UBUNTU_SERIAL.fullmatch(image)):
         raise ValueError(
             f"{image!r} is neither an AMI id (ami- and 8 or 17 hex digits) nor an Ubuntu image serial "
             "such as 20250804 (the date at the end of Canonical's AMI names)"

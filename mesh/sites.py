@@ -175,7 +175,7 @@ _ROLE_ARN = re.compile(r"^arn:(aws|aws-us-gov|aws-cn):iam::\d{12}:role/[\w+=,.@/
 
 
 def _role_arn(arn: str) -> str:
-    if not _ROLE_ARN.match(arn):
+    if not _ROLE_ARN.fullmatch(arn):
         raise ValueError(f"{arn!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)")
     return arn
 
@@ -248,31 +248,32 @@ class GcpSite(SiteBase):
     network: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP network name or self link")] | None = None
     subnetwork: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | None = None
     # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
-    impersonate_service_account: str | None = None
+    impersonate_service_account: (
+        Annotated[str, _pattern(_GCP_SERVICE_ACCOUNT, "a service account email (NAME@PROJECT.iam.gserviceaccount.com)")]
+        | None
+    ) = None
     # Which instances of the network accept traffic from the other sites: those with these network tags, or running
     # as these service accounts, or (workload_scope: network) every instance. None: no such rule (admit the remote
     # ranges with your own firewall rules, as on AWS).
     # The boot image, pinned (e.g. ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130); None: the Ubuntu 24.04 LTS
     # family of the machine's architecture, resolved when an instance is created.
-    image: str | None = None
+    image: (
+        Annotated[
+            str,
+            _pattern(
+                _GCP_IMAGE, "a GCE image reference (PROJECT/IMAGE, projects/PROJECT/global/images/IMAGE, or its URL)"
+            ),
+        ]
+        | None
+    ) = None
     workload_tags: list[str] = Field(default_factory=list)
     workload_service_accounts: list[str] = Field(default_factory=list)
     workload_scope: Literal["network"] | None = None
 
-    @field_validator("image")
-    @classmethod
-    def _image(cls, image: str | None) -> str | None:
-        if image is not None and not _GCP_IMAGE.match(image):
-            raise ValueError(
-                f"{image!r} is not a GCE image reference (PROJECT/IMAGE, projects/PROJECT/global/images/IMAGE, "
-                "or its URL)"
-            )
-        return image
-
     @field_validator("workload_tags")
     @classmethod
     def _network_tags(cls, tags: list[str]) -> list[str]:
-        bad = [tag for tag in tags if not _GCP_NETWORK_TAG.match(tag)]
+        bad = [tag for tag in tags if not _GCP_NETWORK_TAG.fullmatch(tag)]
         if bad:
             raise ValueError(f"{bad[0]!r} is not a GCP network tag (lowercase letters, digits, '-', at most 63)")
         return tags
@@ -280,17 +281,10 @@ class GcpSite(SiteBase):
     @field_validator("workload_service_accounts")
     @classmethod
     def _workload_service_accounts(cls, emails: list[str]) -> list[str]:
-        bad = [email for email in emails if not _GCP_SERVICE_ACCOUNT.match(email)]
+        bad = [email for email in emails if not _GCP_SERVICE_ACCOUNT.fullmatch(email)]
         if bad:
             raise ValueError(f"{bad[0]!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)")
         return emails
-
-    @field_validator("impersonate_service_account")
-    @classmethod
-    def _service_account(cls, email: str | None) -> str | None:
-        if email is not None and not _GCP_SERVICE_ACCOUNT.match(email):
-            raise ValueError(f"{email!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)")
-        return email
 
     @field_validator("project")
     @classmethod

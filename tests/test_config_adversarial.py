@@ -414,3 +414,26 @@ def test_validate_never_prints_a_traceback(tmp_path: Path, text: str) -> None:
 def test_yaml_roundtrip_of_the_shipped_stacks_is_unchanged() -> None:
     for path in sorted(REPO.glob("Pulumi.*.yaml")):
         assert read_raw(path) == yaml.safe_load(path.read_text())["config"]["wg-mesh:mesh"]
+
+
+@pytest.mark.parametrize(
+    ("cloud", "key", "value"),
+    [
+        ("gcp", "image", "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130\n"),
+        ("gcp", "impersonate_service_account", "deployer@my-project.iam.gserviceaccount.com\n"),
+        ("gcp", "workload_tags", ["db\n"]),
+        ("gcp", "workload_service_accounts", ["app@my-project.iam.gserviceaccount.com\n"]),
+        ("aws", "assume_role_arn", "arn:aws:iam::123456789012:role/deployer\n"),
+        ("aws", "image", "ami-0123456789abcdef0\n"),
+        ("aws", "account_id", "123456789012\n"),
+    ],
+)
+def test_identifiers_with_a_trailing_newline_are_refused(cloud: str, key: str, value: object) -> None:
+    """`$` in a pattern matches before a trailing newline: every identifier must match the whole value."""
+    raw = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
+    site = next(s for s in raw["sites"] if s["cloud"] == cloud)
+    site.pop("workload_tags", None)
+    site[key] = value
+    with pytest.raises(ConfigError) as info:
+        load_mesh(raw)
+    assert any(p.startswith(f"sites[{raw['sites'].index(site)}].{key}") for p in info.value.problems), info.value
