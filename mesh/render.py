@@ -11,31 +11,45 @@ from typing import Any
 
 import yaml
 
-from mesh.topology import InterfacePlan
+from mesh.gateway.wgconf import (  # re-exported: one renderer for user data and the gateway agent
+    DEFAULT_ROUTE_DEV,
+    INTERFACE,
+    LINK_LOCAL,
+    NO_REDIRECTS_ON_EXISTING_INTERFACES,
+    SYSCTL_SETTINGS,
+    WG_CONF_PATH,
+    InterfacePlan,
+    Peer,
+    Rule,
+    forwarding_rules,
+    parse_wg_quick_conf,
+    wg_quick_conf,
+)
 
-INTERFACE = "wg0"
-WG_CONF_PATH = f"/etc/wireguard/{INTERFACE}.conf"
+__all__ = [
+    "DEFAULT_ROUTE_DEV",
+    "INTERFACE",
+    "LINK_LOCAL",
+    "NO_REDIRECTS_ON_EXISTING_INTERFACES",
+    "SYSCTL_SETTINGS",
+    "WG_CONF_PATH",
+    "CloudInitExtras",
+    "File",
+    "InterfacePlan",
+    "Peer",
+    "Rule",
+    "cloud_config",
+    "forwarding_rules",
+    "parse_wg_quick_conf",
+    "sysctl_conf",
+    "units_active_check",
+    "wg_quick_conf",
+]
+
 # Sorts after the image's own files (GCE ships 60-gce-network-security.conf with ip_forward=0,
 # Ubuntu links 99-sysctl.conf): sysctl --system applies files in lexical order, last one wins.
 SYSCTL_PATH = "/etc/sysctl.d/99-wg-mesh.conf"
-SYSCTL_SETTINGS = {
-    "net.ipv4.ip_forward": "1",
-    # While wg0 is down a gateway routes a LAN host's packets back out of the same interface, and would send
-    # it an ICMP redirect to its default router that Linux hosts cache for minutes: traffic stays black-holed
-    # after the tunnel is back. Routers in a mesh don't send redirects.
-    "net.ipv4.conf.all.send_redirects": "0",
-    "net.ipv4.conf.default.send_redirects": "0",
-    # Loose reverse-path filtering (RFC 3704): GCE's 60-gce-network-security.conf sets strict mode (1), which drops
-    # a packet whose source would not be routed back out of the interface it came in on -- the case for traffic
-    # that enters through wg0 or a VPC NIC on asymmetric paths. The kernel uses max(all, interface), so `all` = 2
-    # makes every interface, existing ones included, at least loose; 2 still drops sources with no route at all.
-    "net.ipv4.conf.all.rp_filter": "2",
-    "net.ipv4.conf.default.rp_filter": "2",
-}
-# The kernel ORs `all` with each interface's own send_redirects, so interfaces that already exist are set too.
-NO_REDIRECTS_ON_EXISTING_INTERFACES = 'for conf in /proc/sys/net/ipv4/conf/*/send_redirects; do echo 0 > "$conf"; done'
 PACKAGES = ("wireguard-tools", "iptables")
-LINK_LOCAL = "169.254.0.0/16"  # RFC 3927; the clouds' metadata servers live at 169.254.169.254
 # A gateway installs what it needs and nothing else: apt's default pulls in Recommends (node-exporter's bring a
 # collectors package with ipmitool, smartmontools, nvme-cli and timers that fail on a VM). write_files runs
 # before cloud-init installs packages, so this file is in place for that install and any later one.
@@ -43,82 +57,6 @@ APT_NO_RECOMMENDS_PATH = "/etc/apt/apt.conf.d/90-wg-mesh-no-recommends"
 APT_NO_RECOMMENDS = 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n'
 # write_files creates /etc/wireguard (0755) before the package would (0700): tightened before wg-quick reads it.
 WG_DIR_MODE = "0700"
-
-# The interface that holds the default route, looked up when the rule is added or removed:
-# ens5 on AWS Nitro, ens4 on GCE, something else on a VPS. wg-quick strips '#' comments, so no '#'.
-DEFAULT_ROUTE_DEV = (
-    "$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == \"dev\") {print $(i + 1); exit}}')"
-)
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One iptables rule that wg-quick adds on up and deletes on down."""
-
-    table: str
-    chain: str
-    spec: str
-    first: bool = False  # insert at the top, so a distribution's trailing DROP cannot shadow it
-
-    def command(self, up: bool) -> str:
-        verb = ("-I" if self.first else "-A") if up else "-D"
-        return f"iptables -t {self.table} {verb} {self.chain} {self.spec}"
-
-
-def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
-    """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name)."""
-    clamp = f"-p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss {plan.mss + 1}:65535 -j TCPMSS --set-mss {plan.mss}"
-    rules = [
-        Rule("filter", "FORWARD", "-i %i -j ACCEPT", first=True),
-        Rule("filter", "FORWARD", "-o %i -j ACCEPT", first=True),
-        # Both directions: a 9001-MTU AWS host offers MSS 8961 and must be told the tunnel's.
-        Rule("mangle", "FORWARD", f"-o %i {clamp}"),
-        Rule("mangle", "FORWARD", f"-i %i {clamp}"),
-        # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
-        # metadata server, with the instance's credentials): dropped in raw PREROUTING, before routing, so both the
-        # forwarded and the locally delivered path are covered and no filter-table rule can shadow it. The
-        # gateway's own requests to the metadata server do not come in on wg0 and are unaffected.
-        Rule("raw", "PREROUTING", f"-i %i -d {LINK_LOCAL} -j DROP", first=True),
-    ]
-    if plan.listen_sources:
-        # Only the peers' addresses may send to the WireGuard port (static sites: no cloud firewall in front).
-        # Inserted first, then each ACCEPT above it; the rest of the host's traffic is untouched.
-        rules.append(Rule("filter", "INPUT", f"-p udp --dport {plan.listen_port} -j DROP", first=True))
-        rules += [
-            Rule("filter", "INPUT", f"-p udp --dport {plan.listen_port} -s {source} -j ACCEPT", first=True)
-            for source in plan.listen_sources
-        ]
-    if plan.masquerade:
-        rules.append(Rule("nat", "POSTROUTING", f'-o "{DEFAULT_ROUTE_DEV}" -j MASQUERADE'))
-    return rules
-
-
-def wg_quick_conf(plan: InterfacePlan, private_key: str) -> str:
-    """The wg-quick(8) configuration of one site."""
-    rules = forwarding_rules(plan)
-    lines = [
-        f"# wg-mesh site {plan.site}: generated, do not edit (changes are overwritten by pulumi up)",
-        "[Interface]",
-        f"Address = {plan.address}",
-        f"ListenPort = {plan.listen_port}",
-        f"MTU = {plan.mtu}",
-        f"PrivateKey = {private_key}",
-        *(f"PostUp = sysctl -q -w {key}={value}" for key, value in SYSCTL_SETTINGS.items()),
-        f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}",
-        *(f"PostUp = {rule.command(up=True)}" for rule in rules),
-        *(f"PostDown = {rule.command(up=False)}" for rule in rules),
-    ]
-    for peer in plan.peers:
-        lines += [
-            "",
-            f"# {peer.name}",
-            "[Peer]",
-            f"PublicKey = {peer.public_key}",
-            f"AllowedIPs = {', '.join(peer.allowed_ips)}",
-            f"Endpoint = {peer.endpoint}",
-            f"PersistentKeepalive = {peer.persistent_keepalive}",
-        ]
-    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -198,20 +136,3 @@ def _str_representer(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 
 
 _LiteralDumper.add_representer(str, _str_representer)
-
-
-def parse_wg_quick_conf(text: str) -> list[tuple[str, dict[str, list[str]]]]:
-    """Sections of a wg-quick file as (name, {key: [values]}), for tests, the lab and doctor."""
-    sections: list[tuple[str, dict[str, list[str]]]] = []
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            sections.append((line[1:-1], {}))
-            continue
-        key, _, value = line.partition("=")
-        if not sections:
-            raise ValueError(f"{raw!r} is outside any section")
-        sections[-1][1].setdefault(key.strip(), []).append(value.strip())
-    return sections

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 
 from mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, StaticSite
+from mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
+from mesh.gateway.wgconf import Peer as Peer
 
 IPV4_TCP_HEADERS = 40  # IPv4 (20) + TCP (20): MSS = MTU - 40
 GATEWAY_SUBNET_PREFIX = 24
@@ -22,31 +24,6 @@ class PeerAddress:
 
     public_ip: str
     public_key: str
-
-
-@dataclass(frozen=True)
-class Peer:
-    name: str
-    public_key: str
-    allowed_ips: tuple[str, ...]
-    endpoint: str
-    persistent_keepalive: int
-
-
-@dataclass(frozen=True)
-class InterfacePlan:
-    """Everything in a site's wg0.conf except its private key."""
-
-    site: str
-    address: str
-    listen_port: int
-    mtu: int
-    mss: int
-    masquerade: bool
-    peers: tuple[Peer, ...]
-    # /32s allowed to send to listen_port, filtered on the host itself; empty = no host filter (cloud gateways:
-    # their security group / firewall rule admits only these already).
-    listen_sources: tuple[str, ...] = ()
 
 
 def tunnel_mtu(cfg: MeshConfig) -> int:
