@@ -1,7 +1,8 @@
 """`mesh doctor`: is this gateway healthy? One verdict per check, and a hint for every failure.
 
 Run it on a gateway as root: `python -m mesh doctor` from a checkout, or, where only python3 exists, copy
-mesh/__init__.py, mesh/doctor.py and mesh/wgmetrics.py and run `sudo python3 -m mesh.doctor` (stdlib only).
+mesh/__init__.py, mesh/doctor.py, mesh/doctor_base.py, mesh/doctor_agent.py and mesh/wgmetrics.py and run
+`sudo python3 -m mesh.doctor` (stdlib only).
 Every command and file read goes through a `Host`, so tests feed captured outputs and the lab can run the same
 checks inside a gateway's namespaces. Exit status: 0 when nothing failed, 1 otherwise.
 """
@@ -10,16 +11,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shlex
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Protocol
 
+from mesh.doctor_agent import agent_checks
+from mesh.doctor_base import (
+    EXIT_FAILED,
+    EXIT_OK,
+    FAIL,
+    IPV4_TCP_HEADERS,
+    OK,
+    SKIP,
+    WARN,
+    Check,
+    CommandResult,
+    ConfPeer,
+    Host,
+    LocalHost,
+    WgConf,
+    ago,
+    error_line,
+    parse_conf,
+    size,
+)
 from mesh.wgmetrics import (
     HANDSHAKE_STALE_SECONDS,
     PeerStat,
@@ -31,161 +47,13 @@ from mesh.wgmetrics import (
     route_for,
 )
 
-OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
-IPV4_TCP_HEADERS = 40
-EXIT_OK, EXIT_FAILED = 0, 1
-
-
-@dataclass(frozen=True)
-class Check:
-    check: str
-    status: str
-    detail: str
-    hint: str = ""
-    peer_site: str | None = None
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    returncode: int
-    stdout: str
-    stderr: str = ""
-
-
-class Host(Protocol):
-    """Where the checks look: this machine, a lab namespace, or captured outputs in a test."""
-
-    def run(self, argv: Sequence[str]) -> CommandResult: ...
-
-    def read(self, path: str) -> str: ...
-
-    def now(self) -> float: ...
-
-
-class LocalHost:
-    def run(self, argv: Sequence[str]) -> CommandResult:
-        try:
-            # errors="replace": an interface or peer name that is not UTF-8 must give a report, not a traceback.
-            done = subprocess.run(
-                list(argv), capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=15,
-                check=False, env={**os.environ, "LC_ALL": "C"},
-            )  # fmt: skip
-        except FileNotFoundError:
-            return CommandResult(127, "", f"{argv[0]}: command not found")
-        except subprocess.TimeoutExpired:
-            return CommandResult(124, "", f"{argv[0]}: timed out")
-        return CommandResult(done.returncode, done.stdout, done.stderr)
-
-    def read(self, path: str) -> str:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-
-    def now(self) -> float:
-        return time.time()
-
-
-# --- wg0.conf, with the site names that render.wg_quick_conf writes as `# name` above each [Peer] -------
-
-
-@dataclass(frozen=True)
-class ConfPeer:
-    name: str | None
-    public_key: str
-    allowed_ips: tuple[str, ...]
-    endpoint: str | None
-
-
-@dataclass(frozen=True)
-class WgConf:
-    site: str | None
-    mtu: int | None
-    peers: tuple[ConfPeer, ...]
-
-    def name_of(self, public_key: str) -> str | None:
-        return next((p.name for p in self.peers if p.public_key == public_key), None)
-
-
-_SITE_HEADER = re.compile(r"^#\s*wg-mesh site ([^\s:]+)")
-
-
-def parse_conf(text: str) -> WgConf:
-    """The parts doctor needs. PrivateKey is never kept; errors never quote a line."""
-    site = None
-    mtu = None
-    peers: list[ConfPeer] = []
-    section = ""
-    comment: str | None = None
-    current: dict[str, list[str]] = {}
-    name: str | None = None
-
-    def close() -> None:
-        if section == "Peer":
-            keys = current.get("PublicKey", [])
-            if len(keys) != 1:
-                raise ValueError("a [Peer] section without exactly one PublicKey")
-            allowed = tuple(a.strip() for v in current.get("AllowedIPs", []) for a in v.split(",") if a.strip())
-            endpoint = current.get("Endpoint", [None])[0]
-            peers.append(ConfPeer(name, keys[0], allowed, endpoint))
-
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            header = _SITE_HEADER.match(line)
-            if header and site is None and not section:
-                site = header.group(1)
-            else:
-                comment = line.lstrip("#").strip() or None
-            continue
-        line = line.split("#", 1)[0].strip()
-        if line.startswith("[") and line.endswith("]"):
-            close()
-            section, current = line[1:-1], {}
-            name, comment = (comment if section == "Peer" else None), None
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not section:
-            raise ValueError(f"line {number} is not `Key = Value` inside a section")
-        comment = None
-        key = key.strip()
-        if key == "PrivateKey":
-            continue
-        if section == "Interface" and key == "MTU":
-            try:
-                mtu = int(value)
-            except ValueError:
-                raise ValueError(f"line {number}: MTU is not a number") from None
-        current.setdefault(key, []).append(value.strip())
-    close()
-    return WgConf(site=site, mtu=mtu, peers=tuple(peers))
-
+# Re-exported for callers and tests (they live in mesh.doctor_base since the agent checks need them too).
+__all__ = [
+    "FAIL", "OK", "SKIP", "WARN", "Check", "CommandResult", "ConfPeer", "Diagnosis", "Host", "LocalHost", "WgConf",
+    "diagnose", "main", "parse_conf", "report_json", "report_text", "run",
+]  # fmt: skip
 
 # --- the checks (pure, given a Host) -----------------------------------------------------------
-
-
-def _ago(seconds: float) -> str:
-    seconds = int(max(seconds, 0))
-    if seconds < 120:
-        return f"{seconds} s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 120:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def _bytes(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"
-
-
-def _error(result: CommandResult) -> str:
-    return (result.stderr.strip() or result.stdout.strip() or f"exit status {result.returncode}").splitlines()[0]
 
 
 def _interface(host: Host, interface: str) -> tuple[Check, int | None]:
@@ -261,7 +129,9 @@ def _mtu(interface: str, link_mtu: int | None, conf: WgConf | None) -> Check:
 def _forwarding(host: Host) -> Check:
     result = host.run(["sysctl", "-n", "net.ipv4.ip_forward"])
     if result.returncode != 0:
-        return Check("forwarding", FAIL, f"cannot read net.ipv4.ip_forward: {_error(result)}", "Is procps installed?")
+        return Check(
+            "forwarding", FAIL, f"cannot read net.ipv4.ip_forward: {error_line(result)}", "Is procps installed?"
+        )
     if result.stdout.strip() != "1":
         return Check(
             "forwarding",
@@ -277,7 +147,7 @@ def _iptables(host: Host, table: str) -> tuple[list[list[str]], str | None, str 
     """FORWARD rules of a table as token lists, its policy, and an error."""
     result = host.run(["iptables", "-t", table, "-S", "FORWARD"])
     if result.returncode != 0:
-        return [], None, _error(result)
+        return [], None, error_line(result)
     rules, policy = [], None
     for line in result.stdout.splitlines():
         try:
@@ -412,7 +282,7 @@ def _handshake(peer: PeerStat, name: str, site: str | None, now: float) -> Check
         return Check(
             "handshake",
             FAIL,
-            f"no handshake with {name}{where} although {_bytes(peer.rx_bytes)} came in",
+            f"no handshake with {name}{where} although {size(peer.rx_bytes)} came in",
             "The keys do not match: compare the public keys in both wg0.conf files with the stack's outputs.",
             site,
         )
@@ -421,13 +291,13 @@ def _handshake(peer: PeerStat, name: str, site: str | None, now: float) -> Check
         return Check(
             "handshake",
             FAIL,
-            f"stale handshake with {name}: last one {_ago(age)} ago (> {HANDSHAKE_STALE_SECONDS} s){where}",
+            f"stale handshake with {name}: last one {ago(age)} ago (> {HANDSHAKE_STALE_SECONDS} s){where}",
             f"WireGuard rekeys every 2 minutes on a live tunnel: {name}'s gateway, its WireGuard or the path to it "
             f"is down. Run doctor on {name}'s gateway too.",
             site,
         )
-    traffic = f"{_bytes(peer.rx_bytes)} received, {_bytes(peer.tx_bytes)} sent"
-    return Check("handshake", OK, f"{name}: last handshake {_ago(age)} ago, {traffic}", peer_site=site)
+    traffic = f"{size(peer.rx_bytes)} received, {size(peer.tx_bytes)} sent"
+    return Check("handshake", OK, f"{name}: last handshake {ago(age)} ago, {traffic}", peer_site=site)
 
 
 def _describe(route: Route | None) -> str:
@@ -482,6 +352,7 @@ def diagnose(host: Host, interface: str = "wg0", config_path: str | None = None)
         checks.append(_forward_accept(host, interface))
         checks.append(_mss_clamp(host, interface, conf.mtu if conf and conf.mtu else link_mtu))
     checks += _peer_checks(host, interface, conf, link_mtu is not None)
+    checks += agent_checks(host)  # delivery: live only (none when the gateway has no agent)
     return Diagnosis(interface, conf.site if conf else None, tuple(checks))
 
 
@@ -490,7 +361,7 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, exists: bool) 
         return [Check("peers", SKIP, f"{interface} does not exist: no peers, handshakes or routes to check")]
     dump = host.run(["wg", "show", interface, "dump"])
     if dump.returncode != 0:
-        return [Check("peers", FAIL, f"`wg show {interface} dump` failed: {_error(dump)}", "Run as root.")]
+        return [Check("peers", FAIL, f"`wg show {interface} dump` failed: {error_line(dump)}", "Run as root.")]
     peers = parse_dump(dump.stdout, interface=interface)
     checks = [_peers(interface, conf, peers)]
     now = host.now()
@@ -504,7 +375,7 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, exists: bool) 
         name = site or f"peer {peer.public_key[:8]}…"
         checks.append(_handshake(peer, name, site, now))
         if routes is None:
-            error = f"cannot read the routing table: {_error(route_result)}"
+            error = f"cannot read the routing table: {error_line(route_result)}"
             checks.append(Check("route", FAIL, error, "Is iproute2 installed?", site))
         else:
             checks.append(_routes(interface, peer, name, site, routes))

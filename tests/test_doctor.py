@@ -369,10 +369,10 @@ def test_cli_on_a_host_without_the_interface(tmp_path: Path) -> None:
 
 
 def test_doctor_runs_with_a_bare_python3(tmp_path: Path) -> None:
-    """On a gateway there is no venv: mesh/__init__.py, doctor.py and wgmetrics.py are all it needs."""
+    """On a gateway there is no venv: mesh/__init__.py, the doctor modules and wgmetrics.py are all it needs."""
     package = tmp_path / "mesh"
     package.mkdir()
-    for name in ("__init__.py", "doctor.py", "wgmetrics.py"):
+    for name in ("__init__.py", "doctor.py", "doctor_base.py", "doctor_agent.py", "wgmetrics.py"):
         shutil.copy(REPO / "mesh" / name, package / name)
     result = subprocess.run(
         ["/usr/bin/python3", "-I", "-c", "import sys; sys.path.insert(0, '.'); import runpy; "
