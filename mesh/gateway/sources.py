@@ -4,8 +4,9 @@
   document is ~15 KB), the key an SSM SecureString (GetParameter WithDecryption). Ubuntu's python3-botocore,
   credentials from botocore's default chain (the instance role through IMDSv2 on EC2). Polled.
 - gcp: the document is the instance metadata attribute `wg-mesh-peers`, watched with `wait_for_change=true` and
-  its ETag (https://cloud.google.com/compute/docs/metadata/querying-metadata#waitforchange); the key a Secret
-  Manager secret version (`GET /v1/{name}:access`, payload.data base64) with the instance's service-account token.
+  its ETag (Compute Engine docs, "View and query VM metadata", waiting for changes / ETags / timeout_sec:
+  https://cloud.google.com/compute/docs/metadata/querying-metadata); the key a Secret Manager secret version
+  (`GET /v1/{name}:access`, payload.data base64) with the instance's service-account token.
 - file: /etc/wg-mesh/document.json and /etc/wg-mesh/private.key (static sites). Polled.
 Every call has a timeout; every failure is a FetchError (the agent logs and counts it and tries again).
 """
