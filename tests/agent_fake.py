@@ -23,7 +23,13 @@ from tests.test_render import REPO, fake_public_key
 SITE = "aws-use1"
 WG_QUICK_ONLY = {"Address", "DNS", "MTU", "Table", "PreUp", "PostUp", "PreDown", "PostDown", "SaveConfig"}
 # The commands that only look; everything else the agent runs changes the host.
-READ_ONLY = (("ip", "-o", "link", "show"), ("wg", "show"), ("ip", "-4", "route", "show"), ("wg", "pubkey"))
+READ_ONLY = (
+    ("ip", "-o", "link", "show"),
+    ("wg", "show"),
+    ("ip", "-4", "route", "show"),
+    ("ip", "-4", "-o", "address", "show"),
+    ("wg", "pubkey"),
+)
 
 
 def is_mutating(argv: Sequence[str]) -> bool:
@@ -70,7 +76,8 @@ class FakeHost:
     listen_port: int = 0
     peers: dict[str, tuple[list[str], int, str]] = field(default_factory=dict)  # key -> (allowed, keepalive, endpoint)
     routes: set[str] = field(default_factory=set)
-    address: str = "10.200.0.0/24"
+    network: str = "10.200.0.0/24"  # the kernel's route of the interface's prefix
+    addresses: list[str] = field(default_factory=lambda: ["10.200.0.1/24"])
     calls: list[tuple[list[str], str | None]] = field(default_factory=list)
     fail: dict[str, Result] = field(default_factory=dict)  # argv[0..1] joined -> forced result
 
@@ -141,7 +148,7 @@ class FakeHost:
         if argv[:3] == ["ip", "-4", "route"]:
             verb, cidr = argv[3], argv[4] if len(argv) > 4 else ""
             if verb == "show":
-                lines = [f"{self.address} proto kernel scope link src 10.200.0.1"]
+                lines = [f"{self.network} proto kernel scope link src 10.200.0.1"]
                 lines += [f"{r.removesuffix('/32')} scope link" for r in sorted(self.routes)]
                 return Result(0, "\n".join(lines) + "\n", "")
             if verb == "add":
@@ -150,6 +157,15 @@ class FakeHost:
                 self.routes.add(cidr)
             else:
                 self.routes.discard(cidr)
+            return Result(0, "", "")
+        if argv[:5] == ["ip", "-4", "-o", "address", "show"]:
+            lines = [f"5: wg0    inet {a} scope global wg0\\       valid_lft forever" for a in self.addresses]
+            return Result(0, "".join(line + "\n" for line in lines), "")
+        if argv[:4] == ["ip", "-4", "address", "add"]:
+            self.addresses.append(argv[4])
+            return Result(0, "", "")
+        if argv[:4] == ["ip", "-4", "address", "del"]:
+            self.addresses.remove(argv[4])
             return Result(0, "", "")
         if argv[:2] == ["bash", "-c"]:
             return Result(0, "", "")

@@ -3,6 +3,7 @@ commands it runs for each change, what it refuses, its files and metrics, and th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -320,3 +321,42 @@ def test_the_daemon_waits_on_a_push_source_and_polls_the_others(keys: Keys, path
 def test_file_source_reports_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FetchError, match="cannot read"):
         FileSource(str(tmp_path / "none.json"), str(tmp_path / "none.key")).document(wait=False)
+
+
+def test_a_new_overlay_address_replaces_the_old_one(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    moved = dataclasses.replace(base_plan(), address="10.200.0.9/24")
+    store.text = doc_text(moved, keys)
+    assert agent.cycle()
+    assert host.mutating()[2:] == [
+        ["ip", "-4", "address", "add", "10.200.0.9/24", "dev", "wg0"],
+        ["ip", "-4", "address", "del", "10.200.0.1/24", "dev", "wg0"],
+    ]
+    assert host.addresses == ["10.200.0.9/24"]
+
+
+def test_an_unusable_ip_command_is_not_taken_for_a_missing_wg0(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    host.fail["ip -o"] = Result(127, "", "[Errno 2] No such file or directory: 'ip'")
+    store.text = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
+    assert not agent.cycle()
+    assert metric(paths, "wgmesh_agent_apply_failures_total", reason="apply") == 1
+
+
+def test_a_push_source_that_fails_waits_a_poll_interval(keys: Keys, paths: Paths) -> None:
+    class Failing(Store):
+        pushes = True
+
+    host, logs, sleeps = FakeHost(), [], []
+    agent = make(Failing("", keys.private), host, paths, logs)
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            raise StopIteration
+
+    with pytest.raises(StopIteration):
+        agent.forever(sleep)
+    assert all(s > 9.0 for s in sleeps)

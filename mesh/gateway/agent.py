@@ -210,10 +210,12 @@ class Agent:
         fetched_once = False
         while True:
             started = time.monotonic()
+            failures = self.status.fetch_failures
             self.cycle(wait=self.source.pushes and fetched_once)
-            fetched_once = self.status.last_fetch > 0
-            # polled sources wait poll_seconds; a push source waits in its fetch (at least 1 s between cycles)
-            pause = 1.0 if self.source.pushes and fetched_once else float(self.config.poll_seconds)
+            fetched = self.status.fetch_failures == failures
+            fetched_once = fetched_once or fetched
+            # polled sources (and any failed fetch) wait poll_seconds; a push source waits in its fetch
+            pause = 1.0 if self.source.pushes and fetched else float(self.config.poll_seconds)
             sleep(max(0.0, pause - (time.monotonic() - started)))
 
 

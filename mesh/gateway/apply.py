@@ -5,8 +5,9 @@
 and drift (a peer removed by hand, a route deleted) is repaired on the next run:
 - /etc/wireguard/wg0.conf rewritten atomically (0600) when its text changes, so a reboot starts from the latest state;
 - `wg syncconf wg0` from `wg-quick strip` of that file (peers, keys, keepalive, private key on rotation);
-- `ip link set dev wg0 mtu N`, the AllowedIPs routes outside the interface's own prefix (as wg-quick adds them),
-  and the PostUp/PostDown commands that changed (the old PostDown, then the new PostUp: e.g. the MSS clamp);
+- `ip link set dev wg0 mtu N`, the overlay address, the AllowedIPs routes outside the interface's own prefix (as
+  wg-quick adds them), and the PostUp/PostDown commands that changed (the old PostDown, then the new PostUp:
+  e.g. the MSS clamp);
 - the metrics mapping (/etc/wg-mesh/peers.json).
 Without wg0 (first boot, before wg-quick@wg0 starts) only the files are written. Every command goes through one
 injectable runner; key material travels only on a command's stdin/stdout and is never logged.
@@ -210,6 +211,8 @@ class Applier:
         link = self.run(["ip", "-o", "link", "show", "dev", self.interface], None)
         if link.returncode == 0:
             changes += self._running(doc, conf, conf != old_conf, link.stdout, applied_hooks or hooks(old_conf))
+        elif "does not exist" not in link.stderr:
+            raise ApplyError(APPLY_REASON, f"`ip link show dev {self.interface}` failed: {link.stderr.strip()[-300:]}")
         mapping = peer_mapping(doc.plan, self.interface)
         if read_text(self.paths.mapping) != mapping:
             atomic_write(self.paths.mapping, mapping, 0o644)
@@ -228,6 +231,13 @@ class Applier:
         if mtu is None or int(mtu.group(1)) != doc.plan.mtu:
             self._must(["ip", "link", "set", "dev", iface, "mtu", str(doc.plan.mtu)])
             changes.append(f"mtu {mtu.group(1) if mtu else '?'} -> {doc.plan.mtu}")
+        addresses = re.findall(r" inet (\S+)", self._must(["ip", "-4", "-o", "address", "show", "dev", iface]).stdout)
+        if addresses != [doc.plan.address]:  # a new overlay address: the new one first, then the old ones go
+            if doc.plan.address not in addresses:
+                self._must(["ip", "-4", "address", "add", doc.plan.address, "dev", iface])
+            for address in (a for a in addresses if a != doc.plan.address):
+                self._must(["ip", "-4", "address", "del", address, "dev", iface])
+            changes.append(f"address {', '.join(addresses)} -> {doc.plan.address}")
         running = parse_routes(self._must(["ip", "-4", "route", "show", "dev", iface]).stdout)
         wanted = desired_routes(doc)
         for cidr in sorted(wanted - running):
