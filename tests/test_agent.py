@@ -360,3 +360,16 @@ def test_a_push_source_that_fails_waits_a_poll_interval(keys: Keys, paths: Paths
     with pytest.raises(StopIteration):
         agent.forever(sleep)
     assert all(s > 9.0 for s in sleeps)
+
+
+def test_a_repeated_failure_is_logged_once_and_counted_every_time(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    store.text = "{corrupt"
+    for _ in range(3):
+        assert not agent.cycle()
+    assert metric(paths, "wgmesh_agent_apply_failures_total", reason="parse") == 3
+    assert sum("refused (parse)" in line for line in logs) == 1
+    store.text = doc_text(base_plan(), keys)
+    assert agent.cycle()
+    assert "runs again" in logs[-1]

@@ -29,14 +29,14 @@ from .wgconf import INTERFACE
 FAILURE_REASONS = (*REASONS, KEY_REASON, APPLY_REASON)
 ONCE_RETRY_S = 2.0
 METRICS: dict[str, tuple[str, str]] = {  # name -> (type, help), in output order
-    "wgmesh_agent_applied_generation": ("gauge", "Generation of the peer document running on this gateway (0: none)."),
-    "wgmesh_agent_desired_generation": ("gauge", "Generation of the last fetched peer document (0: none yet)."),
-    "wgmesh_agent_last_apply_success": ("gauge", "1 if the latest fetched peer document is applied."),
-    "wgmesh_agent_apply_failures_total": ("counter", "Peer documents refused or failed to apply, by reason."),
-    "wgmesh_agent_fetch_failures_total": ("counter", "Failed fetches of the peer document or private key."),
-    "wgmesh_agent_last_fetch_timestamp_seconds": ("gauge", "When a peer document was last fetched (unix time)."),
-    "wgmesh_agent_last_apply_timestamp_seconds": ("gauge", "When the running config last matched it (unix time)."),
-    "wgmesh_agent_peers": ("gauge", "Peers in the applied peer document."),
+    "wgmesh_agent_applied_generation": ("gauge", "Running peer document (0: none)."),
+    "wgmesh_agent_desired_generation": ("gauge", "Last fetched peer document (0: none)."),
+    "wgmesh_agent_last_apply_success": ("gauge", "1 if the last fetched document runs."),
+    "wgmesh_agent_apply_failures_total": ("counter", "Documents refused or not applied, by reason."),
+    "wgmesh_agent_fetch_failures_total": ("counter", "Failed fetches of the document or key."),
+    "wgmesh_agent_last_fetch_timestamp_seconds": ("gauge", "Last fetch of the document."),
+    "wgmesh_agent_last_apply_timestamp_seconds": ("gauge", "Last time wg0 matched the document."),
+    "wgmesh_agent_peers": ("gauge", "Peers in the running document."),
 }
 
 
@@ -128,11 +128,18 @@ class Agent:
         self._log = log
         self.clock = clock
         self.status = Status()
+        self.last_problem = ""
         self.state = self._load_state()
         self.status.applied_generation = int(self.state.get("applied_generation", 0))
 
     def log(self, message: str) -> None:
         self._log(redact(message))  # the messages hold no key; this keeps it so if one ever slips into an error
+
+    def problem(self, message: str) -> None:
+        """A failure, logged when it differs from the previous one (a refused document is not logged every poll)."""
+        if message != self.last_problem:
+            self.log(message)
+        self.last_problem = message
 
     def _load_state(self) -> dict[str, Any]:
         try:
@@ -144,7 +151,7 @@ class Agent:
     def _fail(self, reason: str, message: str) -> bool:
         self.status.failures[reason] += 1
         self.status.last_success = 0
-        self.log(f"refused ({reason}), the running config stays: {message}")
+        self.problem(f"refused ({reason}), the running config stays: {message}")
         return False
 
     def cycle(self, wait: bool = False) -> bool:
@@ -162,7 +169,7 @@ class Agent:
             text = self.source.document(wait)
         except FetchError as exc:
             self.status.fetch_failures += 1
-            self.log(f"fetching the peer document failed: {exc}")
+            self.problem(f"fetching the peer document failed: {exc}")
             return False
         self.status.last_fetch = self.clock()
         claimed = desired_generation(text)
@@ -179,7 +186,7 @@ class Agent:
         except FetchError as exc:
             self.status.fetch_failures += 1
             self.status.last_success = 0
-            self.log(f"fetching the private key failed: {exc}")
+            self.problem(f"fetching the private key failed: {exc}")
             return False
         except ApplyError as exc:
             return self._fail(exc.reason, str(exc))
@@ -191,6 +198,9 @@ class Agent:
                 atomic_write(self.paths.state, json.dumps(self.state) + "\n", 0o644)
             except OSError as exc:
                 self.log(f"cannot write {self.paths.state}: {exc}")
+        if self.last_problem:
+            self.log(f"generation {doc.generation:012x} runs again after: {self.last_problem}")
+            self.last_problem = ""
         if changes:
             self.log(f"applied generation {doc.generation:012x} ({len(doc.plan.peers)} peers): {'; '.join(changes)}")
         self.status.applied_generation = doc.generation

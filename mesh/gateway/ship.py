@@ -120,6 +120,10 @@ def config_file(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECO
     return (CONFIG_PATH, agent_config(site, source, poll_seconds), "0644")
 
 
+# The unit's hardening: the agent changes wg0, routes and iptables (CAP_NET_ADMIN, CAP_NET_RAW; iptables' lock and
+# wireguard-go's socket are under /run) and writes its own files (DAC_OVERRIDE: node-exporter's textfile directory
+# belongs to prometheus); the rest of the file system is read-only to it. Its hooks run sysctl on net.ipv4 (so no
+# ProtectKernelTunables). The "-" paths may be missing (the unit still starts).
 def unit_text() -> str:
     return f"""[Unit]
 Description=wg-mesh agent: applies this gateway's peer document to wg0 (wg syncconf, routes, MTU)
@@ -133,8 +137,6 @@ Environment=PYTHONPATH={LIB_DIR}
 ExecStart=/usr/bin/python3 -m {PACKAGE}.agent --config {CONFIG_PATH}
 Restart=always
 RestartSec=5
-# It changes wg0, routes and iptables (CAP_NET_ADMIN, CAP_NET_RAW; iptables' lock and wireguard-go's socket are
-# under /run) and writes its files (DAC_OVERRIDE: node-exporter's directory belongs to prometheus); nothing else.
 CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW CAP_DAC_OVERRIDE
 NoNewPrivileges=yes
 ProtectSystem=strict
