@@ -33,6 +33,8 @@ READ_ONLY = (
 
 
 def is_mutating(argv: Sequence[str]) -> bool:
+    if argv[:2] == ["bash", "-c"] and " -C " in argv[2]:  # iptables -C: is the rule there?
+        return False
     return not any(tuple(argv[: len(prefix)]) == prefix for prefix in READ_ONLY)
 
 
@@ -76,6 +78,7 @@ class FakeHost:
     listen_port: int = 0
     peers: dict[str, tuple[list[str], int, str]] = field(default_factory=dict)  # key -> (allowed, keepalive, endpoint)
     routes: set[str] = field(default_factory=set)
+    rules: set[tuple[str, str, str]] = field(default_factory=set)  # iptables (table, chain, spec)
     network: str = "10.200.0.0/24"  # the kernel's route of the interface's prefix
     addresses: list[str] = field(default_factory=lambda: ["10.200.0.1/24"])
     calls: list[tuple[list[str], str | None]] = field(default_factory=list)
@@ -108,6 +111,8 @@ class FakeHost:
             if name == "Peer"
         }
         if keep_wg_quick:
+            for hook in interface["PostUp"]:
+                self._iptables(hook.replace("%i", "wg0"))
             self.mtu = int(interface["MTU"][0])
             self.routes = {a for allowed, _, _ in self.peers.values() for a in allowed if not a.startswith("10.200.0.")}
 
@@ -168,5 +173,20 @@ class FakeHost:
             self.addresses.remove(argv[4])
             return Result(0, "", "")
         if argv[:2] == ["bash", "-c"]:
-            return Result(0, "", "")
+            return self._iptables(argv[2])
         raise AssertionError(f"unexpected command {argv}")
+
+    def _iptables(self, command: str) -> Result:
+        """`iptables -t TABLE -A|-I|-D|-C CHAIN SPEC` on the rule set; any other hook succeeds."""
+        fields = command.split(" ", 5)
+        if fields[0] != "iptables":
+            return Result(0, "", "")
+        _, _, table, verb, chain, spec = fields
+        rule = (table, chain, spec)
+        if verb in ("-A", "-I"):
+            self.rules.add(rule)
+        elif rule not in self.rules:
+            return Result(1, "", "iptables: Bad rule (does a matching rule exist in that chain?).\n")
+        elif verb == "-D":
+            self.rules.discard(rule)
+        return Result(0, "", "")

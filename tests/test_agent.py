@@ -373,3 +373,27 @@ def test_a_repeated_failure_is_logged_once_and_counted_every_time(keys: Keys, pa
     store.text = doc_text(base_plan(), keys)
     assert agent.cycle()
     assert "runs again" in logs[-1]
+
+
+def test_hooks_that_failed_halfway_are_completed_not_repeated(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    store.text = doc_text(with_mtu(base_plan(), 1380), keys)
+    original = host._iptables
+    calls = {"n": 0}
+
+    def flaky(command: str) -> Result:  # the first new rule goes in, then iptables fails
+        if " -A " in command and "1340" in command:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                return Result(4, "", "iptables: Resource temporarily unavailable.\n")
+        return original(command)
+
+    host._iptables = flaky  # type: ignore[method-assign]
+    assert not agent.cycle()
+    assert agent.cycle()
+    mss = sorted(spec for table, _, spec in host.rules if table == "mangle")
+    assert len(mss) == 2 and all("--set-mss 1340" in spec for spec in mss)
+    host.calls.clear()
+    assert agent.cycle()
+    assert host.mutating() == []

@@ -173,4 +173,6 @@ def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
         size = len(gzip.compress("".join(t for _, t, _ in files).encode(), 9, mtime=0))
         with capsys.disabled():
             print(f"\n  agent files for {kind}: {size} bytes gzip'd")
-        assert size < 10_500  # measured 9.5 to 10.3 KB (zopfli: ~5% less); the budget is in the report
+        # measured 10.1 KB (aws), 10.5 KB (gcp: its metadata value may hold 256 KB), 9.7 KB (file); zopfli ~5% less.
+        # AWS counts: the live user data must stay under 16 KB with the metrics and readiness scripts (ship.py).
+        assert size < (10_400 if kind == "aws" else 11_000)

@@ -249,7 +249,18 @@ class Applier:
         up, down = hooks(conf)
         old_up, old_down = old_hooks
         for command in [c for c in old_down if c not in down] + [c for c in up if c not in old_up]:
-            # wg-quick runs its hooks with bash after replacing %i (the masquerade rule has a $(...) in it)
-            self._must(["bash", "-c", command.replace("%i", iface)])
-            changes.append(f"hook: {command}")
+            if self._hook(command.replace("%i", iface)):
+                changes.append(f"hook: {command}")
         return changes
+
+    def _hook(self, command: str) -> bool:
+        """Run one hook as wg-quick does (bash, after replacing %i: the masquerade rule has a $(...) in it). An
+        iptables rule is looked up first (-C) and added only when missing, deleted only when present, so a hook
+        run that failed halfway is simply run again."""
+        verb = re.search(r" -([AID]) ", command)
+        if command.startswith("iptables ") and verb:
+            present = self.run(["bash", "-c", command[: verb.start()] + " -C " + command[verb.end() :]], None)
+            if (present.returncode == 0) != (verb[1] == "D"):
+                return False
+        self._must(["bash", "-c", command])
+        return True

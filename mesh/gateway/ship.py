@@ -14,9 +14,9 @@ API (mesh.userdata calls these; nothing here depends on the peer set or on any k
 - `files(site, source, poll_seconds) -> list[(path, text, mode)]`: package_files(source["kind"]) + config + unit.
 After writing them: `systemctl daemon-reload`, the once command, wg-quick@wg0, then `systemctl enable --now UNIT`.
 
-Size (tests/test_agent_ship.py prints it): the AWS files are ~9.9 KB gzip'd alone. Next to the metrics script and
+Size (tests/test_agent_ship.py prints it): the AWS files are ~10.1 KB gzip'd alone. Next to the metrics script and
 the readiness mark shipped gz+b64 as in `delivery: user-data` the live AWS user data would pass EC2's 16 KB; with
-those two also as `compact`ed plain text (one gzip over everything) it measured ~14.6 KB, the same for any mesh size.
+those two also as `compact`ed plain text (one gzip over everything) it measured ~14.7 KB, the same for any mesh size.
 """
 
 from __future__ import annotations
