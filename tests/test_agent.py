@@ -217,6 +217,8 @@ def test_drift_is_repaired(keys: Keys, paths: Paths) -> None:
     host.routes.discard("10.100.0.0/16")
     host.routes.add("10.99.0.0/16")  # a stray route on wg0
     host.mtu = 1500
+    clamp = next(rule for rule in host.rules if rule[0] == "mangle")
+    host.rules.discard(clamp)  # a firewall reload dropped the MSS clamp
     assert agent.cycle()
     assert host.mutating() == [
         ["wg-quick", "strip", paths.wg_conf],
@@ -224,8 +226,9 @@ def test_drift_is_repaired(keys: Keys, paths: Paths) -> None:
         ["ip", "link", "set", "dev", "wg0", "mtu", str(base_plan().mtu)],
         ["ip", "-4", "route", "add", "10.100.0.0/16", "dev", "wg0"],
         ["ip", "-4", "route", "del", "10.99.0.0/16", "dev", "wg0"],
+        ["bash", "-c", f"iptables -t mangle -A {clamp[1]} {clamp[2]}"],
     ]
-    assert gone.public_key in host.peers
+    assert gone.public_key in host.peers and clamp in host.rules
 
 
 def test_a_failed_command_is_an_apply_failure_and_is_retried(keys: Keys, paths: Paths) -> None:

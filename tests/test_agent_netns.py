@@ -146,6 +146,13 @@ def test_the_agent_changes_a_running_wireguard_go_without_restarting_it(gateway:
     again = gw.agent()  # the same document: nothing to do, nothing logged
     assert again.returncode == 0 and "applied" not in again.stderr, again.stderr
 
+    gw.run("wg", "set", "wg0", "peer", changed.peers[0].public_key, "remove")  # drift: by hand,
+    gw.run("iptables", "-t", "mangle", "-F", "FORWARD")  # and a firewall reload
+    assert gw.agent().returncode == 0
+    assert set(gw.run("wg", "show", "wg0", "peers").stdout.split()) == {p.public_key for p in changed.peers}
+    assert gw.run("iptables", "-t", "mangle", "-S", "FORWARD").stdout.count("--set-mss 1340") == 2
+    assert "10.77.0.0/16" in gw.run("ip", "-4", "route", "show", "dev", "wg0").stdout
+
     new = Keys()  # rotation: the document first, the store later
     gw.write(ship.DOCUMENT_PATH, doc_text(changed, new))
     refused = gw.agent("--timeout", "0")

@@ -2,7 +2,7 @@
 
 `Applier.apply` compares what the document asks for with what runs (read-only: `ip link`, `wg show dump`,
 `ip route`) and changes only the difference, so a second run with the same document runs no mutating command
-and drift (a peer removed by hand, a route deleted) is repaired on the next run:
+and drift (a peer removed by hand, a route deleted, iptables rules flushed) is repaired on the next run:
 - /etc/wireguard/wg0.conf rewritten atomically (0600) when its text changes, so a reboot starts from the latest state;
 - `wg syncconf wg0` from `wg-quick strip` of that file (peers, keys, keepalive, private key on rotation);
 - `ip link set dev wg0 mtu N`, the overlay address, the AllowedIPs routes outside the interface's own prefix (as
@@ -248,7 +248,10 @@ class Applier:
             changes.append(f"route - {cidr}")
         up, down = hooks(conf)
         old_up, old_down = old_hooks
-        for command in [c for c in old_down if c not in down] + [c for c in up if c not in old_up]:
+        # the PostDown of what is gone, the PostUp that is new, and every iptables rule (a firewall reload that
+        # dropped one is drift like any other: checked with -C, added only when missing)
+        new_up = [c for c in up if c not in old_up or c.startswith("iptables ")]
+        for command in [c for c in old_down if c not in down] + new_up:
             if self._hook(command.replace("%i", iface)):
                 changes.append(f"hook: {command}")
         return changes
