@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import shutil
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -18,12 +21,15 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from mesh.gateway import ship
 from mesh.gateway.agent import Agent, Config
 from mesh.gateway.apply import Paths
 from mesh.gateway.source_aws import AwsSource
 from mesh.gateway.source_gcp import GcpSource
 from mesh.gateway.sources import FetchError, make_source
+from mesh.gateway.wgconf import wg_quick_conf
 from tests.agent_fake import SITE, FakeHost, Keys, base_plan, doc_text, with_peer
+from tests.test_agent_ship import SYSTEM_PYTHON, install
 
 REGION = "us-east-1"
 SECRET, PARAMETER = f"wg-mesh/proj/prod/{SITE}/peers", f"/wg-mesh/proj/prod/{SITE}/private-key"
@@ -247,3 +253,39 @@ def test_the_metadata_flavor_header_is_required(gce: tuple[Gce, str]) -> None:
         urllib.request.urlopen(f"{url}/computeMetadata/v1/instance/attributes/wg-mesh-peers", timeout=5)
     assert refused.value.code == 403
     assert GcpSource(KEY_SECRET, metadata_url=url).document(wait=False) == "{}"  # the agent sends it
+
+
+def system_botocore() -> bool:
+    done = subprocess.run([SYSTEM_PYTHON, "-c", "import botocore"], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(
+    not Path(SYSTEM_PYTHON).exists() or shutil.which("wg") is None or not system_botocore(),
+    reason="needs Debian's python3 with python3-botocore, and wg",
+)
+def test_the_shipped_agent_under_debian_python_and_botocore(aws: tuple[Any, Any], tmp_path: Path) -> None:
+    """The AWS path as the lab's gateways run it: Debian's python3 and botocore (1.29 on bookworm: no
+    AWS_ENDPOINT_URL of its own), the shipped files, `--once` against moto."""
+    secrets, ssm = aws
+    keys = Keys()
+    name, parameter = f"{SECRET}-debian", f"{PARAMETER}-debian"
+    secrets.create_secret(Name=name, SecretString=doc_text(base_plan(), keys))
+    ssm.put_parameter(Name=parameter, Value=keys.private, Type="SecureString", Overwrite=True)
+    lib = install(tmp_path, "aws")
+    config = tmp_path / "agent.json"
+    text = ship.agent_config(SITE, ship.aws_source(REGION, name, parameter))
+    config.write_text(text.replace('"wg0"', '"wgmesh-absent"'))  # an interface this host surely lacks: files only
+    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "PATH"}
+    argv = [SYSTEM_PYTHON, "-m", f"{ship.PACKAGE}.agent", "--config", str(config), "--once", "--timeout", "10"]
+    done = subprocess.run(
+        [*argv, "--root", str(tmp_path / "root")],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(lib)},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "root/etc/wireguard/wg0.conf").read_text() == wg_quick_conf(base_plan(), keys.private)
+    assert keys.private not in done.stderr + done.stdout
