@@ -176,3 +176,13 @@ def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
         # measured 10.1 KB (aws), 10.5 KB (gcp: its metadata value may hold 256 KB), 9.7 KB (file); zopfli ~5% less.
         # AWS counts: the live user data must stay under 16 KB with the metrics and readiness scripts (ship.py).
         assert size < (10_400 if kind == "aws" else 11_000)
+
+
+def test_the_live_aws_user_data_estimate_fits_with_compacted_scripts() -> None:
+    """bench/agent_size.py's estimate: the agent leaves room under EC2's 16 KB only if the metrics and readiness
+    scripts ship compacted too (the program's own test checks the real live user data)."""
+    from bench import agent_size
+    from mesh.userdata import AWS_USER_DATA_LIMIT
+
+    assert set(agent_size.agent_sizes()) == set(ship.SOURCE_MODULES)
+    assert agent_size.live_estimate(compact_scripts=True) < AWS_USER_DATA_LIMIT - 1024
