@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
 from collections.abc import Mapping
 from importlib import resources
 
 from mesh import wgmetrics
 from mesh.config import MeshConfig, StaticSite
+from mesh.gateway import mapping
 from mesh.render import INTERFACE, CloudInitExtras, File
 from mesh.topology import PeerAddress, interface_plan
 
@@ -63,18 +63,9 @@ def unpack(packed: str) -> str:
 def peer_mapping(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> str:
     """The site's name, interface and peers by public key: how the script labels peers with site names.
 
-    Public data only (public keys and prefixes), so it is world-readable; the private key is not in it.
+    Built by mesh.gateway.mapping, the function the gateway agent uses in `delivery: live`.
     """
-    plan = interface_plan(cfg, name, directory)
-    doc = {
-        "site": name,
-        "interface": INTERFACE,
-        "peers": [
-            {"site": peer.name, "public_key": peer.public_key, "allowed_ips": list(peer.allowed_ips)}
-            for peer in plan.peers
-        ],
-    }
-    return json.dumps(doc, indent=2) + "\n"
+    return mapping.peer_mapping(interface_plan(cfg, name, directory))
 
 
 def node_exporter_defaults(port: int, address: str = "") -> str:

@@ -1,0 +1,174 @@
+"""What the user data writes for the gateway agent (`delivery: live`). Pure: text in, text out.
+
+API (mesh.userdata calls these; nothing here depends on the peer set or on any key):
+- `package_files(kind) -> list[(path, text, mode)]`: the agent's modules for a source kind ("aws", "gcp", "file")
+  as plain text under /usr/local/lib/wg-mesh/wgmesh_gateway/ (the package renamed; its imports are relative):
+  MODULES plus that cloud's SOURCE_MODULES, without docstrings, comments and blank lines (`compact`; the code is
+  unchanged, a test compares the syntax trees) because the whole AWS user data must stay under 16 KB gzip'd.
+- `agent_config(site, source, poll_seconds=10) -> str`: /etc/wg-mesh/agent.json (0644, no secret); `source` is
+  one of `aws_source(...)`, `gcp_source(...)`, `file_source()` (plain dicts).
+- `config_file(site, source, poll_seconds) -> (path, text, mode)`, `unit_file() -> (path, text, mode)`.
+- `unit_text() -> str`: wg-mesh-agent.service (After=wg-quick@wg0.service, Restart=always).
+- `once_command(timeout_s=300) -> list[str]`: the argv cloud-init runs BEFORE `systemctl enable --now wg-quick@wg0`
+  (writes wg0.conf and the metrics mapping; exit 1 if no document could be applied in time).
+- `files(site, source, poll_seconds) -> list[(path, text, mode)]`: package_files(source["kind"]) + config + unit.
+After writing them: `systemctl daemon-reload`, the once command, wg-quick@wg0, then `systemctl enable --now UNIT`.
+
+Size (tests/test_agent_ship.py prints it): the AWS files are ~10.1 KB gzip'd alone. Next to the metrics script and
+the readiness mark shipped gz+b64 as in `delivery: user-data` the live AWS user data would pass EC2's 16 KB; with
+those two also as `compact`ed plain text (one gzip over everything) it measured ~14.7 KB, the same for any mesh size.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import tokenize
+from importlib import resources
+from typing import Any
+
+LIB_DIR = "/usr/local/lib/wg-mesh"
+PACKAGE = "wgmesh_gateway"
+# The agent's import closure (agent -> apply, sources -> document, mapping -> wgconf) and each source kind's own
+# module (imported when agent.json names that kind); a test checks the closure.
+MODULES = ("__init__.py", "wgconf.py", "document.py", "mapping.py", "apply.py", "sources.py", "agent.py")
+SOURCE_MODULES = {"aws": ("source_aws.py",), "gcp": ("source_gcp.py",), "file": ()}
+CONFIG_PATH = "/etc/wg-mesh/agent.json"
+ENVIRONMENT_FILE = "/etc/default/wg-mesh-agent"  # optional: AWS_ENDPOINT_URL, WG_MESH_SECRET_MANAGER_URL (the lab)
+UNIT_NAME = "wg-mesh-agent.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
+POLL_SECONDS = 10  # AWS and file sources; the issue asks for <= 15 s
+DOCUMENT_PATH = "/etc/wg-mesh/document.json"  # static sites: the operator puts the secret stack outputs here
+PRIVATE_KEY_PATH = "/etc/wg-mesh/private.key"
+
+
+def module_source(name: str) -> str:
+    return resources.files(__package__ or "mesh.gateway").joinpath(name).read_text()
+
+
+def compact(source: str) -> str:
+    """The module without docstrings, comments and blank lines (a docstring that is a whole body becomes `pass`).
+
+    Lines are only dropped or cut, never rewritten, so the result does not depend on the Python that renders it
+    (ast.unparse would); blank lines inside a multi-line string stay."""
+    lines = source.splitlines()
+    drop: set[int] = set()
+    replace: dict[int, str] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                end = first.end_lineno or first.lineno
+                drop.update(range(first.lineno - 1, end))
+                if len(node.body) == 1:
+                    replace[first.lineno - 1] = " " * first.col_offset + "pass"
+    cut: dict[int, int] = {}
+    in_string: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            cut[token.start[0] - 1] = token.start[1]
+        elif token.type == tokenize.STRING and token.end[0] > token.start[0]:
+            in_string.update(range(token.start[0], token.end[0]))  # 0-based rows after the string's first
+    kept = []
+    for row, line in enumerate(lines):
+        if row in replace:
+            line = replace[row]
+        elif row in drop:
+            continue
+        if row in cut:
+            line = line[: cut[row]].rstrip()
+        if line.strip() or row in in_string:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def modules(kind: str) -> tuple[str, ...]:
+    if kind not in SOURCE_MODULES:
+        raise ValueError(f"source kind {kind!r} is not one of {', '.join(SOURCE_MODULES)}")
+    return (*MODULES, *SOURCE_MODULES[kind])
+
+
+def package_files(kind: str) -> list[tuple[str, str, str]]:
+    return [(f"{LIB_DIR}/{PACKAGE}/{name}", compact(module_source(name)), "0644") for name in modules(kind)]
+
+
+def aws_source(region: str, document_secret: str, private_key_parameter: str) -> dict[str, Any]:
+    return {
+        "kind": "aws",
+        "region": region,
+        "document_secret": document_secret,
+        "private_key_parameter": private_key_parameter,
+    }
+
+
+def gcp_source(private_key_secret: str, attribute: str = "wg-mesh-peers") -> dict[str, Any]:
+    """`private_key_secret`: projects/<project>/secrets/<id>/versions/latest."""
+    return {"kind": "gcp", "attribute": attribute, "private_key_secret": private_key_secret}
+
+
+def file_source(document: str = DOCUMENT_PATH, private_key: str = PRIVATE_KEY_PATH) -> dict[str, Any]:
+    return {"kind": "file", "document": document, "private_key": private_key}
+
+
+def agent_config(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS) -> str:
+    body = {"site": site, "interface": "wg0", "poll_seconds": poll_seconds, "source": source}
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+
+def config_file(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS) -> tuple[str, str, str]:
+    return (CONFIG_PATH, agent_config(site, source, poll_seconds), "0644")
+
+
+# The unit's hardening: the agent changes wg0, routes and iptables (CAP_NET_ADMIN, CAP_NET_RAW; iptables' lock and
+# wireguard-go's socket are under /run) and writes its own files (DAC_OVERRIDE: node-exporter's textfile directory
+# belongs to prometheus); the rest of the file system is read-only to it. Its hooks run sysctl on net.ipv4 (so no
+# ProtectKernelTunables). The "-" paths may be missing (the unit still starts).
+def unit_text() -> str:
+    return f"""[Unit]
+Description=wg-mesh agent: applies this gateway's peer document to wg0 (wg syncconf, routes, MTU)
+Wants=network-online.target
+After=network-online.target wg-quick@wg0.service
+
+[Service]
+Type=simple
+EnvironmentFile=-{ENVIRONMENT_FILE}
+Environment=PYTHONPATH={LIB_DIR}
+ExecStart=/usr/bin/python3 -m {PACKAGE}.agent --config {CONFIG_PATH}
+Restart=always
+RestartSec=5
+CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW CAP_DAC_OVERRIDE
+NoNewPrivileges=yes
+ProtectSystem=strict
+ReadWritePaths=-/etc/wireguard -/etc/wg-mesh -/var/lib/prometheus/node-exporter /run
+ProtectHome=yes
+PrivateTmp=yes
+ProtectKernelModules=yes
+ProtectControlGroups=yes
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+StateDirectory=wg-mesh
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def unit_file() -> tuple[str, str, str]:
+    return (UNIT_PATH, unit_text(), "0644")
+
+
+def once_command(timeout_s: int = 300) -> list[str]:
+    """Through sh so that the first run sees the same optional environment file as the service."""
+    script = (
+        f"set -a; if [ -r {ENVIRONMENT_FILE} ]; then . {ENVIRONMENT_FILE}; fi; PYTHONPATH={LIB_DIR} "
+        f"exec python3 -m {PACKAGE}.agent --config {CONFIG_PATH} --once --timeout {timeout_s}"
+    )
+    return ["sh", "-c", script]
+
+
+def files(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS) -> list[tuple[str, str, str]]:
+    return [*package_files(str(source.get("kind"))), config_file(site, source, poll_seconds), unit_file()]

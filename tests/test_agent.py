@@ -1,0 +1,402 @@
+"""The gateway agent (mesh/gateway/agent.py, apply.py) against a pretend gateway (tests/agent_fake.py): the exact
+commands it runs for each change, what it refuses, its files and metrics, and that no key reaches its logs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from mesh import metrics, wgmetrics
+from mesh.gateway import mapping
+from mesh.gateway.agent import Agent, Config, main
+from mesh.gateway.apply import Paths, Result
+from mesh.gateway.sources import FetchError, FileSource
+from mesh.gateway.wgconf import wg_quick_conf
+from tests.agent_fake import SITE, FakeHost, Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
+
+
+class Store:
+    """The cloud's store as the agent sees it: a document and a private key, counting key fetches."""
+
+    pushes = False
+
+    def __init__(self, text: str, key: str) -> None:
+        self.text, self.key, self.key_fetches = text, key, 0
+
+    def document(self, wait: bool) -> str:
+        if not self.text:
+            raise FetchError("GetSecretValue: ResourceNotFoundException")
+        return self.text
+
+    def private_key(self) -> str:
+        self.key_fetches += 1
+        return self.key
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys()
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> Paths:
+    return Paths.under(str(tmp_path))
+
+
+def make(store: Store, host: FakeHost, paths: Paths, logs: list[str]) -> Agent:
+    return Agent(Config(site=SITE, source={"kind": "test"}), store, host, paths, logs.append, clock=lambda: 1000.0)
+
+
+def metric(paths: Paths, name: str, **labels: str) -> float:
+    want = {"site": SITE, **labels}
+    for line in Path(paths.metrics).read_text().splitlines():
+        match = re.fullmatch(r"(\w+)\{(.*)\} (\S+)", line)
+        if match and match[1] == name and dict(re.findall(r'(\w+)="([^"]*)"', match[2])) == want:
+            return float(match[3])
+    raise AssertionError(f"no {name}{want}")
+
+
+def applied(keys: Keys, paths: Paths, host: FakeHost, logs: list[str]) -> tuple[Store, Agent]:
+    """A gateway that booted with the base document: the agent's first run, then wg-quick up."""
+    store = Store(doc_text(base_plan(), keys), keys.private)
+    agent = make(store, host, paths, logs)
+    assert agent.cycle()
+    host.up_from(Path(paths.wg_conf))
+    host.calls.clear()
+    return store, agent
+
+
+def test_first_run_without_wg0_writes_the_files_only(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store = Store(doc_text(base_plan(), keys), keys.private)
+    agent = make(store, host, paths, logs)
+    assert agent.cycle()
+    assert host.mutating() == []
+    assert store.key_fetches == 1
+    conf = Path(paths.wg_conf)
+    assert conf.read_text() == wg_quick_conf(base_plan(), keys.private)
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o600
+    assert Path(paths.mapping).read_text() == mapping.peer_mapping(base_plan())
+    assert mapping.MAPPING_PATH == wgmetrics.MAPPING_PATH == metrics.MAPPING_PATH
+    generation = json.loads(store.text)["generation"]
+    assert metric(paths, "wgmesh_agent_applied_generation") == generation
+    assert metric(paths, "wgmesh_agent_desired_generation") == generation
+    assert metric(paths, "wgmesh_agent_last_apply_success") == 1
+    assert metric(paths, "wgmesh_agent_peers") == len(base_plan().peers)
+    assert json.loads(Path(paths.state).read_text())["applied_generation"] == generation
+
+
+def test_the_same_document_again_runs_no_mutating_command(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    before = [Path(p).stat().st_mtime_ns for p in (paths.wg_conf, paths.mapping, paths.state)]
+    assert agent.cycle()
+    assert agent.cycle()
+    assert host.mutating() == []
+    assert store.key_fetches == 1  # the key of wg0.conf still matches: the store is not asked again
+    assert [Path(p).stat().st_mtime_ns for p in (paths.wg_conf, paths.mapping, paths.state)] == before
+
+
+def test_adding_and_removing_a_peer_syncs_and_routes_without_restarting(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    added = with_peer(base_plan(), "site-c", "10.77.0.0/16")
+    store.text = doc_text(added, keys)
+    assert agent.cycle()
+    assert host.mutating() == [
+        ["wg-quick", "strip", paths.wg_conf],
+        ["wg", "syncconf", "wg0", "/dev/stdin"],
+        ["ip", "-4", "route", "add", "10.77.0.0/16", "dev", "wg0"],
+    ]
+    assert host.peers[added.peers[-1].public_key][0] == ["10.77.0.0/16"]
+    assert Path(paths.wg_conf).read_text() == wg_quick_conf(added, keys.private)
+    assert "site-c" in Path(paths.mapping).read_text()
+
+    host.calls.clear()
+    removed = without_peer(added, "gcp-euw3")
+    store.text = doc_text(removed, keys)
+    assert agent.cycle()
+    assert host.mutating() == [
+        ["wg-quick", "strip", paths.wg_conf],
+        ["wg", "syncconf", "wg0", "/dev/stdin"],
+        ["ip", "-4", "route", "del", "10.100.0.0/16", "dev", "wg0"],
+    ]
+    assert set(host.peers) == {p.public_key for p in removed.peers}
+    assert "10.100.0.0/16" not in host.routes and "10.77.0.0/16" in host.routes
+    assert store.key_fetches == 1
+    assert not any(argv[0] == "wg-quick" and argv[1] in ("up", "down") for argv in host.commands)
+
+
+def test_an_mtu_change_sets_the_link_and_swaps_the_mss_clamp(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    old_mss = base_plan().mss
+    store.text = doc_text(with_mtu(base_plan(), 1380), keys)
+    assert agent.cycle()
+    mutating = host.mutating()
+    assert mutating[:3] == [
+        ["wg-quick", "strip", paths.wg_conf],
+        ["wg", "syncconf", "wg0", "/dev/stdin"],
+        ["ip", "link", "set", "dev", "wg0", "mtu", "1380"],
+    ]
+    hooks = [argv[2] for argv in mutating[3:]]
+    assert all(argv[:2] == ["bash", "-c"] for argv in mutating[3:])
+    clamp = "-p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss {}:65535 -j TCPMSS --set-mss {}"
+    old, new = clamp.format(old_mss + 1, old_mss), clamp.format(1341, 1340)
+    assert hooks == [
+        f"iptables -t mangle -D FORWARD -o wg0 {old}",
+        f"iptables -t mangle -D FORWARD -i wg0 {old}",
+        f"iptables -t mangle -A FORWARD -o wg0 {new}",
+        f"iptables -t mangle -A FORWARD -i wg0 {new}",
+    ]
+    assert host.mtu == 1380
+    host.calls.clear()
+    assert agent.cycle()
+    assert host.mutating() == []  # the hooks ran once: the state file remembers them
+
+
+def test_rotation_waits_for_the_store_then_applies_the_new_key(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    old_conf = Path(paths.wg_conf).read_text()
+    new = Keys()
+    store.text = doc_text(base_plan(), new)  # the document moved on, the store still holds the old key
+    assert not agent.cycle()
+    assert store.key_fetches == 2
+    assert host.mutating() == []
+    assert Path(paths.wg_conf).read_text() == old_conf
+    assert metric(paths, "wgmesh_agent_apply_failures_total", reason="key") == 1
+    assert metric(paths, "wgmesh_agent_last_apply_success") == 0
+    assert metric(paths, "wgmesh_agent_desired_generation") == json.loads(store.text)["generation"]
+    assert metric(paths, "wgmesh_agent_applied_generation") != json.loads(store.text)["generation"]
+
+    store.key = new.private
+    assert agent.cycle()
+    assert host.mutating() == [["wg-quick", "strip", paths.wg_conf], ["wg", "syncconf", "wg0", "/dev/stdin"]]
+    assert host.private_key == new.private
+    assert metric(paths, "wgmesh_agent_last_apply_success") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [("{corrupt", "parse"), ("GENERATION", "generation"), ("SITE", "site"), ("PEERLESS", "no_peers")],
+)
+def test_a_refused_document_keeps_the_running_config(keys: Keys, paths: Paths, text: str, reason: str) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    files = {p: Path(p).read_bytes() for p in (paths.wg_conf, paths.mapping, paths.state)}
+    body = json.loads(store.text)
+    if text == "GENERATION":
+        text = json.dumps({**body, "generation": body["generation"] + 1})
+    elif text == "SITE":
+        text = doc_text(base_plan(), keys).replace(f'"site":"{SITE}"', '"site":"gcp-euw3"')
+    elif text == "PEERLESS":
+        text = doc_text(without_peer(without_peer(base_plan(), "gcp-euw3"), "vps-fra"), keys)
+    store.text = text
+    assert not agent.cycle()
+    assert host.mutating() == []
+    assert {p: Path(p).read_bytes() for p in files} == files
+    assert metric(paths, "wgmesh_agent_apply_failures_total", reason=reason) == 1
+    assert metric(paths, "wgmesh_agent_last_apply_success") == 0
+    assert metric(paths, "wgmesh_agent_applied_generation") == body["generation"]
+    assert any(f"refused ({reason})" in line for line in logs)
+
+
+def test_drift_is_repaired(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    _, agent = applied(keys, paths, host, logs)
+    gone = base_plan().peers[0]
+    del host.peers[gone.public_key]  # `wg set wg0 peer ... remove` by hand
+    host.routes.discard("10.100.0.0/16")
+    host.routes.add("10.99.0.0/16")  # a stray route on wg0
+    host.mtu = 1500
+    clamp = next(rule for rule in host.rules if rule[0] == "mangle")
+    host.rules.discard(clamp)  # a firewall reload dropped the MSS clamp
+    assert agent.cycle()
+    assert host.mutating() == [
+        ["wg-quick", "strip", paths.wg_conf],
+        ["wg", "syncconf", "wg0", "/dev/stdin"],
+        ["ip", "link", "set", "dev", "wg0", "mtu", str(base_plan().mtu)],
+        ["ip", "-4", "route", "add", "10.100.0.0/16", "dev", "wg0"],
+        ["ip", "-4", "route", "del", "10.99.0.0/16", "dev", "wg0"],
+        ["bash", "-c", f"iptables -t mangle -A {clamp[1]} {clamp[2]}"],
+    ]
+    assert gone.public_key in host.peers and clamp in host.rules
+
+
+def test_a_failed_command_is_an_apply_failure_and_is_retried(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    store.text = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
+    host.fail["wg syncconf"] = Result(1, "", "Line unrecognized: `PrivateKey=" + keys.private + "'\n")
+    assert not agent.cycle()
+    assert metric(paths, "wgmesh_agent_apply_failures_total", reason="apply") == 1
+    del host.fail["wg syncconf"]
+    assert agent.cycle()  # wg0.conf is already new: the running peers still differ, so syncconf runs again
+    assert ["wg", "syncconf", "wg0", "/dev/stdin"] in host.mutating()[-3:]
+    assert "10.77.0.0/16" in host.routes
+
+
+def test_fetch_failures_are_counted_and_not_fatal(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    store.text = ""
+    assert not agent.cycle()
+    assert not agent.cycle()
+    assert metric(paths, "wgmesh_agent_fetch_failures_total") == 2
+    assert metric(paths, "wgmesh_agent_last_apply_success") == 1  # the last fetched document still runs
+
+
+def test_no_key_reaches_logs_metrics_or_state(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    new = Keys()
+    store.text, store.key = doc_text(base_plan(), new), keys.private
+    agent.cycle()  # refused: key mismatch
+    store.key = new.private
+    host.fail["wg syncconf"] = Result(1, "", f"Key is not the correct length or format: `{new.private}'\n")
+    agent.cycle()  # fails, wg quoting the key
+    del host.fail["wg syncconf"]
+    agent.cycle()
+    assert len(logs) >= 3
+    texts = [*logs, *(Path(p).read_text() for p in (paths.mapping, paths.state, paths.metrics))]
+    for text in texts:
+        assert keys.private not in text and new.private not in text
+    assert "(key redacted)" in "\n".join(logs)
+    assert all(stdin is None or argv[:2] in (["wg", "pubkey"], ["wg", "syncconf"]) for argv, stdin in host.calls)
+
+
+def test_command_line_once_with_a_file_source(keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "document.json").write_text(doc_text(base_plan(), keys))
+    (tmp_path / "private.key").write_text(keys.private + "\n")
+    os.chmod(tmp_path / "private.key", 0o600)
+    config = tmp_path / "agent.json"
+    source = {"kind": "file", "document": str(tmp_path / "document.json"), "private_key": str(tmp_path / "private.key")}
+    config.write_text(json.dumps({"site": SITE, "poll_seconds": 10, "source": source}))
+    root = tmp_path / "root"
+    host = FakeHost()
+    assert main(["--config", str(config), "--once", "--root", str(root)], runner=host) == 0
+    assert (root / "etc/wireguard/wg0.conf").read_text() == wg_quick_conf(base_plan(), keys.private)
+    (tmp_path / "document.json").write_text("{}")
+    assert main(["--config", str(config), "--once", "--timeout", "0", "--root", str(root)], runner=host) == 1
+    assert "refused (format)" in capsys.readouterr().err
+    config.write_text(json.dumps({"site": SITE, "poll_seconds": 0, "source": source}))
+    assert main(["--config", str(config), "--once"], runner=host) == 2
+    assert "poll_seconds" in capsys.readouterr().err
+
+
+def test_the_daemon_waits_on_a_push_source_and_polls_the_others(keys: Keys, paths: Paths) -> None:
+    class Push(Store):
+        pushes = True
+        waits: ClassVar[list[bool]] = []
+
+        def document(self, wait: bool) -> str:
+            self.waits.append(wait)
+            return super().document(wait)
+
+    host, logs, sleeps = FakeHost(), [], []
+    store = Push(doc_text(base_plan(), keys), keys.private)
+    agent = make(store, host, paths, logs)
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            raise StopIteration
+
+    with pytest.raises(StopIteration):
+        agent.forever(sleep)
+    assert store.waits == [False, True, True]
+    assert all(s <= 1.0 for s in sleeps)
+    file_agent = make(Store(store.text, keys.private), host, paths, logs)
+    sleeps.clear()
+    with pytest.raises(StopIteration):
+        file_agent.forever(sleep)
+    assert all(9.0 < s <= 10.0 for s in sleeps)
+
+
+def test_file_source_reports_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(FetchError, match="cannot read"):
+        FileSource(str(tmp_path / "none.json"), str(tmp_path / "none.key")).document(wait=False)
+
+
+def test_a_new_overlay_address_replaces_the_old_one(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    moved = dataclasses.replace(base_plan(), address="10.200.0.9/24")
+    store.text = doc_text(moved, keys)
+    assert agent.cycle()
+    assert host.mutating()[2:] == [
+        ["ip", "-4", "address", "add", "10.200.0.9/24", "dev", "wg0"],
+        ["ip", "-4", "address", "del", "10.200.0.1/24", "dev", "wg0"],
+    ]
+    assert host.addresses == ["10.200.0.9/24"]
+
+
+def test_an_unusable_ip_command_is_not_taken_for_a_missing_wg0(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    host.fail["ip -o"] = Result(127, "", "[Errno 2] No such file or directory: 'ip'")
+    store.text = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
+    assert not agent.cycle()
+    assert metric(paths, "wgmesh_agent_apply_failures_total", reason="apply") == 1
+
+
+def test_a_push_source_that_fails_waits_a_poll_interval(keys: Keys, paths: Paths) -> None:
+    class Failing(Store):
+        pushes = True
+
+    host, logs, sleeps = FakeHost(), [], []
+    agent = make(Failing("", keys.private), host, paths, logs)
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            raise StopIteration
+
+    with pytest.raises(StopIteration):
+        agent.forever(sleep)
+    assert all(s > 9.0 for s in sleeps)
+
+
+def test_a_repeated_failure_is_logged_once_and_counted_every_time(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    store.text = "{corrupt"
+    for _ in range(3):
+        assert not agent.cycle()
+    assert metric(paths, "wgmesh_agent_apply_failures_total", reason="parse") == 3
+    assert sum("refused (parse)" in line for line in logs) == 1
+    store.text = doc_text(base_plan(), keys)
+    assert agent.cycle()
+    assert "runs again" in logs[-1]
+
+
+def test_hooks_that_failed_halfway_are_completed_not_repeated(keys: Keys, paths: Paths) -> None:
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    store.text = doc_text(with_mtu(base_plan(), 1380), keys)
+    original = host._iptables
+    calls = {"n": 0}
+
+    def flaky(command: str) -> Result:  # the first new rule goes in, then iptables fails
+        if " -A " in command and "1340" in command:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                return Result(4, "", "iptables: Resource temporarily unavailable.\n")
+        return original(command)
+
+    host._iptables = flaky  # type: ignore[method-assign]
+    assert not agent.cycle()
+    assert agent.cycle()
+    mss = sorted(spec for table, _, spec in host.rules if table == "mangle")
+    assert len(mss) == 2 and all("--set-mss 1340" in spec for spec in mss)
+    host.calls.clear()
+    assert agent.cycle()
+    assert host.mutating() == []

@@ -1,0 +1,291 @@
+"""The agent's cloud sources against real protocols on loopback: AWS through moto in server mode (a real AWS API
+emulator) with Ubuntu-style botocore, GCP through a small metadata server + Secret Manager following Google's
+documented protocol (Metadata-Flavor: Google required, ETag, wait_for_change; `:access` with a bearer token)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from mesh.gateway import ship
+from mesh.gateway.agent import Agent, Config
+from mesh.gateway.apply import Paths
+from mesh.gateway.source_aws import AwsSource
+from mesh.gateway.source_gcp import GcpSource
+from mesh.gateway.sources import FetchError, make_source
+from mesh.gateway.wgconf import wg_quick_conf
+from tests.agent_fake import SITE, FakeHost, Keys, base_plan, doc_text, with_peer
+from tests.test_agent_ship import SYSTEM_PYTHON, install
+
+REGION = "us-east-1"
+SECRET, PARAMETER = f"wg-mesh/proj/prod/{SITE}/peers", f"/wg-mesh/proj/prod/{SITE}/private-key"
+TOKEN = "ya29.test-token"
+KEY_SECRET = "projects/proj/secrets/wg-mesh-0123abcd-gcp-euw3-key/versions/latest"
+
+
+# --- AWS: moto --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """The gateway's environment: the endpoint only through AWS_ENDPOINT_URL, credentials from the environment."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    kwargs = {"region_name": REGION, "endpoint_url": moto_url}
+    return boto3.client("secretsmanager", **kwargs), boto3.client("ssm", **kwargs)
+
+
+def test_aws_source_reads_the_secret_and_the_secure_string(aws: tuple[Any, Any], tmp_path: Path) -> None:
+    secrets, ssm = aws
+    keys = Keys()
+    text = doc_text(base_plan(), keys)
+    secrets.create_secret(Name=SECRET, SecretString=text)
+    ssm.put_parameter(Name=PARAMETER, Value=keys.private, Type="SecureString", Overwrite=True)
+    source = make_source(
+        {"kind": "aws", "region": REGION, "document_secret": SECRET, "private_key_parameter": PARAMETER}
+    )
+    assert isinstance(source, AwsSource) and not source.pushes
+    assert source.document(wait=False) == text
+    assert source.private_key() == keys.private
+
+    logs: list[str] = []
+    host = FakeHost()
+    agent = Agent(Config(site=SITE, source={}), source, host, Paths.under(str(tmp_path)), logs.append)
+    assert agent.cycle()
+    added = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
+    secrets.put_secret_value(SecretId=SECRET, SecretString=added)
+    assert agent.cycle()
+    assert "site-c" in Path(agent.paths.mapping).read_text()
+    assert keys.private not in "\n".join(logs)
+    secrets.delete_secret(SecretId=SECRET, ForceDeleteWithoutRecovery=True)
+
+
+def test_aws_failures_are_fetch_errors(aws: tuple[Any, Any]) -> None:
+    source = AwsSource(REGION, "wg-mesh/proj/prod/nowhere/peers", "/wg-mesh/proj/prod/nowhere/private-key")
+    with pytest.raises(FetchError, match="ResourceNotFoundException"):
+        source.document(wait=False)
+    with pytest.raises(FetchError, match="ParameterNotFound"):
+        source.private_key()
+
+
+def test_aws_unreachable_endpoint_is_a_fetch_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard port: connection refused
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    started = time.monotonic()
+    with pytest.raises(FetchError, match="secretsmanager get_secret_value"):
+        AwsSource(REGION, SECRET, PARAMETER).document(wait=False)
+    assert time.monotonic() - started < 30
+
+
+# --- GCP: metadata server and Secret Manager --------------------------------------------------
+
+
+class Gce:
+    """The instance's view of GCE: one metadata attribute (value, ETag) and the Secret Manager versions."""
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+        self.etag = 0
+        self.secrets: dict[str, str] = {}
+        self.changed = threading.Condition()
+        self.requests: list[str] = []
+
+    def set(self, value: str) -> None:
+        with self.changed:
+            self.value, self.etag = value, self.etag + 1
+            self.changed.notify_all()
+
+
+class Handler(BaseHTTPRequestHandler):
+    gce: Gce
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
+        data = body.encode()
+        self.send_response(status)
+        for name, value in {"Content-Length": str(len(data)), **(headers or {})}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        self.gce.requests.append(self.path)
+        if url.path.startswith("/computeMetadata/v1/"):
+            if self.headers.get("Metadata-Flavor") != "Google":
+                return self._send(403, "Missing Metadata-Flavor:Google header.")
+            return self._metadata(url.path.removeprefix("/computeMetadata/v1/"), query)
+        if url.path.startswith("/v1/") and url.path.endswith(":access"):
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return self._send(401, json.dumps({"error": {"code": 401, "status": "UNAUTHENTICATED"}}))
+            name = url.path.removeprefix("/v1/").removesuffix(":access")
+            if name not in self.gce.secrets:
+                return self._send(404, json.dumps({"error": {"code": 404, "status": "NOT_FOUND"}}))
+            data = base64.b64encode(self.gce.secrets[name].encode()).decode()
+            return self._send(200, json.dumps({"name": name, "payload": {"data": data}}))
+        self._send(404, "not found")
+
+    def _metadata(self, path: str, query: dict[str, str]) -> None:
+        flavor = {"Metadata-Flavor": "Google"}
+        if path == "instance/service-accounts/default/token":
+            body = {"access_token": TOKEN, "expires_in": 3599, "token_type": "Bearer"}
+            return self._send(200, json.dumps(body), {**flavor, "Content-Type": "application/json"})
+        if path != "instance/attributes/wg-mesh-peers":
+            return self._send(404, "not found", flavor)
+        gce = self.gce
+        with gce.changed:
+            if query.get("wait_for_change") == "true" and query.get("last_etag") == str(gce.etag):
+                # Google: an unchanged value holds the request until it changes or timeout_sec passes
+                gce.changed.wait_for(lambda: query["last_etag"] != str(gce.etag), float(query.get("timeout_sec", 60)))
+            value, etag = gce.value, str(gce.etag)
+        if value is None:
+            return self._send(404, "not found", flavor)
+        self._send(200, value, {**flavor, "ETag": etag})
+
+
+@pytest.fixture
+def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Gce, str]]:
+    state = Gce()
+    handler = type("BoundHandler", (Handler,), {"gce": state})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("WG_MESH_SECRET_MANAGER_URL", url)
+    try:
+        yield state, url
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_gcp_source_waits_for_a_change_with_the_etag(gce: tuple[Gce, str]) -> None:
+    state, url = gce
+    keys = Keys()
+    state.set(doc_text(base_plan(), keys))
+    state.secrets[KEY_SECRET] = keys.private
+    source = GcpSource(KEY_SECRET, metadata_url=url)
+    assert source.pushes
+    assert source.document(wait=True) == state.value  # no ETag yet: a plain read
+    assert source.etag == "1"
+    added = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
+    timer = threading.Timer(0.5, state.set, [added])
+    timer.start()
+    started = time.monotonic()
+    assert source.document(wait=True) == added
+    assert 0.4 < time.monotonic() - started < 5
+    assert "wait_for_change=true&last_etag=1&timeout_sec=60" in state.requests[-1]
+    assert source.etag == "2"
+    assert source.private_key() == keys.private
+
+
+def test_gcp_agent_applies_what_the_metadata_server_pushes(gce: tuple[Gce, str], tmp_path: Path) -> None:
+    state, url = gce
+    keys = Keys()
+    state.set(doc_text(base_plan(), keys))
+    state.secrets[KEY_SECRET] = keys.private
+    logs: list[str] = []
+    agent = Agent(
+        Config(site=SITE, source={}),
+        GcpSource(KEY_SECRET, metadata_url=url),
+        FakeHost(),
+        Paths.under(str(tmp_path)),
+        logs.append,
+    )
+    assert agent.cycle(wait=False)
+    state.set("{corrupt")
+    assert not agent.cycle(wait=True)
+    assert 'reason="parse"} 1' in Path(agent.paths.metrics).read_text()
+    assert keys.private not in "\n".join(logs)
+
+
+def test_gcp_failures_are_fetch_errors(gce: tuple[Gce, str]) -> None:
+    _, url = gce
+    source = GcpSource(KEY_SECRET, metadata_url=url)
+    with pytest.raises(FetchError, match="HTTP 404"):
+        source.document(wait=False)  # no attribute yet
+    with pytest.raises(FetchError, match="HTTP 404"):
+        source.private_key()  # no such secret
+    with pytest.raises(FetchError, match="HTTP 404"):
+        GcpSource("projects/proj/secrets/other/versions/latest", metadata_url=url).private_key()
+
+
+def test_the_metadata_flavor_header_is_required(gce: tuple[Gce, str]) -> None:
+    import urllib.error
+    import urllib.request
+
+    state, url = gce
+    state.set("{}")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{url}/computeMetadata/v1/instance/attributes/wg-mesh-peers", timeout=5)
+    assert refused.value.code == 403
+    assert GcpSource(KEY_SECRET, metadata_url=url).document(wait=False) == "{}"  # the agent sends it
+
+
+def system_botocore() -> bool:
+    done = subprocess.run([SYSTEM_PYTHON, "-c", "import botocore"], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(
+    not Path(SYSTEM_PYTHON).exists() or shutil.which("wg") is None or not system_botocore(),
+    reason="needs Debian's python3 with python3-botocore, and wg",
+)
+def test_the_shipped_agent_under_debian_python_and_botocore(aws: tuple[Any, Any], tmp_path: Path) -> None:
+    """The AWS path as the lab's gateways run it: Debian's python3 and botocore (1.29 on bookworm: no
+    AWS_ENDPOINT_URL of its own), the shipped files, `--once` against moto."""
+    secrets, ssm = aws
+    keys = Keys()
+    name, parameter = f"{SECRET}-debian", f"{PARAMETER}-debian"
+    secrets.create_secret(Name=name, SecretString=doc_text(base_plan(), keys))
+    ssm.put_parameter(Name=parameter, Value=keys.private, Type="SecureString", Overwrite=True)
+    lib = install(tmp_path, "aws")
+    config = tmp_path / "agent.json"
+    text = ship.agent_config(SITE, ship.aws_source(REGION, name, parameter))
+    config.write_text(text.replace('"wg0"', '"wgmesh-absent"'))  # an interface this host surely lacks: files only
+    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "PATH"}
+    argv = [SYSTEM_PYTHON, "-m", f"{ship.PACKAGE}.agent", "--config", str(config), "--once", "--timeout", "10"]
+    done = subprocess.run(
+        [*argv, "--root", str(tmp_path / "root")],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(lib)},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "root/etc/wireguard/wg0.conf").read_text() == wg_quick_conf(base_plan(), keys.private)
+    assert keys.private not in done.stderr + done.stdout
