@@ -279,7 +279,7 @@ def test_write_files_encodings_are_decoded() -> None:
     ("doc", "message"),
     [
         ({"write_files": [{"path": "/usr/bin/x", "content": ""}]}, "can only place files under /etc, /usr/local"),
-        ({"write_files": [{"path": "/var/lib/x", "content": ""}]}, "can only place files under /etc, /usr/local"),
+        ({"write_files": [{"path": "/var/log/x", "content": ""}]}, "can only place files under /etc, /usr/local"),
         ({"write_files": [{"path": "/etc/../usr/x", "content": ""}]}, "can only place files under /etc, /usr/local"),
         ({"write_files": [{"path": "/etc/x", "append": True, "content": ""}]}, "does not support append"),
         ({"write_files": [{"path": "/etc/x", "encoding": "rot13", "content": ""}]}, "unknown encoding 'rot13'"),
