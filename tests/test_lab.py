@@ -27,6 +27,7 @@ import yaml
 from mesh import metrics, render, topology, userdata, wgkey
 from mesh.__main__ import main
 from mesh.config import MeshConfig, load_mesh
+from mesh.gateway import wgconf
 from mesh.lab import cloudinit
 from mesh.lab.build import redact_keys
 from mesh.lab.checks import LabOptions
@@ -482,8 +483,8 @@ def test_underlay_smaller_than_declared_is_caught_by_the_fragmentation_counters(
 def test_missing_mss_clamp_fails_the_bulk_tcp_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rendered without the TCPMSS rules, TCP still gets through (path MTU discovery), but with segments the
     tunnel cannot carry unfragmented at first: check 4 must notice the unclamped MSS."""
-    rules = render.forwarding_rules
-    monkeypatch.setattr(render, "forwarding_rules", lambda plan: [r for r in rules(plan) if r.table != "mangle"])
+    rules = wgconf.forwarding_rules  # where wg_quick_conf looks it up (render only re-exports it)
+    monkeypatch.setattr(wgconf, "forwarding_rules", lambda plan: [r for r in rules(plan) if r.table != "mangle"])
     report = run_lab(stack("dev"), "no-clamp", options=QUICK)
     bulk = report.check("bulk_tcp")
     assert bulk is not None and not bulk.ok
