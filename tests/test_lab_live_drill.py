@@ -75,7 +75,7 @@ def test_judge_fails_a_step_that_lost_pings_or_stalled_and_measures_the_rotation
 
     lossy = [(100 + i * 0.01, i) for i in range(100) if i != 20]
     assert not judge(steps(), pinger(lossy), stream([]), pids_kept=True, poll_s=10)
-    assert not judge(steps(), pinger(replies), stream([[100.3, 1.5]]), pids_kept=True, poll_s=10)
+    assert not judge(steps(), pinger(replies), stream([[101.6, 1.5]]), pids_kept=True, poll_s=10)
     assert not judge(steps(), pinger(replies), stream([]), pids_kept=False, poll_s=10)
     assert not judge(steps(), pinger(replies), stream([], verified=False), pids_kept=True, poll_s=10)
 

@@ -31,6 +31,7 @@ from mesh.lab.checks import LabOptions, check_handshakes, check_ping, latest_han
 from mesh.lab.controlplane import ControlPlane, Published
 from mesh.lab.netns import LabError, Node, pids_in_netns
 from mesh.lab.plan import LabKeys, SitePlan
+from mesh.lab.traffic import Pinger, Stream
 from mesh.render import INTERFACE
 
 METRICS_PATH = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"
@@ -106,6 +107,7 @@ class Drill:
         self.poll_s = max(float(plane.configs[s].get("poll_seconds", 10)) for s in plane.configs)
         self.timeout_s = 2 * self.poll_s + 10
         self.steps: list[dict[str, Any]] = []
+        self.traffic: tuple[Pinger, Stream] | None = None  # set once the traffic runs
 
     def sites(self, *sites: SitePlan) -> list[str]:
         return [s.name for s in sites]
@@ -151,6 +153,12 @@ class Drill:
         return self.plane.publish(self.cfg, keys.private, keys.public, self.sites(*sites))
 
     def record(self, name: str, start: float, ok: bool, convergence: Mapping[str, float | None], **extra: Any) -> None:
+        """Close a step once traffic flows again (pings answered, the stream's bytes arriving) and settled."""
+        if self.traffic is not None:
+            pinger, stream = self.traffic
+            now, deadline = time.time(), time.monotonic() + self.timeout_s
+            while not (pinger.replied_since(now) and stream.last_rx > now) and time.monotonic() < deadline:
+                time.sleep(0.05)
         time.sleep(SETTLE_S)
         self.steps.append(
             {"step": name, "start": start, "end": time.time(), "ok": ok, "convergence_s": dict(convergence), **extra}
@@ -224,7 +232,7 @@ class Drill:
         self.converge(self.publish(self.keys, self.a, self.b))  # B's good document again
 
 
-def judge(steps: list[dict[str, Any]], pinger: Any, stream: Any, pids_kept: bool, poll_s: float) -> bool:
+def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, pids_kept: bool, poll_s: float) -> bool:
     """Fill in each step's traffic numbers; whether the drill passed."""
     ok = bool(steps) and pids_kept and bool(stream.result.get("verified"))
     for s in steps:

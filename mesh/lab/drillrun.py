@@ -94,6 +94,7 @@ def run_drill(cfg: MeshConfig, label: str, *, options: LabOptions | None = None)
             pinger.start()
             stream = Stream(lab.hosts[a.name], a.host_ns, lab.hosts[b.name], b.host_ns, str(b.host_ip.ip), state)
             stream.start()
+            drill.traffic = (pinger, stream)
             time.sleep(1)
             for run_step in (drill.add_c, drill.rotate_c, drill.remove_c, drill.rotate_a, drill.corrupt_b):
                 run_step()

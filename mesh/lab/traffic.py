@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from mesh.lab.checks import stop, wait_for_line
+from mesh.lab.checks import stop
 from mesh.lab.netns import LabError, LabState, Node
 
 PING_INTERVAL_S = 0.01
@@ -90,11 +90,14 @@ srv.settimeout(30)
 print("listening", flush=True)
 conn, _ = srv.accept()
 conn.settimeout(120)
-digest, size, stalls, last = hashlib.sha256(), 0, [], time.time()
+digest, size, stalls, last, noted = hashlib.sha256(), 0, [], time.time(), 0.0
 while chunk := conn.recv(1 << 16):
     now = time.time()
     if now - last > float(sys.argv[3]):
         stalls.append([round(now, 3), round(now - last, 3)])
+    if now - noted > 0.1:
+        print(f"rx {now:.3f}", flush=True)
+        noted = now
     last = now
     digest.update(chunk)
     size += len(chunk)
@@ -136,6 +139,7 @@ class Stream:
     target: str
     state: LabState
     result: dict[str, Any] = field(default_factory=dict)
+    last_rx: float = 0.0  # epoch of the receiver's latest progress line (every 0.1 s while bytes arrive)
     _server: subprocess.Popen[str] | None = None
     _client: subprocess.Popen[str] | None = None
 
@@ -143,7 +147,18 @@ class Stream:
         server_argv = [sys.executable, "-I", "-c", _STREAM_SERVER, self.target, str(STREAM_PORT), str(STALL_NOTE_S)]
         self._server = self.dst.popen(server_argv, stdout=subprocess.PIPE)
         self.state.track(self._server.pid, self.dst_netns, "stream receiver (drill)")
-        if not wait_for_line(self._server, "listening", 10):
+        listening = threading.Event()
+
+        def collect() -> None:
+            assert self._server is not None and self._server.stdout is not None
+            for line in self._server.stdout:
+                if line.startswith("rx "):
+                    self.last_rx = float(line.split()[1])
+                elif "listening" in line:
+                    listening.set()
+
+        threading.Thread(target=collect, daemon=True).start()
+        if not listening.wait(10):
             raise LabError(f"stream receiver did not start: {stop(self._server)}")
         client_argv = [sys.executable, "-I", "-c", _STREAM_CLIENT, self.target, str(STREAM_PORT), str(STREAM_RATE)]
         self._client = self.src.popen(client_argv, stdout=subprocess.PIPE)
@@ -168,6 +183,6 @@ class Stream:
         return self.result
 
     def longest_stall_ms(self, start: float, end: float) -> float:
-        """The longest silence at the receiver overlapping [start, end] (0: none over STALL_NOTE_S)."""
-        stalls = [gap for at, gap in self.result.get("stalls", []) if at >= start and at - gap <= end]
+        """The longest silence at the receiver that began in [start, end] (0: none over STALL_NOTE_S)."""
+        stalls = [gap for at, gap in self.result.get("stalls", []) if start <= at - gap <= end]
         return round(max(stalls, default=0.0) * 1000, 1)
