@@ -148,7 +148,11 @@ class NamespaceGateway(GatewayMachine):
         return env
 
     def agent_once(self, step: cloudinit.Step) -> None:
-        """cloud-init's `... agent --once`: one document fetched and applied before wg-quick starts."""
+        """cloud-init's `... agent --once`: one document fetched and applied before wg-quick starts.
+
+        Deviation, on purpose: cloud-init runs it without the unit's EnvironmentFile (a cloud gateway needs no
+        endpoint override); the lab passes /etc/default/wg-mesh-agent to it as well, because its clouds are only
+        reachable through those overrides. A booted (--boot) gateway would need the agent to read that file itself."""
         result = self.node.run(list(step.argv), env=self.unit_env(step), check=False, timeout=AGENT_ONCE_TIMEOUT_S)
         output = redact_keys(result.stdout + result.stderr)
         self.log(f"$ {' '.join(step.argv)}\n{output}")
