@@ -35,6 +35,9 @@ def section(data: dict[str, Any]) -> str:
         if "outage_goal_ms" in step:
             met = "met" if step["outage_goal_met"] else "**missed**"
             verdict += f" (outage goal ≤ {step['outage_goal_ms']:.0f} ms {met})"
+        if "refused" in step:
+            kept = "kept" if step["applied_generation_kept"] else "**changed**"
+            verdict += f" (refused: {_v(step['parse_failures'])} parse failure(s) counted, applied generation {kept})"
         out.append(
             f"| {step['step']} | {_v(step['pings_lost'])} | {_v(step['longest_ping_gap_ms'], ' ms')} "
             f"| {_v(step['longest_stall_ms'], ' ms')} | {converged or '-'} | {verdict} |"
@@ -48,6 +51,7 @@ def section(data: dict[str, Any]) -> str:
         f"{', '.join(pids)} {'kept its pid' if kept else 'RESTARTED'} through every change. "
         f"Drill: {data['duration_s']:.0f} s, {'passed' if data['ok'] else 'FAILED'}. A rotated key costs the pair "
         "one agent's poll at most: the peer that watches applies the new public key at once, the one that polls "
-        "still holds the old private key until its next poll.\n"
+        "still holds the old private key until its next poll. The stream stalls longer than the pings are lost: "
+        "TCP's retransmission timer backs off while the path is down, and the stream resumes at its next retry.\n"
     )
     return "\n".join(out)
