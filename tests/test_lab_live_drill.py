@@ -40,10 +40,16 @@ def pinger(replies: list[tuple[float, int]]) -> Pinger:
 def test_a_window_counts_missing_sequence_numbers_and_the_longest_silence() -> None:
     replies = [(100 + i * 0.01, i) for i in range(100) if not 40 <= i < 70]  # 30 pings lost, 0.31 s silent
     p = pinger(replies)
-    assert p.window(100.0, 101.0) == {"replies": 70, "lost": 30, "longest_gap_ms": 310.0}
+    window = p.window(100.0, 101.0)
+    assert {k: window[k] for k in ("replies", "lost", "longest_gap_ms")} == {
+        "replies": 70,
+        "lost": 30,
+        "longest_gap_ms": 310.0,
+    }
+    assert window["lost_at_s"] == [0.4, 0.41, 0.42, 0.43, 0.44, 0.45, 0.46, 0.47, 0.48, 0.49]  # the first 10
     assert p.window(100.0, 100.3)["lost"] == 0
     # A silence across the window's edge counts: the replies just outside bound it.
-    assert p.window(100.5, 100.6) == {"replies": 0, "lost": 30, "longest_gap_ms": 310.0}
+    assert p.window(100.5, 100.6)["lost"] == 30 and p.window(100.5, 100.6)["longest_gap_ms"] == 310.0
 
 
 def stream(stalls: list[list[float]], verified: bool = True) -> Stream:

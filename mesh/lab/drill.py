@@ -238,6 +238,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, pids_kept
     for s in steps:
         window = pinger.window(s["start"], s["end"])
         s["pings_lost"], s["longest_ping_gap_ms"] = window["lost"], window["longest_gap_ms"]
+        s["pings_lost_at_s"] = window["lost_at_s"]
         s["longest_stall_ms"] = stream.longest_stall_ms(s["start"], s["end"])
         if s.pop("outage_step", False):
             s["outage_ms"] = window["longest_gap_ms"]

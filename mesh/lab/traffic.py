@@ -28,6 +28,7 @@ PING_INTERVAL_S = 0.01
 STREAM_PORT = 5002
 STREAM_RATE = 1 << 20  # bytes a second: steady, and light on the two CPUs wireguard-go shares with the lab
 STALL_NOTE_S = 0.05
+LOST_AT_MAX = 10
 _REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from .* icmp_seq=(\d+)")
 
 
@@ -73,11 +74,18 @@ class Pinger:
         after = [r for r in replies if r[0] > end][:1]
         bounded = before + inside + after
         if len(bounded) < 2:
-            return {"replies": len(inside), "lost": None, "longest_gap_ms": None}
+            return {"replies": len(inside), "lost": None, "longest_gap_ms": None, "lost_at_s": []}
         seqs = sorted({seq for _, seq in bounded})
         lost = (seqs[-1] - seqs[0] + 1) - len(seqs)
         gap = max(later[0] - earlier[0] for earlier, later in itertools.pairwise(bounded))
-        return {"replies": len(inside), "lost": lost, "longest_gap_ms": round(gap * 1000, 1)}
+        # When the lost pings were sent (seconds after `start`, interpolated between the replies around them):
+        # which event of the step they line up with. The first LOST_AT_MAX only.
+        lost_at = []
+        for (t1, s1), (t2, s2) in itertools.pairwise(sorted(bounded, key=lambda r: r[1])):
+            for k in range(1, min(s2 - s1, LOST_AT_MAX + 1)):
+                lost_at.append(round(t1 + k * (t2 - t1) / (s2 - s1) - start, 2))
+        lost_at = lost_at[:LOST_AT_MAX]
+        return {"replies": len(inside), "lost": lost, "longest_gap_ms": round(gap * 1000, 1), "lost_at_s": lost_at}
 
 
 _STREAM_SERVER = """
