@@ -70,7 +70,9 @@ print(json.dumps({"bare": bare, "status": status, "flavor": headers.get("Metadat
 def session() -> Iterator[Session]:
     before = set(find_labs())
     try:
-        with lab_session(load(ROOT / "Pulumi.prod.yaml"), print) as s:
+        # The gateways as delivery: user-data builds them (running): the stores are reached from inside them.
+        cfg = load(ROOT / "Pulumi.prod.yaml").model_copy(update={"delivery": "user-data"})
+        with lab_session(cfg, print) as s:
             yield s
     finally:
         for prefix, state in find_labs().items():
