@@ -110,6 +110,8 @@ def lab_session(
     problems = missing_requirements()
     if problems:
         raise LabError("; ".join(problems))
+    if cfg.delivery == "live":  # its gateways would wait for stores only `mesh lab` (controlplane.py) stands up
+        raise LabError("the benchmarks' lab session builds delivery: user-data meshes (use `mesh lab` for live)")
     plan = plan_lab(cfg, new_prefix(), faults or LabFaults())
     keys = LabKeys.generate(cfg)
     artifacts = render_artifacts(cfg, plan, keys)

@@ -25,7 +25,7 @@ from bench.anchors import (
 )
 
 Log = Callable[[str], None]
-SECTIONS = ("environment", "scale", "lab", "mtu", "boot")
+SECTIONS = ("environment", "scale", "lab", "mtu", "boot", "meshchange")
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
     "wireguard": "WireGuard tunnel (gateway → gateway, wg0)",
@@ -879,6 +879,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         from bench.boot import section as section_boot
 
         parts.append(section_boot(data["boot"]))
+    if "meshchange" in data:
+        from bench.meshchange import section as section_meshchange
+
+        parts.append(section_meshchange(data["meshchange"]))
     return "\n".join(parts)
 
 

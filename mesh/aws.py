@@ -18,7 +18,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
-from mesh import aws_iam, awsfacts, component, readymark, topology, userdata
+from mesh import aws_iam, aws_live, awsfacts, component, readymark, topology, userdata
 from mesh.awsfacts import ami_architecture
 from mesh.component import Directory
 from mesh.config import AwsSite, MeshConfig
@@ -59,6 +59,7 @@ class AwsGateway(component.SiteComponent):
     instance: aws.ec2.Instance
     routes: list[aws.ec2.Route]
     instance_profile: aws.iam.InstanceProfile
+    stores: aws_live.AwsStores | None  # delivery: live
     ready: command.local.Command
     newest_ami: pulumi.Output[str]  # Canonical's newest Ubuntu 24.04 AMI for this gateway, looked up on every run
     ami_in_use: pulumi.Output[str]
@@ -148,8 +149,12 @@ class AwsGateway(component.SiteComponent):
         else:
             ami = site.image if site.image.startswith("ami-") else self._ubuntu_ami(site, site.image)
             keep_image = pulumi.ResourceOptions()
+        # delivery: live: the key parameter and document secret, readable by this gateway's role only (mesh.aws_live).
+        stores = self.stores = None
+        if self.document is not None:
+            stores = self.stores = aws_live.create_stores(name, site, self.key.private_key, self.document, child)
         self.instance_profile = aws_iam.gateway_profile(
-            name, site.region, site.name, mesh.operator_access == "cloud", child
+            name, site.region, site.name, mesh.operator_access == "cloud", child, stores.policy if stores else None
         )
         self.instance = aws.ec2.Instance(
             f"{name}-instance",
@@ -168,10 +173,17 @@ class AwsGateway(component.SiteComponent):
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(encrypted=True, volume_type="gp3"),
             # gzip'd (deterministically) to stay under EC2's 16 KB: see mesh/userdata.py
             user_data_base64=self.user_data.apply(userdata.aws_user_data_base64),
-            user_data_replace_on_change=True,  # cloud-init runs once: a new config needs a new instance
+            # cloud-init runs once: a new config needs a new instance. delivery: live: the user data holds no peer and
+            # no key, so a mesh change leaves it (and the instance) as it is.
+            user_data_replace_on_change=True,
             tags={"Name": f"wg-mesh-{site.name}"},
             opts=pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions.merge(keep_image, pulumi.ResourceOptions(depends_on=network.ready))
+                child,
+                pulumi.ResourceOptions.merge(
+                    keep_image,
+                    # live: the first boot's `wg-mesh-agent --once` reads the document and the key.
+                    pulumi.ResourceOptions(depends_on=[*network.ready, *(stores.resources if stores else [])]),
+                ),
             ),
         )
         self.ami_in_use = self.instance.ami

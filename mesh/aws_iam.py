@@ -2,6 +2,7 @@
 
 Always: mark itself ready (one tag, `wg-mesh:ready`, on instances of its own site and stack, from an
 instance's credentials only) - the readiness gate that holds the Elastic IP and the routes until then.
+With `delivery: live`: read its own private key parameter and peer document secret (mesh.aws_live).
 With `operator_access: cloud`: the AWS managed policy AmazonSSMManagedInstanceCore, so operators reach the
 gateway through Systems Manager Session Manager (no SSH port, no key pair).
 """
@@ -70,9 +71,17 @@ def managed_policy_arn(region: str, policy: str) -> str:
 
 
 def gateway_profile(
-    name: str, region: str, site_name: str, operator_access: bool, opts: pulumi.ResourceOptions
+    name: str,
+    region: str,
+    site_name: str,
+    operator_access: bool,
+    opts: pulumi.ResourceOptions,
+    store_policy: pulumi.Input[str] | None = None,
 ) -> aws.iam.InstanceProfile:
-    """The role, its policies and the instance profile of one gateway; children of `opts.parent`."""
+    """The role, its policies and the instance profile of one gateway; children of `opts.parent`.
+
+    store_policy (delivery: live): read access to the gateway's own key parameter and document secret
+    (mesh.live.store_policy)."""
     principal = aws.get_service_principal_output(
         service_name="ec2",
         region=region,
@@ -92,6 +101,8 @@ def gateway_profile(
             opts=opts,
         )
     ]
+    if store_policy is not None:
+        policies.append(aws.iam.RolePolicy(f"{name}-stores", role=role.id, policy=store_policy, opts=opts))
     if operator_access:
         policies.append(
             aws.iam.RolePolicyAttachment(

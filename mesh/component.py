@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi
 
-from mesh import render, topology, userdata
+from mesh import live, render, topology, userdata
 from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from mesh.keys import WireGuardKey
 from mesh.topology import PeerAddress
@@ -28,7 +28,8 @@ class SiteComponent(pulumi.ComponentResource):
     overlay_ip: pulumi.Output[str]
     public_key: pulumi.Output[str]
     wg_config: pulumi.Output[str]  # secret
-    user_data: pulumi.Output[str]  # secret
+    user_data: pulumi.Output[str]  # secret in user-data mode (it embeds wg0.conf); live: public, nothing secret in it
+    document: pulumi.Output[str] | None  # delivery: live: the site's peer document (public keys and addresses only)
 
     def _create_identity(
         self,
@@ -44,7 +45,14 @@ class SiteComponent(pulumi.ComponentResource):
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
-        self.user_data = user_data(mesh, site.name, self.wg_config, directory)
+        if mesh.delivery == "live":
+            # Nothing peer- or key-dependent: the peers and the key reach the gateway through the stores.
+            self.document = peer_document(mesh, site.name, self.key, directory)
+            source = live.agent_source(site, pulumi.get_project(), pulumi.get_stack())
+            self.user_data = pulumi.Output.from_input(userdata.render_live_user_data(mesh, site.name, source))
+        else:
+            self.document = None
+            self.user_data = user_data(mesh, site.name, self.wg_config, directory)
 
     def _register_site_outputs(self) -> None:
         self.register_outputs(
@@ -78,6 +86,12 @@ def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Di
     """The site's wg0.conf (secret)."""
     values = pulumi.Output.all(private_key=key.private_key, directory=directory)
     return pulumi.Output.secret(values.apply(functools.partial(_render_wg_conf, mesh, site_name)))
+
+
+def peer_document(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Directory) -> pulumi.Output[str]:
+    """The site's peer document (delivery: live), from the directory and its own public key."""
+    values = pulumi.Output.all(directory=directory, public_key=key.public_key)
+    return values.apply(functools.partial(live.document_of, mesh, site_name))
 
 
 def _render_user_data(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:

@@ -64,6 +64,10 @@ class MeshConfig(Strict):
     operator_access: Literal["none", "cloud"] = "none"
     # Pulumi `protect` on what other environments remember: public addresses and keys (on in Pulumi.prod.yaml).
     protect: bool = False
+    # How a gateway gets its peers and its private key (README, "Delivery"). user-data: in the user data, read once at
+    # first boot (a peer change replaces the gateway). live: the cloud's own stores, read by wg-mesh-agent on the
+    # gateway and applied in place; nothing that replaces a gateway depends on the peers or on any key.
+    delivery: Literal["user-data", "live"] = "user-data"
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:

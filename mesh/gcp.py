@@ -12,7 +12,6 @@ Network tags carry a hash of the Pulumi project and stack, so stacks sharing a n
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from mesh import component, topology
+from mesh import component, gcp_live, live, topology
 from mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
 from mesh.component import Directory
 from mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite, MeshConfig
@@ -29,12 +28,15 @@ from mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite, MeshConfig
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
 UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
 ARM_MACHINE_FAMILIES = GCP_ARM_MACHINE_SERIES
-STACK_SCOPE_CHARS = 8
+STACK_SCOPE_CHARS = live.SCOPE_CHARS
 # Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
 IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"
 SSH_PORT = "22"
-# The only metadata the guest reads once, at first boot; other keys (enable-oslogin) are updated in place, so
-# toggling operator access does not replace the gateway. Pulumi property-path syntax, which replaceOnChanges takes
+# The only metadata the guest reads once, at first boot; other keys (enable-oslogin, and with delivery: live the peer
+# document wg-mesh-peers) are updated in place, so toggling operator access or changing the mesh does not replace the
+# gateway: the provider replaces an instance for `metadata_startup_script` only, never for `metadata` (pulumi-gcp
+# 10.2.0, compute.Instance, metadata_startup_script: "the only distinction is that this separate attribute will cause
+# a recreate on modification"). Pulumi property-path syntax, which replaceOnChanges takes
 # (https://www.pulumi.com/docs/reference/property-paths/).
 REPLACE_ON = 'metadata["user-data"]'
 # The gate moves the static address between instances with add/deleteAccessConfig, and Pulumi does not move it back:
@@ -89,7 +91,7 @@ def boot_disk_type(machine_type: str) -> str:
 def stack_scope(project: str, stack: str) -> str:
     """A short, stable id of the Pulumi project and stack, for names that are shared network-wide (network tags):
     two stacks in one network, even with equal site names, never target each other's instances."""
-    return hashlib.sha256(f"{project}/{stack}".encode()).hexdigest()[:STACK_SCOPE_CHARS]
+    return live.scope(project, stack)
 
 
 def gateway_tag(name: str, scope: str) -> str:
@@ -125,6 +127,7 @@ class GcpGateway(component.SiteComponent):
     instance: gcp.compute.Instance
     ready: command.local.Command
     routes: list[gcp.compute.Route]
+    stores: gcp_live.GcpStores | None  # delivery: live
 
     def __init__(self, name: str, args: GcpGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GATEWAY_TYPE, name, None, opts)
@@ -220,6 +223,11 @@ class GcpGateway(component.SiteComponent):
         if mesh.operator_access == "cloud":
             # OS Login: operators log in with their Google identity and IAM roles, no SSH keys in metadata.
             metadata["enable-oslogin"] = "TRUE"
+        # delivery: live: its own service account and key secret; the peer document in metadata, set in place.
+        self.stores = None
+        if self.document is not None:
+            self.stores = gcp_live.create_stores(name, site, self.key.private_key, child)
+            metadata[live.GCP_ATTRIBUTE] = self.document
         self.instance = gcp.compute.Instance(
             f"{name}-instance",
             machine_type=site.instance_type,
@@ -245,6 +253,7 @@ class GcpGateway(component.SiteComponent):
             ],
             tags=[tag],
             metadata=metadata,
+            service_account=self.stores.service_account() if self.stores else None,
             allow_stopping_for_update=True,
             opts=pulumi.ResourceOptions.merge(
                 child,
@@ -252,6 +261,8 @@ class GcpGateway(component.SiteComponent):
                     # cloud-init reads user-data once, at first boot: a new config needs a new instance, created
                     # before the old one is deleted (README, "Replacements").
                     replace_on_changes=[REPLACE_ON],
+                    # live: the first boot's `wg-mesh-agent --once` reads the key with the account's binding.
+                    depends_on=self.stores.resources if self.stores else None,
                 ),
             ),
         )

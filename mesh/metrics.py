@@ -127,8 +127,18 @@ WantedBy=timers.target
 """
 
 
-def metrics_extras(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> CloudInitExtras:
-    """What a gateway's cloud-init adds for metrics: node-exporter, our script, its mapping and timer."""
+def metrics_extras(
+    cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress] | None, packed: bool = True
+) -> CloudInitExtras:
+    """What a gateway's cloud-init adds for metrics: node-exporter, our script, its mapping and timer.
+
+    directory None (delivery: live): no mapping; the agent writes it with every document it applies. packed False
+    (live): the script as plain text (the whole AWS user data is gzip'd; a text compresses better than base64)."""
+    script = (
+        File(SCRIPT_PATH, packed_script(), permissions="0755", encoding=SCRIPT_ENCODING)
+        if packed
+        else File(SCRIPT_PATH, script_source(), permissions="0755")
+    )
     site = cfg.site(name)
     static = isinstance(site, StaticSite)
     overlay_only = (File(NODE_EXPORTER_DROP_IN_PATH, node_exporter_drop_in()),) if static else ()
@@ -140,8 +150,8 @@ def metrics_extras(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
                 node_exporter_defaults(cfg.exporter_port, str(site.overlay_ip) if static else ""),
             ),
             *overlay_only,
-            File(SCRIPT_PATH, packed_script(), permissions="0755", encoding=SCRIPT_ENCODING),
-            File(MAPPING_PATH, peer_mapping(cfg, name, directory)),
+            script,
+            *((File(MAPPING_PATH, peer_mapping(cfg, name, directory)),) if directory is not None else ()),
             File(SERVICE_PATH, service_unit()),
             File(TIMER_PATH, timer_unit()),
         ),

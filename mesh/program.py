@@ -45,7 +45,19 @@ def stack_outputs(mesh: Mesh) -> dict[str, pulumi.Output[Any]]:
         for name, component in mesh.sites.items()
         if isinstance(component, AwsGateway)
     }
+    live = {}
+    if cfg.delivery == "live":
+        # What a static site's wg-mesh-agent reads from files (README, "Delivery"): the document has public keys only,
+        # but it is a secret like the rest of a static site's config; the key is a secret.
+        static_components = {s.name: mesh.sites[s.name] for s in cfg.sites if isinstance(s, StaticSite)}
+        live = {
+            "static_site_documents": pulumi.Output.secret({n: c.document for n, c in static_components.items()}),
+            "static_site_private_keys": pulumi.Output.secret(
+                {n: c.key.private_key for n, c in static_components.items()}
+            ),
+        }
     return {
+        **live,
         "sites": pulumi.Output.from_input(sites),
         "aws_images": pulumi.Output.from_input(aws_images),
         "tunnel_mtu": pulumi.Output.from_input(mesh.tunnel_mtu),

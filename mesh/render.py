@@ -76,6 +76,10 @@ class CloudInitExtras:
     files: Sequence[File] = ()
     commands: Sequence[Sequence[str]] = field(default_factory=tuple)
     units: Sequence[str] = ()  # systemd units that must be active once cloud-init is done
+    # Commands before wg-quick@wg0 starts (delivery: live: the agent's first fetch, which writes wg0.conf) and units
+    # started right after it, before `commands`.
+    setup: Sequence[Sequence[str]] = field(default_factory=tuple)
+    start: Sequence[str] = ()
 
 
 def sysctl_conf() -> str:
@@ -90,10 +94,12 @@ def units_active_check(units: Sequence[str]) -> str:
     )
 
 
-def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> str:
-    """`#cloud-config` user data that installs WireGuard, writes wg0.conf and starts wg-quick@wg0."""
+def cloud_config(wg_conf: str | None, extras: CloudInitExtras = CloudInitExtras()) -> str:
+    """`#cloud-config` user data that installs WireGuard, writes wg0.conf and starts wg-quick@wg0.
+
+    wg_conf None (delivery: live): no wg0.conf in the user data; a command of `extras.setup` writes it."""
     files = [
-        File(WG_CONF_PATH, wg_conf, permissions="0600"),
+        *([File(WG_CONF_PATH, wg_conf, permissions="0600")] if wg_conf is not None else []),
         File(SYSCTL_PATH, sysctl_conf()),
         File(APT_NO_RECOMMENDS_PATH, APT_NO_RECOMMENDS),
         *extras.files,
@@ -115,7 +121,9 @@ def cloud_config(wg_conf: str, extras: CloudInitExtras = CloudInitExtras()) -> s
         "runcmd": [
             ["chmod", WG_DIR_MODE, WG_CONF_PATH.rsplit("/", 1)[0]],
             ["sysctl", "--system"],
+            *(list(cmd) for cmd in extras.setup),
             ["systemctl", "enable", "--now", wg_unit],
+            *(["systemctl", "enable", "--now", unit] for unit in extras.start),
             *(list(cmd) for cmd in extras.commands),
             # cloud-init runs runcmd as one shell script and judges it by its last command alone: this one makes
             # a gateway whose tunnel (or any unit it set up) is not running report an error in `cloud-init status`.

@@ -1,7 +1,9 @@
 """A bare-metal or VPS site: no cloud resources, only its key and its rendered (secret) config.
 
 Its operator applies the config by hand from the secret stack outputs (`wireguard_configs`,
-`static_site_cloud_init`); its public address is the configured `endpoint`.
+`static_site_cloud_init`); its public address is the configured `endpoint`. With `delivery: live` the cloud-init
+installs wg-mesh-agent reading two files the operator keeps current from the secret outputs
+`static_site_documents` and `static_site_private_keys` (mesh.live.STATIC_DOCUMENT_PATH, STATIC_PRIVATE_KEY_PATH).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ real ones are, so the estimate is what `pulumi up` sends to within a few bytes o
 
 from __future__ import annotations
 
+from typing import Any
 import base64
 import hashlib
 from collections.abc import Mapping
@@ -26,8 +27,9 @@ from importlib import resources
 
 import zopfli.gzip
 
-from mesh import metrics, render, topology
+from mesh import live, metrics, render, topology
 from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
+from mesh.gateway import ship
 from mesh.topology import PeerAddress
 
 AWS_USER_DATA_LIMIT = 16384  # bytes, raw (here: gzip'd) before base64
@@ -38,26 +40,38 @@ WORST_CASE_IP = "255.255.255.255"
 
 READY_SCRIPT_PATH = "/usr/local/sbin/wg-mesh-ready"
 READY_PACKED = "readymark.py.gz.b64"
+READY_SOURCE = "readymark.py"
 READY_PACKAGE = "python3-botocore"  # Ubuntu's: SigV4 and the instance role's IMDSv2 credentials for wg-mesh-ready
 
 
-def readiness_extras(flags: tuple[str, ...], packages: tuple[str, ...] = ()) -> render.CloudInitExtras:
+def readiness_extras(
+    flags: tuple[str, ...], packages: tuple[str, ...] = (), packed: bool = True
+) -> render.CloudInitExtras:
     """The last step of a cloud gateway's first boot: mark itself ready once wg0 is up and forwarding is on
-    (mesh.readymark; `pulumi up` waits for the mark before moving the address and routes: mesh.readygate)."""
-    packed = resources.files("mesh").joinpath(READY_PACKED).read_text()
+    (mesh.readymark; `pulumi up` waits for the mark before moving the address and routes: mesh.readygate).
+
+    packed False (delivery: live): the script as plain text, which the gzip of the whole AWS user data compresses
+    better than its own gzip+base64."""
+    if packed:
+        script = render.File(
+            READY_SCRIPT_PATH,
+            resources.files("mesh").joinpath(READY_PACKED).read_text(),
+            permissions="0755",
+            encoding=metrics.SCRIPT_ENCODING,
+        )
+    else:
+        script = render.File(READY_SCRIPT_PATH, resources.files("mesh").joinpath(READY_SOURCE).read_text(), "0755")
     return render.CloudInitExtras(
-        packages=packages,
-        files=(render.File(READY_SCRIPT_PATH, packed, permissions="0755", encoding=metrics.SCRIPT_ENCODING),),
-        commands=(("python3", READY_SCRIPT_PATH, *flags),),
+        packages=packages, files=(script,), commands=(("python3", READY_SCRIPT_PATH, *flags),)
     )
 
 
-def cloud_extras(site: AwsSite | GcpSite | StaticSite) -> render.CloudInitExtras:
+def cloud_extras(site: AwsSite | GcpSite | StaticSite, packed: bool = True) -> render.CloudInitExtras:
     """What a cloud adds after everything else: the readiness mark (AWS: a tag, GCP: a guest attribute)."""
     if isinstance(site, AwsSite):
-        return readiness_extras(("--region", site.region), (READY_PACKAGE,))
+        return readiness_extras(("--region", site.region), (READY_PACKAGE,), packed)
     if isinstance(site, GcpSite):
-        return readiness_extras(("--cloud", "gcp"))
+        return readiness_extras(("--cloud", "gcp"), packed=packed)
     return render.CloudInitExtras()
 
 
@@ -68,6 +82,20 @@ def combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> ren
         files=(*first.files, *then.files),
         commands=(*first.commands, *then.commands),
         units=(*first.units, *then.units),
+        setup=(*first.setup, *then.setup),
+        start=(*first.start, *then.start),
+    )
+
+
+def agent_extras(site_name: str, source: Mapping[str, Any]) -> render.CloudInitExtras:
+    """delivery: live: wg-mesh-agent's package, unit and config; its first fetch (`--once`) writes wg0.conf and the
+    metrics mapping before wg-quick@wg0 starts, then it runs as a service. `systemctl enable` reloads systemd's
+    configuration itself (systemctl(1)), so the unit written by write_files is known by then."""
+    return render.CloudInitExtras(
+        files=tuple(render.File(path, text, mode) for path, text, mode in ship.files(site_name, dict(source))),
+        setup=(tuple(ship.once_command()),),
+        start=(ship.UNIT_NAME,),
+        units=(ship.UNIT_NAME,),
     )
 
 
@@ -83,6 +111,18 @@ def render_user_data(
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name)))
     return render.cloud_config(wg_conf, extras)
+
+
+def render_live_user_data(
+    cfg: MeshConfig, site_name: str, source: Mapping[str, Any], *, cloud_steps: bool = True
+) -> str:
+    """delivery: live: the `#cloud-config` of a site without its peers, its MTU or any key (no wg0.conf, no metrics
+    mapping): the agent, told where to read them (`source`: mesh.live.agent_source), writes both. Only the site's own
+    settings and the mesh's exporter_port are in it, so adding a site or rotating a key leaves it as it is."""
+    extras = combined(agent_extras(site_name, source), metrics.metrics_extras(cfg, site_name, None, packed=False))
+    if cloud_steps:
+        extras = combined(extras, cloud_extras(cfg.site(site_name), packed=False))
+    return render.cloud_config(None, extras)
 
 
 # zopfli's iterations are part of the output format (more: smaller, slower): changing it changes every AWS
@@ -162,8 +202,49 @@ def largest(
     return i, site, size
 
 
+# delivery: live: the estimate's Pulumi project and stack (their names are in the agent's config); the AWS component
+# checks the real bytes again.
+ESTIMATE_PROJECT = "wg-mesh"
+ESTIMATE_STACK = "s" * 64
+
+
+def live_user_data_size(cfg: MeshConfig, site: AwsSite | GcpSite, exact: bool = False) -> int:
+    """The delivered size of a site's live user data: the same for any number of sites (no peer in it)."""
+    source = live.agent_source(site, ESTIMATE_PROJECT, ESTIMATE_STACK)
+    return delivered_size(site.cloud, render_live_user_data(cfg, site.name, source), exact)
+
+
+def document_size(cfg: MeshConfig, site_name: str) -> int:
+    """The size of a site's peer document with the longest addresses and random keys."""
+    directory = worst_case_directory(cfg)
+    return len(live.peer_document(cfg, site_name, directory, _placeholder_key(f"public:{site_name}")).encode())
+
+
+def live_size_problems(cfg: MeshConfig) -> list[str]:
+    """delivery: live: the user data is constant (one estimate per cloud, its longest site name and region); what
+    grows with the mesh is each gateway's peer document, held by Secrets Manager (AWS) or a metadata value (GCP)."""
+    problems = []
+    for cloud, limit in LIMITS.items():
+        sites = [(i, s) for i, s in enumerate(cfg.sites) if isinstance(s, AwsSite | GcpSite) and s.cloud == cloud]
+        if not sites:
+            continue
+        i, site = max(sites, key=lambda pair: len(pair[1].name) + len(getattr(pair[1], "region", "")))
+        if (size := live_user_data_size(cfg, site)) > limit:
+            problems.append(f"sites[{i}]: {site.name}'s gateway user data would be about {size} bytes (limit {limit})")
+        store = "a Secrets Manager secret" if cloud == "aws" else "a GCE metadata value"
+        for j, other in sites:
+            if (size := document_size(cfg, other.name)) > live.DOCUMENT_LIMITS[cloud]:
+                problems.append(
+                    f"sites[{j}]: {other.name}'s peer document would be about {size} bytes ({store} holds at most "
+                    f"{live.DOCUMENT_LIMITS[cloud]}): fewer sites or CIDRs (see README, Known limits)"
+                )
+    return problems
+
+
 def size_problems(cfg: MeshConfig) -> list[str]:
-    """A line per cloud whose largest gateway user data would not fit that cloud's limit."""
+    """A line per cloud whose largest gateway user data (or, live, peer document) would not fit that cloud's limit."""
+    if cfg.delivery == "live":
+        return live_size_problems(cfg)
     problems = []
     for cloud, limit in LIMITS.items():
         found = largest(cfg, cloud)

@@ -143,6 +143,20 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # GCP picks the internal address unless one is requested.
             nics = [{"networkIp": "10.255.0.3", **nic} for nic in inputs.get("networkInterfaces", [])]
             return {"selfLink": self._self_link("zones", "instances", name), "networkInterfaces": nics}
+        if typ == "aws:ssm/parameter:Parameter":
+            return {"arn": f"arn:aws:ssm:us-east-1:123456789012:parameter{inputs['name']}"}
+        if typ == "aws:secretsmanager/secret:Secret":  # AWS appends 6 random characters to a secret's ARN
+            suffix = _digest("secret", name).hex()[:6]
+            return {"arn": f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{inputs['name']}-{suffix}"}
+        if typ == "gcp:serviceaccount/account:Account":
+            email = f"{inputs['accountId']}@mock.iam.gserviceaccount.com"
+            return {
+                "email": email,
+                "member": f"serviceAccount:{email}",
+                "name": f"projects/mock/serviceAccounts/{email}",
+            }
+        if typ == "gcp:secretmanager/secret:Secret":
+            return {"name": f"projects/123456789/secrets/{inputs['secretId']}"}
         if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
             kind = "networks" if typ.endswith("Network") else "subnetworks"
             return {"selfLink": self._self_link("global" if kind == "networks" else "regions", kind, name)}
@@ -379,6 +393,20 @@ def _stack_name(path: Path) -> str:
 def applied(request: pytest.FixtureRequest) -> ProgramRun:
     """Each stack file's `pulumi up`, under mocks (one run per stack file and test module)."""
     run = run_program(read_raw(request.param), preview=False, stack=_stack_name(request.param))
+    assert run.error is None, run.error
+    return run
+
+
+def with_delivery(raw: Any, delivery: str) -> Any:
+    """A copy of a stack's raw config with `delivery` forced (every stack file runs in both modes somewhere)."""
+    return {**raw, "delivery": delivery}
+
+
+@pytest.fixture(scope="module", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
+def applied_user_data(request: pytest.FixtureRequest) -> ProgramRun:
+    """Each stack file's `pulumi up` with `delivery: user-data` (wg0.conf in the user data), under mocks."""
+    raw = with_delivery(read_raw(request.param), "user-data")
+    run = run_program(raw, preview=False, stack=_stack_name(request.param))
     assert run.error is None, run.error
     return run
 

@@ -49,6 +49,13 @@ def test_validate_lists_every_problem_and_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_an_unknown_delivery_exits_2_naming_the_field(tmp_path: Path) -> None:
+    mesh = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
+    mesh["delivery"] = "push"
+    result = run_mesh("validate", "--file", str(write_stack(tmp_path, mesh)))
+    assert (result.returncode, result.stderr) == (2, "delivery: Input should be 'user-data' or 'live'\n")
+
+
 def test_validate_stack_name_reads_the_file_in_the_current_directory(tmp_path: Path) -> None:
     write_stack(tmp_path, {"overlay_cidr": "10.200.0.0/24", "sites": []})
     result = run_mesh("validate", "--stack", "broken", cwd=tmp_path)

@@ -85,6 +85,12 @@ def test_defaults_follow_the_clouds() -> None:
     assert isinstance(static, StaticSite) and static.underlay_mtu == 1500
     assert cfg.masquerade is False and all(site.key_epoch == 0 for site in cfg.sites)
     assert not aws.uses_existing_network and not gcp.uses_existing_network
+    assert cfg.delivery == "user-data"  # today's behaviour unless a stack asks for live
+
+
+def test_prod_delivers_live_and_dev_through_user_data() -> None:
+    assert load(REPO / "Pulumi.prod.yaml").delivery == "live"
+    assert load(REPO / "Pulumi.dev.yaml").delivery == "user-data"
 
 
 def test_dev_stack_is_the_reference_topology() -> None:
@@ -151,6 +157,8 @@ BAD_INPUTS = [
     (("sites.0.key_epoch", -1), "sites[0].key_epoch: -1 is below the minimum 0"),
     (("sites.1.underlay_mtu", 9000), "sites[1].underlay_mtu: 9000 is above the maximum 8896"),
     (("overlay_cidr", None), "overlay_cidr: required"),
+    (("delivery", "push"), "delivery: Input should be 'user-data' or 'live'"),
+    (("delivery", "Live"), "delivery: Input should be 'user-data' or 'live'"),
 ]
 
 

@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
-from mesh import metrics, render, topology, userdata, wgkey
+from mesh import live, metrics, render, topology, userdata, wgkey
 from mesh.__main__ import main
 from mesh.config import MeshConfig, load_mesh
+from mesh.gateway import wgconf
 from mesh.lab import cloudinit
 from mesh.lab.build import redact_keys
 from mesh.lab.checks import LabOptions
@@ -41,6 +42,7 @@ from mesh.lab.netns import (
     teardown,
 )
 from mesh.lab.plan import (
+    LAB_PROJECT,
     LAB_PUBLIC_RANGE,
     NETNS_PATTERN,
     LabFaults,
@@ -64,6 +66,11 @@ QUICK = LabOptions(handshake_timeout=4, iperf_seconds=1, bulk_bytes=4 * 1024 * 1
 
 def stack(name: str) -> MeshConfig:
     return load(REPO / f"Pulumi.{name}.yaml")
+
+
+def user_data_stack(name: str) -> MeshConfig:
+    """The stack with `delivery: user-data` (prod is live): the wg0.conf in the user data, what these tests read."""
+    return stack(name).model_copy(update={"delivery": "user-data"})
 
 
 def raw_mesh(name: str) -> dict[str, Any]:
@@ -155,7 +162,7 @@ def test_artifacts_are_what_pulumi_up_renders_with_only_the_public_addresses_rep
     rendered for the clouds' addresses instead, it differs only in the peers' Endpoint lines."""
     from mesh import component  # the Pulumi side: importing it is enough to call its pure rendering steps
 
-    cfg = stack("prod")
+    cfg = user_data_stack("prod")
     plan = plan_lab(cfg, PREFIX)
     keys = LabKeys.generate(cfg)
     lab = render_artifacts(cfg, plan, keys)
@@ -195,8 +202,28 @@ def test_artifacts_are_what_pulumi_up_renders_with_only_the_public_addresses_rep
         )
 
 
-def test_wrong_key_fault_breaks_one_gateway_only() -> None:
+def test_live_artifacts_are_what_pulumi_up_renders_and_hold_no_peer_and_no_key() -> None:
+    """delivery: live: the user data is the component's (mesh.component: render_live_user_data for the site's
+    stores), named for the lab's project and stack; neither a key nor a peer's address is in it."""
     cfg = stack("prod")
+    assert cfg.delivery == "live"
+    plan = plan_lab(cfg, PREFIX)
+    keys = LabKeys.generate(cfg)
+    lab = render_artifacts(cfg, plan, keys)
+    for site in plan.sites:
+        source = live.agent_source(cfg.site(site.name), LAB_PROJECT, PREFIX)
+        assert lab[site.name].user_data == userdata.render_live_user_data(cfg, site.name, source, cloud_steps=False)
+        assert not any(key in lab[site.name].user_data for key in (*keys.private.values(), *keys.public.values()))
+        assert not any(str(p.public_ip) in lab[site.name].user_data for p in plan.sites)
+
+
+def test_faults_that_edit_wg0_conf_are_refused_in_live_mode() -> None:
+    with pytest.raises(LabPlanError, match="delivery: user-data only"):
+        plan_lab(stack("prod"), PREFIX, LabFaults(wrong_key=("aws-use1", "gcp-euw3")))
+
+
+def test_wrong_key_fault_breaks_one_gateway_only() -> None:
+    cfg = user_data_stack("prod")
     plan = plan_lab(cfg, PREFIX, LabFaults(wrong_key=("aws-use1", "gcp-euw3")))
     keys = LabKeys.generate(cfg)
     artifacts = render_artifacts(cfg, plan, keys)
@@ -279,7 +306,7 @@ def test_write_files_encodings_are_decoded() -> None:
     ("doc", "message"),
     [
         ({"write_files": [{"path": "/usr/bin/x", "content": ""}]}, "can only place files under /etc, /usr/local"),
-        ({"write_files": [{"path": "/var/lib/x", "content": ""}]}, "can only place files under /etc, /usr/local"),
+        ({"write_files": [{"path": "/var/log/x", "content": ""}]}, "can only place files under /etc, /usr/local"),
         ({"write_files": [{"path": "/etc/../usr/x", "content": ""}]}, "can only place files under /etc, /usr/local"),
         ({"write_files": [{"path": "/etc/x", "append": True, "content": ""}]}, "does not support append"),
         ({"write_files": [{"path": "/etc/x", "encoding": "rot13", "content": ""}]}, "unknown encoding 'rot13'"),
@@ -445,7 +472,8 @@ def test_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path) -> No
 @needs_lab
 @pytest.mark.usefixtures("no_lab_left_behind")
 def test_wrong_peer_key_fails_the_handshake_check() -> None:
-    report = run_lab(stack("prod"), "wrong-key", options=QUICK, faults=LabFaults(wrong_key=("aws-use1", "gcp-euw3")))
+    cfg = user_data_stack("prod")
+    report = run_lab(cfg, "wrong-key", options=QUICK, faults=LabFaults(wrong_key=("aws-use1", "gcp-euw3")))
     assert not report.ok and report.error is None
     handshakes = report.check("handshakes")
     assert handshakes is not None and not handshakes.ok
@@ -482,8 +510,8 @@ def test_underlay_smaller_than_declared_is_caught_by_the_fragmentation_counters(
 def test_missing_mss_clamp_fails_the_bulk_tcp_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rendered without the TCPMSS rules, TCP still gets through (path MTU discovery), but with segments the
     tunnel cannot carry unfragmented at first: check 4 must notice the unclamped MSS."""
-    rules = render.forwarding_rules
-    monkeypatch.setattr(render, "forwarding_rules", lambda plan: [r for r in rules(plan) if r.table != "mangle"])
+    rules = wgconf.forwarding_rules  # where wg_quick_conf looks it up (render only re-exports it)
+    monkeypatch.setattr(wgconf, "forwarding_rules", lambda plan: [r for r in rules(plan) if r.table != "mangle"])
     report = run_lab(stack("dev"), "no-clamp", options=QUICK)
     bulk = report.check("bulk_tcp")
     assert bulk is not None and not bulk.ok

@@ -120,12 +120,18 @@ def test_preview_declares_every_site_with_unknown_addresses_and_keys(previewed: 
         values = previewed.sites[site.name]
         assert not values.public_key.known  # the RandomBytes does not exist yet
         assert not values.wg_config.known and values.wg_config.secret
-        assert not values.user_data.known and values.user_data.secret
+        if cfg.delivery == "live":  # no peer, no key: known in preview, and public (test_program_live.py)
+            assert values.user_data.known and not values.user_data.secret
+        else:
+            assert not values.user_data.known and values.user_data.secret
         assert values.private_key.secret
         assert values.public_ip.known == isinstance(site, StaticSite)
     for site in cloud_sites(cfg):
         instance = instance_of(previewed, site)
         secret_key = "userDataBase64" if isinstance(site, AwsSite) else "metadata"
+        if cfg.delivery == "live":  # nothing secret in it: public, and known before any key exists
+            assert secret_key not in instance.secret_inputs and secret_key in instance.inputs
+            continue
         assert secret_key in instance.secret_inputs
         assert "user-data" not in json.dumps(instance.public_inputs(), default=str)
     assert previewed.exports["wireguard_configs"].secret
@@ -332,7 +338,8 @@ def test_cloud_resources_use_their_sites_provider_and_sit_under_the_mesh(applied
         assert parent_type.startswith("wg-mesh:") or resource_type == "wg-mesh:index:Mesh", urn
 
 
-def test_user_data_is_cloud_config_with_the_rendered_wg_conf(applied: ProgramRun) -> None:
+def test_user_data_is_cloud_config_with_the_rendered_wg_conf(applied_user_data: ProgramRun) -> None:
+    applied = applied_user_data  # delivery: live: tests/test_program_live.py
     cfg = mesh_of(applied)
     mtu = topology.tunnel_mtu(cfg)
     configs = applied.exports["wireguard_configs"].value
@@ -393,7 +400,8 @@ def test_stack_outputs_describe_every_site(applied: ProgramRun) -> None:
 # --- secrets ---------------------------------------------------------------------------------
 
 
-def test_everything_holding_a_private_key_is_secret(applied: ProgramRun) -> None:
+def test_everything_holding_a_private_key_is_secret(applied_user_data: ProgramRun) -> None:
+    applied = applied_user_data  # delivery: live: tests/test_program_live.py
     for name, values in applied.sites.items():
         assert values.private_key.secret, name
         assert values.wg_config.secret, name

@@ -109,7 +109,8 @@ def test_monitoring_cidrs_add_one_gcp_firewall_and_nothing_else(monitored: Progr
     assert before - after == set()
 
 
-def test_every_gateway_installs_the_metrics(applied: ProgramRun) -> None:
+def test_every_gateway_installs_the_metrics(applied_user_data: ProgramRun) -> None:
+    applied = applied_user_data  # delivery: live: tests/test_program_live.py
     cfg = mesh_of(applied)
     for site in cfg.sites:
         user_data = site_user_data(applied, site.name)
@@ -152,7 +153,8 @@ def test_aws_user_data_fits_the_ec2_limit(applied: ProgramRun) -> None:
         assert len(base64.b64decode(instance.inputs["userDataBase64"])) < AWS_USER_DATA_LIMIT, instance.name
 
 
-def test_user_data_stays_secret_with_the_metrics(applied: ProgramRun) -> None:
+def test_user_data_stays_secret_with_the_metrics(applied_user_data: ProgramRun) -> None:
+    applied = applied_user_data  # delivery: live: tests/test_program_live.py
     for instance in applied.of_type(AWS_INSTANCE):
         assert "userDataBase64" in instance.secret_inputs
     for instance in applied.of_type(GCP_INSTANCE):
@@ -166,6 +168,7 @@ def test_user_data_stays_secret_with_the_metrics(applied: ProgramRun) -> None:
 def test_preview_renders_no_user_data_but_declares_the_exporter_rules() -> None:
     raw = copy.deepcopy(read_raw(next(p for p in STACK_FILES if p.name == "Pulumi.prod.yaml")))
     raw["monitoring_cidrs"] = MONITORING_CIDRS
+    raw["delivery"] = "user-data"  # live user data holds no peer or key: known in preview (test_program_live.py)
     run = run_program(raw, preview=True)
     assert run.error is None, run.error
     assert not any(values.user_data.known for values in run.sites.values())

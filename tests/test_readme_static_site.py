@@ -61,3 +61,60 @@ def test_the_remote_commands_leave_the_key_0600_in_a_0700_directory(tmp_path: Pa
     assert os.listdir(etc / "wireguard") == ["wg0.conf"]  # the temporary file was renamed, not left behind
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls == ["sysctl --system", "systemctl enable wg-quick@wg0", "systemctl restart wg-quick@wg0"]
+
+
+def live_procedure() -> str:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("With `delivery: live` the static site's `static_site_cloud_init`") :]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    assert block is not None
+    return block.group(1)
+
+
+def test_the_live_procedure_leaves_key_and_document_0600_in_a_0700_directory(tmp_path: Path) -> None:
+    """delivery: live: the README's loop, run with `pulumi` and `ssh` stubbed (ssh runs its command locally with /etc
+    redirected): both files land where the agent reads them (mesh.live), 0600, in a 0700 directory, nothing left."""
+    from mesh import live
+
+    etc, stubs = tmp_path / "etc", tmp_path / "bin"
+    etc.mkdir()
+    stubs.mkdir()
+    values = {"static_site_private_keys": "a-private-key", "static_site_documents": '{"format": "wg-mesh.peers/1"}'}
+    (stubs / "pulumi").write_text(
+        "#!/usr/bin/env python3\nimport json, sys\n"
+        f"values = {values!r}\n"
+        "print(json.dumps({'vps-fra': values[sys.argv[6]]}))\n"
+    )
+    (stubs / "ssh").write_text(f'#!/bin/sh\nshift\nexec /bin/sh -c "$(printf %s "$1" | sed "s#/etc/#{etc}/#g")"\n')
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    result = subprocess.run(
+        ["/bin/bash", "-c", f"umask 022; {live_procedure()}"], text=True, capture_output=True, check=False,
+        env={"PATH": f"{stubs}:/usr/bin:/bin"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    directory = etc / "wg-mesh"
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert sorted(os.listdir(directory)) == ["document.json", "private.key"]
+    for path, output in ((live.STATIC_PRIVATE_KEY_PATH, "static_site_private_keys"),
+                         (live.STATIC_DOCUMENT_PATH, "static_site_documents")):  # fmt: skip
+        written = etc / path.removeprefix("/etc/")
+        assert written.read_text() == values[output]
+        assert stat.S_IMODE(written.stat().st_mode) == 0o600
+
+
+def test_the_live_procedure_replaces_nothing_when_an_output_is_missing(tmp_path: Path) -> None:
+    etc, stubs = tmp_path / "etc", tmp_path / "bin"
+    (etc / "wg-mesh").mkdir(parents=True)
+    (etc / "wg-mesh" / "private.key").write_text("the-old-key")
+    stubs.mkdir()
+    (stubs / "pulumi").write_text("#!/bin/sh\necho 'error: no stack named prod' >&2\nexit 255\n")
+    (stubs / "ssh").write_text(f'#!/bin/sh\nshift\nexec /bin/sh -c "$(printf %s "$1" | sed "s#/etc/#{etc}/#g")"\n')
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    subprocess.run(
+        ["/bin/bash", "-c", live_procedure()], text=True, capture_output=True, check=False,
+        env={"PATH": f"{stubs}:/usr/bin:/bin"},
+    )  # fmt: skip
+    assert (etc / "wg-mesh" / "private.key").read_text() == "the-old-key"
+    assert not (etc / "wg-mesh" / "document.json").exists()

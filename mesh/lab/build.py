@@ -3,7 +3,7 @@ hosts, then one gateway machine per site (namespace + the lab's interpreter, or 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,8 +60,14 @@ def build(
     state: LabState,
     step: Step,
     machine: MachineFactory = NamespaceGateway,
+    *,
+    before_gateways: Callable[[BuiltLab], None] | None = None,
+    start: Collection[str] | None = None,
 ) -> BuiltLab:
-    """Create everything; the caller tears down (state lists every namespace before it exists)."""
+    """Create everything; the caller tears down (state lists every namespace before it exists).
+
+    `before_gateways` runs once the fabric exists (`delivery: live`: the lab's clouds, their stores filled);
+    `start` names the gateways to start (default: all; the live drill adds a site later)."""
     state.namespaces = list(plan.namespaces)
     state.save()
     state.log_dir.mkdir(mode=0o700, exist_ok=True)
@@ -85,7 +91,11 @@ def build(
         build_host(site)
         lab.hosts[site.name] = Node(site.host_ns)
 
+    if before_gateways is not None:
+        before_gateways(lab)
     for site in plan.sites:
+        if start is not None and site.name not in start:
+            continue
         kind = lab.machines[site.name].kind
         step(f"{site.name}: {'cloud-init files, sysctl, wg-quick up' if kind == 'namespace' else 'booting'}")
         lab.machines[site.name].start()

@@ -1,4 +1,6 @@
-"""`python -m mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`, `python -m mesh lab down
+"""`python -m mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`,
+`python -m mesh lab --drill live --stack NAME [--json PATH]` (a `delivery: live` mesh changed while traffic flows:
+mesh/lab/drill.py), `python -m mesh lab down
 LAB... | --all` and `python -m mesh lab image [--rebuild]`.
 
 Exit codes: 0 every check passed; 1 a check failed (or the lab could not be built); 2 invalid config
@@ -13,6 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -34,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--boot",
         action="store_true",
         help="boot each gateway as a systemd-nspawn container (Debian trixie, cloud-init, user data as NoCloud seed)",
+    )
+    parser.add_argument(
+        "--drill",
+        choices=("live",),
+        help="live: add a site, rotate keys, remove it, corrupt a document, while traffic flows (delivery: live)",
     )
     parser.add_argument("--rebuild", action="store_true", help="image: build it again even if it is cached")
     source = parser.add_mutually_exclusive_group()
@@ -78,6 +86,8 @@ def cmd_lab(args: argparse.Namespace) -> int:
     cfg = load(path)  # ConfigError: `python -m mesh` prints every problem and exits 2
     label = args.stack or str(path)
     console = Console()
+    if args.drill is not None:
+        return cmd_drill(cfg, label, args, console)
     try:
         report = run_lab(cfg, label, keep=args.keep, boot=args.boot, console=console)
     except (LabPlanError, UserDataError, LabEnvironmentError) as exc:
@@ -87,6 +97,33 @@ def cmd_lab(args: argparse.Namespace) -> int:
         _error("interrupted; the lab was removed")
         return EXIT_INTERRUPTED
     print_report(report, console)
+    if args.json_path is not None:
+        try:
+            args.json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        except OSError as exc:
+            _error(f"cannot write {args.json_path}: {exc.strerror}")
+            return EXIT_FAILED
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> int:
+    from mesh.lab.cloudinit import UserDataError
+    from mesh.lab.drillrun import print_drill, run_drill
+    from mesh.lab.netns import LabError
+    from mesh.lab.plan import LabPlanError
+
+    if args.boot or args.keep:
+        _error("--drill live runs in namespaces and always removes its lab (no --boot, no --keep yet)")
+        return EXIT_CANNOT_RUN
+    try:
+        report = run_drill(cfg, label)
+    except (LabPlanError, UserDataError, LabError) as exc:
+        _error(str(exc))
+        return EXIT_CANNOT_RUN
+    except KeyboardInterrupt:
+        _error("interrupted; the lab was removed")
+        return EXIT_INTERRUPTED
+    print_drill(report, console)
     if args.json_path is not None:
         try:
             args.json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")

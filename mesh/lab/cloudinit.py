@@ -9,8 +9,13 @@ asks of cloud-init, in the gateway's own network and mount namespaces:
   (only per-namespace `net.ipv4.*` / `net.ipv6.*` keys, so the host is never changed);
 * `runcmd: [systemctl, enable, --now, wg-quick@IF]` -> the real `wg-quick up IF`;
 * `runcmd: [chmod, MODE, PATH]` -> the mode, on a path under those private directories;
+* `delivery: live`: `runcmd: [python3, -m, wgmesh_gateway.agent, ..., --once]` (optionally behind `env K=V ...`)
+  -> that command, with Debian's /usr/bin/python3 and the agent unit's Environment; `runcmd: [systemctl, enable,
+  --now, UNIT]` for a unit the user data writes whose ExecStart runs the agent -> that ExecStart as a lab-tracked
+  daemon in the gateway, with the unit's Environment and EnvironmentFile (machine.py carries both out);
 * `packages` -> must already be installed on the host (the lab checks its tools).
-Anything else is refused or listed in the report as not run, never silently dropped.
+Anything else is refused or listed in the report as not run, never silently dropped. The runcmd steps the lab
+carries out run in the user data's order (`GatewaySetup.steps`).
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
 
-PRIVATE_ROOTS = tuple(PurePosixPath(p) for p in ("/etc", "/usr/local", "/run", "/var/run"))
+PRIVATE_ROOTS = tuple(PurePosixPath(p) for p in ("/etc", "/usr/local", "/run", "/var/run", "/var/lib"))
 # cloud-init's write_files encodings: (gzip-compressed, base64-encoded)
 ENCODINGS = {
     "text/plain": (False, False),
@@ -40,6 +46,10 @@ ENCODINGS = {
 SYSCTL_DIR = PurePosixPath("/etc/sysctl.d")
 PER_NETNS_SYSCTL_PREFIXES = ("net.ipv4.", "net.ipv6.")
 WG_QUICK_UNIT = "wg-quick@"
+UNIT_DIR = PurePosixPath("/etc/systemd/system")
+AGENT_MODULE = "wgmesh_gateway.agent"
+PYTHON = "/usr/bin/python3"  # Debian's / Ubuntu's, with its own packages (python3-botocore), never the lab's venv
+PYTHONS = ("python3", PYTHON)
 
 
 class UserDataError(ValueError):
@@ -59,6 +69,29 @@ class WriteFile:
 
 
 @dataclass(frozen=True)
+class Unit:
+    """The parts of a systemd service the lab carries out: how to start it and its environment."""
+
+    name: str
+    exec_start: tuple[str, ...]
+    environment: tuple[tuple[str, str], ...]
+    environment_files: tuple[tuple[PurePosixPath, bool], ...]  # (path, optional: the `-` prefix)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One runcmd the lab carries out: kind sysctl | chmod | wg-quick | agent-once | service."""
+
+    kind: str
+    argv: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    unit: Unit | None = None
+    path: PurePosixPath | None = None
+    mode: int = 0
+    env_files: tuple[tuple[PurePosixPath, bool], ...] = ()  # read at run time, before `env`: (path, optional)
+
+
+@dataclass(frozen=True)
 class GatewaySetup:
     files: tuple[WriteFile, ...]
     sysctl: tuple[tuple[str, str], ...]  # (key, value) from the sysctl files, in the order sysctl --system applies
@@ -66,6 +99,7 @@ class GatewaySetup:
     modes: tuple[tuple[PurePosixPath, int], ...]  # chmod runcmds, in order
     packages: tuple[str, ...]
     notes: tuple[str, ...]  # what the lab did not run, for the report
+    steps: tuple[Step, ...] = ()  # what the lab runs of runcmd, in order
 
 
 def parse_sysctl(text: str) -> list[tuple[str, str]]:
@@ -117,6 +151,73 @@ def _write_file(entry: Any) -> WriteFile:
     return WriteFile(path, content, mode, str(entry.get("owner", "root:root")))
 
 
+def parse_unit(name: str, text: str) -> Unit:
+    """ExecStart, Environment and EnvironmentFile of a unit's [Service] section (systemd.exec(5) quoting)."""
+    section, exec_start = "", tuple[str, ...]()
+    env: list[tuple[str, str]] = []
+    files: list[tuple[PurePosixPath, bool]] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            section = line
+            continue
+        key, _, value = line.partition("=")
+        if section != "[Service]":
+            continue
+        if key == "ExecStart":
+            exec_start = tuple(shlex.split(value.lstrip("@-:+!")))
+        elif key == "Environment":
+            env += [(k, v) for k, eq, v in (item.partition("=") for item in shlex.split(value)) if eq]
+        elif key == "EnvironmentFile":
+            files.append((PurePosixPath(value.lstrip("-")), value.startswith("-")))
+    if not exec_start:
+        raise UserDataError(f"unit {name}: no ExecStart")
+    return Unit(name, exec_start, tuple(env), tuple(files))
+
+
+def agent_argv(argv: list[str]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
+    """(command, env) when argv runs the gateway agent, python3 pinned to the system's; else None."""
+    env = []
+    if argv and argv[0] == "env":
+        argv = argv[1:]
+        while argv and "=" in argv[0]:
+            key, _, value = argv.pop(0).partition("=")
+            env.append((key, value))
+    if len(argv) >= 3 and argv[0] in PYTHONS and argv[1:3] == ["-m", AGENT_MODULE]:
+        return (PYTHON, *argv[1:]), tuple(env)
+    return None
+
+
+def sh_agent_argv(
+    argv: list[str],
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[PurePosixPath, bool], ...]] | None:
+    """`sh -c "set -a; if [ -r F ]; then . F; fi; VAR=X exec python3 -m wgmesh_gateway.agent ..."`: (command, env,
+    environment files it sources) when that is all the script does; else None (not run: listed in the notes)."""
+    if len(argv) != 3 or argv[:2] != ["sh", "-c"]:
+        return None
+    *setup, last = [part.strip() for part in argv[2].split(";")]
+    files, guarded = [], set()
+    for part in setup:
+        words = shlex.split(part)
+        if words in (["set", "-a"], ["fi"]):
+            continue
+        if words[:3] == ["if", "[", "-r"] and words[4:] == ["]"]:
+            guarded.add(words[3])
+        elif words[-2:-1] == ["."] and words[:-2] in ([], ["then"]):
+            files.append((PurePosixPath(words[-1]), words[-1] in guarded))
+        else:
+            return None
+    words = shlex.split(last)
+    env = []
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        key, _, value = words.pop(0).partition("=")
+        env.append((key, value))
+    found = agent_argv(words[1:] if words[:1] == ["exec"] else words)
+    return None if found is None else (found[0], found[1] + tuple(env), tuple(files))
+
+
 def interpret(user_data: str) -> GatewaySetup:
     if not user_data.startswith("#cloud-config"):
         raise UserDataError("user data is not a #cloud-config document")
@@ -129,19 +230,68 @@ def interpret(user_data: str) -> GatewaySetup:
     interfaces: list[str] = []
     modes: list[tuple[PurePosixPath, int]] = []
     notes: list[str] = []
+    steps: list[Step] = []
+    units = {
+        f.path.name.removesuffix(".service"): parse_unit(f.path.name, f.text)
+        for f in files
+        if f.path.parent == UNIT_DIR and f.path.suffix == ".service"
+    }
+    agent_units = [u for u in units.values() if agent_argv(list(u.exec_start)) is not None]
     for cmd in doc.get("runcmd") or []:
         argv = [str(a) for a in cmd] if isinstance(cmd, list) else str(cmd).split()
+        agent = agent_argv(argv)
+        sh_agent = sh_agent_argv(argv)
         if argv == ["sysctl", "--system"]:
+            found = []
             for f in sorted((f for f in files if f.path.parent == SYSCTL_DIR), key=lambda f: f.path.name):
-                sysctl += parse_sysctl(f.text)
+                found += parse_sysctl(f.text)
+            sysctl += found
+            steps.append(Step("sysctl", tuple(f"{key}={value}" for key, value in found)))
         elif argv[0] == "chmod" and len(argv) == 3:
             modes.append((_private_path(argv[2], "runcmd chmod"), int(argv[1], 8)))
+            steps.append(Step("chmod", path=modes[-1][0], mode=modes[-1][1]))
         elif argv[:3] == ["systemctl", "enable", "--now"] and len(argv) == 4 and argv[3].startswith(WG_QUICK_UNIT):
             interfaces.append(argv[3].removeprefix(WG_QUICK_UNIT))
+            steps.append(Step("wg-quick", (interfaces[-1],)))
+        elif sh_agent is not None and "--once" in sh_agent[0]:
+            steps.append(Step("agent-once", sh_agent[0], sh_agent[1], env_files=sh_agent[2]))
+        elif agent is not None and "--once" in agent[0]:
+            # The unit's environment (PYTHONPATH) applies to the one-shot run as well: the same program. So do its
+            # EnvironmentFiles, which cloud-init would not read: the lab's clouds are reachable only through them.
+            unit = agent_units[0] if agent_units else None
+            env = (unit.environment if unit else ()) + agent[1]
+            steps.append(Step("agent-once", agent[0], env, unit, env_files=unit.environment_files if unit else ()))
+        elif (
+            argv[:3] == ["systemctl", "enable", "--now"]
+            and len(argv) == 4
+            and argv[3].removesuffix(".service") in units
+            and units[argv[3].removesuffix(".service")] in agent_units
+        ):
+            unit = units[argv[3].removesuffix(".service")]
+            command = agent_argv(list(unit.exec_start))
+            assert command is not None
+            steps.append(
+                Step("service", command[0], unit.environment + command[1], unit, env_files=unit.environment_files)
+            )
         else:
             notes.append(f"runcmd not run in the lab: {' '.join(argv)}")
     for key, _ in sysctl:
         if not key.startswith(PER_NETNS_SYSCTL_PREFIXES):
             raise UserDataError(f"sysctl {key} is not per network namespace: the lab would change the host with it")
     packages = tuple(str(p) for p in doc.get("packages") or [])
-    return GatewaySetup(files, tuple(sysctl), tuple(interfaces), tuple(modes), packages, tuple(notes))
+    return GatewaySetup(files, tuple(sysctl), tuple(interfaces), tuple(modes), packages, tuple(notes), tuple(steps))
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """A systemd EnvironmentFile: KEY=VALUE lines, # and ; comments, optional quotes."""
+    env = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;" or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        env[key.strip()] = value
+    return env

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -23,6 +25,8 @@ from mesh.lab.netns import WG_QUICK_ENV, LabError, LabState, Node, start_holder
 from mesh.lab.plan import BRIDGE_GW_PORT, GW_LAN, NIC, GatewayArtifacts, LabPlan, SitePlan
 from mesh.render import INTERFACE
 
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+AGENT_ONCE_TIMEOUT_S = 120.0
 _KEY = re.compile(r"[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=")
 
 
@@ -44,6 +48,9 @@ class GatewayMachine(ABC):
         self.artifacts = artifacts
         self.state = state
         self._node: Node | None = None
+        # `delivery: live`: the lab's clouds hand a starting gateway what it finds there before its user data runs
+        # (controlplane.ControlPlane.provision: the agent's EnvironmentFile, a static site's files).
+        self.provision: Callable[[str, Node], None] | None = None
 
     @property
     def node(self) -> Node:
@@ -82,6 +89,7 @@ class NamespaceGateway(GatewayMachine):
     def __init__(self, plan: LabPlan, site: SitePlan, artifacts: GatewayArtifacts, state: LabState) -> None:
         super().__init__(plan, site, artifacts, state)
         self.setup = cloudinit.interpret(artifacts.user_data)
+        self.daemons: list[subprocess.Popen[str]] = []
 
     def notes(self) -> list[str]:
         return list(self.setup.notes)
@@ -107,14 +115,61 @@ class NamespaceGateway(GatewayMachine):
         with self.log_path.open("a") as log:
             self._node = start_holder(self.state, self.site.gateway_ns, log)
         self.write_files()
-        if self.setup.sysctl:
-            self.node.run(["sysctl", "-q", "-w", *(f"{key}={value}" for key, value in self.setup.sysctl)])
-        for path, mode in self.setup.modes:
-            os.chmod(self.node.path(str(path)), mode)
-        for interface in self.setup.interfaces:
-            self.state.interfaces.setdefault(self.site.gateway_ns, []).append(interface)
-            self.state.save()
-            self.wg_quick("up", interface)
+        if self.provision is not None:
+            self.provision(self.site.name, self.node)
+        for step in self.setup.steps:
+            if step.kind == "sysctl" and step.argv:
+                self.node.run(["sysctl", "-q", "-w", *step.argv])
+            elif step.kind == "chmod":
+                assert step.path is not None
+                os.chmod(self.node.path(str(step.path)), step.mode)
+            elif step.kind == "wg-quick":
+                self.state.interfaces.setdefault(self.site.gateway_ns, []).append(step.argv[0])
+                self.state.save()
+                self.wg_quick("up", step.argv[0])
+            elif step.kind == "agent-once":
+                self.agent_once(step)
+            elif step.kind == "service":
+                self.agent_service(step)
+
+    def unit_env(self, step: cloudinit.Step) -> dict[str, str]:
+        """The agent's environment: systemd's PATH, its environment files as they are in the gateway now (the unit's
+        EnvironmentFile, or what its --once script sources), then its own variables (what the lab's own process
+        has, a venv, never leaks in)."""
+        env = {"PATH": SYSTEMD_PATH, "PYTHONPATH": "", "VIRTUAL_ENV": "", "PYTHONHOME": ""}
+        for path, optional in step.env_files:
+            file = self.node.path(str(path))
+            if not file.exists():
+                if optional:
+                    continue
+                raise LabError(f"{self.site.name}: the agent's environment file {path} does not exist")
+            env.update(cloudinit.parse_env_file(file.read_text()))
+        env.update(dict(step.env))
+        return env
+
+    def agent_once(self, step: cloudinit.Step) -> None:
+        """cloud-init's `... agent --once`: one document fetched and applied before wg-quick starts.
+
+        Its environment file: what its `sh -c` sources (as cloud-init runs it), or, for a bare command, the agent
+        unit's EnvironmentFile (a deviation: cloud-init would not read it, but the lab's clouds are reachable only
+        through those overrides; a booted gateway needs the first form)."""
+        result = self.node.run(list(step.argv), env=self.unit_env(step), check=False, timeout=AGENT_ONCE_TIMEOUT_S)
+        output = redact_keys(result.stdout + result.stderr)
+        self.log(f"$ {' '.join(step.argv)}\n{output}")
+        if result.returncode != 0:
+            tail = " / ".join(output.strip().splitlines()[-3:])
+            code = result.returncode
+            raise LabError(f"{self.site.name}: the agent's --once failed ({code}): {tail} (log: {self.log_path})")
+
+    def agent_service(self, step: cloudinit.Step) -> None:
+        """`systemctl enable --now` of the agent's unit: its ExecStart as a daemon the lab tracks by pid."""
+        assert step.unit is not None
+        with self.log_path.open("a") as log:
+            log.write(f"$ {' '.join(step.argv)}   # {step.unit.name}\n")
+            log.flush()
+            proc = self.node.popen(list(step.argv), stdout=log, env=self.unit_env(step))
+        self.state.track(proc.pid, self.site.gateway_ns, step.unit.name)
+        self.daemons.append(proc)
 
     def write_files(self) -> None:
         for f in self.setup.files:

@@ -278,11 +278,12 @@ class Node:
 
 # A gateway's private view of the file system: a fresh /run (wireguard-go's sockets, /var/run/wireguard,
 # are otherwise shared by every namespace) and copy-on-write /etc and /usr/local for the files cloud-init
-# writes. The overlays' upper layers live in that /run: in memory, gone with the namespace.
+# writes, and /var/lib for what the gateway's agent keeps (its state, its node-exporter textfile). The overlays'
+# upper layers live in that /run: in memory, gone with the namespace.
 HOLDER_SCRIPT = """set -e
 mount -t tmpfs -o mode=0755,size=64m wg-mesh-lab-run /run
 mkdir -p /run/wireguard
-for dir in /etc /usr/local; do
+for dir in /etc /usr/local /var/lib; do
   layer=/run/.wg-mesh-lab$(echo "$dir" | tr / -)
   mkdir -p "$layer/upper" "$layer/work"
   mount -t overlay -o "lowerdir=$dir,upperdir=$layer/upper,workdir=$layer/work" wg-mesh-lab "$dir"

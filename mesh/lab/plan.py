@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
-from mesh import render, topology, userdata, wgkey
+from mesh import live, render, topology, userdata, wgkey
 from mesh.config import MeshConfig, StaticSite
 from mesh.topology import PeerAddress
 
@@ -42,6 +42,7 @@ BROKEN_LISTEN_PORT = "51820x"  # a typo wg(8) refuses ("Servname not supported")
 PREFIX_PATTERN = re.compile(r"^wgl[0-9a-f]{4}$")
 NETNS_PATTERN = re.compile(r"^(wgl[0-9a-f]{4})-")
 INTERNET = "internet"
+LAB_PROJECT = "wg-mesh-lab"  # delivery: live: the Pulumi project in the stores' names (the stack: the lab's prefix)
 
 # Interface names inside the namespaces (each namespace has its own, so they never collide; IFNAMSIZ 15).
 NIC = "eth0"  # a workload host's network interface
@@ -180,6 +181,8 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults()) -> L
         problems.append(f"faults.broken_listen_port: {faults.broken_listen_port} is not a site of the mesh")
     if faults.wrong_key is not None and not set(faults.wrong_key) <= names:
         problems.append(f"faults.wrong_key: {faults.wrong_key} names a site that is not in the mesh")
+    if cfg.delivery == "live" and (faults.wrong_key is not None or faults.broken_listen_port is not None):
+        problems.append("faults.wrong_key / broken_listen_port change the rendered wg0.conf: delivery: user-data only")
     for name, mtu in faults.link_mtu.items():
         if name not in names:
             problems.append(f"faults.link_mtu: {name} is not a site of the mesh")
@@ -271,6 +274,12 @@ def render_artifacts(cfg: MeshConfig, plan: LabPlan, keys: LabKeys) -> dict[str,
             public[plan.faults.wrong_key[1]] = wgkey.public_key(wgkey.generate_private_key())
         directory = plan.directory(public)
         interface = topology.interface_plan(cfg, site.name, directory)
+        if cfg.delivery == "live":
+            # No peer and no key in it: the lab's clouds (controlplane.py) hold them, where agent.json says.
+            source = live.agent_source(cfg.site(site.name), LAB_PROJECT, plan.prefix)
+            user_data = userdata.render_live_user_data(cfg, site.name, source, cloud_steps=False)
+            artifacts[site.name] = GatewayArtifacts(site.name, interface, user_data)
+            continue
         wg_conf = render.wg_quick_conf(interface, keys.private[site.name])
         if plan.faults.broken_listen_port == site.name:
             port = f"ListenPort = {interface.listen_port}\n"

@@ -17,6 +17,7 @@ from mesh.config import MeshConfig
 from mesh.lab import cloudinit
 from mesh.lab.build import BuiltLab, MachineFactory, build
 from mesh.lab.checks import LabOptions, run_checks
+from mesh.lab.live import control_plane_hook, live_configs
 from mesh.lab.machine import NamespaceGateway
 from mesh.lab.netns import LabError, LabState, Node, lab_exists, missing_requirements, new_state, teardown
 from mesh.lab.plan import GatewayArtifacts, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
@@ -156,6 +157,9 @@ def run_lab(
     if not boot:
         for a in artifacts.values():
             cloudinit.interpret(a.user_data)  # refuse what the lab cannot reproduce before building anything
+    configs = live_configs(artifacts)
+    if configs and boot:
+        raise cloudinit.UserDataError("--boot does not model the clouds' stores yet (delivery: live): run without it")
     problems = missing_requirements()
     if boot:
         from mesh.lab.image import missing_boot_tools
@@ -173,7 +177,8 @@ def run_lab(
     lab: BuiltLab | None = None
     with Steps(steps_total, Console(stderr=True)) as step, signals_end_the_run():
         try:
-            lab = build(plan, artifacts, state, step, machine)
+            hook = control_plane_hook(cfg, keys, configs) if configs else None
+            lab = build(plan, artifacts, state, step, machine, before_gateways=hook)
             report.build_s = time.monotonic() - started
             report.notes += lab.notes
             if boot:

@@ -1,0 +1,57 @@
+"""docs/benchmarks.md's "mesh change" section, from docs/bench/meshchange.json: the JSON report of
+`python -m mesh lab --drill live --stack prod --json docs/bench/meshchange.json` (mesh/lab/drill.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _v(value: float | None, unit: str = "", digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def section(data: dict[str, Any]) -> str:
+    sites = data["sites"]
+    a, b = sites["A"], sites["B"]
+    names = {s["name"]: f"{s['name']} ({s['cloud']}, {s['store']})" for s in sites.values()}
+    intro = (
+        f"`python -m mesh lab --drill live --stack {data['stack']}`: the gateways' agents take their peers and keys "
+        "from the clouds' stores (AWS: moto in server mode; GCP: the lab's GCE metadata server with "
+        "`wait_for_change`, and Secret Manager; static: files), and the drill changes the mesh through those stores "
+        f"only, while a ping every 10 ms and a SHA-256-verified TCP stream run from {a['name']}'s host to "
+        f"{b['name']}'s. Convergence: from the publish to the agent's metrics showing the document applied, per site "
+        f"({', '.join(names.values())}); agents poll every {_v(data['poll_seconds'], ' s')} where they cannot watch.\n"
+    )
+    out = [
+        "## 8. Mesh change without a restart (`delivery: live`)\n",
+        intro,
+        f"| change | pings lost {a['name']} → {b['name']} | longest ping silence | longest stream stall "
+        "| convergence per site | |",
+        "|---|---|---|---|---|---|",
+    ]
+    for step in data["steps"]:
+        converged = ", ".join(f"{site} {_v(s, ' s', 1)}" for site, s in step["convergence_s"].items())
+        verdict = "ok" if step["ok"] else "**FAIL**"
+        if "outage_goal_ms" in step:
+            met = "met" if step["outage_goal_met"] else "**missed**"
+            verdict += f" (outage goal ≤ {step['outage_goal_ms']:.0f} ms {met})"
+        if "refused" in step:
+            kept = "kept" if step["applied_generation_kept"] else "**changed**"
+            verdict += f" (refused: {_v(step['parse_failures'])} parse failure(s) counted, applied generation {kept})"
+        out.append(
+            f"| {step['step']} | {_v(step['pings_lost'])} | {_v(step['longest_ping_gap_ms'], ' ms')} "
+            f"| {_v(step['longest_stall_ms'], ' ms')} | {converged or '-'} | {verdict} |"
+        )
+    stream = data["stream"]
+    pids = data["wireguard_go_pids"]
+    kept = all(p["before"] == p["after"] for p in pids.values())
+    verified = "match" if stream.get("verified") else "MISMATCH"
+    out.append(
+        f"\nStream: {stream.get('bytes', 0) / 2**20:.0f} MiB, SHA-256 {verified}; wireguard-go of "
+        f"{', '.join(pids)} {'kept its pid' if kept else 'RESTARTED'} through every change. "
+        f"Drill: {data['duration_s']:.0f} s, {'passed' if data['ok'] else 'FAILED'}. A rotated key costs the pair "
+        "one agent's poll at most: the peer that watches applies the new public key at once, the one that polls "
+        "still holds the old private key until its next poll. The stream stalls longer than the pings are lost: "
+        "TCP's retransmission timer backs off while the path is down, and the stream resumes at its next retry.\n"
+    )
+    return "\n".join(out)

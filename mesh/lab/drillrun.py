@@ -1,0 +1,146 @@
+"""One run of the live drill (drill.py): build the lab with A's and B's gateways, start the traffic, run the
+steps, tear down (always), and the report: a table per step and the JSON (`--json`) that docs/benchmarks.md's
+"mesh change" table is rendered from (bench/meshchange.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mesh.config import MeshConfig
+from mesh.lab.build import build
+from mesh.lab.checks import LabOptions
+from mesh.lab.controlplane import ControlPlane
+from mesh.lab.drill import Drill, daemon_pids, judge, pick_sites
+from mesh.lab.live import control_plane_hook, live_configs
+from mesh.lab.machine import NamespaceGateway
+from mesh.lab.netns import LabError, missing_requirements, new_state
+from mesh.lab.plan import LabKeys, plan_lab, render_artifacts
+from mesh.lab.report import Steps
+from mesh.lab.run import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
+from mesh.lab.traffic import Pinger, Stream
+
+
+@dataclass
+class DrillReport:
+    label: str
+    sites: dict[str, dict[str, str]] = field(default_factory=dict)  # A/B/C -> name, cloud, store
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    stream: dict[str, Any] = field(default_factory=dict)
+    wireguard_go_pids: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # site -> before/after
+    poll_seconds: float | None = None
+    error: str | None = None
+    ok: bool = False
+    duration_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        steps = [{k: v for k, v in s.items() if k not in ("start", "end")} for s in self.steps]
+        return {
+            "ok": self.ok,
+            "stack": self.label,
+            "error": self.error,
+            "duration_s": round(self.duration_s, 1),
+            "sites": self.sites,
+            "poll_seconds": self.poll_seconds,
+            "steps": steps,
+            "stream": {k: v for k, v in self.stream.items() if k != "stalls"},
+            "wireguard_go_pids": self.wireguard_go_pids,
+        }
+
+
+def run_drill(cfg: MeshConfig, label: str, *, options: LabOptions | None = None) -> DrillReport:
+    """Raises LabPlanError / UserDataError / LabError before anything is created when the stack cannot be drilled
+    (not `delivery: live`, fewer than three sites), LabEnvironmentError when the machine cannot run the lab."""
+    options = options or LabOptions()
+    started = time.monotonic()
+    plan = plan_lab(cfg, new_prefix())
+    keys = LabKeys.generate(cfg)
+    artifacts = render_artifacts(cfg, plan, keys)
+    configs = live_configs(artifacts)
+    if not configs:
+        raise LabError(f"{label}: the user data does not deliver peers live (set `delivery: live`)")
+    a, b, c = pick_sites(plan.sites)
+    problems = missing_requirements()
+    if problems:
+        raise LabEnvironmentError("; ".join(problems))
+    report = DrillReport(label)
+    report.sites = {
+        role: {"name": s.name, "cloud": s.cloud, "store": str(configs[s.name]["source"]["kind"])}  # type: ignore[index]
+        for role, s in (("A", a), ("B", b), ("C", c))
+    }
+    state = new_state(plan.prefix, f"{label} (live drill)")
+    state.save()
+    cleanup = _Cleanup(state, Console(stderr=True))
+    planes: list[ControlPlane] = []
+    pinger = stream = None
+    with Steps(1 + 3 + 5 + 1, Console(stderr=True)) as step, signals_end_the_run():
+        try:
+            step(f"build: fabric for every site, gateways {a.name} and {b.name}, the clouds' stores")
+            hook = control_plane_hook(cfg, keys, configs, [a.name, b.name], started=planes.append)
+            lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook,
+                        start=[a.name, b.name])  # fmt: skip
+            drill = Drill(cfg, keys, planes[0], options, step)
+            report.poll_seconds = drill.poll_s
+            step(f"{a.name} and {b.name}: agents applied, handshake")
+            if not drill.handshake(a.name, b.name, keys):
+                raise LabError(f"no handshake between {a.name} and {b.name} after their agents' first apply")
+            before = {s.name: daemon_pids(s.gateway_ns) for s in (a, b)}
+            step(f"traffic: ping every 10 ms and a TCP stream, host {a.name} -> host {b.name}")
+            pinger = Pinger(lab.hosts[a.name], state, a.host_ns, str(b.host_ip.ip))
+            pinger.start()
+            stream = Stream(lab.hosts[a.name], a.host_ns, lab.hosts[b.name], b.host_ns, str(b.host_ip.ip), state)
+            stream.start()
+            drill.traffic = (pinger, stream)
+            time.sleep(1)
+            for run_step in (drill.add_c, drill.rotate_c, drill.remove_c, drill.rotate_a, drill.corrupt_b):
+                run_step()
+            report.steps = drill.steps
+            after = {s.name: daemon_pids(s.gateway_ns) for s in (a, b)}
+            report.wireguard_go_pids = {n: {"before": before[n], "after": after[n]} for n in before}
+            pids_kept = all(before[n] == after[n] and before[n] for n in before)
+            pinger.stop()
+            report.stream = stream.stop()
+            report.ok = judge(report.steps, pinger, stream, pids_kept, drill.poll_s)
+        except LabError as exc:
+            report.error = str(exc)
+        finally:
+            step("teardown")
+            if pinger is not None:
+                pinger.stop()
+            if stream is not None and not stream.result:
+                stream.stop()
+            cleanup()
+    if cleanup.problems:
+        report.error = (report.error + "; " if report.error else "") + "teardown: " + "; ".join(cleanup.problems)
+        report.ok = False
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def print_drill(report: DrillReport, console: Console) -> None:
+    table = Table(title=f"live drill: {report.label}", title_justify="left")
+    for column in ("step", "pings lost A->B", "longest ping gap ms", "longest stall ms", "converged s", ""):
+        table.add_column(column)
+    for s in report.steps:
+        converged = ", ".join(f"{site} {'-' if v is None else f'{v:.1f}'}" for site, v in s["convergence_s"].items())
+        lost = "-" if s.get("pings_lost") is None else str(s["pings_lost"])
+        stall = _ms(s.get("longest_stall_ms"))
+        verdict = "ok" if s["ok"] else "FAIL"
+        table.add_row(s["step"], lost, _ms(s.get("longest_ping_gap_ms")), stall, converged, verdict)
+    console.print(table)
+    if report.stream:
+        console.print(f"stream: {report.stream.get('bytes', 0) / 2**20:.0f} MiB, sha256 "
+                      f"{'match' if report.stream.get('verified') else 'MISMATCH'}")  # fmt: skip
+    for site, pids in report.wireguard_go_pids.items():
+        console.print(f"{site}: wireguard-go pids {pids['before']} -> {pids['after']}")
+    if report.error:
+        console.print(f"[red]error: {report.error}[/red]")
+    console.print("[green]drill passed[/green]" if report.ok else "[red]drill FAILED[/red]")

@@ -1,0 +1,131 @@
+"""The live drill (mesh/lab/drill.py, drillrun.py, traffic.py): its judgement, pure; the drill itself on the prod
+stack (integration, root) once the stack delivers peers live; its docs/benchmarks.md section (bench/meshchange.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.meshchange import section
+from mesh.lab.drill import judge, metric, parse_metrics, pick_sites
+from mesh.lab.drillrun import DrillReport, run_drill
+from mesh.lab.live import live_configs
+from mesh.lab.netns import LabState, Node, find_labs, missing_requirements
+from mesh.lab.plan import LabKeys, plan_lab, render_artifacts
+from mesh.lab.traffic import Pinger, Stream
+from mesh.stackfile import load
+
+ROOT = Path(__file__).resolve().parent.parent
+PROM = """# HELP wgmesh_agent_applied_generation x
+wgmesh_agent_applied_generation{site="gcp-euw3"} 123456789
+wgmesh_agent_last_apply_success{site="gcp-euw3"} 0
+wgmesh_agent_apply_failures_total{reason="parse",site="gcp-euw3"} 2
+wgmesh_agent_apply_failures_total{reason="key",site="gcp-euw3"} 1
+"""
+
+
+def test_agent_metrics_are_read_by_name_and_label() -> None:
+    samples = parse_metrics(PROM)
+    assert metric(samples, "wgmesh_agent_applied_generation") == 123456789
+    assert metric(samples, "wgmesh_agent_apply_failures_total", reason="parse") == 2
+    assert metric(samples, "wgmesh_agent_apply_failures_total", reason="apply") is None
+
+
+def pinger(replies: list[tuple[float, int]]) -> Pinger:
+    return Pinger(Node("x"), LabState("wgl0000", 0, 0), "x", "10.0.0.1", replies=replies)
+
+
+def test_a_window_counts_missing_sequence_numbers_and_the_longest_silence() -> None:
+    replies = [(100 + i * 0.01, i) for i in range(100) if not 40 <= i < 70]  # 30 pings lost, 0.31 s silent
+    p = pinger(replies)
+    window = p.window(100.0, 101.0)
+    assert {k: window[k] for k in ("replies", "lost", "longest_gap_ms")} == {
+        "replies": 70,
+        "lost": 30,
+        "longest_gap_ms": 310.0,
+    }
+    assert window["lost_at_s"] == [0.4, 0.41, 0.42, 0.43, 0.44, 0.45, 0.46, 0.47, 0.48, 0.49]  # the first 10
+    assert p.window(100.0, 100.3)["lost"] == 0
+    # A silence across the window's edge counts: the replies just outside bound it.
+    assert p.window(100.5, 100.6)["lost"] == 30 and p.window(100.5, 100.6)["longest_gap_ms"] == 310.0
+
+
+def stream(stalls: list[list[float]], verified: bool = True) -> Stream:
+    s = Stream(Node("a"), "a", Node("b"), "b", "10.0.0.1", LabState("wgl0000", 0, 0))
+    s.result = {"ok": verified, "verified": verified, "bytes": 1 << 20, "stalls": stalls}
+    return s
+
+
+def steps() -> list[dict[str, Any]]:
+    return [
+        {"step": "add c", "start": 100.0, "end": 100.5, "ok": True, "convergence_s": {"a": 0.2}},
+        {
+            "step": "rotate a",
+            "start": 100.5,
+            "end": 101.0,
+            "ok": True,
+            "convergence_s": {"a": 3.0},
+            "outage_step": True,
+        },
+    ]
+
+
+def test_judge_fails_a_step_that_lost_pings_or_stalled_and_measures_the_rotation_outage() -> None:
+    replies = [(100 + i * 0.01, i) for i in range(100) if not 60 <= i < 80]  # the loss falls in "rotate a"
+    ok_steps = steps()
+    assert judge(ok_steps, pinger(replies), stream([[100.85, 0.2]]), pids_kept=True, poll_s=10)
+    assert ok_steps[1]["outage_ms"] == 210.0 and ok_steps[1]["outage_goal_met"]
+    assert ok_steps[0]["pings_lost"] == 0 and ok_steps[1]["longest_stall_ms"] == 200.0
+
+    lossy = [(100 + i * 0.01, i) for i in range(100) if i != 20]
+    assert not judge(steps(), pinger(lossy), stream([]), pids_kept=True, poll_s=10)
+    assert not judge(steps(), pinger(replies), stream([[101.6, 1.5]]), pids_kept=True, poll_s=10)
+    assert not judge(steps(), pinger(replies), stream([]), pids_kept=False, poll_s=10)
+    assert not judge(steps(), pinger(replies), stream([], verified=False), pids_kept=True, poll_s=10)
+
+
+def test_sites_a_b_c_of_the_prod_stack() -> None:
+    plan = plan_lab(load(ROOT / "Pulumi.prod.yaml"), "wgl0000")
+    assert [s.name for s in pick_sites(plan.sites)] == ["aws-use1", "gcp-euw3", "vps-fra"]
+
+
+def test_the_benchmarks_section_shows_every_step() -> None:
+    report = DrillReport("prod", poll_seconds=10.0, ok=True, duration_s=95.0)
+    report.sites = {
+        r: {"name": n, "cloud": c, "store": c}
+        for r, n, c in (("A", "aws-use1", "aws"), ("B", "gcp-euw3", "gcp"), ("C", "vps-fra", "file"))
+    }
+    report.steps = steps()
+    judge(report.steps, pinger([(100 + i * 0.01, i) for i in range(100)]), stream([]), True, 10)
+    report.stream = {"ok": True, "verified": True, "bytes": 80 << 20}
+    report.wireguard_go_pids = {"aws-use1": {"before": [7], "after": [7]}}
+    text = section(report.to_json())
+    assert "| add c | 0 | 10 ms | 0 ms | a 0.2 s | ok |" in text
+    assert "| rotate a | 0 | 10 ms | 0 ms | a 3.0 s | ok (outage goal ≤ 11000 ms met) |" in text
+    assert "80 MiB, SHA-256 match" in text and "kept its pid" in text
+
+
+PROD = load(ROOT / "Pulumi.prod.yaml")
+PROD_IS_LIVE = bool(live_configs(render_artifacts(PROD, plan_lab(PROD, "wgl0000"), LabKeys.generate(PROD))))
+CANNOT_RUN = missing_requirements() + ([] if PROD_IS_LIVE else ["Pulumi.prod.yaml does not deliver peers live"])
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
+def test_the_live_drill_on_the_prod_stack() -> None:
+    before = set(find_labs())
+    report = run_drill(PROD, "prod")
+    assert report.error is None, report.error
+    failed = [s for s in report.steps if not s["ok"]]
+    assert report.ok and not failed, failed
+    assert [s["step"] for s in report.steps] == [
+        "add vps-fra",
+        "rotate vps-fra's key",
+        "remove vps-fra",
+        "rotate aws-use1's key",
+        "corrupt document for gcp-euw3",
+    ]
+    assert all(s["pings_lost"] == 0 for s in report.steps if "outage_ms" not in s)
+    assert set(find_labs()) == before  # torn down

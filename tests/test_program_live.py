@@ -1,0 +1,294 @@
+"""`delivery: live` under mocks: nothing that replaces a gateway depends on the peers or on any key.
+
+Every stack file runs in live mode (prod is live; dev is forced to it). A second run changes the mesh the way an
+operator does on day 2 (a new AWS site and a static site with a smaller underlay MTU, every key rotated, another
+keepalive): the instances' inputs stay byte-identical, and only the stores (the document secret, the key parameter
+and secret versions, the `wg-mesh-peers` metadata key) change.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bench import meshgen
+from mesh import live, render, topology, userdata, wgkey, wgmetrics
+from mesh.config import AwsSite, ConfigError, GcpSite, StaticSite, load_mesh
+from mesh.gateway import document, ship
+from mesh.stackfile import read_raw
+from tests.conftest import STACK_FILES, ProgramRun, Recorded, run_program, with_delivery
+from tests.test_program import (
+    AWS_INSTANCE,
+    GCP_INSTANCE,
+    RANDOM_BYTES,
+    instance_of,
+    mesh_of,
+    strings_in,
+    user_data_input,
+)
+
+SSM_PARAMETER = "aws:ssm/parameter:Parameter"
+SM_SECRET = "aws:secretsmanager/secret:Secret"
+SM_VERSION = "aws:secretsmanager/secretVersion:SecretVersion"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+GCP_SA = "gcp:serviceaccount/account:Account"
+GCP_SECRET = "gcp:secretmanager/secret:Secret"
+GCP_SECRET_VERSION = "gcp:secretmanager/secretVersion:SecretVersion"
+GCP_SECRET_IAM = "gcp:secretmanager/secretIamMember:SecretIamMember"
+DEFAULT_COMPUTE_SA_SUFFIX = "-compute@developer.gserviceaccount.com"
+
+
+def stack_name(path: Path) -> str:
+    return path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+
+
+def live_raw(path: Path) -> dict[str, Any]:
+    raw = with_delivery(copy.deepcopy(read_raw(path)), "live")
+    assert isinstance(raw, dict)
+    return raw
+
+
+def day_two(raw: dict[str, Any]) -> dict[str, Any]:
+    """The same mesh after routine work: two new sites (one with a smaller underlay MTU: the auto MTU drops), every key
+    rotated, another keepalive."""
+    changed = copy.deepcopy(raw)
+    changed["persistent_keepalive"] = 15
+    for site in changed["sites"]:
+        site["key_epoch"] = site.get("key_epoch", 0) + 1
+    changed["sites"] += [
+        {"name": "aws-usw2", "cloud": "aws", "region": "us-west-2", "overlay_ip": "10.200.0.41",
+         "cidrs": ["10.41.0.0/16"]},
+        {"name": "dc-ber", "cloud": "static", "endpoint": "203.0.113.41", "overlay_ip": "10.200.0.42",
+         "cidrs": ["192.168.42.0/24"], "underlay_mtu": 1400},
+    ]  # fmt: skip
+    return changed
+
+
+@pytest.fixture(scope="module", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
+def before_after(request: pytest.FixtureRequest) -> tuple[ProgramRun, ProgramRun]:
+    raw = live_raw(request.param)
+    runs = tuple(run_program(r, preview=False, stack=stack_name(request.param)) for r in (raw, day_two(raw)))
+    for run in runs:
+        assert run.error is None, run.error
+    assert topology.tunnel_mtu(mesh_of(runs[0])) != topology.tunnel_mtu(mesh_of(runs[1]))
+    return runs[0], runs[1]
+
+
+def cloud_sites_of(run: ProgramRun) -> list[AwsSite | GcpSite]:
+    return [s for s in mesh_of(run).sites if isinstance(s, AwsSite | GcpSite)]
+
+
+def without_document(instance: Recorded) -> dict[str, Any]:
+    inputs = copy.deepcopy(instance.inputs)
+    if instance.type == GCP_INSTANCE:
+        del inputs["metadata"][live.GCP_ATTRIBUTE]
+    return inputs
+
+
+def test_a_mesh_change_leaves_every_instance_input_byte_identical(before_after: tuple[ProgramRun, ProgramRun]) -> None:
+    before, after = before_after
+    sites = cloud_sites_of(before)
+    assert sites
+    for site in sites:
+        old, new = instance_of(before, site), instance_of(after, site)
+        # user data, AMI/image, type, boot disk, service account, profile, network: everything but the document key
+        assert without_document(old) == without_document(new), site.name
+        if isinstance(site, AwsSite):
+            assert old.inputs["userDataBase64"] == new.inputs["userDataBase64"]
+            assert old.inputs["ami"] == new.inputs["ami"] and old.inputs["instanceType"] == new.inputs["instanceType"]
+        else:
+            assert old.inputs["metadata"]["user-data"] == new.inputs["metadata"]["user-data"]
+            assert old.inputs["bootDisk"] == new.inputs["bootDisk"]
+            assert old.inputs["machineType"] == new.inputs["machineType"]
+            assert before.monitor.replace_on_changes[old.name] == ['metadata["user-data"]']
+        # (dependencies differ: a GCP instance's document names the new sites; dependencies replace nothing)
+        old_options, new_options = before.options(old.type, old.name), after.options(new.type, new.name)
+        assert (old_options.ignore_changes, old_options.delete_before_replace) == (
+            new_options.ignore_changes,
+            new_options.delete_before_replace,
+        )
+
+
+def test_a_mesh_change_changes_every_store(before_after: tuple[ProgramRun, ProgramRun]) -> None:
+    before, after = before_after
+    for site in cloud_sites_of(before):
+        if isinstance(site, AwsSite):
+            pairs = [(SM_VERSION, f"{site.name}-peers-version", "secretString"),
+                     (SSM_PARAMETER, f"{site.name}-private-key", "value")]  # fmt: skip
+            for typ, name, field in pairs:
+                assert before.named(typ, name).inputs[field] != after.named(typ, name).inputs[field], name
+        else:
+            old, new = instance_of(before, site), instance_of(after, site)
+            assert old.inputs["metadata"][live.GCP_ATTRIBUTE] != new.inputs["metadata"][live.GCP_ATTRIBUTE]
+            name = f"{site.name}-key-version"
+            assert (
+                before.named(GCP_SECRET_VERSION, name).inputs["secretData"]
+                != after.named(GCP_SECRET_VERSION, name).inputs["secretData"]
+            )
+
+
+def stored_document(run: ProgramRun, site: AwsSite | GcpSite | StaticSite) -> str:
+    if isinstance(site, AwsSite):
+        text = run.named(SM_VERSION, f"{site.name}-peers-version").inputs["secretString"]
+    elif isinstance(site, GcpSite):
+        text = instance_of(run, site).inputs["metadata"][live.GCP_ATTRIBUTE]
+    else:
+        text = run.exports["static_site_documents"].value[site.name]
+    assert isinstance(text, str)
+    return text
+
+
+def stored_key(run: ProgramRun, site: AwsSite | GcpSite | StaticSite) -> str:
+    if isinstance(site, AwsSite):
+        return str(run.named(SSM_PARAMETER, f"{site.name}-private-key").inputs["value"])
+    if isinstance(site, GcpSite):
+        return str(run.named(GCP_SECRET_VERSION, f"{site.name}-key-version").inputs["secretData"])
+    return str(run.exports["static_site_private_keys"].value[site.name])
+
+
+def test_every_store_holds_the_sites_document_and_its_own_key(before_after: tuple[ProgramRun, ProgramRun]) -> None:
+    for run in before_after:
+        cfg = mesh_of(run)
+        directory = {n: topology.PeerAddress(v.public_ip.value, v.public_key.value) for n, v in run.sites.items()}
+        for site in cfg.sites:
+            doc = document.decode(stored_document(run, site), site.name)
+            assert doc.plan == topology.interface_plan(cfg, site.name, directory)
+            assert doc.public_key == run.sites[site.name].public_key.value
+            key = stored_key(run, site)
+            assert key == run.sites[site.name].private_key.value and wgkey.public_key(key) == doc.public_key
+        assert run.exports["static_site_documents"].secret and run.exports["static_site_private_keys"].secret
+
+
+def test_key_material_is_secret_everywhere(before_after: tuple[ProgramRun, ProgramRun]) -> None:
+    for run in before_after:
+        keys = run.private_keys() + [r.outputs["base64"] for r in run.of_type(RANDOM_BYTES)]
+        for typ, field in ((SSM_PARAMETER, "value"), (GCP_SECRET_VERSION, "secretData")):
+            for store in run.of_type(typ):
+                assert field in store.secret_inputs, store.name
+        public: list[tuple[str, Any]] = [(f"{r.type} {r.name}", r.public_inputs()) for r in run.resources]
+        public += [(f"stack output {k}", v.value) for k, v in run.exports.items() if not v.secret]
+        public += [(f"{n}.user_data", v.user_data.value) for n, v in run.sites.items()]
+        public += [(f"{n}.document", stored_document(run, mesh_of(run).site(n))) for n in run.sites]
+        for where, value in public:
+            for text in strings_in(value):
+                assert not any(key in text for key in keys), f"key material in {where}"
+        # The user data holds nothing secret now: it is public, and the instances' inputs are not secret.
+        assert not any(v.user_data.secret for v in run.sites.values())
+        for instance in run.of_type(AWS_INSTANCE):
+            assert "userDataBase64" not in instance.secret_inputs
+
+
+def test_an_aws_gateway_reads_exactly_its_own_parameter_and_secret(before_after: tuple[ProgramRun, ProgramRun]) -> None:
+    run = before_after[1]
+    aws_sites = [s for s in cloud_sites_of(run) if isinstance(s, AwsSite)]
+    assert aws_sites
+    for site in aws_sites:
+        parameter = run.named(SSM_PARAMETER, f"{site.name}-private-key")
+        secret = run.named(SM_SECRET, f"{site.name}-peers")
+        assert parameter.inputs["type"] == "SecureString" and parameter.inputs["tier"] == "Standard"
+        policy = json.loads(run.named(ROLE_POLICY, f"{site.name}-stores").inputs["policy"])
+        grants = {(st["Action"], st["Resource"]) for st in policy["Statement"]}
+        assert grants == {("ssm:GetParameter", parameter.outputs["arn"]),
+                          ("secretsmanager:GetSecretValue", secret.outputs["arn"])}  # fmt: skip
+        assert all(st["Effect"] == "Allow" and "*" not in st["Resource"] for st in policy["Statement"])
+        instance = instance_of(run, site)
+        for typ, name in ((SSM_PARAMETER, parameter.name), (SM_VERSION, f"{site.name}-peers-version")):
+            assert run.depends_on(AWS_INSTANCE, instance.name, typ, name), name
+        assert run.depends_on(SM_VERSION, f"{site.name}-peers-version", SSM_PARAMETER, parameter.name)
+
+
+def test_a_gcp_gateway_runs_as_its_own_account_bound_to_its_one_secret(
+    before_after: tuple[ProgramRun, ProgramRun],
+) -> None:
+    run = before_after[1]
+    gcp_sites = [s for s in cloud_sites_of(run) if isinstance(s, GcpSite)]
+    assert gcp_sites
+    accounts = run.of_type(GCP_SA)
+    assert len({a.inputs["accountId"] for a in accounts}) == len(accounts) == len(gcp_sites)
+    for site in gcp_sites:
+        account = run.named(GCP_SA, f"{site.name}-sa")
+        assert 6 <= len(account.inputs["accountId"]) <= 30
+        secret = run.named(GCP_SECRET, f"{site.name}-key-secret")
+        (member,) = [m for m in run.of_type(GCP_SECRET_IAM) if m.name == f"{site.name}-key-accessor"]
+        assert member.inputs == {"secretId": secret.id, "role": "roles/secretmanager.secretAccessor",
+                                 "member": f"serviceAccount:{account.outputs['email']}"}  # fmt: skip
+        instance = instance_of(run, site)
+        (service_account,) = [instance.inputs["serviceAccount"]]
+        assert service_account == {"email": account.outputs["email"], "scopes": ["cloud-platform"]}
+        assert not service_account["email"].endswith(DEFAULT_COMPUTE_SA_SUFFIX)
+        for typ, name in ((GCP_SECRET_VERSION, f"{site.name}-key-version"), (GCP_SECRET_IAM, member.name)):
+            assert run.depends_on(GCP_INSTANCE, instance.name, typ, name), name
+    # One binding per gateway, each on its own secret.
+    assert len(run.of_type(GCP_SECRET_IAM)) == len(gcp_sites)
+
+
+def live_user_data(run: ProgramRun, site: AwsSite | GcpSite | StaticSite) -> dict[str, Any]:
+    if isinstance(site, StaticSite):
+        text = run.exports["static_site_cloud_init"].value[site.name]
+    else:
+        text = user_data_input(instance_of(run, site))
+    parsed = yaml.safe_load(text)
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
+    before_after: tuple[ProgramRun, ProgramRun],
+) -> None:
+    run = before_after[1]
+    for site in mesh_of(run).sites:
+        cloud_init = live_user_data(run, site)
+        files = {f["path"]: f for f in cloud_init["write_files"]}
+        assert render.WG_CONF_PATH not in files and wgmetrics.MAPPING_PATH not in files
+        config = json.loads(files[ship.CONFIG_PATH]["content"])
+        assert config["site"] == site.name
+        source = config["source"]
+        for path, text, mode in ship.files(site.name, source):
+            assert (files[path]["content"], files[path]["permissions"]) == (text, mode)
+        assert files[ship.UNIT_PATH]["content"] == ship.unit_text()
+        if isinstance(site, AwsSite):
+            assert source["document_secret"] == run.named(SM_SECRET, f"{site.name}-peers").inputs["name"]
+            assert (
+                source["private_key_parameter"] == run.named(SSM_PARAMETER, f"{site.name}-private-key").inputs["name"]
+            )
+        elif isinstance(site, GcpSite):
+            secret_id = run.named(GCP_SECRET, f"{site.name}-key-secret").inputs["secretId"]
+            key_secret = f"projects/{site.project}/secrets/{secret_id}/versions/latest"
+            assert source == {"kind": "gcp", "attribute": live.GCP_ATTRIBUTE, "private_key_secret": key_secret}
+        else:
+            assert source == {"kind": "file", "document": live.STATIC_DOCUMENT_PATH,
+                              "private_key": live.STATIC_PRIVATE_KEY_PATH}  # fmt: skip
+        runcmd = cloud_init["runcmd"]
+        wg_unit = f"wg-quick@{render.INTERFACE}"
+        assert runcmd[:5] == [
+            ["chmod", render.WG_DIR_MODE, "/etc/wireguard"],
+            ["sysctl", "--system"],
+            list(ship.once_command()),
+            ["systemctl", "enable", "--now", wg_unit],
+            ["systemctl", "enable", "--now", ship.UNIT_NAME],
+        ]
+        assert runcmd[-1].startswith(f"for unit in {wg_unit} {ship.UNIT_NAME} ")
+
+
+def test_live_aws_user_data_fits_and_does_not_grow_with_the_mesh() -> None:
+    small, large = (load_mesh({**meshgen.generate_mesh(n), "delivery": "live"}) for n in (4, 160))
+    sizes = [userdata.live_user_data_size(cfg, next(s for s in cfg.sites if isinstance(s, AwsSite)), exact=True)
+             for cfg in (small, large)]  # fmt: skip
+    assert sizes[0] == sizes[1] < userdata.AWS_USER_DATA_LIMIT
+    with pytest.raises(ConfigError):  # the same 160 sites in user data would not fit
+        load_mesh(meshgen.generate_mesh(160))
+
+
+def test_a_document_past_its_store_is_refused_naming_the_site(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = {**meshgen.generate_mesh(8), "delivery": "live"}
+    cfg = load_mesh(raw)
+    size = userdata.document_size(cfg, cfg.sites[0].name)
+    monkeypatch.setitem(live.DOCUMENT_LIMITS, "aws", size - 1)
+    with pytest.raises(ConfigError) as caught:
+        load_mesh(raw)
+    assert any(p.startswith("sites[0]: ") and "peer document" in p for p in caught.value.problems)
