@@ -13,7 +13,7 @@ from importlib import resources
 
 from mesh import wgmetrics
 from mesh.config import MeshConfig, StaticSite
-from mesh.gateway import mapping
+from mesh.gateway import mapping, ship
 from mesh.render import INTERFACE, CloudInitExtras, File
 from mesh.topology import PeerAddress, interface_plan
 
@@ -133,11 +133,12 @@ def metrics_extras(
     """What a gateway's cloud-init adds for metrics: node-exporter, our script, its mapping and timer.
 
     directory None (delivery: live): no mapping; the agent writes it with every document it applies. packed False
-    (live): the script as plain text (the whole AWS user data is gzip'd; a text compresses better than base64)."""
+    (live): the script as plain text without its comments and docstrings (ship.compact; the whole AWS user data is
+    gzip'd, and text compresses better than base64)."""
     script = (
         File(SCRIPT_PATH, packed_script(), permissions="0755", encoding=SCRIPT_ENCODING)
         if packed
-        else File(SCRIPT_PATH, script_source(), permissions="0755")
+        else File(SCRIPT_PATH, ship.compact(script_source()), permissions="0755")
     )
     site = cfg.site(name)
     static = isinstance(site, StaticSite)

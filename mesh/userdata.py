@@ -19,11 +19,11 @@ real ones are, so the estimate is what `pulumi up` sends to within a few bytes o
 
 from __future__ import annotations
 
-from typing import Any
 import base64
 import hashlib
 from collections.abc import Mapping
 from importlib import resources
+from typing import Any
 
 import zopfli.gzip
 
@@ -50,8 +50,8 @@ def readiness_extras(
     """The last step of a cloud gateway's first boot: mark itself ready once wg0 is up and forwarding is on
     (mesh.readymark; `pulumi up` waits for the mark before moving the address and routes: mesh.readygate).
 
-    packed False (delivery: live): the script as plain text, which the gzip of the whole AWS user data compresses
-    better than its own gzip+base64."""
+    packed False (delivery: live): the script as plain text without comments or docstrings (ship.compact), which
+    the gzip of the whole AWS user data compresses better than its own gzip+base64."""
     if packed:
         script = render.File(
             READY_SCRIPT_PATH,
@@ -60,7 +60,8 @@ def readiness_extras(
             encoding=metrics.SCRIPT_ENCODING,
         )
     else:
-        script = render.File(READY_SCRIPT_PATH, resources.files("mesh").joinpath(READY_SOURCE).read_text(), "0755")
+        source = ship.compact(resources.files("mesh").joinpath(READY_SOURCE).read_text())
+        script = render.File(READY_SCRIPT_PATH, source, "0755")
     return render.CloudInitExtras(
         packages=packages, files=(script,), commands=(("python3", READY_SCRIPT_PATH, *flags),)
     )

@@ -51,7 +51,7 @@ def compact(source: str) -> str:
     """The module without docstrings, comments and blank lines (a docstring that is a whole body becomes `pass`).
 
     Lines are only dropped or cut, never rewritten, so the result does not depend on the Python that renders it
-    (ast.unparse would); blank lines inside a multi-line string stay."""
+    (ast.unparse would); blank lines inside a multi-line string stay, and so does a script's `#!` line."""
     lines = source.splitlines()
     drop: set[int] = set()
     replace: dict[int, str] = {}
@@ -70,7 +70,7 @@ def compact(source: str) -> str:
     cut: dict[int, int] = {}
     in_string: set[int] = set()
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
+        if token.type == tokenize.COMMENT and not (token.start == (1, 0) and token.string.startswith("#!")):
             cut[token.start[0] - 1] = token.start[1]
         elif token.type == tokenize.STRING and token.end[0] > token.start[0]:
             in_string.update(range(token.start[0], token.end[0]))  # 0-based rows after the string's first
