@@ -25,6 +25,11 @@ METRICS_STALE_SECONDS = 60  # four missed runs of the 15 s timer
 SENDING_BYTES_PER_SECOND = 1024  # a peer "sends" above keepalives and handshakes (a few bytes per second)
 RECEIVED_FRACTION = 0.1  # ... and the receiving side "gets nothing" below a tenth of that
 RATE_WINDOW = "5m"
+# delivery: live (mesh.gateway.agent). AWS polls every 10 s, GCP's metadata watch returns at least once a minute:
+# a gateway that has not read its store for 3 minutes cannot follow the mesh any more.
+AGENT_FETCH_STALE_SECONDS = 180
+AGENT_LAG_FOR = "2m"  # the bound: applied generation behind the desired one for more than 2 minutes
+AGENT_LOG = "journalctl -u wg-mesh-agent"
 
 # Recorded series (also what the dashboard may use).
 EXPECTED_SITE = "site:wgmesh_expected"
@@ -129,6 +134,33 @@ def alerts() -> list[Alert]:
             "Prometheus (monitoring_cidrs, exporter_port). Without it, no other wg-mesh alert can fire for this site.",
             severity="warning",
             for_="1m",
+        ),
+        Alert(
+            "WgMeshAgentApplyFailing",
+            "wgmesh_agent_last_apply_success == 0",
+            "{{ $labels.site }}: the gateway agent does not apply the mesh's desired configuration",
+            "wg-mesh-agent on {{ $labels.site }} refused or failed to apply the document it read (the running "
+            "configuration stays as it was): wgmesh_agent_apply_failures_total says why (parse, site, no_peers, "
+            f"generation, key, apply). `{AGENT_LOG}` on the gateway; then `pulumi up` again.",
+            for_="1m",
+        ),
+        Alert(
+            "WgMeshAgentGenerationLag",
+            "wgmesh_agent_desired_generation != wgmesh_agent_applied_generation",
+            "{{ $labels.site }}: the gateway runs an older mesh configuration than the one published",
+            "The document published in the site's store (generation {{ $value }}) has not been applied for "
+            f"{AGENT_LAG_FOR}: peers added, removed or rotated since are not in effect on {{{{ $labels.site }}}}. "
+            f"`{AGENT_LOG}` on the gateway.",
+            for_=AGENT_LAG_FOR,
+        ),
+        Alert(
+            "WgMeshAgentFetchStale",
+            f"time() - wgmesh_agent_last_fetch_timestamp_seconds > {AGENT_FETCH_STALE_SECONDS}",
+            "{{ $labels.site }}: the gateway agent has not read its store for {{ $value | humanizeDuration }}",
+            "wg-mesh-agent on {{ $labels.site }} is stopped or cannot read the document (AWS: the instance role's "
+            "access to its Secrets Manager secret; GCP: the metadata server; static: /etc/wg-mesh/document.json). "
+            f"Mesh changes do not reach this gateway. `systemctl status wg-mesh-agent` and `{AGENT_LOG}`.",
+            severity="warning",
         ),
         Alert(
             "WgMeshMetricsStale",
