@@ -282,3 +282,25 @@ def test_route_parsing_reads_locked_and_unlocked_mtus() -> None:
     assert pmtu_heal.parse_routes(text) == {
         "10.99.0.0/24": None, "10.99.0.2/32": 1352, "10.100.0.0/16": 1380, "0.0.0.0/0": None,
     }  # fmt: skip
+
+
+def test_a_new_plan_keeps_what_is_known_of_unchanged_peers_and_forgets_the_rest() -> None:
+    net = Net()
+    net.path["10.99.0.3"] = 1352
+    monitor = PathMonitor(PLAN, net)
+    ticks(monitor, 3)
+    assert monitor.paths["vps-fra"].pmtu == 1352
+    newcomer = Peer("aws-euc1", "M" * 43 + "=", ("10.99.0.4/32", "10.40.0.0/16"), "198.51.100.4:51820", 25)
+    monitor.update_plan(InterfacePlan(**{**PLAN.__dict__, "peers": (PLAN.peers[1], newcomer)}))
+    assert set(monitor.paths) == {"vps-fra", "aws-euc1"}
+    assert monitor.paths["vps-fra"].pmtu == 1352 and monitor.paths["aws-euc1"].pmtu is None
+    # A new tunnel MTU makes every earlier verdict meaningless.
+    monitor.update_plan(InterfacePlan(**{**PLAN.__dict__, "mtu": 1380, "mss": 1340}))
+    assert all(path.pmtu is None and path.fails == 0 for path in monitor.paths.values())
+
+
+def test_settings_refuse_nonsense() -> None:
+    with pytest.raises(ValueError, match="must be >= 1"):
+        Settings(fail_after=0)
+    with pytest.raises(ValueError, match="floor"):
+        Settings(floor=84)

@@ -67,6 +67,10 @@ def run_command(argv: Sequence[str]) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 class PathMonitor:
     def __init__(self, plan: InterfacePlan, runner: Runner = run_command, settings: Settings | None = None):
         self.runner = runner
@@ -162,7 +166,7 @@ class PathMonitor:
         samples: dict[str, list[str]] = {name: [] for name in METRICS}
 
         def add(name: str, labels: dict[str, str], value: float) -> None:
-            text = ",".join(f'{k}="{v}"' for k, v in labels.items())  # site names are [a-z0-9-]: no escaping
+            text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
             samples[name].append(f"{name}{{{text}}} {int(value) if float(value).is_integer() else value}")
 
         if self.last_probe is not None:
