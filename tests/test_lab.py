@@ -27,6 +27,7 @@ import yaml
 from mesh import metrics, render, topology, userdata, wgkey
 from mesh.__main__ import main
 from mesh.config import MeshConfig, load_mesh
+from mesh.gateway import wgconf
 from mesh.lab import cloudinit
 from mesh.lab.build import redact_keys
 from mesh.lab.checks import LabOptions
@@ -483,7 +484,8 @@ def test_missing_mss_clamp_fails_the_bulk_tcp_check(monkeypatch: pytest.MonkeyPa
     """Rendered without the TCPMSS rules, TCP still gets through (path MTU discovery), but with segments the
     tunnel cannot carry unfragmented at first: check 4 must notice the unclamped MSS."""
     rules = render.forwarding_rules
-    monkeypatch.setattr(render, "forwarding_rules", lambda plan: [r for r in rules(plan) if r.table != "mangle"])
+    # wg_quick_conf calls the function in mesh.gateway.wgconf (render re-exports it): patch it where it is called.
+    monkeypatch.setattr(wgconf, "forwarding_rules", lambda plan: [r for r in rules(plan) if r.table != "mangle"])
     report = run_lab(stack("dev"), "no-clamp", options=QUICK)
     bulk = report.check("bulk_tcp")
     assert bulk is not None and not bulk.ok
