@@ -16,10 +16,11 @@ Verdicts (pmtu_probe.Status):
   to that peer's AllowedIPs to it (pmtu_heal). The full size is still probed every tick; `pass_after` (3)
   passes in a row restore the original routes.
 
-Cost, 64-site mesh (63 peers), healthy: 126 pings a tick, each a 1-2 ms process and 84 + 1400 bytes each way
-per peer: at a 15 s interval ~8 processes/s and ~100 kbit/s of probes in total. A tick takes about one round
-trip; every failing probe waits its 1 s timeout, so the worst case (every peer unanswered) is
-ceil(126 / 32) = 4 s, plus up to 4 s of sequential search probes for a peer whose path has just shrunk.
+Cost, 64-site mesh (63 peers), healthy: 126 ping processes a tick, 84 + 1400 bytes each way per peer: ~100
+kbit/s of probes in total at a 15 s interval, and ~0.3 CPU-seconds a tick (2 % of one core; 1.3x the cost of
+spawning 126 `true`: `python -m bench.pmtu_tick`, 2-core VM). A tick takes 0.2 s plus a round trip; every
+failing probe waits its 1 s timeout, so the worst case (every peer unanswered) is ceil(126 / 32) = 4 s, plus
+up to 4 s of sequential search probes for a peer whose path has just shrunk.
 
 Why healing is on by default (`Settings.heal`): it acts only on the black-hole signature (small passes, full size
 fails, 3 times in a row), so a dead or ICMP-silent peer never triggers it; it only ever lowers route MTUs, never
