@@ -92,8 +92,8 @@ class PathMonitor:
         for peer in plan.peers:
             address = overlay_address(plan, peer.name)
             kept = old.get(peer.name)
-            keep = kept is not None and kept.address == address and same_mtu
-            self.paths[peer.name] = kept if kept is not None and keep else PeerPath(peer.name, address)
+            fresh = kept is None or kept.address != address or not same_mtu
+            self.paths[peer.name] = PeerPath(peer.name, address) if fresh or kept is None else kept
         self.plan = plan
 
     # --- one tick ------------------------------------------------------------------------------------
