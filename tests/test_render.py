@@ -113,8 +113,12 @@ def test_forwarding_and_mss_clamp_in_both_directions_without_eth0() -> None:
     assert render.NO_REDIRECTS_ON_EXISTING_INTERFACES in post_up
     assert "iptables -t filter -I FORWARD -i %i -j ACCEPT" in post_up
     clamps = [c for c in post_up if "TCPMSS" in c]
-    assert {c.split()[5] for c in clamps} == {"-i", "-o"}
-    assert all("--set-mss 1360" in c and "--mss 1361:65535" in c for c in clamps)
+    # The constant clamp first (the upper bound, and what doctor reads), then the clamp to the route's MTU that
+    # the path-MTU heal lowers per peer; each in both directions.
+    assert [(c.split()[5], "--clamp-mss-to-pmtu" in c) for c in clamps] == [
+        ("-o", False), ("-i", False), ("-o", True), ("-i", True),
+    ]  # fmt: skip
+    assert all("--set-mss 1360" in c and "--mss 1361:65535" in c for c in clamps[:2])
     assert not any("MASQUERADE" in c for c in post_up)
     assert "eth0" not in conf
     # Every rule added on up is removed on down.

@@ -79,12 +79,18 @@ class Rule:
 def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
     """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name)."""
     clamp = f"-p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss {plan.mss + 1}:65535 -j TCPMSS --set-mss {plan.mss}"
+    pmtu_clamp = "-p tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu"
     rules = [
         Rule("filter", "FORWARD", "-i %i -j ACCEPT", first=True),
         Rule("filter", "FORWARD", "-o %i -j ACCEPT", first=True),
         # Both directions: a 9001-MTU AWS host offers MSS 8961 and must be told the tunnel's.
         Rule("mangle", "FORWARD", f"-o %i {clamp}"),
         Rule("mangle", "FORWARD", f"-i %i {clamp}"),
+        # And to the route's MTU, which is the tunnel's until the path-MTU heal (mesh.gateway.pmtu_heal) lowers
+        # the routes to one peer: TCP to that peer then adapts. TCPMSS never raises an MSS, so the constant
+        # clamp above stays the upper bound; `-i` uses the MTU of the route back to the sender.
+        Rule("mangle", "FORWARD", f"-o %i {pmtu_clamp}"),
+        Rule("mangle", "FORWARD", f"-i %i {pmtu_clamp}"),
         # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
         # metadata server, with the instance's credentials): dropped in raw PREROUTING, before routing, so both the
         # forwarded and the locally delivered path are covered and no filter-table rule can shadow it. The
