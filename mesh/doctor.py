@@ -1,8 +1,8 @@
 """`mesh doctor`: is this gateway healthy? One verdict per check, and a hint for every failure.
 
 Run it on a gateway as root: `python -m mesh doctor` from a checkout, or, where only python3 exists, copy
-mesh/__init__.py, mesh/doctor.py, mesh/doctor_base.py, mesh/doctor_agent.py and mesh/wgmetrics.py and run
-`sudo python3 -m mesh.doctor` (stdlib only).
+mesh/__init__.py, mesh/doctor.py, mesh/doctor_base.py, mesh/doctor_agent.py, mesh/doctor_path.py, mesh/wgmetrics.py,
+mesh/gateway/__init__.py and mesh/gateway/pmtu_probe.py and run `sudo python3 -m mesh.doctor` (stdlib only).
 Every command and file read goes through a `Host`, so tests feed captured outputs and the lab can run the same
 checks inside a gateway's namespaces. Exit status: 0 when nothing failed, 1 otherwise.
 """
@@ -36,6 +36,7 @@ from mesh.doctor_base import (
     parse_conf,
     size,
 )
+from mesh.doctor_path import path_checks
 from mesh.wgmetrics import (
     HANDSHAKE_STALE_SECONDS,
     PeerStat,
@@ -351,13 +352,13 @@ def diagnose(host: Host, interface: str = "wg0", config_path: str | None = None)
     else:
         checks.append(_forward_accept(host, interface))
         checks.append(_mss_clamp(host, interface, conf.mtu if conf and conf.mtu else link_mtu))
-    checks += _peer_checks(host, interface, conf, link_mtu is not None)
+    checks += _peer_checks(host, interface, conf, link_mtu)
     checks += agent_checks(host)  # delivery: live only (none when the gateway has no agent)
     return Diagnosis(interface, conf.site if conf else None, tuple(checks))
 
 
-def _peer_checks(host: Host, interface: str, conf: WgConf | None, exists: bool) -> list[Check]:
-    if not exists:
+def _peer_checks(host: Host, interface: str, conf: WgConf | None, link_mtu: int | None) -> list[Check]:
+    if link_mtu is None:
         return [Check("peers", SKIP, f"{interface} does not exist: no peers, handshakes or routes to check")]
     dump = host.run(["wg", "show", interface, "dump"])
     if dump.returncode != 0:
@@ -370,16 +371,19 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, exists: bool) 
     if routes is not None and any(is_ipv6(prefix) for peer in peers for prefix in peer.allowed_ips):
         routes6 = host.run(["ip", "-j", "-6", "route", "show", "table", "main"])  # hand-added IPv6 peers
         routes += parse_routes(routes6.stdout, family=6) if routes6.returncode == 0 else []
+    tunnels = []  # the config's peers with a working tunnel: their path MTU is worth probing
     for peer in peers:
         site = conf.name_of(peer.public_key) if conf is not None else None
         name = site or f"peer {peer.public_key[:8]}…"
         checks.append(_handshake(peer, name, site, now))
+        if checks[-1].status == OK and conf is not None:
+            tunnels += [p for p in conf.peers if p.public_key == peer.public_key]
         if routes is None:
             error = f"cannot read the routing table: {error_line(route_result)}"
             checks.append(Check("route", FAIL, error, "Is iproute2 installed?", site))
         else:
             checks.append(_routes(interface, peer, name, site, routes))
-    return checks
+    return checks + path_checks(host, tunnels, conf.mtu if conf is not None and conf.mtu else link_mtu)
 
 
 # --- reports ---------------------------------------------------------------------------------------

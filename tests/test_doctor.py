@@ -38,10 +38,20 @@ class FakeHost:
         self.files = files
         self.clock = now
         self.ran: list[str] = []
+        # The paths the DF pings take: overlay address -> largest IP packet that comes back (0: no answer);
+        # every other address answers any size. ping_installed False: ping exits 127 like a missing command.
+        self.paths: dict[str, int] = {}
+        self.ping_installed = True
 
     def run(self, argv: Sequence[str]) -> CommandResult:
         command = " ".join(argv)
         self.ran.append(command)
+        if argv[0] == "ping":
+            assert list(argv[1:-3]) == ["-n", "-q", "-c", "1", "-W", "1", "-M", "do"], command  # DF, one try
+            packet = int(argv[-2]) + 28  # -s is the ICMP payload: + IPv4 (20) and ICMP (8) headers
+            if not self.ping_installed:
+                return CommandResult(127, "", "ping: command not found")
+            return CommandResult(0 if packet <= self.paths.get(argv[-1], 65535) else 1, "")
         assert command in self.outputs, f"doctor ran an unexpected command: {command}"
         return self.outputs[command]
 
@@ -125,6 +135,7 @@ def test_captured_gateway_fails_only_on_the_unreachable_site(private_key: str) -
         ("route", "gcp-euw3", OK),
         ("handshake", "vps-fra", FAIL),
         ("route", "vps-fra", OK),
+        ("path-mtu", "gcp-euw3", OK),  # only peers with a working tunnel are probed
     ]
     vps = failures(result)[("handshake", "vps-fra")]
     assert vps.detail.startswith("endpoint unreachable: never completed a handshake with vps-fra")
@@ -141,7 +152,54 @@ def test_healthy_gateway_passes(private_key: str) -> None:
     result = doctor.diagnose(gateway(private_key, dump=dump))
     assert result.ok
     assert {c.status for c in result.checks} == {OK}
-    assert doctor.report_text(result).endswith("all 11 checks passed\n")
+    assert doctor.report_text(result).endswith("all 13 checks passed\n")
+    assert [c.detail for c in result.checks if c.check == "path-mtu"] == [
+        "gcp-euw3: 1400-byte packets with DF set reach 10.200.0.2",
+        "vps-fra: 1400-byte packets with DF set reach 10.200.0.3",
+    ]
+
+
+def healthy(private_key: str) -> FakeHost:
+    return gateway(private_key, dump=with_vps_handshake(captured("wg-show-wg0-dump.txt", private_key), 1796205400))
+
+
+def test_path_mtu_black_hole_is_found_and_sized(private_key: str) -> None:
+    """The internet path toward vps-fra lost 48 bytes and its ICMP: small DF pings pass, 1400-byte ones vanish."""
+    host = healthy(private_key)
+    host.paths["10.200.0.3"] = 1352
+    result = doctor.diagnose(host)
+    black_hole = failures(result)[("path-mtu", "vps-fra")]
+    assert black_hole.detail == (
+        "path-MTU black hole to vps-fra: 84-byte pings with DF set pass, 1400-byte ones vanish; "
+        "the largest that passes is 1352 bytes"
+    )
+    assert "carries fewer than 1460 bytes" in black_hole.hint
+    assert "mtu lock 1352" in black_hole.hint and "but 10.200.0.3/32" in black_hole.hint
+    assert "set the mesh's `mtu` to 1352 or less" in black_hole.hint
+    assert [k for k in failures(result)] == [("path-mtu", "vps-fra")]  # gcp-euw3's path is fine
+    probes = [c for c in host.ran if c.startswith("ping") and c.endswith("10.200.0.3")]
+    assert len(probes) == 2 + 4  # small, full, then a binary search over 1280..1392 (15 sizes: 4 probes)
+
+
+def test_path_mtu_below_the_floor_and_unanswered_peers(private_key: str) -> None:
+    host = healthy(private_key)
+    host.paths.update({"10.200.0.3": 1200, "10.200.0.2": 0})
+    result = doctor.diagnose(host)
+    checks = {(c.check, c.peer_site): c for c in result.checks}
+    assert "not even 1280 bytes pass" in checks[("path-mtu", "vps-fra")].detail
+    assert checks[("path-mtu", "vps-fra")].status == FAIL
+    silent = checks[("path-mtu", "gcp-euw3")]
+    assert silent.status == WARN  # a peer that drops ICMP is not a black hole
+    assert silent.detail.startswith("gcp-euw3: 10.200.0.2 answers no ping, neither 84 nor 1400 bytes")
+
+
+def test_path_mtu_without_ping_is_skipped(private_key: str) -> None:
+    host = healthy(private_key)
+    host.ping_installed = False
+    result = doctor.diagnose(host)
+    skipped = [c for c in result.checks if c.check == "path-mtu"]
+    assert {c.status for c in skipped} == {SKIP} and "iputils-ping" in skipped[0].hint
+    assert result.ok
 
 
 def test_stale_handshake_names_the_site(private_key: str) -> None:
@@ -283,7 +341,7 @@ def test_reports_text_and_json(private_key: str) -> None:
     fail_line = next(i for i, line in enumerate(lines) if line.startswith("FAIL  forwarding"))
     assert lines[fail_line + 1].strip().startswith("hint: `sudo sysctl -w net.ipv4.ip_forward=1`")
     assert not any("hint" in line for line in lines if line.startswith("ok "))
-    assert lines[-1] == "2 of 11 checks failed"
+    assert lines[-1] == "2 of 12 checks failed"
     doc = json.loads(doctor.report_json(result))
     assert doc["ok"] is False and doc["site"] == "aws-use1" and doc["interface"] == "wg0"
     assert {"check": "forwarding", "status": "fail"}.items() <= doc["checks"][3].items()
@@ -369,10 +427,13 @@ def test_cli_on_a_host_without_the_interface(tmp_path: Path) -> None:
 
 
 def test_doctor_runs_with_a_bare_python3(tmp_path: Path) -> None:
-    """On a gateway there is no venv: mesh/__init__.py, the doctor modules and wgmetrics.py are all it needs."""
+    """On a gateway there is no venv: mesh/__init__.py, the doctor modules, wgmetrics.py and the agent's probes
+    (mesh/gateway/pmtu_probe.py) are all it needs."""
     package = tmp_path / "mesh"
     package.mkdir()
-    for name in ("__init__.py", "doctor.py", "doctor_base.py", "doctor_agent.py", "wgmetrics.py"):
+    (package / "gateway").mkdir()
+    for name in ("__init__.py", "doctor.py", "doctor_base.py", "doctor_agent.py", "doctor_path.py", "wgmetrics.py",
+                 "gateway/__init__.py", "gateway/pmtu_probe.py"):  # fmt: skip
         shutil.copy(REPO / "mesh" / name, package / name)
     result = subprocess.run(
         ["/usr/bin/python3", "-I", "-c", "import sys; sys.path.insert(0, '.'); import runpy; "
