@@ -61,7 +61,13 @@ def test_the_store_policy_names_exactly_the_two_arns() -> None:
     parameter = "arn:aws:ssm:us-east-1:123456789012:parameter/wg-mesh/wg-mesh/prod/a/private-key"
     secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:wg-mesh/wg-mesh/prod/a/peers-AbCdEf"
     policy = json.loads(live.store_policy(parameter, secret))
-    assert sorted((s["Effect"], s["Action"], s["Resource"]) for s in policy["Statement"]) == [
-        ("Allow", "secretsmanager:GetSecretValue", secret),
-        ("Allow", "ssm:GetParameter", parameter),
+    allows = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+    assert sorted((s["Action"], s["Resource"]) for s in allows) == [
+        ("secretsmanager:GetSecretValue", secret),
+        ("ssm:GetParameter", parameter),
     ]
+    # Any other parameter is denied, whatever else the role is allowed (AmazonSSMManagedInstanceCore: ssm:Get* on *).
+    (deny,) = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+    assert deny["NotResource"] == parameter and "Resource" not in deny
+    assert set(deny["Action"]) >= {"ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"}
+    assert "*" not in json.dumps(policy)
