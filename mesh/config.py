@@ -205,7 +205,7 @@ def summary(cfg: MeshConfig) -> str:
     clouds = ", ".join(f"{s.name} ({s.cloud})" for s in cfg.sites)
     return (
         f"ok: {len(cfg.sites)} sites [{clouds}], overlay {cfg.overlay_cidr}, "
-        f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}"
+        f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}, delivery {cfg.delivery}"
     )
 
 

@@ -82,6 +82,10 @@ def document_of(cfg: MeshConfig, site_name: str, values: Mapping[str, Any]) -> s
     return peer_document(cfg, site_name, values["directory"], values["public_key"])
 
 
+# Every Parameter Store action that returns a parameter's value (Service Authorization Reference, AWS Systems Manager).
+PARAMETER_READS = ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParameters", "ssm:GetParametersByPath"]
+
+
 def store_policy(parameter_arn: str, secret_arn: str) -> str:
     """The AWS gateway's read access: its own key parameter and its own document secret, by exact ARN, nothing else.
 
@@ -89,7 +93,12 @@ def store_policy(parameter_arn: str, secret_arn: str) -> str:
     policies allow their use through the service to every principal of the account ("The AWS managed key for
     Parameter Store (aws/ssm) grants Decrypt permission to all IAM principals in the AWS account": AWS Systems Manager
     user guide, "Restricting decryption of SecureString parameter values",
-    https://docs.aws.amazon.com/systems-manager/latest/userguide/ps-restrict-decryption.html)."""
+    https://docs.aws.amazon.com/systems-manager/latest/userguide/ps-restrict-decryption.html).
+
+    That same key is why one statement denies reading any other parameter: with `operator_access: cloud` the role
+    also has AWS's managed AmazonSSMManagedInstanceCore, which allows ssm:GetParameter(s) on every resource, and every
+    principal of the account may decrypt with aws/ssm, so without the deny a gateway could read the other gateways'
+    keys in its account. An explicit deny wins over any allow."""
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -99,6 +108,12 @@ def store_policy(parameter_arn: str, secret_arn: str) -> str:
                     "Effect": "Allow",
                     "Action": "ssm:GetParameter",
                     "Resource": parameter_arn,
+                },
+                {
+                    "Sid": "NoOtherParameter",
+                    "Effect": "Deny",
+                    "Action": PARAMETER_READS,
+                    "NotResource": parameter_arn,
                 },
                 {
                     "Sid": "ReadOwnPeerDocument",

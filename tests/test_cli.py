@@ -19,12 +19,13 @@ def run_mesh(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_validate_shipped_stacks(stack: str) -> None:
+@pytest.mark.parametrize(("stack", "delivery"), [("dev", "user-data"), ("prod", "live")])
+def test_validate_shipped_stacks(stack: str, delivery: str) -> None:
     result = run_mesh("validate", "--stack", stack)
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 1
     assert result.stdout.startswith("ok: ") and "tunnel MTU 1400" in result.stdout
+    assert result.stdout.endswith(f", delivery {delivery}\n")
 
 
 def write_stack(tmp_path: Path, mesh: object) -> Path:

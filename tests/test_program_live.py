@@ -191,11 +191,16 @@ def test_an_aws_gateway_reads_exactly_its_own_parameter_and_secret(before_after:
         parameter = run.named(SSM_PARAMETER, f"{site.name}-private-key")
         secret = run.named(SM_SECRET, f"{site.name}-peers")
         assert parameter.inputs["type"] == "SecureString" and parameter.inputs["tier"] == "Standard"
-        policy = json.loads(run.named(ROLE_POLICY, f"{site.name}-stores").inputs["policy"])
-        grants = {(st["Action"], st["Resource"]) for st in policy["Statement"]}
-        assert grants == {("ssm:GetParameter", parameter.outputs["arn"]),
-                          ("secretsmanager:GetSecretValue", secret.outputs["arn"])}  # fmt: skip
-        assert all(st["Effect"] == "Allow" and "*" not in st["Resource"] for st in policy["Statement"])
+        text = run.named(ROLE_POLICY, f"{site.name}-stores").inputs["policy"]
+        policy = json.loads(text)
+        grants = {(st["Action"], st["Resource"]) for st in policy["Statement"] if st["Effect"] == "Allow"}
+        assert grants == {
+            ("ssm:GetParameter", parameter.outputs["arn"]),
+            ("secretsmanager:GetSecretValue", secret.outputs["arn"]),
+        }
+        (deny,) = [st for st in policy["Statement"] if st["Effect"] == "Deny"]  # every other parameter
+        assert deny["NotResource"] == parameter.outputs["arn"]
+        assert "*" not in text
         instance = instance_of(run, site)
         for typ, name in ((SSM_PARAMETER, parameter.name), (SM_VERSION, f"{site.name}-peers-version")):
             assert run.depends_on(AWS_INSTANCE, instance.name, typ, name), name

@@ -150,3 +150,54 @@ def test_every_unit_the_user_data_sets_up_is_checked_last_on_every_cloud() -> No
         assert last == render.units_active_check(
             ["wg-quick@wg0", f"{metrics.UNIT_NAME}.timer", metrics.NODE_EXPORTER_SERVICE]
         )
+
+
+def live_texts() -> dict[str, str]:
+    from mesh import live
+
+    cfg = load(REPO / "Pulumi.prod.yaml")
+    assert cfg.delivery == "live"
+    return {
+        site.name: userdata.render_live_user_data(cfg, site.name, live.agent_source(site, "wg-mesh", "prod"))
+        for site in cfg.sites
+    }
+
+
+@pytest.mark.skipif(not Path("/usr/bin/cloud-init").exists(), reason="cloud-init not installed")
+def test_live_user_data_passes_cloud_init_schema_and_reads_back_from_its_gzip(tmp_path: Path) -> None:
+    for name, text in live_texts().items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        done = subprocess.run(["cloud-init", "schema", "--config-file", str(path)], capture_output=True, text=True)
+        assert done.returncode == 0, (name, done.stdout, done.stderr)
+    text = live_texts()["aws-use1"]
+    (tmp_path / "user-data.b64").write_text(userdata.aws_user_data_base64(text))
+    read = (
+        "import base64, sys; from cloudinit import user_data; "
+        "raw = base64.b64decode(open(sys.argv[1]).read()); "
+        "sys.stdout.buffer.write(user_data.convert_string(raw).get_payload(decode=True))"
+    )
+    result = subprocess.run(["/usr/bin/python3", "-c", read, str(tmp_path / "user-data.b64")], capture_output=True)
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode() == text
+
+
+def test_live_user_data_checks_the_agent_last_and_ships_the_scripts_as_written() -> None:
+    import yaml
+
+    from mesh import metrics, readymark, render
+    from mesh.gateway import ship
+
+    for name, text in live_texts().items():
+        cloud_init = yaml.safe_load(text)
+        files = {f["path"]: f for f in cloud_init["write_files"]}
+        assert cloud_init["runcmd"][-1] == render.units_active_check(
+            ["wg-quick@wg0", ship.UNIT_NAME, f"{metrics.UNIT_NAME}.timer", metrics.NODE_EXPORTER_SERVICE]
+        )
+        # Plain text, byte for byte the repo's sources (no encoding: the AWS gzip covers the whole user data).
+        script = files[metrics.SCRIPT_PATH]
+        assert "encoding" not in script and script["content"] == metrics.script_source(), name
+        if name != "vps-fra":
+            ready = files[userdata.READY_SCRIPT_PATH]
+            assert "encoding" not in ready and ready["content"] == Path(readymark.__file__).read_text(), name
+        assert render.WG_CONF_PATH not in files and metrics.MAPPING_PATH not in files
