@@ -194,10 +194,12 @@ def test_live_user_data_checks_the_agent_last_and_ships_the_scripts_as_written()
         assert cloud_init["runcmd"][-1] == render.units_active_check(
             ["wg-quick@wg0", ship.UNIT_NAME, f"{metrics.UNIT_NAME}.timer", metrics.NODE_EXPORTER_SERVICE]
         )
-        # Plain text, byte for byte the repo's sources (no encoding: the AWS gzip covers the whole user data).
+        # Plain text, the repo's sources without comments and docstrings (ship.compact; tests/test_agent_ship.py
+        # shows the code is the same), no encoding: the AWS gzip covers the whole user data.
         script = files[metrics.SCRIPT_PATH]
-        assert "encoding" not in script and script["content"] == metrics.script_source(), name
+        assert "encoding" not in script and script["content"] == ship.compact(metrics.script_source()), name
         if name != "vps-fra":
             ready = files[userdata.READY_SCRIPT_PATH]
-            assert "encoding" not in ready and ready["content"] == Path(readymark.__file__).read_text(), name
+            source = Path(readymark.__file__).read_text()
+            assert "encoding" not in ready and ready["content"] == ship.compact(source), name
         assert render.WG_CONF_PATH not in files and metrics.MAPPING_PATH not in files
