@@ -6,8 +6,12 @@
   advanced ones at 8 KB, and a 64-site document is ~15 KB). A changed document is a new secret version in place:
   the agent polls GetSecretValue and applies it; the instance is untouched.
 
-The gateway's role may read exactly these two ARNs (mesh.live.store_policy). The instance depends on both, so
-that its first boot's `wg-mesh-agent --once` finds the document and the key.
+- The agent's package: a second Secrets Manager secret (mesh.gateway.bootstrap; EC2's 16 KB of user data hold only
+  its bootstrap). Its value is the same for every site and changes only with a new agent release, which also changes
+  the SHA-256 pinned in the user data.
+
+The gateway's role may read exactly these three ARNs (mesh.live.store_policy). The instance depends on all of them,
+so that its first boot's bootstrap and `wg-mesh-agent --once` find the package, the document and the key.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from mesh import live
+from mesh import live, userdata
 from mesh.config import AwsSite
 
 PARAMETER_TYPE = "SecureString"
@@ -29,12 +33,14 @@ class AwsStores:
     parameter: aws.ssm.Parameter
     secret: aws.secretsmanager.Secret
     version: aws.secretsmanager.SecretVersion
-    policy: pulumi.Output[str]  # the role policy naming exactly the parameter's and the secret's ARNs
+    bundle: aws.secretsmanager.Secret
+    bundle_version: aws.secretsmanager.SecretVersion
+    policy: pulumi.Output[str]  # the role policy naming exactly the parameter's and the two secrets' ARNs
 
     @property
     def resources(self) -> list[pulumi.Resource]:
         """What the instance's first boot needs in place."""
-        return [self.parameter, self.version]
+        return [self.parameter, self.version, self.bundle_version]
 
 
 def create_stores(
@@ -72,5 +78,16 @@ def create_stores(
         # whose key it cannot fetch yet (it would refuse it with reason `key` and retry, but need not).
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[parameter])),
     )
-    policy = pulumi.Output.all(parameter=parameter.arn, secret=secret.arn).apply(live.store_policy_of)
-    return AwsStores(parameter, secret, version, policy)
+    bundle = aws.secretsmanager.Secret(
+        f"{name}-agent",
+        name=live.aws_bundle_secret(project, stack, site.name),
+        description=f"wg-mesh {project}/{stack}: the wg-mesh-agent package {site.name}'s user data installs",
+        recovery_window_in_days=0,
+        opts=opts,
+    )
+    bundle_version = aws.secretsmanager.SecretVersion(
+        f"{name}-agent-version", secret_id=bundle.id, secret_string=userdata.aws_agent_bundle(), opts=opts
+    )
+    arns = {"parameter": parameter.arn, "secret": secret.arn, "bundle": bundle.arn}
+    policy = pulumi.Output.all(**arns).apply(live.store_policy_of)
+    return AwsStores(parameter, secret, version, bundle, bundle_version, policy)

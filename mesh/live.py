@@ -43,6 +43,12 @@ def aws_document_secret(project: str, stack: str, site: str) -> str:
     return f"wg-mesh/{project}/{stack}/{site}/peers"
 
 
+def aws_bundle_secret(project: str, stack: str, site: str) -> str:
+    """The Secrets Manager secret holding the agent's package (mesh.gateway.bootstrap): ~20 KB of base64, past SSM's
+    8 KB; not secret, but the same store, role and API as the document, so no bucket and no second permission model."""
+    return f"wg-mesh/{project}/{stack}/{site}/agent"
+
+
 def aws_private_key_parameter(project: str, stack: str, site: str) -> str:
     """The SSM Parameter Store SecureString holding the site's private key (standard tier: free, 4 KB)."""
     return f"/wg-mesh/{project}/{stack}/{site}/private-key"
@@ -65,6 +71,7 @@ def agent_source(site: AwsSite | GcpSite | StaticSite, project: str, stack: str)
             site.region,
             aws_document_secret(project, stack, site.name),
             aws_private_key_parameter(project, stack, site.name),
+            aws_bundle_secret(project, stack, site.name),
         )
     if isinstance(site, GcpSite):
         secret = gcp_key_secret_id(project, stack, site.name)
@@ -86,8 +93,9 @@ def document_of(cfg: MeshConfig, site_name: str, values: Mapping[str, Any]) -> s
 PARAMETER_READS = ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParameters", "ssm:GetParametersByPath"]
 
 
-def store_policy(parameter_arn: str, secret_arn: str) -> str:
-    """The AWS gateway's read access: its own key parameter and its own document secret, by exact ARN, nothing else.
+def store_policy(parameter_arn: str, secret_arn: str, bundle_arn: str) -> str:
+    """The AWS gateway's read access: its own key parameter, its own document secret and its own agent bundle, by
+    exact ARN, nothing else.
 
     No kms:Decrypt statement: both are encrypted with the AWS managed keys (aws/ssm, aws/secretsmanager), whose key
     policies allow their use through the service to every principal of the account ("The AWS managed key for
@@ -116,10 +124,10 @@ def store_policy(parameter_arn: str, secret_arn: str) -> str:
                     "NotResource": parameter_arn,
                 },
                 {
-                    "Sid": "ReadOwnPeerDocument",
+                    "Sid": "ReadOwnPeerDocumentAndAgent",
                     "Effect": "Allow",
                     "Action": "secretsmanager:GetSecretValue",
-                    "Resource": secret_arn,
+                    "Resource": [secret_arn, bundle_arn],
                 },
             ],
         },
@@ -128,4 +136,4 @@ def store_policy(parameter_arn: str, secret_arn: str) -> str:
 
 
 def store_policy_of(values: Mapping[str, str]) -> str:
-    return store_policy(values["parameter"], values["secret"])
+    return store_policy(values["parameter"], values["secret"], values["bundle"])

@@ -30,6 +30,9 @@ RATE_WINDOW = "5m"
 AGENT_FETCH_STALE_SECONDS = 180
 AGENT_LAG_FOR = "2m"  # the issue's bound: applied generation behind the desired one for more than 2 minutes
 AGENT_LOG = "journalctl -u wg-mesh-agent"
+# Issue #14: fire within 2 minutes of a path shrinking: a probe every 15 s (agent.PMTU_SECONDS), a scrape and an
+# evaluation every 15 s, and 1m of consecutive "small passes, full fails" (a single lost ping is not a black hole).
+PATH_MTU_FOR = "1m"
 
 # Recorded series (also what the dashboard may use).
 EXPECTED_SITE = "site:wgmesh_expected"
@@ -161,6 +164,18 @@ def alerts() -> list[Alert]:
             "access to its Secrets Manager secret; GCP: the metadata server; static: /etc/wg-mesh/document.json). "
             f"Mesh changes do not reach this gateway. `systemctl status wg-mesh-agent` and `{AGENT_LOG}`.",
             severity="warning",
+        ),
+        Alert(
+            "WgMeshPathMtuBlackHole",
+            'max without (size) (\n  wgmesh_path_probe_ok{size="small"} == 1\n'
+            '  and on (site, peer_site) wgmesh_path_probe_ok{size="full"} == 0\n)',
+            "{{ $labels.site }}: full-size packets to {{ $labels.peer_site }} vanish while small ones pass",
+            "A path-MTU black hole: the internet path from {{ $labels.site }} toward {{ $labels.peer_site }} carries "
+            "less than the tunnel's MTU + 60 bytes and drops ICMP 'fragmentation needed', so bulk TCP, UDP and QUIC "
+            "stall while handshakes stay fresh. The agent lowers the route MTU to that peer (wgmesh_path_mtu_healed, "
+            "wgmesh_path_mtu_bytes: what passes); for good, lower the mesh's `mtu`. "
+            f"`{DOCTOR}` on {{{{ $labels.site }}}} names the size that passes.",
+            for_=PATH_MTU_FOR,
         ),
         Alert(
             "WgMeshMetricsStale",

@@ -94,7 +94,7 @@ def agent_extras(site_name: str, source: Mapping[str, Any]) -> render.CloudInitE
     configuration itself (systemctl(1)), so the unit written by write_files is known by then."""
     return render.CloudInitExtras(
         files=tuple(render.File(path, text, mode) for path, text, mode in ship.files(site_name, dict(source))),
-        setup=(tuple(ship.once_command()),),
+        setup=(tuple(ship.once_command(bundled=bool(source.get("bundle_secret")))),),
         start=(ship.UNIT_NAME,),
         units=(ship.UNIT_NAME,),
     )
@@ -134,6 +134,14 @@ ZOPFLI_ITERATIONS = 5
 def aws_gzip_bytes(data: bytes) -> bytes:
     """gzip with mtime 0 and no name: the same bytes for the same input, on every machine with this zopfli."""
     return bytes(zopfli.gzip.compress(data, numiterations=ZOPFLI_ITERATIONS))
+
+
+def aws_agent_bundle() -> str:
+    """The value of an AWS site's agent bundle secret (mesh.gateway.bootstrap): base64 of the zopfli gzip of the
+    bundle's JSON, the same bytes on every machine (a zlib gzip would differ between zlib builds: a new secret
+    version on every `pulumi up` from another machine)."""
+    text, _ = ship.bundle("aws")
+    return base64.b64encode(aws_gzip_bytes(text)).decode("ascii")
 
 
 def aws_gzip(text: str) -> bytes:

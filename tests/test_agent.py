@@ -51,7 +51,8 @@ def paths(tmp_path: Path) -> Paths:
 
 
 def make(store: Store, host: FakeHost, paths: Paths, logs: list[str]) -> Agent:
-    return Agent(Config(site=SITE, source={"kind": "test"}), store, host, paths, logs.append, clock=lambda: 1000.0)
+    config = Config(site=SITE, source={"kind": "test"}, pmtu_seconds=0)  # the probes: tests/test_pmtu*.py
+    return Agent(config, store, host, paths, logs.append, clock=lambda: 1000.0)
 
 
 def metric(paths: Paths, name: str, **labels: str) -> float:

@@ -4,7 +4,6 @@ the files run as the renamed package by Debian's own python3 (3.11, as the lab's
 from __future__ import annotations
 
 import ast
-import gzip
 import io
 import json
 import os
@@ -30,8 +29,8 @@ def imports(module: str) -> tuple[set[str], set[str]]:
     """(relative module files, absolute top-level packages) a shipped module imports."""
     relative, absolute = set(), set()
     for node in ast.walk(ast.parse((GATEWAY / module).read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            relative.add(f"{node.module}.py")
+        if isinstance(node, ast.ImportFrom) and node.level:  # from .x import y, or from . import x
+            relative.update([f"{node.module}.py"] if node.module else [f"{a.name}.py" for a in node.names])
         elif isinstance(node, ast.ImportFrom) and node.module:
             absolute.add(node.module.split(".")[0])
         elif isinstance(node, ast.Import):
@@ -39,12 +38,8 @@ def imports(module: str) -> tuple[set[str], set[str]]:
     return relative, absolute
 
 
-@pytest.mark.parametrize("kind", ship.SOURCE_MODULES)
-def test_the_shipped_modules_are_the_agents_import_closure(kind: str) -> None:
-    """Following every import, except make_source's of another kind's source module (imported only for that kind)."""
-    shipped = set(ship.modules(kind))
-    others = {m for k, ms in ship.SOURCE_MODULES.items() if k != kind for m in ms}
-    closure, todo = {"__init__.py"}, ["agent.py", *ship.SOURCE_MODULES[kind]]
+def closure_of(start: list[str], others: set[str]) -> set[str]:
+    closure, todo = {"__init__.py"}, list(start)
     while todo:
         module = todo.pop()
         if module not in closure | others:
@@ -52,8 +47,22 @@ def test_the_shipped_modules_are_the_agents_import_closure(kind: str) -> None:
             relative, absolute = imports(module)
             todo += relative
             assert absolute <= set(sys.stdlib_module_names) | {"__future__", "botocore"}, module
-    assert closure == shipped
-    assert "ship.py" not in shipped
+    return closure
+
+
+@pytest.mark.parametrize("kind", ship.SOURCE_MODULES)
+def test_the_shipped_modules_are_the_agents_import_closure(kind: str) -> None:
+    """Following every import, except make_source's of another kind's source module (imported only for that kind)."""
+    shipped = set(ship.modules(kind))
+    others = {m for k, ms in ship.SOURCE_MODULES.items() if k != kind for m in ms}
+    assert closure_of(["agent.py", *ship.SOURCE_MODULES[kind]], others) == shipped
+    assert "ship.py" not in shipped and "bootstrap.py" not in shipped
+
+
+def test_the_boot_modules_are_the_bootstraps_import_closure() -> None:
+    """An AWS user data with a bundle ships only these: the bootstrap runs with nothing else installed."""
+    others = {m for k, ms in ship.SOURCE_MODULES.items() if k != "aws" for m in ms}
+    assert closure_of(["bootstrap.py", "source_aws.py"], others) == set(ship.BOOT_MODULES)
 
 
 # The gateway package and the two scripts delivery: live ships compacted (mesh.metrics, mesh.userdata).
@@ -83,9 +92,9 @@ def test_compaction_keeps_the_code(path: Path) -> None:
     assert len(compacted) < len(source) or not source
 
 
-def install(tmp_path: Path, kind: str) -> Path:
+def install(tmp_path: Path, kind: str, names: tuple[str, ...] | None = None) -> Path:
     lib = tmp_path / "lib"
-    for path, text, mode in ship.package_files(kind):
+    for path, text, mode in ship.package_files(kind, names):
         target = lib / path.removeprefix(ship.LIB_DIR + "/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
@@ -173,23 +182,20 @@ def test_the_config_is_what_the_agent_reads(kind: str) -> None:
 
 
 def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
-    """What each cloud's user data carries for the agent, gzip'd as one stream (EC2 counts the gzip'd whole)."""
-    for kind, source in SOURCES.items():
+    """What each cloud's user data carries for the agent, and the sizes that bind (bench/agent_size.py)."""
+    from bench import agent_size
+    from mesh import live, userdata
+
+    for source in SOURCES.values():
         files = ship.files("aws-use1", source)
         assert [p for p, _, _ in files][-2:] == [ship.CONFIG_PATH, ship.UNIT_PATH]
-        size = len(gzip.compress("".join(t for _, t, _ in files).encode(), 9, mtime=0))
-        with capsys.disabled():
-            print(f"\n  agent files for {kind}: {size} bytes gzip'd")
-        # measured 10.1 KB (aws), 10.5 KB (gcp: its metadata value may hold 256 KB), 9.7 KB (file); zopfli ~5% less.
-        # AWS counts: the live user data must stay under 16 KB with the metrics and readiness scripts (ship.py).
-        assert size < (10_400 if kind == "aws" else 11_000)
-
-
-def test_the_live_aws_user_data_estimate_fits_with_compacted_scripts() -> None:
-    """bench/agent_size.py's estimate: the agent leaves room under EC2's 16 KB only if the metrics and readiness
-    scripts ship compacted too (the program's own test checks the real live user data)."""
-    from bench import agent_size
-    from mesh.userdata import AWS_USER_DATA_LIMIT
-
-    assert set(agent_size.agent_sizes()) == set(ship.SOURCE_MODULES)
-    assert agent_size.live_estimate(compact_scripts=True) < AWS_USER_DATA_LIMIT - 1024
+    bundled = ship.files("aws-use1", {**AWS, "bundle_secret": "wg-mesh/proj/prod/aws-use1/agent"})
+    assert [p.rsplit("/", 1)[1] for p, _, _ in bundled[:-2]] == list(ship.BOOT_MODULES)
+    sizes = agent_size.live_sizes()
+    with capsys.disabled():
+        print(f"\n  agent package gzip'd: {agent_size.package_sizes()}, AWS boot part {agent_size.boot_size()}")
+        print(f"  live user data: {sizes}")
+    # The whole package no longer fits an AWS user data (next to the metrics script and the readiness mark): the
+    # reason for the bundle. With it, the AWS user data keeps about half of EC2's 16 KB free.
+    assert sizes["aws-whole"] > userdata.AWS_USER_DATA_LIMIT > 2 * sizes["aws"] - 1024
+    assert len(userdata.aws_agent_bundle()) < live.DOCUMENT_LIMITS["aws"] // 2  # Secrets Manager: 64 KB

@@ -5,6 +5,7 @@ documented protocol (Metadata-Flavor: Google required, ETag, wait_for_change; `:
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from mesh import userdata
 from mesh.gateway import ship
 from mesh.gateway.agent import Agent, Config
 from mesh.gateway.apply import Paths
@@ -289,3 +291,44 @@ def test_the_shipped_agent_under_debian_python_and_botocore(aws: tuple[Any, Any]
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "root/etc/wireguard/wg0.conf").read_text() == wg_quick_conf(base_plan(), keys.private)
     assert keys.private not in done.stderr + done.stdout
+
+
+@pytest.mark.skipif(
+    not Path(SYSTEM_PYTHON).exists() or shutil.which("wg") is None or not system_botocore(),
+    reason="needs Debian's python3 with python3-botocore, and wg",
+)
+def test_an_aws_first_boot_installs_the_bundle_then_applies(aws: tuple[Any, Any], tmp_path: Path) -> None:
+    """What an AWS user data runs (ship.once_command(bundled=True)) with only the boot modules on disk: the bootstrap
+    fetches the agent's bundle from Secrets Manager (moto), checks its pin, installs it, and the agent's --once
+    applies the document. A bundle secret holding anything else is refused and nothing is installed."""
+    secrets, ssm = aws
+    keys = Keys()
+    name, parameter, bundle = f"{SECRET}-boot", f"{PARAMETER}-boot", f"{SECRET}-boot-agent"
+    secrets.create_secret(Name=name, SecretString=doc_text(base_plan(), keys))
+    ssm.put_parameter(Name=parameter, Value=keys.private, Type="SecureString", Overwrite=True)
+    tampered = base64.b64encode(gzip.compress(b'{"files":{"agent.py":"import os"}}')).decode()
+    secrets.create_secret(Name=bundle, SecretString=tampered)
+    lib = install(tmp_path, "aws", ship.BOOT_MODULES)
+    config = tmp_path / "agent.json"
+    text = ship.agent_config(SITE, ship.aws_source(REGION, name, parameter, bundle))
+    config.write_text(text.replace('"wg0"', '"wgmesh-absent"'))  # an interface this host surely lacks: files only
+    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "PATH"}
+    boot = [SYSTEM_PYTHON, "-m", f"{ship.PACKAGE}.bootstrap", "--config", str(config), "--lib", str(lib)]
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, capture_output=True, text=True, env={**env, "PYTHONPATH": str(lib)}, timeout=60, check=False
+        )
+
+    refused = run([*boot, "--timeout", "1"])
+    assert refused.returncode == 1 and "is not the pinned" in refused.stderr, refused.stderr
+    assert not (lib / ship.PACKAGE / "agent.py").exists()
+    secrets.put_secret_value(SecretId=bundle, SecretString=userdata.aws_agent_bundle())
+    installed = run([*boot, "--timeout", "10"])
+    assert installed.returncode == 0, installed.stderr
+    assert {p.name for p in (lib / ship.PACKAGE).glob("*.py")} == set(ship.modules("aws")) | {"bootstrap.py"}
+    once = [SYSTEM_PYTHON, "-m", f"{ship.PACKAGE}.agent", "--config", str(config), "--once", "--timeout", "10"]
+    done = run([*once, "--root", str(tmp_path / "root")])
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "root/etc/wireguard/wg0.conf").read_text() == wg_quick_conf(base_plan(), keys.private)
+    assert keys.private not in done.stderr + done.stdout + installed.stderr

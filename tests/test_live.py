@@ -27,12 +27,13 @@ def test_store_names_fit_the_clouds_rules(stack: str) -> None:
     assert GCP_SECRET_ID.fullmatch(live.gcp_key_secret_id("wg-mesh", stack, LONGEST_SITE))
     assert SSM_NAME.fullmatch(live.aws_private_key_parameter("wg-mesh", stack, LONGEST_SITE))
     assert SECRETS_MANAGER_NAME.fullmatch(live.aws_document_secret("wg-mesh", stack, LONGEST_SITE))
+    assert SECRETS_MANAGER_NAME.fullmatch(live.aws_bundle_secret("wg-mesh", stack, LONGEST_SITE))
     assert not live.aws_private_key_parameter("wg-mesh", stack, "a").lower().startswith(("/aws", "/ssm"))
 
 
 def test_names_differ_per_project_stack_and_site() -> None:
     combos = [(p, st, si) for p in ("wg-mesh", "other") for st in ("dev", "prod") for si in ("a1", "b2")]
-    for name in (live.gcp_service_account_id, live.gcp_key_secret_id, live.aws_document_secret):
+    for name in (live.gcp_service_account_id, live.gcp_key_secret_id, live.aws_document_secret, live.aws_bundle_secret):
         assert len({name(*c) for c in combos}) == len(combos), name.__name__
 
 
@@ -46,6 +47,7 @@ def test_each_site_kind_gets_its_source() -> None:
         "region": "us-east-1",
         "document_secret": "wg-mesh/wg-mesh/prod/aws-use1/peers",
         "private_key_parameter": "/wg-mesh/wg-mesh/prod/aws-use1/private-key",
+        "bundle_secret": "wg-mesh/wg-mesh/prod/aws-use1/agent",
     }
     secret = live.gcp_key_secret_id("wg-mesh", "prod", "gcp-euw3")
     assert sources["gcp"] == {
@@ -57,13 +59,14 @@ def test_each_site_kind_gets_its_source() -> None:
                                  "private_key": "/etc/wg-mesh/private.key"}  # fmt: skip
 
 
-def test_the_store_policy_names_exactly_the_two_arns() -> None:
+def test_the_store_policy_names_exactly_the_three_arns() -> None:
     parameter = "arn:aws:ssm:us-east-1:123456789012:parameter/wg-mesh/wg-mesh/prod/a/private-key"
     secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:wg-mesh/wg-mesh/prod/a/peers-AbCdEf"
-    policy = json.loads(live.store_policy(parameter, secret))
+    bundle = "arn:aws:secretsmanager:us-east-1:123456789012:secret:wg-mesh/wg-mesh/prod/a/agent-GhIjKl"
+    policy = json.loads(live.store_policy(parameter, secret, bundle))
     allows = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
     assert sorted((s["Action"], s["Resource"]) for s in allows) == [
-        ("secretsmanager:GetSecretValue", secret),
+        ("secretsmanager:GetSecretValue", [secret, bundle]),
         ("ssm:GetParameter", parameter),
     ]
     # Any other parameter is denied, whatever else the role is allowed (AmazonSSMManagedInstanceCore: ssm:Get* on *).

@@ -3,13 +3,15 @@ with hysteresis, the search, the heal's exact commands, growing back, unanswered
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 from collections.abc import Sequence
 
 import pytest
 
-from mesh.gateway import pmtu_heal
-from mesh.gateway.pmtu import METRIC_NAMES, PathMonitor, overlay_address
+from mesh.gateway import agent, pmtu_heal
+from mesh.gateway.pmtu import METRIC_NAMES, PathMonitor, PathWatch, overlay_address
 from mesh.gateway.pmtu_probe import SMALL_SIZE, Settings, ping_argv, search
 from mesh.gateway.wgconf import InterfacePlan, Peer
 
@@ -304,3 +306,67 @@ def test_settings_refuse_nonsense() -> None:
         Settings(fail_after=0)
     with pytest.raises(ValueError, match="floor"):
         Settings(floor=84)
+
+
+# --- the agent's side: PathWatch ---------------------------------------------------------------------------------
+
+
+def test_the_watch_follows_the_running_plan_logs_heals_and_writes_the_metrics() -> None:
+    net, logs, written = Net(), [], []
+    current: list[InterfacePlan | None] = [None]
+    watch = PathWatch(lambda: current[0], written.append, logs.append, 15, Settings(fail_after=1, pass_after=1), net)
+    watch.tick(1000.0)
+    assert (net.pings, written) == ([], [])  # no document applied yet: nothing to probe
+    current[0] = PLAN
+    net.path["10.99.0.3"] = 1340
+    watch.tick(1015.0)
+    assert logs == [
+        "path to vps-fra: 1400-byte packets vanish, small ones pass: the routes to its AllowedIPs now carry MTU 1336 "
+        "(TCP's MSS follows, too big gets ICMP frag-needed)"
+    ]
+    assert sample(written[-1], "wgmesh_path_mtu_healed", peer_site="vps-fra") == "1"
+    net.path["10.99.0.3"] = 1400  # the path grows back
+    watch.tick(1030.0)
+    assert logs[-1] == "path to vps-fra: full-size packets pass again; its routes carry the tunnel's MTU"
+    assert net.routes == WG_QUICK_ROUTES and len(logs) == 2
+    # A new document without vps-fra: the monitor follows it.
+    current[0] = dataclasses.replace(PLAN, peers=PLAN.peers[:1])
+    net.pings.clear()
+    watch.tick(1045.0)
+    assert sample(written[-1], "wgmesh_path_probe_ok", peer_site="vps-fra", size="full") is None
+    assert {address for address, _ in net.pings} == {"10.99.0.2"}
+
+
+def test_a_failing_tick_is_logged_once_and_the_watch_goes_on() -> None:
+    logs: list[str] = []
+    calls = {"n": 0}
+
+    def broken() -> InterfacePlan | None:
+        calls["n"] += 1
+        if calls["n"] >= 4:
+            stop.set()
+        raise RuntimeError("no plan today")
+
+    watch = PathWatch(broken, lambda text: None, logs.append, 0.01)
+    stop = threading.Event()
+    watch.seconds = 0
+    original_wait = stop.wait
+    stop.wait = lambda timeout=None: original_wait(0) or calls["n"] >= 4  # type: ignore[method-assign]
+    watch.run(stop)
+    assert calls["n"] == 4 and logs == ["path-MTU probe failed: RuntimeError: no plan today"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"pmtu_seconds": 2}, "pmtu_seconds"),
+        ({"pmtu_seconds": True}, "pmtu_seconds"),
+        ({"pmtu_heal": "yes"}, "pmtu_heal"),
+    ],
+)
+def test_agent_json_pmtu_settings_are_checked(fields: dict[str, object], problem: str) -> None:
+    base = {"site": "aws-use1", "source": {"kind": "file"}}
+    assert agent.load_config(json.dumps(base)).pmtu_seconds == agent.PMTU_SECONDS == 15
+    assert agent.load_config(json.dumps({**base, "pmtu_seconds": 0, "pmtu_heal": False})).pmtu_seconds == 0
+    with pytest.raises(ValueError, match=problem):
+        agent.load_config(json.dumps({**base, **fields}))

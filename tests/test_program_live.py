@@ -19,7 +19,7 @@ import yaml
 from bench import meshgen
 from mesh import live, render, topology, userdata, wgkey, wgmetrics
 from mesh.config import AwsSite, ConfigError, GcpSite, StaticSite, load_mesh
-from mesh.gateway import document, ship
+from mesh.gateway import bootstrap, document, ship
 from mesh.stackfile import read_raw
 from tests.conftest import STACK_FILES, ProgramRun, Recorded, run_program, with_delivery
 from tests.test_program import (
@@ -183,26 +183,38 @@ def test_key_material_is_secret_everywhere(before_after: tuple[ProgramRun, Progr
             assert "userDataBase64" not in instance.secret_inputs
 
 
-def test_an_aws_gateway_reads_exactly_its_own_parameter_and_secret(before_after: tuple[ProgramRun, ProgramRun]) -> None:
+def test_an_aws_gateway_reads_exactly_its_own_parameter_and_secrets(
+    before_after: tuple[ProgramRun, ProgramRun],
+) -> None:
     run = before_after[1]
     aws_sites = [s for s in cloud_sites_of(run) if isinstance(s, AwsSite)]
     assert aws_sites
     for site in aws_sites:
         parameter = run.named(SSM_PARAMETER, f"{site.name}-private-key")
         secret = run.named(SM_SECRET, f"{site.name}-peers")
+        bundle = run.named(SM_SECRET, f"{site.name}-agent")
         assert parameter.inputs["type"] == "SecureString" and parameter.inputs["tier"] == "Standard"
         text = run.named(ROLE_POLICY, f"{site.name}-stores").inputs["policy"]
         policy = json.loads(text)
-        grants = {(st["Action"], st["Resource"]) for st in policy["Statement"] if st["Effect"] == "Allow"}
-        assert grants == {
-            ("ssm:GetParameter", parameter.outputs["arn"]),
-            ("secretsmanager:GetSecretValue", secret.outputs["arn"]),
-        }
+        grants = [(st["Action"], st["Resource"]) for st in policy["Statement"] if st["Effect"] == "Allow"]
+        assert sorted(grants, key=str) == sorted(
+            [
+                ("ssm:GetParameter", parameter.outputs["arn"]),
+                ("secretsmanager:GetSecretValue", [secret.outputs["arn"], bundle.outputs["arn"]]),
+            ],
+            key=str,
+        )
+        # The bundle secret holds the agent's package, pinned by the SHA-256 in the user data's agent.json.
+        value = run.named(SM_VERSION, f"{site.name}-agent-version").inputs["secretString"]
+        written = {f["path"]: f for f in live_user_data(run, site)["write_files"]}
+        config = json.loads(written[ship.CONFIG_PATH]["content"])
+        assert bootstrap.decode(value, config["bundle_sha256"]).keys() == set(ship.modules("aws"))
         (deny,) = [st for st in policy["Statement"] if st["Effect"] == "Deny"]  # every other parameter
         assert deny["NotResource"] == parameter.outputs["arn"]
         assert "*" not in text
         instance = instance_of(run, site)
-        for typ, name in ((SSM_PARAMETER, parameter.name), (SM_VERSION, f"{site.name}-peers-version")):
+        versions = [(SM_VERSION, f"{site.name}-peers-version"), (SM_VERSION, f"{site.name}-agent-version")]
+        for typ, name in ((SSM_PARAMETER, parameter.name), *versions):
             assert run.depends_on(AWS_INSTANCE, instance.name, typ, name), name
         assert run.depends_on(SM_VERSION, f"{site.name}-peers-version", SSM_PARAMETER, parameter.name)
 
@@ -273,7 +285,7 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
         assert runcmd[:5] == [
             ["chmod", render.WG_DIR_MODE, "/etc/wireguard"],
             ["sysctl", "--system"],
-            list(ship.once_command()),
+            list(ship.once_command(bundled=isinstance(site, AwsSite))),
             ["systemctl", "enable", "--now", wg_unit],
             ["systemctl", "enable", "--now", ship.UNIT_NAME],
         ]

@@ -23,11 +23,13 @@ from typing import Any
 from .apply import APPLY_REASON, KEY_REASON, Applier, ApplyError, Paths, Runner, atomic_write, hooks, read_text, redact
 from .apply import run_command as default_runner
 from .document import REASONS, DocumentError, decode
+from .pmtu import PathWatch, Settings
 from .sources import FetchError, Source, make_source
-from .wgconf import INTERFACE
+from .wgconf import INTERFACE, InterfacePlan
 
 FAILURE_REASONS = (*REASONS, KEY_REASON, APPLY_REASON)
 ONCE_RETRY_S = 2.0
+PMTU_SECONDS = 15  # agent.json's default; issue #14: every 15-30 s (3 failed ticks make a black hole: 30-45 s)
 METRICS: dict[str, tuple[str, str]] = {  # name -> (type, help), in output order
     "wgmesh_agent_applied_generation": ("gauge", "Running peer document (0: none)."),
     "wgmesh_agent_desired_generation": ("gauge", "Last fetched peer document (0: none)."),
@@ -46,6 +48,8 @@ class Config:
     source: dict[str, Any]
     interface: str = INTERFACE
     poll_seconds: int = 10
+    pmtu_seconds: int = PMTU_SECONDS  # path-MTU probes every this many seconds (mesh.gateway.pmtu); 0: none
+    pmtu_heal: bool = True
 
 
 def load_config(text: str) -> Config:
@@ -63,7 +67,12 @@ def load_config(text: str) -> Config:
         raise ValueError(f"interface: {interface!r}")
     if not isinstance(poll, int) or isinstance(poll, bool) or not 1 <= poll <= 3600:
         raise ValueError(f"poll_seconds: {poll!r} is not 1..3600")
-    return Config(site=site, source=source, interface=interface, poll_seconds=poll)
+    pmtu, heal = raw.get("pmtu_seconds", PMTU_SECONDS), raw.get("pmtu_heal", True)
+    if not isinstance(pmtu, int) or isinstance(pmtu, bool) or not (pmtu == 0 or 5 <= pmtu <= 300):
+        raise ValueError(f"pmtu_seconds: {pmtu!r} is not 0 (off) or 5..300")
+    if not isinstance(heal, bool):
+        raise ValueError(f"pmtu_heal: {heal!r} is not true or false")
+    return Config(site, source, interface, poll, pmtu, heal)
 
 
 @dataclass
@@ -131,6 +140,16 @@ class Agent:
         self.last_problem = ""
         self.state = self._load_state()
         self.status.applied_generation = int(self.state.get("applied_generation", 0))
+        self.plan: InterfacePlan | None = None  # the running document's; the path-MTU probes read it
+
+    def path_watch(self) -> PathWatch:
+        """The path-MTU monitor on the running document's peers, its metrics in their own textfile."""
+
+        def write(text: str) -> None:
+            atomic_write(self.paths.path_metrics, text, 0o644)
+
+        settings = Settings(heal=self.config.pmtu_heal)
+        return PathWatch(lambda: self.plan, write, self.log, self.config.pmtu_seconds, settings)
 
     def log(self, message: str) -> None:
         self._log(redact(message))  # the messages hold no key; this keeps it so if one ever slips into an error
@@ -203,7 +222,7 @@ class Agent:
             self.last_problem = ""
         if changes:
             self.log(f"applied generation {doc.generation:012x} ({len(doc.plan.peers)} peers): {'; '.join(changes)}")
-        self.status.applied_generation = doc.generation
+        self.status.applied_generation, self.plan = doc.generation, doc.plan
         self.status.last_success, self.status.last_apply, self.status.peers = 1, self.clock(), len(doc.plan.peers)
         return True
 
@@ -217,6 +236,9 @@ class Agent:
         return 0
 
     def forever(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """The daemon: fetch and apply in this thread, the path-MTU probes in their own (unless pmtu_seconds is 0)."""
+        if self.config.pmtu_seconds:
+            self.path_watch().start()
         fetched_once = False
         while True:
             started = time.monotonic()

@@ -71,6 +71,7 @@ class Paths:
     mapping: str = MAPPING_PATH
     state: str = "/var/lib/wg-mesh/agent-state.json"
     metrics: str = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"
+    path_metrics: str = "/var/lib/prometheus/node-exporter/wg_mesh_path.prom"  # mesh.gateway.pmtu
 
     @classmethod
     def under(cls, root: str) -> Paths:
@@ -79,7 +80,7 @@ class Paths:
         return cls(
             *(
                 os.path.join(root, p.lstrip("/"))
-                for p in (default.wg_conf, default.mapping, default.state, default.metrics)
+                for p in (default.wg_conf, default.mapping, default.state, default.metrics, default.path_metrics)
             )
         )
 

@@ -33,7 +33,9 @@ bulk TCP transfer across a path whose ICMP is filtered stalls; with it, it compl
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -193,4 +195,67 @@ class PathMonitor:
         return "\n".join(lines) + "\n"
 
 
-__all__ = ["METRICS", "METRIC_NAMES", "PathMonitor", "Settings", "overlay_address", "run_command"]
+class PathWatch:
+    """The agent's side of the monitor: a thread of its own that ticks every `seconds` on the running plan (a GCP
+    agent waits minutes inside one metadata fetch; the probes must not), writes the metrics text with `write`, and
+    logs when a peer's routes are lowered or restored, when heal commands fail, and when a tick fails (once)."""
+
+    def __init__(
+        self,
+        plan: Callable[[], InterfacePlan | None],
+        write: Callable[[str], None],
+        log: Callable[[str], None],
+        seconds: float,
+        settings: Settings | None = None,
+        runner: Runner = run_command,
+    ) -> None:
+        self.plan, self.write, self.log, self.seconds = plan, write, log, seconds
+        self.settings, self.runner = settings or Settings(), runner
+        self.monitor: PathMonitor | None = None
+        self.last_error = ""
+
+    def tick(self, now: float) -> None:
+        plan = self.plan()
+        if plan is None:  # no document applied yet: no peers to probe
+            return
+        if self.monitor is None:
+            self.monitor = PathMonitor(plan, self.runner, self.settings)
+        elif plan is not self.monitor.plan:
+            self.monitor.update_plan(plan)
+        monitor = self.monitor
+        before, failures = dict(monitor.healed), monitor.heal_failures
+        done, text = monitor.tick(now)
+        for peer in sorted(set(before) | set(monitor.healed)):
+            mtu = monitor.healed.get(peer)
+            if mtu is not None and before.get(peer) != mtu:
+                full = monitor.plan.mtu
+                self.log(f"path to {peer}: {full}-byte packets vanish, small ones pass: the routes to its AllowedIPs "
+                         f"now carry MTU {mtu} (TCP's MSS follows, too big gets ICMP frag-needed)")  # fmt: skip
+            elif mtu is None and peer in monitor.paths and monitor.paths[peer].pmtu is None:
+                self.log(f"path to {peer}: full-size packets pass again; its routes carry the tunnel's MTU")
+        if monitor.heal_failures > failures:
+            self.log(f"path-MTU heal: {monitor.heal_failures - failures} of {len(done)} ip route commands failed")
+        self.write(text)
+
+    def run(self, stop: threading.Event, clock: Callable[[], float] = time.time) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                self.tick(clock())
+                self.last_error = ""
+            except Exception as exc:  # a failed tick must not end the probes
+                message = f"path-MTU probe failed: {exc.__class__.__name__}: {exc}"
+                if message != self.last_error:
+                    self.log(message)
+                self.last_error = message
+            if stop.wait(max(1.0, self.seconds - (time.monotonic() - started))):
+                return
+
+    def start(self) -> threading.Event:
+        """The thread (a daemon: it ends with the agent); set the returned event to stop it."""
+        stop = threading.Event()
+        threading.Thread(target=self.run, args=(stop,), name="wg-mesh-pmtu", daemon=True).start()
+        return stop
+
+
+__all__ = ["METRICS", "METRIC_NAMES", "PathMonitor", "PathWatch", "Settings", "overlay_address", "run_command"]

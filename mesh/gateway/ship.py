@@ -4,19 +4,21 @@ API (mesh.userdata calls these; nothing here depends on the peer set or on any k
 - `package_files(kind) -> list[(path, text, mode)]`: the agent's modules for a source kind ("aws", "gcp", "file")
   as plain text under /usr/local/lib/wg-mesh/wgmesh_gateway/ (the package renamed; its imports are relative):
   MODULES plus that cloud's SOURCE_MODULES, without docstrings, comments and blank lines (`compact`; the code is
-  unchanged, a test compares the syntax trees) because the whole AWS user data must stay under 16 KB gzip'd.
+  unchanged, a test compares the syntax trees).
+- `bundle(kind) -> (json bytes, sha256)`: the same modules as one bundle (mesh.gateway.bootstrap), for a source
+  with a `bundle_secret` (AWS): its user data ships only `boot_files` and the bundle is a Secrets Manager secret.
 - `agent_config(site, source, poll_seconds=10) -> str`: /etc/wg-mesh/agent.json (0644, no secret); `source` is
   one of `aws_source(...)`, `gcp_source(...)`, `file_source()` (plain dicts).
 - `config_file(site, source, poll_seconds) -> (path, text, mode)`, `unit_file() -> (path, text, mode)`.
 - `unit_text() -> str`: wg-mesh-agent.service (After=wg-quick@wg0.service, Restart=always).
-- `once_command(timeout_s=300) -> list[str]`: the argv cloud-init runs BEFORE `systemctl enable --now wg-quick@wg0`
-  (writes wg0.conf and the metrics mapping; exit 1 if no document could be applied in time).
-- `files(site, source, poll_seconds) -> list[(path, text, mode)]`: package_files(source["kind"]) + config + unit.
+- `once_command(timeout_s=300, bundled=False) -> list[str]`: the argv cloud-init runs BEFORE `systemctl enable
+  --now wg-quick@wg0` (bundled: installs the bundle first; then writes wg0.conf and the metrics mapping; exit 1 if
+  no document could be applied in time).
+- `files(site, source, poll_seconds) -> list[(path, text, mode)]`: the package (or its boot part) + config + unit.
 After writing them: `systemctl daemon-reload`, the once command, wg-quick@wg0, then `systemctl enable --now UNIT`.
 
-Size (tests/test_agent_ship.py prints it): the AWS files are ~10.1 KB gzip'd alone. Next to the metrics script and
-the readiness mark shipped gz+b64 as in `delivery: user-data` the live AWS user data would pass EC2's 16 KB; with
-those two also as `compact`ed plain text (one gzip over everything) it measured ~14.7 KB, the same for any mesh size.
+Size (`python -m bench.agent_size`): the whole package is ~14 KB gzip'd, too much for EC2's 16 KB next to the
+metrics script and the readiness mark; the AWS boot part is ~2 KB, and the live AWS user data ~7 KB for any mesh.
 """
 
 from __future__ import annotations
@@ -28,12 +30,19 @@ import tokenize
 from importlib import resources
 from typing import Any
 
-LIB_DIR = "/usr/local/lib/wg-mesh"
-PACKAGE = "wgmesh_gateway"
+from . import bootstrap
+
+LIB_DIR = bootstrap.LIB_DIR
+PACKAGE = bootstrap.PACKAGE
 # The agent's import closure (agent -> apply, sources -> document, mapping -> wgconf) and each source kind's own
 # module (imported when agent.json names that kind); a test checks the closure.
-MODULES = ("__init__.py", "wgconf.py", "document.py", "mapping.py", "apply.py", "sources.py", "agent.py")
+MODULES = (
+    "__init__.py", "wgconf.py", "document.py", "mapping.py", "apply.py", "sources.py",
+    "pmtu_probe.py", "pmtu_heal.py", "pmtu.py", "agent.py",
+)  # fmt: skip
 SOURCE_MODULES = {"aws": ("source_aws.py",), "gcp": ("source_gcp.py",), "file": ()}
+# What an AWS user data ships when the rest comes as a bundle: the bootstrap and what it imports.
+BOOT_MODULES = ("__init__.py", "sources.py", "source_aws.py", "bootstrap.py")
 CONFIG_PATH = "/etc/wg-mesh/agent.json"
 ENVIRONMENT_FILE = "/etc/default/wg-mesh-agent"  # optional: AWS_ENDPOINT_URL, WG_MESH_SECRET_MANAGER_URL (the lab)
 UNIT_NAME = "wg-mesh-agent.service"
@@ -93,17 +102,29 @@ def modules(kind: str) -> tuple[str, ...]:
     return (*MODULES, *SOURCE_MODULES[kind])
 
 
-def package_files(kind: str) -> list[tuple[str, str, str]]:
-    return [(f"{LIB_DIR}/{PACKAGE}/{name}", compact(module_source(name)), "0644") for name in modules(kind)]
+def package_files(kind: str, names: tuple[str, ...] | None = None) -> list[tuple[str, str, str]]:
+    """The package's modules for a source kind (or just `names`), as the user data writes them."""
+    chosen = modules(kind) if names is None else names
+    return [(f"{LIB_DIR}/{PACKAGE}/{name}", compact(module_source(name)), "0644") for name in chosen]
 
 
-def aws_source(region: str, document_secret: str, private_key_parameter: str) -> dict[str, Any]:
-    return {
+def bundle(kind: str) -> tuple[bytes, str]:
+    """The package for a source kind as a bundle (mesh.gateway.bootstrap): its JSON text and SHA-256."""
+    return bootstrap.encode({name: compact(module_source(name)) for name in modules(kind)})
+
+
+def aws_source(
+    region: str, document_secret: str, private_key_parameter: str, bundle_secret: str | None = None
+) -> dict[str, Any]:
+    """`bundle_secret`: the Secrets Manager secret holding the agent's bundle; the user data then ships only
+    BOOT_MODULES (EC2's 16 KB)."""
+    source = {
         "kind": "aws",
         "region": region,
         "document_secret": document_secret,
         "private_key_parameter": private_key_parameter,
     }
+    return source if bundle_secret is None else {**source, "bundle_secret": bundle_secret}
 
 
 def gcp_source(private_key_secret: str, attribute: str = "wg-mesh-peers") -> dict[str, Any]:
@@ -117,6 +138,8 @@ def file_source(document: str = DOCUMENT_PATH, private_key: str = PRIVATE_KEY_PA
 
 def agent_config(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS) -> str:
     body = {"site": site, "interface": "wg0", "poll_seconds": poll_seconds, "source": source}
+    if source.get("bundle_secret"):
+        body["bundle_sha256"] = bundle(str(source["kind"]))[1]  # the pin: bootstrap refuses any other bundle
     return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
 
@@ -161,14 +184,17 @@ def unit_file() -> tuple[str, str, str]:
     return (UNIT_PATH, unit_text(), "0644")
 
 
-def once_command(timeout_s: int = 300) -> list[str]:
-    """Through sh so that the first run sees the same optional environment file as the service."""
-    script = (
-        f"set -a; if [ -r {ENVIRONMENT_FILE} ]; then . {ENVIRONMENT_FILE}; fi; PYTHONPATH={LIB_DIR} "
-        f"exec python3 -m {PACKAGE}.agent --config {CONFIG_PATH} --once --timeout {timeout_s}"
-    )
-    return ["sh", "-c", script]
+def once_command(timeout_s: int = 300, bundled: bool = False) -> list[str]:
+    """Through sh so that the first run sees the same optional environment file as the service; `bundled`: the
+    bootstrap installs the package first (and a failed install stops the step: the agent is not there)."""
+    run = f"PYTHONPATH={LIB_DIR} exec python3 -m {PACKAGE}.agent --config {CONFIG_PATH} --once --timeout {timeout_s}"
+    if bundled:
+        boot = f"python3 -m {PACKAGE}.bootstrap --config {CONFIG_PATH} --timeout {timeout_s} --lib {LIB_DIR}"
+        run = f"PYTHONPATH={LIB_DIR} {boot} && {run}"
+    return ["sh", "-c", f"set -a; if [ -r {ENVIRONMENT_FILE} ]; then . {ENVIRONMENT_FILE}; fi; {run}"]
 
 
 def files(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS) -> list[tuple[str, str, str]]:
-    return [*package_files(str(source.get("kind"))), config_file(site, source, poll_seconds), unit_file()]
+    kind = str(source.get("kind"))
+    package = package_files(kind, BOOT_MODULES) if source.get("bundle_secret") else package_files(kind)
+    return [*package, config_file(site, source, poll_seconds), unit_file()]

@@ -2,8 +2,8 @@
 
 * AWS: a moto server (`python -m moto.server`, the AWS API emulator) in the lab's cloud namespace
   `<prefix>-cloud`, wired to the internet namespace like any public endpoint; the gateways reach it through their
-  VPC router and 1:1 NAT. Documents go to Secrets Manager, private keys to SSM Parameter Store SecureStrings, with
-  boto3 (`awsctl.py`, a process in that namespace).
+  VPC router and 1:1 NAT. Documents and the agent's bundle go to Secrets Manager, private keys to SSM Parameter
+  Store SecureStrings, with boto3 (`awsctl.py`, a process in that namespace).
 * GCP: a GCE metadata server per GCP gateway at 169.254.169.254:80 inside the gateway's namespace, and Secret
   Manager's REST API in the cloud namespace (`gce.py`; their data are files written here). The gateway's service
   account token is the only accessor of its key's secret.
@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import mesh
-from mesh import topology
+from mesh import topology, userdata
 from mesh.config import MeshConfig
 from mesh.gateway import document
 from mesh.lab import cloudinit
@@ -120,6 +120,7 @@ class ControlPlane:
         self.tokens = {site: secrets.token_urlsafe(24) for site, c in configs.items() if c["source"]["kind"] == "gcp"}
         self._aws: subprocess.Popen[str] | None = None
         self._static: dict[str, dict[str, tuple[bytes, int]]] = {}  # not yet started: path -> (data, mode)
+        self._bundled: set[str] = set()  # AWS sites whose agent bundle secret exists
 
     def kind(self, site: str) -> str:
         return str(self.configs[site]["source"]["kind"])
@@ -214,6 +215,13 @@ class ControlPlane:
 
     # --- what `pulumi up` writes -------------------------------------------------------------------------------
 
+    def publish_agent(self, site: str) -> None:
+        """An AWS site's agent bundle (mesh.gateway.bootstrap), the value the program stores, once per site."""
+        source = self.configs[site]["source"]
+        if source.get("bundle_secret") and site not in self._bundled:
+            self._aws_call("secret", source["region"], source["bundle_secret"], userdata.aws_agent_bundle())
+            self._bundled.add(site)
+
     def publish_key(self, site: str, private_key: str) -> None:
         source = self.configs[site]["source"]
         if source["kind"] == "aws":
@@ -248,6 +256,7 @@ class ControlPlane:
         document names its public half), then every document."""
         names = [s.name for s in cfg.sites if s.name in set(sites)]
         for name in names:
+            self.publish_agent(name)
             self.publish_key(name, private_keys[name])
         docs = documents(cfg, self.lab.plan, public_keys, names)
         return {name: self.publish_document(name, docs[name]) for name in names}

@@ -1,0 +1,152 @@
+"""An AWS gateway's first step: install wg-mesh-agent's package from its bundle in Secrets Manager.
+
+    python3 -m wgmesh_gateway.bootstrap --config /etc/wg-mesh/agent.json [--timeout S] [--lib DIR]
+
+EC2 takes at most 16 KB of user data (gzip'd), and the whole agent (with the path-MTU monitor) does not fit next to
+the metrics script and the readiness mark. So an AWS gateway's user data carries only this module, the source
+modules it uses and agent.json; the rest of the package is a Secrets Manager secret of the site (`bundle_secret` in
+agent.json's source: base64 of a gzip'd JSON object {"files": {module name: text}}), read with the instance role
+like the peer document.
+
+The bundle is pinned: agent.json (in the user data) holds the SHA-256 of its JSON text (`bundle_sha256`), and a
+bundle that does not match is refused. Whoever can write the secret can therefore not run code on the gateway;
+a new agent release changes the hash, and with it the user data (a replacement, like a new image). Retries every
+few seconds until `--timeout` (the instance role's credentials can take a moment on first boot). Exit 0 once the
+package is in place, 1 at the timeout, 2 for a bad agent.json. Writes each module atomically; logs to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import gzip
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .sources import FetchError
+
+LIB_DIR = "/usr/local/lib/wg-mesh"
+PACKAGE = "wgmesh_gateway"
+RETRY_S = 3.0
+_MODULE = re.compile(r"[a-z_][a-z0-9_]*\.py")
+
+
+class BundleError(ValueError):
+    pass
+
+
+def encode(files: dict[str, str]) -> tuple[bytes, str]:
+    """The bundle's canonical JSON text (what the hash covers) and its SHA-256 (hex)."""
+    text = json.dumps({"files": files}, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return text, hashlib.sha256(text).hexdigest()
+
+
+def decode(value: str, sha256: str) -> dict[str, str]:
+    """The modules of a bundle secret's value; BundleError when it is damaged, not the pinned one or malformed."""
+    try:
+        text = gzip.decompress(base64.b64decode(value.encode(), validate=True))
+    except (binascii.Error, OSError, EOFError, ValueError) as exc:
+        raise BundleError(f"not base64 of gzip: {exc.__class__.__name__}") from None
+    digest = hashlib.sha256(text).hexdigest()
+    if digest != sha256:
+        raise BundleError(f"SHA-256 {digest[:12]}… is not the pinned {sha256[:12]}… (agent.json)")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        raise BundleError("not JSON") from None
+    files = body.get("files") if isinstance(body, dict) else None
+    if not isinstance(files, dict) or not files:
+        raise BundleError("no files in it")
+    for name, body in files.items():
+        if not isinstance(name, str) or not _MODULE.fullmatch(name) or not isinstance(body, str):
+            raise BundleError(f"not a module: {str(name)[:40]!r}")
+    return files
+
+
+def install(files: dict[str, str], lib_dir: str) -> None:
+    """Each module through a temporary file and a rename: an interrupted install leaves whole files only."""
+    directory = os.path.join(lib_dir, PACKAGE)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    for name, body in sorted(files.items()):
+        path = os.path.join(directory, name)
+        with open(f"{path}.tmp", "w") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(f"{path}.tmp", 0o644)
+        os.replace(f"{path}.tmp", path)
+
+
+def bundle_spec(config: dict[str, Any]) -> tuple[str, str, str]:
+    """(region, secret, sha256) from agent.json; ValueError naming the field."""
+    source = config.get("source")
+    if not isinstance(source, dict) or source.get("kind") != "aws":
+        raise ValueError("source.kind: the bundle is an AWS source's")
+    spec = (source.get("region"), source.get("bundle_secret"), config.get("bundle_sha256"))
+    for field, value in zip(("source.region", "source.bundle_secret", "bundle_sha256"), spec, strict=True):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{field}: missing")
+    region, secret, sha256 = spec
+    assert isinstance(region, str) and isinstance(secret, str) and isinstance(sha256, str)
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise ValueError("bundle_sha256: not a SHA-256 in hex")
+    return region, secret, sha256
+
+
+def run(
+    fetch: Callable[[], str],
+    sha256: str,
+    lib_dir: str,
+    timeout_s: float,
+    log: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    give_up, last = time.monotonic() + timeout_s, ""
+    while True:
+        try:
+            files = decode(fetch(), sha256)
+            install(files, lib_dir)
+            log(f"installed {len(files)} modules of bundle {sha256[:12]}… in {lib_dir}/{PACKAGE}")
+            return 0
+        except (FetchError, BundleError, OSError) as exc:
+            message = f"bundle not installed: {exc}"
+            if message != last:
+                log(message)
+            last = message
+        if time.monotonic() >= give_up:
+            log(f"no agent bundle installed within {timeout_s:.0f} s")
+            return 1
+        sleep(min(RETRY_S, max(0.0, give_up - time.monotonic())))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wg-mesh-bootstrap", description="Install wg-mesh-agent's bundle.")
+    parser.add_argument("--config", required=True, help="agent.json (source.bundle_secret, bundle_sha256)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
+    parser.add_argument("--lib", default=LIB_DIR, help="where the package directory goes")
+    args = parser.parse_args(argv)
+
+    def log(message: str) -> None:
+        print(f"wg-mesh-bootstrap: {message}", file=sys.stderr, flush=True)
+
+    try:
+        with open(args.config) as f:
+            region, secret, sha256 = bundle_spec(json.load(f))
+    except (OSError, ValueError) as exc:
+        log(f"{args.config}: {exc}")
+        return 2
+    from .source_aws import AwsSource  # Ubuntu's python3-botocore, as for the peer document
+
+    source = AwsSource(region, secret, "")
+    return run(lambda: source.document(False), sha256, args.lib, args.timeout, log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
