@@ -25,7 +25,7 @@ from bench.anchors import (
 )
 
 Log = Callable[[str], None]
-SECTIONS = ("environment", "scale", "lab", "mtu", "boot", "meshchange")
+SECTIONS = ("environment", "scale", "lab", "mtu", "boot", "meshchange", "pathmtu")
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
     "wireguard": "WireGuard tunnel (gateway → gateway, wg0)",
@@ -883,6 +883,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         from bench.meshchange import section as section_meshchange
 
         parts.append(section_meshchange(data["meshchange"]))
+    if "pathmtu" in data:
+        from bench.pathmtu import section as section_pathmtu
+
+        parts.append(section_pathmtu(data["pathmtu"]))
     return "\n".join(parts)
 
 

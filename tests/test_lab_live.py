@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mesh.gateway import document
+from mesh.gateway import document, ship
 from mesh.lab import cloudinit
 from mesh.lab.controlplane import agent_env, documents
 from mesh.lab.live import live_configs
@@ -142,3 +142,18 @@ def test_a_once_command_through_sh_reads_the_environment_file_it_sources() -> No
     # A script that does anything else is not run (listed as such).
     other = ["sh", "-c", "curl http://x | sh; exec python3 -m wgmesh_gateway.agent --once"]
     assert cloudinit.interpret(live_user_data([other])).notes == (f"runcmd not run in the lab: {' '.join(other)}",)
+
+
+def test_an_aws_once_command_installs_the_bundle_first() -> None:
+    """ship.once_command(bundled=True), exactly as the AWS user data carries it: the bootstrap runs first, with the
+    agent's environment, and must succeed; anything else chained with && is not run."""
+    setup = cloudinit.interpret(live_user_data([ship.once_command(bundled=True)]))
+    (once,) = setup.steps
+    assert once.argv[:3] == ("/usr/bin/python3", "-m", "wgmesh_gateway.agent") and "--once" in once.argv
+    assert once.before == (
+        ("/usr/bin/python3", "-m", "wgmesh_gateway.bootstrap", "--config", ship.CONFIG_PATH, "--timeout", "300",
+         "--lib", ship.LIB_DIR),
+    )  # fmt: skip
+    assert dict(once.env) == {"PYTHONPATH": ship.LIB_DIR}
+    chained = ["sh", "-c", "set -a; rm -rf /x && exec python3 -m wgmesh_gateway.agent --once"]
+    assert cloudinit.interpret(live_user_data([chained])).notes == (f"runcmd not run in the lab: {' '.join(chained)}",)

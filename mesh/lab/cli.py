@@ -1,6 +1,6 @@
 """`python -m mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`,
-`python -m mesh lab --drill live --stack NAME [--json PATH]` (a `delivery: live` mesh changed while traffic flows:
-mesh/lab/drill.py), `python -m mesh lab down
+`python -m mesh lab --drill live|pmtu --stack NAME [--json PATH]` (a `delivery: live` mesh changed while traffic
+flows: mesh/lab/drill.py; a path-MTU black hole between two sites: mesh/lab/pmtudrill.py), `python -m mesh lab down
 LAB... | --all` and `python -m mesh lab image [--rebuild]`.
 
 Exit codes: 0 every check passed; 1 a check failed (or the lab could not be built); 2 invalid config
@@ -40,8 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--drill",
-        choices=("live",),
-        help="live: add a site, rotate keys, remove it, corrupt a document, while traffic flows (delivery: live)",
+        choices=("live", "pmtu"),
+        help="live: add a site, rotate keys, remove it, corrupt a document, while traffic flows; pmtu: a path-MTU "
+        "black hole between two sites mid-transfer, with and without ICMP filtered (delivery: live)",
     )
     parser.add_argument("--rebuild", action="store_true", help="image: build it again even if it is cached")
     source = parser.add_mutually_exclusive_group()
@@ -113,10 +114,10 @@ def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> i
     from mesh.lab.plan import LabPlanError
 
     if args.boot or args.keep:
-        _error("--drill live runs in namespaces and always removes its lab (no --boot, no --keep yet)")
+        _error(f"--drill {args.drill} runs in namespaces and always removes its lab (no --boot, no --keep yet)")
         return EXIT_CANNOT_RUN
     try:
-        report = run_drill(cfg, label)
+        report = run_drill(cfg, label, kind=args.drill)
     except (LabPlanError, UserDataError, LabError) as exc:
         _error(str(exc))
         return EXIT_CANNOT_RUN

@@ -48,6 +48,7 @@ PER_NETNS_SYSCTL_PREFIXES = ("net.ipv4.", "net.ipv6.")
 WG_QUICK_UNIT = "wg-quick@"
 UNIT_DIR = PurePosixPath("/etc/systemd/system")
 AGENT_MODULE = "wgmesh_gateway.agent"
+BOOTSTRAP_MODULE = "wgmesh_gateway.bootstrap"  # an AWS gateway's first step: the agent's package from its bundle
 PYTHON = "/usr/bin/python3"  # Debian's / Ubuntu's, with its own packages (python3-botocore), never the lab's venv
 PYTHONS = ("python3", PYTHON)
 
@@ -89,6 +90,17 @@ class Step:
     path: PurePosixPath | None = None
     mode: int = 0
     env_files: tuple[tuple[PurePosixPath, bool], ...] = ()  # read at run time, before `env`: (path, optional)
+    before: tuple[tuple[str, ...], ...] = ()  # agent-once: commands that must succeed first (`X && agent`)
+
+
+@dataclass(frozen=True)
+class ShAgent:
+    """What the lab runs of an agent `sh -c` runcmd (sh_agent_argv)."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    env_files: tuple[tuple[PurePosixPath, bool], ...]
+    before: tuple[tuple[str, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -177,24 +189,36 @@ def parse_unit(name: str, text: str) -> Unit:
     return Unit(name, exec_start, tuple(env), tuple(files))
 
 
-def agent_argv(argv: list[str]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
-    """(command, env) when argv runs the gateway agent, python3 pinned to the system's; else None."""
+def agent_argv(
+    argv: list[str], module: str = AGENT_MODULE
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
+    """(command, env) when argv runs the gateway agent (or another `module` of its package), python3 pinned to the
+    system's; else None."""
     env = []
     if argv and argv[0] == "env":
         argv = argv[1:]
         while argv and "=" in argv[0]:
             key, _, value = argv.pop(0).partition("=")
             env.append((key, value))
-    if len(argv) >= 3 and argv[0] in PYTHONS and argv[1:3] == ["-m", AGENT_MODULE]:
+    if len(argv) >= 3 and argv[0] in PYTHONS and argv[1:3] == ["-m", module]:
         return (PYTHON, *argv[1:]), tuple(env)
     return None
 
 
-def sh_agent_argv(
-    argv: list[str],
-) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[PurePosixPath, bool], ...]] | None:
-    """`sh -c "set -a; if [ -r F ]; then . F; fi; VAR=X exec python3 -m wgmesh_gateway.agent ..."`: (command, env,
-    environment files it sources) when that is all the script does; else None (not run: listed in the notes)."""
+def _assignments(words: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """A simple command's leading VAR=value words (the shell exports them to that command only) and the rest."""
+    env = []
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        key, _, value = words.pop(0).partition("=")
+        env.append((key, value))
+    return words, env
+
+
+def sh_agent_argv(argv: list[str]) -> ShAgent | None:
+    """`sh -c "set -a; if [ -r F ]; then . F; fi; [VAR=X python3 -m wgmesh_gateway.bootstrap ... &&] VAR=X exec
+    python3 -m wgmesh_gateway.agent ..."`: the agent's command and env, the environment files the script sources and
+    the bootstrap commands that must succeed first, when that is all the script does; else None (not run: listed
+    in the notes). A bootstrap's own VAR=X words must be the agent's too (the lab runs both with one environment)."""
     if len(argv) != 3 or argv[:2] != ["sh", "-c"]:
         return None
     *setup, last = [part.strip() for part in argv[2].split(";")]
@@ -209,13 +233,19 @@ def sh_agent_argv(
             files.append((PurePosixPath(words[-1]), words[-1] in guarded))
         else:
             return None
-    words = shlex.split(last)
-    env = []
-    while words and "=" in words[0] and not words[0].startswith("-"):
-        key, _, value = words.pop(0).partition("=")
-        env.append((key, value))
+    *firsts, final = [shlex.split(part) for part in last.split("&&")]
+    words, env = _assignments(final)
     found = agent_argv(words[1:] if words[:1] == ["exec"] else words)
-    return None if found is None else (found[0], found[1] + tuple(env), tuple(files))
+    if found is None:
+        return None
+    before = []
+    for first in firsts:
+        words, own = _assignments(first)
+        boot = agent_argv(words, BOOTSTRAP_MODULE)
+        if boot is None or not set(own) <= set(env):
+            return None
+        before.append(boot[0])
+    return ShAgent(found[0], found[1] + tuple(env), tuple(files), tuple(before))
 
 
 def interpret(user_data: str) -> GatewaySetup:
@@ -253,8 +283,10 @@ def interpret(user_data: str) -> GatewaySetup:
         elif argv[:3] == ["systemctl", "enable", "--now"] and len(argv) == 4 and argv[3].startswith(WG_QUICK_UNIT):
             interfaces.append(argv[3].removeprefix(WG_QUICK_UNIT))
             steps.append(Step("wg-quick", (interfaces[-1],)))
-        elif sh_agent is not None and "--once" in sh_agent[0]:
-            steps.append(Step("agent-once", sh_agent[0], sh_agent[1], env_files=sh_agent[2]))
+        elif sh_agent is not None and "--once" in sh_agent.argv:
+            steps.append(
+                Step("agent-once", sh_agent.argv, sh_agent.env, env_files=sh_agent.env_files, before=sh_agent.before)
+            )
         elif agent is not None and "--once" in agent[0]:
             # The unit's environment (PYTHONPATH) applies to the one-shot run as well: the same program. So do its
             # EnvironmentFiles, which cloud-init would not read: the lab's clouds are reachable only through them.

@@ -1,6 +1,7 @@
-"""One run of the live drill (drill.py): build the lab with A's and B's gateways, start the traffic, run the
-steps, tear down (always), and the report: a table per step and the JSON (`--json`) that docs/benchmarks.md's
-"mesh change" table is rendered from (bench/meshchange.py)."""
+"""One run of a drill on a `delivery: live` lab: build it, start the traffic A -> B, run the steps, tear down
+(always), and the report: a table per step and the JSON (`--json`) that docs/benchmarks.md's tables are rendered
+from. `live` (drill.py: A's and B's gateways, then C added, rotated, removed; bench/meshchange.py) and `pmtu`
+(pmtudrill.py: all three gateways, a path-MTU black hole between A and B; bench/pathmtu.py)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,19 @@ from mesh.lab.live import control_plane_hook, live_configs
 from mesh.lab.machine import NamespaceGateway
 from mesh.lab.netns import LabError, missing_requirements, new_state
 from mesh.lab.plan import LabKeys, plan_lab, render_artifacts
+from mesh.lab.pmtudrill import PathDrill
+from mesh.lab.pmtudrill import judge as judge_pmtu
 from mesh.lab.report import Steps
 from mesh.lab.run import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
 from mesh.lab.traffic import Pinger, Stream
+
+KINDS = ("live", "pmtu")
 
 
 @dataclass
 class DrillReport:
     label: str
+    kind: str = "live"
     sites: dict[str, dict[str, str]] = field(default_factory=dict)  # A/B/C -> name, cloud, store
     steps: list[dict[str, Any]] = field(default_factory=list)
     stream: dict[str, Any] = field(default_factory=dict)
@@ -41,6 +47,7 @@ class DrillReport:
         steps = [{k: v for k, v in s.items() if k not in ("start", "end")} for s in self.steps]
         return {
             "ok": self.ok,
+            "drill": self.kind,
             "stack": self.label,
             "error": self.error,
             "duration_s": round(self.duration_s, 1),
@@ -52,9 +59,11 @@ class DrillReport:
         }
 
 
-def run_drill(cfg: MeshConfig, label: str, *, options: LabOptions | None = None) -> DrillReport:
+def run_drill(cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOptions | None = None) -> DrillReport:
     """Raises LabPlanError / UserDataError / LabError before anything is created when the stack cannot be drilled
     (not `delivery: live`, fewer than three sites), LabEnvironmentError when the machine cannot run the lab."""
+    if kind not in KINDS:
+        raise LabError(f"no drill {kind!r}: {', '.join(KINDS)}")
     options = options or LabOptions()
     started = time.monotonic()
     plan = plan_lab(cfg, new_prefix())
@@ -67,28 +76,32 @@ def run_drill(cfg: MeshConfig, label: str, *, options: LabOptions | None = None)
     problems = missing_requirements()
     if problems:
         raise LabEnvironmentError("; ".join(problems))
-    report = DrillReport(label)
+    report = DrillReport(label, kind)
+    running = [a, b] if kind == "live" else [a, b, c]
     report.sites = {
         role: {"name": s.name, "cloud": s.cloud, "store": str(configs[s.name]["source"]["kind"])}  # type: ignore[index]
         for role, s in (("A", a), ("B", b), ("C", c))
     }
-    state = new_state(plan.prefix, f"{label} (live drill)")
+    state = new_state(plan.prefix, f"{label} ({kind} drill)")
     state.save()
     cleanup = _Cleanup(state, Console(stderr=True))
     planes: list[ControlPlane] = []
     pinger = stream = None
-    with Steps(1 + 3 + 5 + 1, Console(stderr=True)) as step, signals_end_the_run():
+    path_drill: PathDrill | None = None
+    names = [s.name for s in running]
+    # build, handshakes, traffic; live: 5 steps; pmtu: the probes' first pass and 4 steps; teardown
+    with Steps(10, Console(stderr=True)) as step, signals_end_the_run():
         try:
-            step(f"build: fabric for every site, gateways {a.name} and {b.name}, the clouds' stores")
-            hook = control_plane_hook(cfg, keys, configs, [a.name, b.name], started=planes.append)
-            lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook,
-                        start=[a.name, b.name])  # fmt: skip
+            step(f"build: fabric for every site, gateways {', '.join(names)}, the clouds' stores")
+            hook = control_plane_hook(cfg, keys, configs, names, started=planes.append)
+            lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook, start=names)
             drill = Drill(cfg, keys, planes[0], options, step)
             report.poll_seconds = drill.poll_s
-            step(f"{a.name} and {b.name}: agents applied, handshake")
-            if not drill.handshake(a.name, b.name, keys):
-                raise LabError(f"no handshake between {a.name} and {b.name} after their agents' first apply")
-            before = {s.name: daemon_pids(s.gateway_ns) for s in (a, b)}
+            step(f"{', '.join(names)}: agents applied, handshakes")
+            for x, y in [(x, y) for i, x in enumerate(running) for y in running[i + 1 :]]:
+                if not drill.handshake(x.name, y.name, keys):
+                    raise LabError(f"no handshake between {x.name} and {y.name} after their agents' first apply")
+            before = {s.name: daemon_pids(s.gateway_ns) for s in running}
             step(f"traffic: ping every 10 ms and a TCP stream, host {a.name} -> host {b.name}")
             pinger = Pinger(lab.hosts[a.name], state, a.host_ns, str(b.host_ip.ip))
             pinger.start()
@@ -96,19 +109,35 @@ def run_drill(cfg: MeshConfig, label: str, *, options: LabOptions | None = None)
             stream.start()
             drill.traffic = (pinger, stream)
             time.sleep(1)
-            for run_step in (drill.add_c, drill.rotate_c, drill.remove_c, drill.rotate_a, drill.corrupt_b):
-                run_step()
-            report.steps = drill.steps
-            after = {s.name: daemon_pids(s.gateway_ns) for s in (a, b)}
+            if kind == "live":
+                for run_step in (drill.add_c, drill.rotate_c, drill.remove_c, drill.rotate_a, drill.corrupt_b):
+                    run_step()
+            else:
+                machines = {n: m.node for n, m in lab.machines.items() if n in names}
+                path_drill = PathDrill(plan, machines, lab.hosts, (a, b, c), (pinger, stream))
+                step("path-MTU probes: every pair passes at full size")
+                path_drill.wait_probed()
+                for i, (title, drop_icmp) in enumerate((("filtered", True), ("allowed", False))):
+                    step(f"{2 * i + 1}/4 shrink {a.name}<->{b.name}, ICMP {title}")
+                    path_drill.shrink(drop_icmp)
+                    step(f"{2 * i + 2}/4 grow back")
+                    path_drill.grow_back()
+            report.steps = drill.steps if path_drill is None else path_drill.steps
+            after = {s.name: daemon_pids(s.gateway_ns) for s in running}
             report.wireguard_go_pids = {n: {"before": before[n], "after": after[n]} for n in before}
             pids_kept = all(before[n] == after[n] and before[n] for n in before)
             pinger.stop()
             report.stream = stream.stop()
-            report.ok = judge(report.steps, pinger, stream, pids_kept, drill.poll_s)
+            if path_drill is None:
+                report.ok = judge(report.steps, pinger, stream, pids_kept, drill.poll_s)
+            else:
+                report.ok = judge_pmtu(report.steps, pinger, stream) and pids_kept
         except LabError as exc:
             report.error = str(exc)
         finally:
             step("teardown")
+            if path_drill is not None:
+                path_drill.cleanup()
             if pinger is not None:
                 pinger.stop()
             if stream is not None and not stream.result:
@@ -125,16 +154,32 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _path_cells(s: dict[str, Any]) -> str:
+    if "restored_s" in s:
+        return f"routes restored after {_s(s['restored_s'])} s"
+    return (f"first failing probe {_s(s['first_failing_probe_s'])} s, black hole {_s(s['black_hole_declared_s'])} s, "
+            f"healed {_s(s['healed_s'])} s (route MTU {s['healed_route_mtu'] or '-'}), "
+            f"alert {_s(s['alert_fires_s'])} s")  # fmt: skip
+
+
 def print_drill(report: DrillReport, console: Console) -> None:
-    table = Table(title=f"live drill: {report.label}", title_justify="left")
-    for column in ("step", "pings lost A->B", "longest ping gap ms", "longest stall ms", "converged s", ""):
+    table = Table(title=f"{report.kind} drill: {report.label}", title_justify="left")
+    last = "converged s" if report.kind == "live" else "path MTU (A's agent)"
+    for column in ("step", "pings lost A->B", "longest ping gap ms", "longest stall ms", last, ""):
         table.add_column(column)
     for s in report.steps:
-        converged = ", ".join(f"{site} {'-' if v is None else f'{v:.1f}'}" for site, v in s["convergence_s"].items())
+        if report.kind == "live":
+            cell = ", ".join(f"{site} {_s(v)}" for site, v in s["convergence_s"].items())
+        else:
+            cell = _path_cells(s)
         lost = "-" if s.get("pings_lost") is None else str(s["pings_lost"])
         stall = _ms(s.get("longest_stall_ms"))
         verdict = "ok" if s["ok"] else "FAIL"
-        table.add_row(s["step"], lost, _ms(s.get("longest_ping_gap_ms")), stall, converged, verdict)
+        table.add_row(s["step"], lost, _ms(s.get("longest_ping_gap_ms")), stall, cell, verdict)
     console.print(table)
     if report.stream:
         console.print(f"stream: {report.stream.get('bytes', 0) / 2**20:.0f} MiB, sha256 "

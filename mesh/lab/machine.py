@@ -152,7 +152,17 @@ class NamespaceGateway(GatewayMachine):
 
         Its environment file: what its `sh -c` sources (as cloud-init runs it), or, for a bare command, the agent
         unit's EnvironmentFile (a deviation: cloud-init would not read it, but the lab's clouds are reachable only
-        through those overrides; a booted gateway needs the first form)."""
+        through those overrides; a booted gateway needs the first form). Commands before it (`bootstrap && agent`:
+        an AWS gateway installs the agent's package first) run with the same environment and must succeed."""
+        for argv in step.before:
+            result = self.node.run(list(argv), env=self.unit_env(step), check=False, timeout=AGENT_ONCE_TIMEOUT_S)
+            output = redact_keys(result.stdout + result.stderr)
+            self.log(f"$ {' '.join(argv)}\n{output}")
+            if result.returncode != 0:
+                tail = " / ".join(output.strip().splitlines()[-3:])
+                raise LabError(
+                    f"{self.site.name}: {argv[2]} failed ({result.returncode}): {tail} (log: {self.log_path})"
+                )
         result = self.node.run(list(step.argv), env=self.unit_env(step), check=False, timeout=AGENT_ONCE_TIMEOUT_S)
         output = redact_keys(result.stdout + result.stderr)
         self.log(f"$ {' '.join(step.argv)}\n{output}")
