@@ -70,6 +70,10 @@ def section(data: dict[str, Any]) -> str:
         f"Drill: {data['duration_s']:.0f} s, {'passed' if data['ok'] else 'FAILED'}. Without the heal the stream "
         "would not resume while ICMP is filtered (tests/test_pmtu_netns.py shows the stall on real kernels): the "
         "gateway's lowered route MTU makes it answer the host's full-size segments with ICMP \"fragmentation "
-        "needed\", so the host's TCP shrinks its segments and the transfer goes on.\n"
+        "needed\", so the host's TCP shrinks its segments and the transfer goes on; the stall is the heal's time "
+        "(3 failing probes 15 s apart, then the search) plus TCP's retransmission backoff. With ICMP allowed the "
+        "gateway's own kernel learns the path MTU from the router and fragments WireGuard's packets: one full-size "
+        "probe fails, the next passes, nothing is healed and no alert fires (fragmented tunnel packets cost "
+        "throughput, which the dataplane benchmark's MTU section measures).\n"
     )
     return "\n".join(out)
