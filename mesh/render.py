@@ -107,7 +107,7 @@ def cloud_config(wg_conf: str | None, extras: CloudInitExtras = CloudInitExtras(
     wg_unit = f"wg-quick@{INTERFACE}"
     doc: dict[str, Any] = {
         "package_update": True,
-        "packages": [*PACKAGES, *extras.packages],
+        "packages": list(dict.fromkeys([*PACKAGES, *extras.packages])),  # a package two steps need, named once
         "write_files": [
             {
                 "path": f.path,

@@ -93,6 +93,7 @@ def agent_extras(site_name: str, source: Mapping[str, Any]) -> render.CloudInitE
     metrics mapping before wg-quick@wg0 starts, then it runs as a service. `systemctl enable` reloads systemd's
     configuration itself (systemctl(1)), so the unit written by write_files is known by then."""
     return render.CloudInitExtras(
+        packages=(READY_PACKAGE,) if source["kind"] == "aws" else (),  # the AWS source's botocore, too
         files=tuple(render.File(path, text, mode) for path, text, mode in ship.files(site_name, dict(source))),
         setup=(tuple(ship.once_command(bundled=bool(source.get("bundle_secret")))),),
         start=(ship.UNIT_NAME,),

@@ -203,3 +203,24 @@ def test_live_user_data_checks_the_agent_last_and_ships_the_scripts_as_written()
             source = Path(readymark.__file__).read_text()
             assert "encoding" not in ready and ready["content"] == ship.compact(source), name
         assert render.WG_CONF_PATH not in files and metrics.MAPPING_PATH not in files
+
+
+def test_an_aws_agent_brings_its_botocore_even_without_the_readiness_step() -> None:
+    """The AWS source and bootstrap read the stores with Ubuntu's python3-botocore. The readiness mark needs it too,
+    but the lab renders user data without that step (cloud_steps=False): the booted lab's AWS gateway then failed
+    `No module named 'botocore'`. The agent names its own package; a package two steps need is installed once."""
+    import yaml
+
+    from mesh import live
+
+    cfg = load(REPO / "Pulumi.prod.yaml")
+    for cloud_steps in (True, False):
+        texts = {
+            s.name: userdata.render_live_user_data(
+                cfg, s.name, live.agent_source(s, "wg-mesh", "prod"), cloud_steps=cloud_steps
+            )
+            for s in cfg.sites
+        }
+        packages = {name: yaml.safe_load(text)["packages"] for name, text in texts.items()}
+        assert packages["aws-use1"].count(userdata.READY_PACKAGE) == 1, (cloud_steps, packages)
+        assert userdata.READY_PACKAGE not in packages["vps-fra"]
