@@ -66,8 +66,9 @@ def build(
 ) -> BuiltLab:
     """Create everything; the caller tears down (state lists every namespace before it exists).
 
-    `before_gateways` runs once the fabric exists (`delivery: live`: the lab's clouds, their stores filled);
-    `start` names the gateways to start (default: all; the live drill adds a site later)."""
+    `before_gateways` runs once the namespaces exist, before any gateway is attached (`delivery: live`: the lab's
+    clouds, their stores filled, as `pulumi up` fills them before it creates the instances); `start` names the
+    gateways to start (default: all; the live drill adds a site later: a booted one is not launched before)."""
     state.namespaces = list(plan.namespaces)
     state.save()
     state.log_dir.mkdir(mode=0o700, exist_ok=True)
@@ -82,17 +83,19 @@ def build(
         run(["ip", "netns", "add", netns])
         ip(netns, "link", "set", "lo", "up")
     sysctl(plan.internet_ns, "net.ipv4.ip_forward=1")
+    if before_gateways is not None:
+        before_gateways(lab)
 
     for site in plan.sites:
         step(f"{site.name}: {'VPC, router and 1:1 NAT' if site.is_cloud else 'public uplink and LAN'}")
         if site.is_cloud:
             build_cloud_site(plan, site)
-        lab.machines[site.name].attach()
-        build_host(site)
+        gateway = lab.machines[site.name]
+        gateway.attach(later=start is not None and site.name not in start)
+        if gateway.plugged:  # else its start() builds the host (a booted VPS's LAN is its container's veth)
+            build_host(site)
         lab.hosts[site.name] = Node(site.host_ns)
 
-    if before_gateways is not None:
-        before_gateways(lab)
     for site in plan.sites:
         if start is not None and site.name not in start:
             continue

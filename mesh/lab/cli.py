@@ -1,7 +1,7 @@
 """`python -m mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`,
-`python -m mesh lab --drill live|pmtu --stack NAME [--json PATH]` (a `delivery: live` mesh changed while traffic
-flows: mesh/lab/drill.py; a path-MTU black hole between two sites: mesh/lab/pmtudrill.py), `python -m mesh lab down
-LAB... | --all` and `python -m mesh lab image [--rebuild]`.
+`python -m mesh lab --drill live|pmtu --stack NAME [--boot] [--json PATH]` (a `delivery: live` mesh changed while
+traffic flows: mesh/lab/drill.py, with --boot on booted gateways; a path-MTU black hole between two sites:
+mesh/lab/pmtudrill.py), `python -m mesh lab down LAB... | --all` and `python -m mesh lab image [--rebuild]`.
 
 Exit codes: 0 every check passed; 1 a check failed (or the lab could not be built); 2 invalid config
 (the same errors as `validate`, nothing built) or a machine that cannot run the lab (not root, tools
@@ -112,13 +112,14 @@ def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> i
     from mesh.lab.drillrun import print_drill, run_drill
     from mesh.lab.netns import LabError
     from mesh.lab.plan import LabPlanError
+    from mesh.lab.run import LabEnvironmentError
 
-    if args.boot or args.keep:
-        _error(f"--drill {args.drill} runs in namespaces and always removes its lab (no --boot, no --keep yet)")
+    if args.keep or (args.boot and args.drill != "live"):
+        _error(f"--drill {args.drill} always removes its lab (no --keep) and boots only for the live drill (--boot)")
         return EXIT_CANNOT_RUN
     try:
-        report = run_drill(cfg, label, kind=args.drill)
-    except (LabPlanError, UserDataError, LabError) as exc:
+        report = run_drill(cfg, label, kind=args.drill, boot=args.boot)
+    except (LabPlanError, UserDataError, LabError, LabEnvironmentError) as exc:
         _error(str(exc))
         return EXIT_CANNOT_RUN
     except KeyboardInterrupt:

@@ -78,13 +78,20 @@ class ContainerGateway(GatewayMachine):
 
     # --- GatewayMachine -----------------------------------------------------------------------
 
-    def attach(self) -> None:
+    def attach(self, later: bool = False) -> None:
         self.prepare()
-        self.launch()
-        self.plug(first=True)
+        if not later:  # booting now, in parallel with the others; start() waits for it
+            self.launch_provisioned()
+            self.plug(first=True)
 
     def start(self) -> None:
+        if self.proc is None:  # attached for later (the drill's added site): boots now
+            self.launch_provisioned()
+            self.plug(first=False)
         self.wait_running()
+        if self.provisioner is not None:
+            self.provisioner.provision_network(self.site.name, self.site.gateway_ns)
+            self.provisioner.provision_files(self.site.name, self.node.path)  # what was published since the launch
         result = self.node.run(["cloud-init", "status", "--wait"], check=False, timeout=BOOT_TIMEOUT)
         assert self.launched_at is not None
         self.cloud_init_s = round(time.time() - self.launched_at, 2)
@@ -119,6 +126,13 @@ class ContainerGateway(GatewayMachine):
         (nocloud / "user-data").write_text(self.artifacts.user_data)
         (nocloud / "meta-data").write_text(seed.meta_data(self.plan, self.site))
         (nocloud / "network-config").write_text(seed.network_config_text(self.site))
+
+    def launch_provisioned(self) -> None:
+        """`delivery: live`: the files the instance finds on its disk are in its root before it boots (the agent's
+        EnvironmentFile: cloud-init's `--once` sources it; a static site's document and key)."""
+        if self.provisioner is not None:
+            self.provisioner.provision_files(self.site.name, lambda inside: self.root / inside.lstrip("/"))
+        self.launch()
 
     def launch(self) -> None:
         argv = [
@@ -173,6 +187,7 @@ class ContainerGateway(GatewayMachine):
             assert site.vpc_ns is not None
             self._wait_link(site.vpc_ns, BRIDGE_GW_PORT)
             plug_cloud_gateway(site)
+            self.plugged = True
             return
         inet = self.plan.internet_ns
         self._wait_link(inet, site.internet_if)
@@ -182,6 +197,7 @@ class ContainerGateway(GatewayMachine):
         ip(site.host_ns, "link", "set", self.lan_port, "name", NIC, "mtu", site.nic_mtu, "up")
         if not first:
             build_host(site)  # the LAN is a new link: the host's address and routes went with the old one
+        self.plugged = True
 
     @property
     def console_log(self) -> Path:
@@ -233,6 +249,8 @@ class ContainerGateway(GatewayMachine):
         self.launch()
         self.plug(first=False)
         self.wait_running()
+        if self.provisioner is not None:  # a new netns: GCP's metadata server again
+            self.provisioner.provision_network(self.site.name, self.site.gateway_ns)
         running = time.monotonic()
         deadline = running + timeout
         while time.monotonic() < deadline:

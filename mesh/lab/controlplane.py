@@ -23,7 +23,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Interface
 from pathlib import Path, PurePosixPath
@@ -33,10 +33,10 @@ import mesh
 from mesh import topology, userdata
 from mesh.config import MeshConfig
 from mesh.gateway import document
-from mesh.lab import cloudinit
+from mesh.lab import cloudinit, gce
 from mesh.lab.build import BuiltLab
 from mesh.lab.fabric import ip, veth
-from mesh.lab.netns import LabError, Node, run, tool_env
+from mesh.lab.netns import LabError, Node, netns_id, run, tool_env
 from mesh.lab.plan import LabPlan
 
 AGENT_CONFIG = PurePosixPath("/etc/wg-mesh/agent.json")
@@ -108,8 +108,9 @@ class Published:
 
 
 class ControlPlane:
-    """Start with `start()` (after the fabric exists, before the gateways start); `provision(site, node)` gives
-    a starting gateway its environment file and, for a static site, its files; `publish_*` change the stores.
+    """Start with `start()` (once the lab's namespaces exist, before the gateways are attached); `provision_files`
+    gives a starting gateway its environment file and, for a static site, its files; `provision_network` a GCP
+    gateway its metadata server; `publish_*` change the stores.
     Every process is started here with its pid recorded in the lab's state; the lab's teardown ends them."""
 
     def __init__(self, lab: BuiltLab, configs: Mapping[str, Mapping[str, Any]]) -> None:
@@ -121,6 +122,7 @@ class ControlPlane:
         self._aws: subprocess.Popen[str] | None = None
         self._static: dict[str, dict[str, tuple[bytes, int]]] = {}  # not yet started: path -> (data, mode)
         self._bundled: set[str] = set()  # AWS sites whose agent bundle secret exists
+        self._metadata: dict[str, tuple[int, int]] = {}  # GCP site -> the netns its metadata server serves in
 
     def kind(self, site: str) -> str:
         return str(self.configs[site]["source"]["kind"])
@@ -164,14 +166,12 @@ class ControlPlane:
         if "gcp" in kinds:
             self._serve(cloud, "secretmanager", self.root / "secrets", str(CLOUD_API.ip), SECRET_MANAGER_PORT)
             for site, token in self.tokens.items():
-                node = Node(self.lab.plan.site(site).gateway_ns)
-                ip(node.netns, "address", "add", "169.254.169.254/32", "dev", "lo")
                 write_atomic(self.root / "gce" / site / "token", token.encode(), 0o600)
-                self._serve(node, f"metadata-{site}", self.root / "gce" / site)
 
     def _serve(self, node: Node, name: str, root: Path, *address: str | int) -> None:
         root.mkdir(parents=True, exist_ok=True)
         kind = name.split("-")[0]
+        (self.lab.state.log_dir / f"{name}.log").unlink(missing_ok=True)  # served again: wait for the new one
         with self._log(name) as log:
             proc = subprocess.Popen(
                 node.wrap([sys.executable, "-m", "mesh.lab.gce", kind, str(root), *map(str, address)]),
@@ -198,11 +198,31 @@ class ControlPlane:
     # --- what a gateway finds when it starts ------------------------------------------------------------------
 
     def provision(self, site: str, node: Node) -> None:
+        """Both of the below for a gateway in `node` (a namespace gateway about to run its user data)."""
+        self.provision_network(site, node.netns)
+        self.provision_files(site, node.path)
+
+    def provision_files(self, site: str, path: Callable[[str], Path]) -> None:
         """Before the user data's commands run: the lab's endpoints in the agent's EnvironmentFile; a static
-        site's files as the operator placed them."""
-        write_atomic(node.path(str(AGENT_ENV)), agent_env(self.configs[site]["source"]).encode(), 0o644)
-        for path, (data, mode) in self._static.pop(site, {}).items():
-            write_atomic(node.path(path), data, mode)
+        site's files as the operator placed them. `path` maps a path in the gateway to the lab's (a namespace
+        gateway's mount namespace, or a booted one's root before it is launched)."""
+        write_atomic(path(str(AGENT_ENV)), agent_env(self.configs[site]["source"]).encode(), 0o644)
+        for file, (data, mode) in self._static.pop(site, {}).items():
+            write_atomic(path(file), data, mode)
+
+    def provision_network(self, site: str, netns: str) -> None:
+        """A GCP gateway's metadata server at 169.254.169.254:80 in its network namespace `netns` (a booted
+        gateway's own, once it exists: again after a reboot, whose container has a new one)."""
+        if site not in self.tokens:
+            return
+        served = netns_id(netns)
+        if served is None:
+            raise LabError(f"{site}: no network namespace {netns} to serve its metadata in")
+        if self._metadata.get(site) == served:
+            return
+        ip(netns, "address", "add", f"{gce.METADATA_ADDRESS}/32", "dev", "lo")
+        self._serve(Node(netns), f"metadata-{site}", self.root / "gce" / site)
+        self._metadata[site] = served
 
     def _static_file(self, site: str, path: str, data: bytes) -> None:
         machine = self.lab.machines[site]

@@ -20,6 +20,7 @@ node-exporter textfile) show the published generation applied.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -37,6 +38,7 @@ from mesh.render import INTERFACE
 METRICS_PATH = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"
 MAX_STALL_MS = 1000.0
 SETTLE_S = 1.0  # traffic observed after a step's last change, so a late loss still lands in its window
+START_TIMEOUT_S = 120.0  # the added site's start: a booted gateway's boot and cloud-init run count in its convergence
 Step = Callable[[str], None]
 
 
@@ -108,19 +110,24 @@ class Drill:
         self.timeout_s = 2 * self.poll_s + 10
         self.steps: list[dict[str, Any]] = []
         self.traffic: tuple[Pinger, Stream] | None = None  # set once the traffic runs
+        self.started_at: float | None = None  # when C's start() returned (a booted C: cloud-init done)
 
     def sites(self, *sites: SitePlan) -> list[str]:
         return [s.name for s in sites]
 
-    def converge(self, published: Mapping[str, Published]) -> dict[str, float | None]:
+    def converge(self, published: Mapping[str, Published], extra_s: float = 0.0) -> dict[str, float | None]:
         """Seconds from each publish until that site's agent reports the generation applied (None: not within
-        the timeout)."""
+        the timeout, plus `extra_s`; a gateway still starting is waited for)."""
         left = dict(published)
         seconds: dict[str, float | None] = dict.fromkeys(published)
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.timeout_s + extra_s
         while left and time.monotonic() < deadline:
             for site, pub in list(left.items()):
-                applied = metric(agent_metrics(self.lab.machines[site].node), "wgmesh_agent_applied_generation")
+                try:
+                    node = self.lab.machines[site].node
+                except LabError:  # not running yet (a booted gateway before its PID 1)
+                    continue
+                applied = metric(agent_metrics(node), "wgmesh_agent_applied_generation")
                 if applied is not None and int(applied) == pub.generation:
                     seconds[site] = round(time.monotonic() - pub.at, 2)
                     del left[site]
@@ -170,12 +177,29 @@ class Drill:
         self.step(f"1/5 add {self.c.name}")
         start = time.time()
         published = self.publish(self.keys, self.a, self.b, self.c)
-        self.lab.machines[self.c.name].start()  # C's user data: the agent's --once, wg-quick up, the agent
-        convergence = self.converge(published)
+        # C's user data: the agent's --once, wg-quick up, the agent (a booted C: its boot, cloud-init's run); A's and
+        # B's convergence is measured meanwhile.
+        errors: list[BaseException] = []
+        starter = threading.Thread(target=self._start, args=(self.c, errors), name=f"start {self.c.name}")
+        starter.start()
+        convergence = self.converge(published, extra_s=START_TIMEOUT_S)
+        starter.join()
+        if errors:
+            raise LabError(f"{self.c.name} did not start: {errors[0]}")
         handshakes = check_handshakes(self.lab, self.keys, self.options)
         ping = check_ping(self.lab)
         ok = handshakes.ok and ping.ok and all(v is not None for v in convergence.values())
-        self.record(f"add {self.c.name}", start, ok, convergence, pairs=ping.data["pairs"], handshakes=handshakes.ok)
+        self.record(
+            f"add {self.c.name}", start, ok, convergence, pairs=ping.data["pairs"], handshakes=handshakes.ok,
+            started_s=round(self.started_at - start, 2) if self.started_at else None,
+        )  # fmt: skip
+
+    def _start(self, site: SitePlan, errors: list[BaseException]) -> None:
+        try:
+            self.lab.machines[site.name].start()
+            self.started_at = time.time()
+        except BaseException as exc:  # handed to the drill's thread
+            errors.append(exc)
 
     def rotate_c(self) -> None:
         self.step(f"2/5 rotate {self.c.name}'s key")

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mesh.config import MeshConfig
-from mesh.lab.build import build
+from mesh.lab.build import BuiltLab, MachineFactory, build
 from mesh.lab.checks import LabOptions
 from mesh.lab.controlplane import ControlPlane
 from mesh.lab.drill import Drill, daemon_pids, judge, pick_sites
@@ -24,7 +24,14 @@ from mesh.lab.plan import LabKeys, plan_lab, render_artifacts
 from mesh.lab.pmtudrill import PathDrill
 from mesh.lab.pmtudrill import judge as judge_pmtu
 from mesh.lab.report import Steps
-from mesh.lab.run import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
+from mesh.lab.run import (
+    LabEnvironmentError,
+    _Cleanup,
+    boot_machines,
+    boot_requirements,
+    new_prefix,
+    signals_end_the_run,
+)
 from mesh.lab.traffic import Pinger, Stream
 
 KINDS = ("live", "pmtu")
@@ -39,6 +46,8 @@ class DrillReport:
     stream: dict[str, Any] = field(default_factory=dict)
     wireguard_go_pids: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # site -> before/after
     poll_seconds: float | None = None
+    mode: str = "namespace"  # or "boot": every gateway a booted container, its agent the unit cloud-init starts
+    boot: dict[str, dict[str, Any]] = field(default_factory=dict)  # --boot: site -> cloud-init's time and exit
     error: str | None = None
     ok: bool = False
     duration_s: float = 0.0
@@ -48,6 +57,7 @@ class DrillReport:
         return {
             "ok": self.ok,
             "drill": self.kind,
+            "mode": self.mode,
             "stack": self.label,
             "error": self.error,
             "duration_s": round(self.duration_s, 1),
@@ -56,14 +66,21 @@ class DrillReport:
             "steps": steps,
             "stream": {k: v for k, v in self.stream.items() if k != "stalls"},
             "wireguard_go_pids": self.wireguard_go_pids,
+            **({"boot": self.boot} if self.mode == "boot" else {}),
         }
 
 
-def run_drill(cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOptions | None = None) -> DrillReport:
+def run_drill(
+    cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOptions | None = None, boot: bool = False
+) -> DrillReport:
     """Raises LabPlanError / UserDataError / LabError before anything is created when the stack cannot be drilled
-    (not `delivery: live`, fewer than three sites), LabEnvironmentError when the machine cannot run the lab."""
+    (not `delivery: live`, fewer than three sites), LabEnvironmentError when the machine cannot run the lab.
+    `boot` (the live drill): every gateway a booted container (run.boot_machines) whose cloud-init runs the user
+    data's `--once` and starts wg-mesh-agent.service itself; the drill changes the stores as in namespaces."""
     if kind not in KINDS:
         raise LabError(f"no drill {kind!r}: {', '.join(KINDS)}")
+    if boot and kind != "live":
+        raise LabError(f"--drill {kind} runs in namespaces only (--boot: the live drill)")
     options = options or LabOptions()
     started = time.monotonic()
     plan = plan_lab(cfg, new_prefix())
@@ -73,10 +90,13 @@ def run_drill(cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOp
     if not configs:
         raise LabError(f"{label}: the user data does not deliver peers live (set `delivery: live`)")
     a, b, c = pick_sites(plan.sites)
-    problems = missing_requirements()
+    problems = boot_requirements() if boot else missing_requirements()
     if problems:
         raise LabEnvironmentError("; ".join(problems))
-    report = DrillReport(label, kind)
+    report = DrillReport(label, kind, mode="boot" if boot else "namespace")
+    machine: MachineFactory = NamespaceGateway
+    if boot:
+        machine, _, _ = boot_machines(artifacts)
     running = [a, b] if kind == "live" else [a, b, c]
     report.sites = {
         role: {"name": s.name, "cloud": s.cloud, "store": str(configs[s.name]["source"]["kind"])}  # type: ignore[index]
@@ -94,7 +114,7 @@ def run_drill(cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOp
         try:
             step(f"build: fabric for every site, gateways {', '.join(names)}, the clouds' stores")
             hook = control_plane_hook(cfg, keys, configs, names, started=planes.append)
-            lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook, start=names)
+            lab = build(plan, artifacts, state, lambda _: None, machine, before_gateways=hook, start=names)
             drill = Drill(cfg, keys, planes[0], options, step)
             report.poll_seconds = drill.poll_s
             step(f"{', '.join(names)}: agents applied, handshakes")
@@ -123,6 +143,7 @@ def run_drill(cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOp
                     step(f"{2 * i + 2}/4 grow back")
                     path_drill.grow_back()
             report.steps = drill.steps if path_drill is None else path_drill.steps
+            report.boot = boot_times(lab) if boot else {}
             after = {s.name: daemon_pids(s.gateway_ns) for s in running}
             report.wireguard_go_pids = {n: {"before": before[n], "after": after[n]} for n in before}
             pids_kept = all(before[n] == after[n] and before[n] for n in before)
@@ -148,6 +169,17 @@ def run_drill(cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOp
         report.ok = False
     report.duration_s = time.monotonic() - started
     return report
+
+
+def boot_times(lab: BuiltLab) -> dict[str, dict[str, Any]]:
+    """Each booted gateway: seconds from its launch until `cloud-init status --wait` returned, and its exit."""
+    from mesh.lab.container import ContainerGateway  # (--boot's modules only when booting)
+
+    times = {}
+    for name, m in lab.machines.items():
+        if isinstance(m, ContainerGateway) and m.launched_at is not None:
+            times[name] = {"cloud_init_done_s": m.cloud_init_s, "cloud_init_exit": m.cloud_init_exit}
+    return times
 
 
 def _ms(value: float | None) -> str:

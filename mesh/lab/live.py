@@ -1,5 +1,6 @@
-"""`delivery: live` in the lab: the clouds' stores (controlplane.py) started and filled before the gateways start,
-as `pulumi up` fills them before the instances boot; each gateway is handed its agent's EnvironmentFile.
+"""`delivery: live` in the lab: the clouds' stores (controlplane.py) started and filled before the gateways are
+attached, as `pulumi up` fills them before the instances boot; each gateway is handed its agent's EnvironmentFile
+(a booted one in its root before it is launched) and, on GCP, its metadata server.
 
 The lab sees live delivery in the rendered user data itself (an /etc/wg-mesh/agent.json), not in the config: what
 it carries out is what the gateways would get.
@@ -42,7 +43,7 @@ def control_plane_hook(
             started(plane)
         plane.start()
         for machine in lab.machines.values():
-            machine.provision = plane.provision
+            machine.provisioner = plane
         plane.publish(cfg, keys.private, keys.public, names)
 
     return hook

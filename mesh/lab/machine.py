@@ -17,7 +17,7 @@ import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from mesh.lab import cloudinit
 from mesh.lab.fabric import ip, plug_cloud_gateway, plug_static_gateway, veth
@@ -35,6 +35,17 @@ def redact_keys(text: str) -> str:
     return _KEY.sub("(key redacted)", text)
 
 
+class Provisioner(Protocol):
+    """What a starting gateway finds in place before its user data runs (`delivery: live`: the lab's clouds,
+    controlplane.ControlPlane)."""
+
+    def provision_files(self, site: str, path: Callable[[str], Path]) -> None:
+        """The files the gateway finds on its disk (`path`: a path inside the gateway -> where to write it)."""
+
+    def provision_network(self, site: str, netns: str) -> None:
+        """What the gateway's own network namespace serves it (GCP: the metadata server)."""
+
+
 class GatewayMachine(ABC):
     """One site's gateway. `attach` plugs its NICs into the fabric, `start` carries out its user data and
     returns when that is done, `node` is where commands run, `tunnel` takes wg0 down or up."""
@@ -49,8 +60,9 @@ class GatewayMachine(ABC):
         self.state = state
         self._node: Node | None = None
         # `delivery: live`: the lab's clouds hand a starting gateway what it finds there before its user data runs
-        # (controlplane.ControlPlane.provision: the agent's EnvironmentFile, a static site's files).
-        self.provision: Callable[[str, Node], None] | None = None
+        # (the agent's EnvironmentFile, a static site's files, GCP's metadata server).
+        self.provisioner: Provisioner | None = None
+        self.plugged = False  # its NICs are in the fabric (a site's host is built once its gateway is plugged)
 
     @property
     def node(self) -> Node:
@@ -71,7 +83,9 @@ class GatewayMachine(ABC):
         return []
 
     @abstractmethod
-    def attach(self) -> None: ...
+    def attach(self, later: bool = False) -> None:
+        """Plug the gateway's NICs into the fabric. `later`: it starts later than the others (the drill's added
+        site); a booted gateway is then launched by `start`."""
 
     @abstractmethod
     def start(self) -> None: ...
@@ -94,7 +108,7 @@ class NamespaceGateway(GatewayMachine):
     def notes(self) -> list[str]:
         return list(self.setup.notes)
 
-    def attach(self) -> None:
+    def attach(self, later: bool = False) -> None:
         site, gw, nic = self.site, self.site.gateway_ns, self.site.gateway_nic
         if site.is_cloud:
             assert site.vpc_ns is not None and site.router_ip is not None
@@ -110,13 +124,15 @@ class NamespaceGateway(GatewayMachine):
             ip(gw, "route", "add", "default", "via", site.transit_internet.ip, "dev", nic)
             veth(gw, GW_LAN, site.host_ns, NIC, site.nic_mtu)
             ip(gw, "address", "add", site.gateway_ip, "dev", GW_LAN)
+        self.plugged = True
 
     def start(self) -> None:
         with self.log_path.open("a") as log:
             self._node = start_holder(self.state, self.site.gateway_ns, log)
         self.write_files()
-        if self.provision is not None:
-            self.provision(self.site.name, self.node)
+        if self.provisioner is not None:
+            self.provisioner.provision_network(self.site.name, self.site.gateway_ns)
+            self.provisioner.provision_files(self.site.name, self.node.path)
         for step in self.setup.steps:
             if step.kind == "sysctl" and step.argv:
                 self.node.run(["sysctl", "-q", "-w", *step.argv])

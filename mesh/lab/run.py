@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 
@@ -92,8 +93,9 @@ class _Cleanup:
             self.console.print(f"[red]teardown: {problem}[/red]")
 
 
-def boot_machines(plan: LabPlan, artifacts: dict[str, GatewayArtifacts], report: LabReport) -> MachineFactory:
-    """--boot: the cached image and the package source for these user data (built first when missing)."""
+def boot_machines(artifacts: dict[str, GatewayArtifacts]) -> tuple[MachineFactory, str, dict[str, Any]]:
+    """--boot: the cached image and the package source for these user data (built first when missing).
+    Returns the machine factory, a note for the report and the image's summary (the reports' `image`)."""
 
     from mesh.lab import image as images
     from mesh.lab.container import ContainerGateway
@@ -107,8 +109,8 @@ def boot_machines(plan: LabPlan, artifacts: dict[str, GatewayArtifacts], report:
         if seconds is not None:
             filled.append(seconds)
     built = f"built in {image.built_s:.0f} s" if image.built_s is not None else "cached"
-    report.notes.append(f"--boot: Debian {images.SUITE} image {image.root} ({image.size_bytes / 1e6:.0f} MB, {built})")
-    report.image = {
+    note = f"--boot: Debian {images.SUITE} image {image.root} ({image.size_bytes / 1e6:.0f} MB, {built})"
+    summary = {
         **images.image_summary(image),
         "package_source": sorted({str(r) for r in repos.values()}),
         "package_source_filled_s": round(sum(filled), 1) if filled else None,
@@ -117,7 +119,14 @@ def boot_machines(plan: LabPlan, artifacts: dict[str, GatewayArtifacts], report:
     def machine(plan: LabPlan, site: SitePlan, a: GatewayArtifacts, state: LabState) -> ContainerGateway:
         return ContainerGateway(plan, site, a, state, image=image, repo=repos[site.name])
 
-    return machine
+    return machine, note, summary
+
+
+def boot_requirements() -> list[str]:
+    """What this machine lacks to boot gateways (the lab's tools, then --boot's own)."""
+    from mesh.lab.image import missing_boot_tools
+
+    return missing_requirements() + missing_boot_tools()
 
 
 def _running_gateways(lab: BuiltLab | None) -> dict[str, Node]:
@@ -158,18 +167,15 @@ def run_lab(
         for a in artifacts.values():
             cloudinit.interpret(a.user_data)  # refuse what the lab cannot reproduce before building anything
     configs = live_configs(artifacts)
-    if configs and boot:
-        raise cloudinit.UserDataError("--boot does not model the clouds' stores yet (delivery: live): run without it")
-    problems = missing_requirements()
-    if boot:
-        from mesh.lab.image import missing_boot_tools
-
-        problems += missing_boot_tools()
+    problems = boot_requirements() if boot else missing_requirements()
     if problems:
         raise LabEnvironmentError("; ".join(problems))
 
     report = LabReport(label=label, plan=plan, notes=faults.describe(), mode="boot" if boot else "namespace")
-    machine: MachineFactory = boot_machines(plan, artifacts, report) if boot else NamespaceGateway
+    machine: MachineFactory = NamespaceGateway
+    if boot:
+        machine, note, report.image = boot_machines(artifacts)
+        report.notes.append(note)
     state = new_state(plan.prefix, label)
     state.save()
     cleanup = _Cleanup(state, console)
