@@ -25,7 +25,7 @@ from bench.anchors import (
 )
 
 Log = Callable[[str], None]
-SECTIONS = ("environment", "scale", "lab", "mtu", "boot", "meshchange", "pathmtu")
+SECTIONS = ("environment", "scale", "lab", "mtu", "boot", "meshchange", "meshchange-boot", "pathmtu")
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
     "wireguard": "WireGuard tunnel (gateway → gateway, wg0)",
@@ -882,7 +882,7 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
     if "meshchange" in data:
         from bench.meshchange import section as section_meshchange
 
-        parts.append(section_meshchange(data["meshchange"]))
+        parts.append(section_meshchange(data["meshchange"], data.get("meshchange-boot")))
     if "pathmtu" in data:
         from bench.pathmtu import section as section_pathmtu
 

@@ -137,13 +137,6 @@ def nspawn_before() -> set[int]:
     return set(nspawn_pids())
 
 
-def test_boot_refuses_a_live_stack() -> None:
-    """Before anything is built: the containers would need the clouds' stores (not modelled for --boot yet)."""
-    result = run_mesh("lab", "--boot", "--stack", "prod")
-    assert result.returncode == 2
-    assert "--boot does not model the clouds' stores yet (delivery: live)" in result.stderr
-
-
 @pytest.mark.integration
 @needs_boot
 @pytest.mark.parametrize("stack_file", STACK_FILES, ids=[p.name for p in STACK_FILES])
