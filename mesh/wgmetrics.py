@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+DESCRIPTION = "WireGuard peers and forwarding state as node-exporter textfile metrics"
+
 HANDSHAKE_STALE_SECONDS = 180  # WireGuard rekeys every 120 s on an active tunnel: older means broken
 MAPPING_PATH = "/etc/wg-mesh/peers.json"
 TEXTFILE_PATH = "/var/lib/prometheus/node-exporter/wg_mesh.prom"
@@ -294,7 +296,8 @@ def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="wg-mesh-metrics", description=__doc__.splitlines()[0])
+    # Not __doc__: the live user data ships this script without docstrings (mesh.gateway.ship.compact).
+    parser = argparse.ArgumentParser(prog="wg-mesh-metrics", description=DESCRIPTION)
     parser.add_argument("--mapping", default=MAPPING_PATH, help=f"site/peer mapping (default {MAPPING_PATH})")
     parser.add_argument("--out", default=TEXTFILE_PATH, help=f"textfile to replace (default {TEXTFILE_PATH})")
     args = parser.parse_args(argv)

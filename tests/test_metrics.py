@@ -549,3 +549,15 @@ def test_user_data_with_metrics_fits_aws(stack: str, private_key: str) -> None:
         text = userdata.render_user_data(cfg, site.name, conf, directory)
         size = userdata.delivered_size("aws", text, exact=True)  # what EC2 counts: the gzip'd bytes
         assert size < AWS_USER_DATA_LIMIT * 3 // 4, (site.name, size)  # and room for more sites
+
+
+def test_the_compacted_script_the_live_user_data_ships_runs(tmp_path: Path) -> None:
+    """ship.compact drops docstrings: the live user data's wg-mesh-metrics crashed on `__doc__.splitlines()` at every
+    run (booted prod: wg-mesh-metrics.service failed on every gateway, no metrics file). It must start."""
+    from mesh.gateway import ship
+
+    script = tmp_path / "wg-mesh-metrics"
+    script.write_text(ship.compact(metrics.script_source()))
+    result = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "WireGuard peers and forwarding state" in result.stdout
