@@ -52,7 +52,7 @@ def booted_section(data: dict[str, Any]) -> str:
     add = data["steps"][0] if data["steps"] else {}
     boots = ", ".join(f"{site} {_v(b['cloud_init_done_s'], ' s', 1)}" for site, b in data.get("boot", {}).items())
     intro = (
-        f"\n### On booted gateways (`--drill live --boot`)\n\n`python -m mesh lab --boot --drill live --stack "
+        f"### On booted gateways (`--drill live --boot`)\n\n`python -m mesh lab --boot --drill live --stack "
         f"{data['stack']}`: each gateway a systemd-nspawn container booted from the lab's Debian image (section 7) "
         "whose cloud-init runs the live user data: the agent's `--once` (AWS: after installing the agent from its "
         "bundle in moto), `wg-quick@wg0`, then `wg-mesh-agent.service` as systemd runs it (the hardened unit, its "
