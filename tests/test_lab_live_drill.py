@@ -184,7 +184,7 @@ def test_the_live_drill_on_booted_gateways() -> None:
     assert add["started_s"] is not None and add["convergence_s"]["vps-fra"] >= add["convergence_s"]["aws-use1"]
     pids = report.wireguard_go_pids
     assert all(p["before"] == p["after"] and p["before"] for p in pids.values()), pids
-    assert set(find_labs()) == before and set(nspawn_pids()) <= nspawn_before
+    assert set(find_labs()) <= before and set(nspawn_pids()) <= nspawn_before  # (other labs may end meanwhile)
 
 
 def test_boot_runs_only_the_live_drill() -> None:
