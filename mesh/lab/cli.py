@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--boot",
         action="store_true",
-        help="boot each gateway as a systemd-nspawn container (Debian trixie, cloud-init, user data as NoCloud seed)",
+        help="boot each gateway as a systemd-nspawn container (Debian trixie, cloud-init, user data as NoCloud seed);"
+        " with --drill live too",
     )
     parser.add_argument(
         "--drill",

@@ -218,6 +218,9 @@ def print_drill(report: DrillReport, console: Console) -> None:
                       f"{'match' if report.stream.get('verified') else 'MISMATCH'}")  # fmt: skip
     for site, pids in report.wireguard_go_pids.items():
         console.print(f"{site}: wireguard-go pids {pids['before']} -> {pids['after']}")
+    for site, b in report.boot.items():
+        console.print(f"{site}: booted, cloud-init done {_s(b['cloud_init_done_s'])} s after launch "
+                      f"(exit {b['cloud_init_exit']})")  # fmt: skip
     if report.error:
         console.print(f"[red]error: {report.error}[/red]")
     console.print("[green]drill passed[/green]" if report.ok else "[red]drill FAILED[/red]")
