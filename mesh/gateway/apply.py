@@ -72,6 +72,7 @@ class Paths:
     state: str = "/var/lib/wg-mesh/agent-state.json"
     metrics: str = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"
     path_metrics: str = "/var/lib/prometheus/node-exporter/wg_mesh_path.prom"  # mesh.gateway.pmtu
+    ha_metrics: str = "/var/lib/prometheus/node-exporter/wg_mesh_ha.prom"  # mesh.gateway.ha_run
 
     @classmethod
     def under(cls, root: str) -> Paths:
@@ -80,7 +81,14 @@ class Paths:
         return cls(
             *(
                 os.path.join(root, p.lstrip("/"))
-                for p in (default.wg_conf, default.mapping, default.state, default.metrics, default.path_metrics)
+                for p in (
+                    default.wg_conf,
+                    default.mapping,
+                    default.state,
+                    default.metrics,
+                    default.path_metrics,
+                    default.ha_metrics,
+                )
             )
         )
 

@@ -230,6 +230,7 @@ class Machine:
     seen_since: float | None = None  # monotonic time (epoch, counter) was first seen unchanged
     renew_sent: float | None = None  # when the last *successful* renewal was sent
     next_renew: float = 0.0
+    next_reconcile: float = 0.0
     bad: int = 0  # consecutive failed local samples
     good: int = 0  # consecutive passed local samples
     tunnel_bad_since: float | None = None
@@ -265,6 +266,7 @@ class Machine:
                 self.role, self.claimed_at, self.why = "active", now, f"claimed ({action.reason})"
                 self.epoch = lease.epoch if lease else self.epoch
                 self.renew_sent, self.next_renew = now, now + self.settings.renew_s
+                self.next_reconcile = now + self.settings.renew_s
                 self.other_holder, self.tunnel_bad_since = 0, None
                 self.claims[action.reason] += 1
                 return [Promote(), Reconcile()]
@@ -312,7 +314,8 @@ class Machine:
         if self.arbiter == "lease" and now >= self.next_renew:
             self.next_renew = now + s.renew_s
             actions.append(Renew(self.epoch))
-        if self.may_write(now) and holder != "me":
+        if self.may_write(now) and now >= self.next_reconcile:
+            self.next_reconcile = now + s.renew_s  # level-triggered: address and routes checked once a second
             actions.append(Reconcile())
         return actions
 
