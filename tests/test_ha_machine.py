@@ -420,3 +420,19 @@ def test_parse_ha_reads_both_clouds() -> None:
 def test_parse_ha_names_the_bad_field(raw: object, field: str) -> None:
     with pytest.raises(ValueError, match=rf"^{field.replace('.', '[.]')}:"):
         parse_ha(raw)
+
+
+def test_the_programs_ha_objects_parse() -> None:
+    """The contract with the program (mesh.ha.aws_ha / gcp_ha write agent.json's `ha`): what it writes, we read."""
+    from mesh import ha as program
+
+    aws = parse_ha(program.aws_ha("b", "us-east-1", "wg-mesh-x-lease", "eipalloc-1", ["rtb-1"]))
+    assert (aws.gateway, aws.health_port, aws.lease_table, aws.route_table_ids) == (
+        "b",
+        9181,
+        "wg-mesh-x-lease",
+        ("rtb-1",),
+    )
+    groups = {"a": {"zone": "europe-west3-a", "name": "ga"}, "b": {"zone": "europe-west3-b", "name": "gb"}}
+    gcp = parse_ha(program.gcp_ha("a", "proj", "europe-west3", "gw-ip", "203.0.113.7", "bs", groups))
+    assert gcp.group("b") == ("europe-west3-b", "gb") and gcp.backend_service == "bs"
