@@ -275,9 +275,8 @@ def run_for(ctls: dict[str, Controller], clock: list[float], seconds: float, ali
     while clock[0] < end:
         for g in alive:
             ctls[g].tick()
-            for ctl in ctls.values():  # the reconcile worker: wait for it, so the test sees its effect
-                ctl.reconciling.acquire()
-                ctl.reconciling.release()
+            for ctl in ctls.values():  # the role and reconcile workers: wait, so the test sees their effect
+                ctl.wait_idle()
         clock[0] = round(clock[0] + 0.5, 3)
 
 

@@ -111,7 +111,10 @@ class Controller:
         self.lease_epoch = 0
         self.lock = threading.Lock()  # one tick at a time (the loop, shutdown)
         self.reconciling = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wg-mesh-ha")
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wg-mesh-ha-cloud")
+        # role changes in their own worker, in order: a document cycle that waits on a hung `wg` (the applier's 30 s
+        # command timeout) holds the apply lock, and the 0.5 s ticks must go on meanwhile
+        self.roles = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wg-mesh-ha-role")
         self.last_error = ""
         self.stopped = False
 
@@ -226,19 +229,31 @@ class Controller:
             self._outcome(lambda: self.cloud.release(action.epoch))
             return []
         if isinstance(action, Promote):
-            self.host.set_role("active")
             self.tunnel.reset()
-            self._ping_all()
+            self.roles.submit(self._set_role, "active")
             return []
         if isinstance(action, Demote):
             self.host.log(f"HA: standby: {action.why}")
-            self.host.set_role("standby")
+            self.roles.submit(self._set_role, "standby")
             return []
         if isinstance(action, Reconcile):
             if self.reconciling.acquire(blocking=False):
                 self.pool.submit(self._reconcile)
             return []
         raise AssertionError(action)
+
+    def _set_role(self, role: str) -> None:
+        try:
+            self.host.set_role(role)
+        except Exception as exc:  # the next document cycle applies the role again (the applier holds it)
+            self.problem(f"HA: wg0 to {role} failed: {exc.__class__.__name__}: {exc}")
+        if role == "active" and self.machine.role == "active":
+            self._ping_all()
+
+    def wait_idle(self) -> None:
+        """Until the role change and the reconcile submitted so far are done (tests, shutdown)."""
+        self.roles.submit(lambda: None).result()
+        self.pool.submit(lambda: None).result()
 
     def _ping_all(self) -> None:
         """One ping to every peer's overlay address: each starts a handshake (docs/ha.md section 3)."""
@@ -293,10 +308,13 @@ class Controller:
                     self._outcome(lambda: self.cloud.release(m.epoch))
                 m.role = "standby"
                 self.host.log("HA: stopping: released the active role")
+                self.roles.submit(self._set_role, "standby")
+                # bounded: a hung `wg` must not keep systemd waiting (the address has moved by then anyway)
+                done = self.roles.submit(lambda: None)
                 try:
-                    self.host.set_role("standby")
-                except Exception as exc:
-                    self.host.log(f"HA: stopping: wg0 to standby failed: {exc.__class__.__name__}: {exc}")
+                    done.result(timeout=5.0)
+                except Exception:
+                    self.host.log("HA: stopping: wg0 to standby did not finish in 5 s")
             self.host.write_ha_metrics(self.metrics_text())
 
 
