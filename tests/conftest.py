@@ -164,8 +164,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             "gcp:compute/regionHealthCheck:RegionHealthCheck",
         ):
             kind = "backendServices" if "Backend" in typ else "healthChecks"
-            link = self._self_link("regions", kind, inputs["name"])
-            return {"selfLink": link, "id": link[link.index("projects/") :]}
+            return {"selfLink": self._self_link("regions", kind, inputs["name"])}
         if typ == "gcp:compute/forwardingRule:ForwardingRule":
             return {
                 "selfLink": self._self_link("regions", "forwardingRules", inputs["name"]),
