@@ -8,6 +8,8 @@ WireGuard from the peers' addresses only, the site's own traffic to the gateway 
 the remote sites' ranges to the workloads the site names (tags, service accounts, or the whole
 network when asked), and ICMP from the gateway's internal address (path-MTU discovery).
 Network tags carry a hash of the Pulumi project and stack, so stacks sharing a network stay apart.
+With `gateways: 2` (docs/ha.md 6) a second VM and an internal load balancer (mesh.gcp_ha) carry the site: the routes
+point at the load balancer, and the agents, not the gate, move the static address.
 """
 
 from __future__ import annotations
@@ -23,11 +25,36 @@ import pulumi_gcp as gcp
 from mesh import component, gcp_ha, gcp_live, ha, live, topology
 from mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
 from mesh.component import Directory
-from mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite, MeshConfig
+from mesh.config import GcpSite, MeshConfig
+from mesh.gcpfacts import (
+    ARM_MACHINE_FAMILIES,
+    HYPERDISK_BOOT_DISK,
+    PD_BOOT_DISK,
+    PERSISTENT_DISK_SERIES,
+    UBUNTU_IMAGE,
+    boot_disk_type,
+    boot_image,
+    image_family,
+    machine_architecture,
+    machine_series,
+)
+
+__all__ = [  # re-exported from mesh.gcpfacts
+    "ARM_MACHINE_FAMILIES",
+    "HYPERDISK_BOOT_DISK",
+    "PD_BOOT_DISK",
+    "PERSISTENT_DISK_SERIES",
+    "UBUNTU_IMAGE",
+    "GcpGateway",
+    "GcpGatewayArgs",
+    "boot_disk_type",
+    "boot_image",
+    "image_family",
+    "machine_architecture",
+    "machine_series",
+]
 
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
-UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
-ARM_MACHINE_FAMILIES = GCP_ARM_MACHINE_SERIES
 STACK_SCOPE_CHARS = live.SCOPE_CHARS
 # Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
 IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"
@@ -44,48 +71,6 @@ REPLACE_ON = 'metadata["user-data"]'
 # and computed (resource_compute_instance.go), so the address the VM holds, ephemeral or static, is no diff. Not
 # ignore_changes: Pulumi would give the replacement the recorded old value (the old VM's static address).
 ROUTE_PRIORITY = 900  # ahead of the default 1000, so the mesh wins a tie with a broader route
-# Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
-# faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
-# the third-generation A3, H3, Z3, all fourth-generation ones (C4, C4A, C4D, N4, N4A, N4D, M4, X4, ...) and newer
-# ones -- takes Hyperdisk only. Compute Engine API reference, AttachedDiskInitializeParams.diskType: "For C3,
-# C3D, and M3 the default is Balanced Persistent Disk (pd-balanced). For other third-generation machine series
-# like A3, H3, Z3, all fourth-generation types like C4, N4, M4, and newer machine series, the default is
-# Hyperdisk Balanced" (https://cloud.google.com/compute/docs/reference/rest/v1/instances).
-PERSISTENT_DISK_SERIES = frozenset(
-    {"e2", "f1", "g1", "n1", "n2", "n2d", "t2d", "t2a", "c2", "c2d", "m1", "m2", "a2", "g2", "c3", "c3d", "m3"}
-)
-PD_BOOT_DISK = "pd-balanced"
-HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
-
-
-def machine_architecture(machine_type: str) -> str:
-    return "arm64" if machine_series(machine_type) in ARM_MACHINE_FAMILIES else "amd64"
-
-
-def image_family(machine_type: str) -> str:
-    """The Ubuntu 24.04 LTS image family matching the machine type's CPU architecture."""
-    return UBUNTU_IMAGE.format(arch=machine_architecture(machine_type))
-
-
-def boot_image(site: GcpSite) -> str:
-    """The pinned `image`, or the family. A family does not drift into replacements: the provider compares it with
-    the instance's resolved image by name pattern (terraform-provider-google DiskImageDiffSuppress, its cases in
-    google/services/compute/resource_compute_disk_test.go: family
-    `ubuntu-2404-lts-amd64` matches image `ubuntu-2404-noble-amd64-v20240423`), so a second preview after `up` stays
-    empty when Canonical publishes a new image. But every replacement (new user data) boots the family's newest image
-    at that moment; `image` pins it, and changing `image` is the deliberate roll (the boot image forces a new
-    instance)."""
-    return site.image if site.image is not None else image_family(site.instance_type)
-
-
-def machine_series(machine_type: str) -> str:
-    """`n2-standard-8` -> `n2`, `c4a-highcpu-4` -> `c4a`, `e2-micro` -> `e2`."""
-    return machine_type.split("-", 1)[0].lower()
-
-
-def boot_disk_type(machine_type: str) -> str:
-    """pd-balanced where the machine series takes Persistent Disk, hyperdisk-balanced everywhere else."""
-    return PD_BOOT_DISK if machine_series(machine_type) in PERSISTENT_DISK_SERIES else HYPERDISK_BOOT_DISK
 
 
 def stack_scope(project: str, stack: str) -> str:
