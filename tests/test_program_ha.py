@@ -459,3 +459,38 @@ def test_the_ha_stack_file_is_one_of_the_stacks(tmp_path: Path) -> None:
     raw = ha_raw()
     assert raw["delivery"] == "live"
     assert [s.get("gateways") for s in raw["sites"] if s["cloud"] in ("aws", "gcp")] == [2, 2]
+
+
+def test_aws_in_an_existing_network_uses_the_given_subnets_and_tables() -> None:
+    raw = ha_raw()
+    (site,) = [s for s in raw["sites"] if s["cloud"] == "aws"]
+    site.update(
+        vpc_id="vpc-0123abcd",
+        subnet_id="subnet-0123456789abcdef0",
+        standby_subnet_id="subnet-0123456789abcdef1",
+        route_table_ids=["rtb-0a1b2c3d", "rtb-0a1b2c3e"],
+    )
+    done = run(raw)
+    a, b = (done.named(AWS_INSTANCE, f"{site['name']}{s}-instance") for s in ("", "-b"))
+    assert (a.inputs["subnetId"], b.inputs["subnetId"]) == ("subnet-0123456789abcdef0", "subnet-0123456789abcdef1")
+    assert not done.of_type(SUBNET) and not done.of_type(ENDPOINT)  # the user's network: no endpoint added
+    policy = json.loads(done.named(ROLE_POLICY, f"{site['name']}-ha").inputs["policy"])
+    (routes,) = [s for s in policy["Statement"] if s["Sid"] == "MoveSiteRoutes"]
+    ec2 = "arn:aws:ec2:us-east-1:123456789012"
+    assert routes["Resource"] == [f"{ec2}:route-table/rtb-0a1b2c3d", f"{ec2}:route-table/rtb-0a1b2c3e"]
+    assert agent_json(user_data_input(b))["ha"]["route_table_ids"] == ["rtb-0a1b2c3d", "rtb-0a1b2c3e"]
+
+
+def test_aws_standby_zone_written_or_chosen_apart_from_a() -> None:
+    raw = ha_raw()
+    (site,) = [s for s in raw["sites"] if s["cloud"] == "aws"]
+    site.update(zone="us-east-1c")
+    done = run(raw)
+    subnet_b = done.named(SUBNET, f"{site['name']}-b-subnet")
+    assert subnet_b.inputs["availabilityZone"] == "us-east-1b"  # offered: c, b; a is in c
+    site.update(standby_zone="use1-az4")
+    done = run(raw)
+    subnet_b = done.named(SUBNET, f"{site['name']}-b-subnet")
+    assert subnet_b.inputs["availabilityZoneId"] == "use1-az4" and "availabilityZone" not in subnet_b.inputs
+    with pytest.raises(ValueError, match="set standby_zone"):
+        ha.other_zone("c6i.2xlarge", "us-east-1", "us-east-1b", ["us-east-1b"])
