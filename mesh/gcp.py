@@ -259,7 +259,8 @@ class GcpGateway(component.SiteComponent):
             gcp_ha.prober_firewall(name, network.network, tag, where, child)
             members = [self.stores.account.member, reader.account.member] if self.stores else []
             gcp_ha.agent_iam(name, site, scope, members, self.instances, self.address, backend, child)
-            # The routes' next hop is the load balancer (its URL: the IP form is for non-RFC 1918 destinations only).
+            # The routes' next hop is the load balancer by URL (pulumi-gcp 10.2.0 Route.next_hop_ilb: "With the GA
+            # provider you can only specify the forwarding rule as a partial or full URL").
             next_hop_instance, next_hop_ilb = None, rule.self_link
         if targeted or not site.uses_existing_network:
             # Path-MTU discovery: the gateway tells a workload that a packet is too big for the tunnel (ICMP type 3

@@ -113,6 +113,8 @@ def load_balancer(
         load_balancing_scheme="INTERNAL",
         protocol="UNSPECIFIED",
         health_checks=check.id,
+        # CONNECTION: the balancing mode of passthrough backends (the SDK's default UTILIZATION is for proxies;
+        # https://cloud.google.com/load-balancing/docs/backend-service#balancing-mode).
         backends=[
             gcp.compute.RegionBackendServiceBackendArgs(
                 group=group.self_link, balancing_mode="CONNECTION", failover=letter != "a"
