@@ -157,6 +157,23 @@ class RecordingMocks(pulumi.runtime.Mocks):
             }
         if typ == "gcp:secretmanager/secret:Secret":
             return {"name": f"projects/123456789/secrets/{inputs['secretId']}"}
+        if typ == "gcp:compute/instanceGroup:InstanceGroup":
+            return {"selfLink": self._self_link("zones", "instanceGroups", inputs["name"])}
+        if typ in (
+            "gcp:compute/regionBackendService:RegionBackendService",
+            "gcp:compute/regionHealthCheck:RegionHealthCheck",
+        ):
+            kind = "backendServices" if "Backend" in typ else "healthChecks"
+            return {"selfLink": self._self_link("regions", kind, inputs["name"])}
+        if typ == "gcp:compute/forwardingRule:ForwardingRule":
+            return {
+                "selfLink": self._self_link("regions", "forwardingRules", inputs["name"]),
+                "ipAddress": "10.255.0.9",
+            }
+        if typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+            return {"name": f"projects/{inputs['project']}/roles/{inputs['roleId']}"}
+        if typ == "aws:dynamodb/table:Table":
+            return {"arn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{inputs['name']}"}
         if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
             kind = "networks" if typ.endswith("Network") else "subnetworks"
             return {"selfLink": self._self_link("global" if kind == "networks" else "regions", kind, name)}
