@@ -164,7 +164,10 @@ class Controller:
                     view = self.cloud.read_lease()
                     if isinstance(view, Lease):
                         self.lease_epoch = view.epoch
-                if self.machine.role == "active" and now - self.last_holder_read >= 1.0:
+                # while renewals succeed the lease fences and the reconcile reads the holder; without them (the
+                # arbiter unreachable) the holder is read here, at most once a second, to see a takeover
+                writable = self.machine.may_write(now)
+                if self.machine.role == "active" and not writable and now - self.last_holder_read >= 1.0:
                     self.last_holder_read = now
                     holder = self.cloud.holder()
             else:
