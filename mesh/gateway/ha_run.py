@@ -39,7 +39,7 @@ from .ha import (
 )
 from .ha_health import HealthServer, LocalChecks, Run, TunnelProbe, run_command
 from .pmtu_heal import overlay_address
-from .wgconf import InterfacePlan
+from .wgconf import INTERFACE, InterfacePlan
 
 METRICS: dict[str, tuple[str, str]] = {
     "wgmesh_ha_role": ("gauge", "1 if this gateway is its site's active gateway, 0 if standby."),
@@ -96,13 +96,14 @@ class Controller:
         run: Run = run_command,
         clock: Callable[[], float] = time.monotonic,
         settings: Settings | None = None,
+        interface: str = INTERFACE,
     ) -> None:
         self.site, self.config, self.host, self.run, self.clock = site, config, host, run, clock
         self.make_cloud: Callable[[], Any] = cloud
         self.cloud: Any = None  # made on the first tick that can (IMDS, metadata may lag)
         arbiter = "lease" if config.cloud == "aws" else "health"
         self.machine = Machine(config.gateway, arbiter, settings or Settings())
-        self.checks = LocalChecks(host.applied, run=run)
+        self.checks = LocalChecks(host.applied, interface, run)
         self.tunnel = TunnelProbe(lambda: host.plan, lambda: self.checks.dump, run)
         self.failed = "not sampled yet"
         self.tunnel_ok = True
