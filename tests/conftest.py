@@ -135,10 +135,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if typ == "aws:ec2/instance:Instance":
             return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10"}
         if typ == "gcp:compute/address:Address":
-            link = self._self_link("regions", "addresses", name)
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            link = self._self_link("regions", "addresses", autoname)
             if inputs.get("addressType") == "INTERNAL":  # the requested address, or one GCP would pick
-                return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link}
-            return {"address": self.fake_public_ip(name), "selfLink": link}
+                return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link, "name": autoname}
+            return {"address": self.fake_public_ip(name), "selfLink": link, "name": autoname}
         if typ == "gcp:compute/instance:Instance":
             # GCP picks the internal address unless one is requested.
             nics = [{"networkIp": "10.255.0.3", **nic} for nic in inputs.get("networkInterfaces", [])]

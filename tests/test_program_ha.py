@@ -230,6 +230,7 @@ def test_gcp_runs_two_vms_in_two_zones_with_an_account_each(applied: ProgramRun)
     ua, ub = a.inputs["metadata"]["user-data"], b.inputs["metadata"]["user-data"]
     assert ua != ub and ua.replace('"gateway": "a"', '"gateway": "b"') == ub
     address = applied.named("gcp:compute/address:Address", f"{gcp.name}-address")
+    assert address.outputs["name"].startswith(f"{gcp.name}-address-")  # the mocks auto-name as Pulumi does
     names = ha.ha_names("wg-mesh", STACK, gcp.name)
     assert agent_json(ua)["ha"] == {
         "cloud": "gcp",
@@ -237,7 +238,7 @@ def test_gcp_runs_two_vms_in_two_zones_with_an_account_each(applied: ProgramRun)
         "health_port": ha.HEALTH_PORT,
         "project": "my-project",
         "region": "europe-west3",
-        "address": address.inputs.get("name", address.outputs.get("name")),
+        "address": address.outputs["name"],
         "address_ip": address.outputs["address"],
         "backend_service": names.backend_service,
         "groups": {
