@@ -126,6 +126,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # Depends on the keepers, as a replacement would: bumping key_epoch gives a new key.
             raw = _digest("random", name, json.dumps(inputs.get("keepers"), sort_keys=True))
             return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
+        if typ == "random:index/randomString:RandomString":
+            return {"result": _digest("string", name).hex()[: int(inputs["length"])]}
         if typ == "aws:ec2/eip:Eip":
             return {"publicIp": self.fake_public_ip(name), "allocationId": _hex_id("eipalloc", name)}
         if typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):

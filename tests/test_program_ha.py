@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -341,6 +342,7 @@ def test_gcp_both_accounts_read_the_key_and_nothing_else(applied: ProgramRun) ->
         )
     # Their only other grant: the agent's custom role, conditioned on the site's own resources.
     (role,) = applied.of_type(CUSTOM_ROLE)
+    assert re.fullmatch(r"wgMeshHa_[0-9a-f]{8}_gcp_euw3_[0-9a-z]{6}", role.inputs["roleId"]), role.inputs["roleId"]
     assert "compute.instances.addAccessConfig" in role.inputs["permissions"]
     assert not any(p.startswith(("compute.routes.", "iam.", "resourcemanager.")) for p in role.inputs["permissions"])
     project = applied.of_type(PROJECT_IAM)
