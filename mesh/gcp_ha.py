@@ -20,9 +20,11 @@ standby's agent moves the static address.
 - The agents' IAM: a custom role (the gate's permissions, README "Prerequisites", plus
   compute.regionBackendServices.get for getHealth) bound to each gateway's service account at the project, with an
   IAM Condition that pins the instances, the address and the backend service by `resource.name` (resource attributes:
-  https://cloud.google.com/iam/docs/conditions-resource-attributes). Zone operations, the subnetwork and the network
-  (`useExternalIp`) are not among the typed resources there, so they pass the condition: the narrowest the API allows
-  without a second, unconditional binding.
+  https://cloud.google.com/iam/docs/conditions-resource-attributes, whose type list has compute.googleapis.com/Instance
+  and /BackendService; /Address was not visible in the copy read on 2026-12-03). Each clause only narrows its own
+  type, so a type the condition does not recognise (zone operations, the network and subnetwork of `useExternalIp`)
+  passes: the narrowest one binding allows. Whether Compute evaluates the condition for each of these permissions is
+  to verify in a real project (docs/ha.md, open question 3).
 """
 
 from __future__ import annotations
