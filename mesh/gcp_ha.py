@@ -20,9 +20,11 @@ standby's agent moves the static address.
 - The agents' IAM: a custom role (the gate's permissions, README "Prerequisites", plus
   compute.regionBackendServices.get for getHealth) bound to each gateway's service account at the project, with an
   IAM Condition that pins the instances, the address and the backend service by `resource.name` (resource attributes:
-  https://cloud.google.com/iam/docs/conditions-resource-attributes). Zone operations, the subnetwork and the network
-  (`useExternalIp`) are not among the typed resources there, so they pass the condition: the narrowest the API allows
-  without a second, unconditional binding.
+  https://cloud.google.com/iam/docs/conditions-resource-attributes, whose type list has compute.googleapis.com/Instance
+  and /BackendService; /Address was not visible in the copy read on 2026-12-03). Each clause only narrows its own
+  type, so a type the condition does not recognise (zone operations, the network and subnetwork of `useExternalIp`)
+  passes: the narrowest one binding allows. Whether Compute evaluates the condition for each of these permissions is
+  to verify in a real project (docs/ha.md, open question 3).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
+import pulumi_random
 
 from mesh import ha
 from mesh.config import GcpSite
@@ -165,9 +168,16 @@ def ha_object(
     return values.apply(functools.partial(_ha_object, letter, site, names))
 
 
-def role_id(scope: str, site_name: str) -> str:
-    """A custom role id ([a-zA-Z0-9_.]{3,64}), unique per stack and site: `wgMeshHa_<scope>_<site>`."""
-    return f"wgMeshHa_{scope}_{re.sub(r'[^a-zA-Z0-9]', '_', site_name)}"
+ROLE_SUFFIX_CHARS = 6
+
+
+def role_id(scope: str, site_name: str, suffix: str) -> str:
+    """A custom role id ([a-zA-Z0-9_.]{3,64}; here at most 9 + 8 + 1 + 32 + 1 + 6 = 57), unique per stack and site:
+    `wgMeshHa_<scope>_<site>_<suffix>`. The random suffix: a deleted custom role keeps its id for up to 37 days
+    ("You can't create a role_id ... which has been marked for deletion": terraform-google-modules/
+    terraform-google-bastion-host#14, hashicorp/terraform-provider-google#1681), so a site that goes 2 -> 1 -> 2 or a
+    stack destroyed and brought up again within that window needs a new id."""
+    return f"wgMeshHa_{scope}_{re.sub(r'[^a-zA-Z0-9]', '_', site_name)}_{suffix}"
 
 
 def condition_expression(instances: list[str], address: str, backend_service: str) -> str:
@@ -204,10 +214,17 @@ def agent_iam(
     opts: pulumi.ResourceOptions,
 ) -> gcp.projects.IAMCustomRole:
     """The custom role and one conditional project binding per gateway service account (module docstring)."""
+    suffix = pulumi_random.RandomString(
+        f"{name}-ha-role-suffix",
+        length=ROLE_SUFFIX_CHARS,
+        special=False,
+        upper=False,
+        opts=pulumi.ResourceOptions(parent=opts.parent),
+    )
     role = gcp.projects.IAMCustomRole(
         f"{name}-ha-role",
         project=site.project,
-        role_id=role_id(scope, site.name),
+        role_id=suffix.result.apply(functools.partial(role_id, scope, site.name)),
         title=f"wg-mesh HA agent ({site.name})",
         description="Move the site's static address and read its backend health (wg-mesh-agent, gateways: 2)",
         permissions=AGENT_PERMISSIONS,

@@ -223,7 +223,8 @@ def test_the_programs_gate_command_runs_from_the_project_directory(applied: Prog
     line = line.replace(" --impersonate deployer@proj.iam.gserviceaccount.com", "").replace("900", "5")
     cloud = Cloud(
         vms={"old": Vm("old", STATIC), "gcp-euw3-instance": Vm("gcp-euw3-instance", "35.9.9.9")},
-        addresses={"gcp-euw3-address": STATIC},
+        # the address's name as the provider auto-names it (the mocks: its logical name and a suffix)
+        addresses={applied.named("gcp:compute/address:Address", "gcp-euw3-address").outputs["name"]: STATIC},
         project="mock",
         zone="somewhere",
     )

@@ -217,7 +217,7 @@ def test_nothing_is_open_to_the_world_and_nothing_opens_ssh(applied: ProgramRun)
     peer_addresses = {f"{values.public_ip.value}/32" for values in applied.sites.values()}
     # ...and a GCP gateway's own internal address (the source of its path-MTU ICMP).
     peer_addresses |= {f"{i.outputs['networkInterfaces'][0]['networkIp']}/32" for i in applied.of_type(GCP_INSTANCE)}
-    # ...and Google's health-check probers, to the agent's /healthz port only (gateways: 2, tests/test_program_ha.py).
+    # ...and Google's health-check probers, to the agent's /healthz port only (gateways: 2, test_program_ha_gcp.py).
     probers = {"35.191.0.0/16", "130.211.0.0/22"}
 
     def allowed(source: str) -> bool:
@@ -305,7 +305,7 @@ def test_routes_send_every_remote_range_to_the_gateway(applied: ProgramRun) -> N
             network = applied.named("gcp:compute/network:Network", f"{site.name}-network").outputs["selfLink"]
             routes = [r for r in applied.of_type(GCP_ROUTE) if r.name.startswith(f"{site.name}-")]
             assert sorted(r.inputs["destRange"] for r in routes) == sorted(remote)
-            if site.gateways > 1:  # the load balancer's forwarding rule (tests/test_program_ha.py)
+            if site.gateways > 1:  # the load balancer's forwarding rule (tests/test_program_ha_gcp.py)
                 self_link = applied.named("gcp:compute/forwardingRule:ForwardingRule", f"{site.name}-fr").outputs[
                     "selfLink"
                 ]
