@@ -232,9 +232,13 @@ class FakeGateway:
     logs: list[str] = field(default_factory=list)
     metrics: str = ""
     wg_answers: bool = True
+    eip_holder: Any = None  # when set: who holds the Elastic IP, recorded at each role change
+    holder_at_role: list[tuple[str, str | None]] = field(default_factory=list)
 
     def set_role(self, role: str) -> None:
         self.roles.append(role)
+        if self.eip_holder is not None:
+            self.holder_at_role.append((role, self.eip_holder()))
 
     def applied(self) -> bool:
         return True
@@ -263,7 +267,7 @@ def controllers(cloud: Cloud, tmp_path: Path) -> tuple[dict[str, Controller], di
             {"cloud": "aws", "gateway": g, "region": REGION, "lease_table": cloud.table,
              "allocation_id": cloud.allocation, "route_table_ids": cloud.tables}
         )  # fmt: skip
-        gws[g] = FakeGateway(tmp_path)
+        gws[g] = FakeGateway(tmp_path, eip_holder=cloud.eip_holder)
         ctl = Controller(SITE, config, gws[g], lambda g=g: cloud.adapter(g), gws[g].run, lambda: clock[0], Settings())
         ctl.checks.forward_path = str(forward)
         ctls[g] = ctl
@@ -297,6 +301,8 @@ def test_two_controllers_hand_over_when_the_active_stops(cloud: Cloud, tmp_path:
     assert claimed and ctls["b"].machine.role == "active"
     assert cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}
     assert clock[0] - stopped <= 5
+    # each promotion came after the Elastic IP was the new active's: its first initiations leave from the site address
+    assert gws["a"].holder_at_role[0] == ("active", "a") and gws["b"].holder_at_role == [("active", "b")]
 
     # a comes back (its process, same machine state: it still believes it is active) and is fenced
     run_for(ctls, clock, 3)

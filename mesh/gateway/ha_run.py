@@ -214,6 +214,11 @@ class Controller:
             started = self.clock()
             if self.config.cloud == "aws":
                 outcome, lease = self._outcome(lambda: self.cloud.claim(action.seen))
+                if outcome:
+                    # the Elastic IP first, then the promotion: wg0's first handshake initiations (the keepalives
+                    # `wg syncconf` queues, the pings) must leave from the site's address, or every peer drops them
+                    # and WireGuard retries only after REKEY_TIMEOUT (5 s). The routes follow in the reconcile.
+                    self._outcome(self._take_address)
             else:
                 outcome, lease = self._outcome(lambda: self.cloud.take_address() or True)
             if outcome:
@@ -245,6 +250,10 @@ class Controller:
                 self.pool.submit(self._reconcile)
             return []
         raise AssertionError(action)
+
+    def _take_address(self) -> None:
+        if self.cloud.holder() != "me":
+            self.cloud.take_address()
 
     def _set_role(self, role: str) -> None:
         try:
