@@ -6,6 +6,9 @@ committed output for the shipped stacks, and monitoring/tests/ proves the rules 
 
 from __future__ import annotations
 
+import ipaddress
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,15 @@ AGENT_LOG = "journalctl -u wg-mesh-agent"
 # Issue #14: fire within 2 minutes of a path shrinking: a probe every 15 s (agent.PMTU_SECONDS), a scrape and an
 # evaluation every 15 s, and 1m of consecutive "small passes, full fails" (a single lost ping is not a black hole).
 PATH_MTU_FOR = "1m"
+
+# HA sites (issue 11, docs/ha.md section 10): both gateways of a site export the per-peer series with the same `site`
+# (they differ in `instance`, the scrape target); only the active one has tunnels, so the per-peer alerts drop the
+# series of a gateway that says it is standby. A single gateway exports no wgmesh_ha_role: nothing is dropped.
+NOT_STANDBY = "unless on (site, instance) (wgmesh_ha_role == 0)"
+HA_NO_ACTIVE_FOR = "15s"
+HA_NO_STANDBY_FOR = "2m"
+HA_FLAP_WINDOW = "15m"
+HA_FLAP_CLAIMS = 2
 
 # Recorded series (also what the dashboard may use).
 EXPECTED_SITE = "site:wgmesh_expected"
@@ -67,8 +79,8 @@ def alerts() -> list[Alert]:
     return [
         Alert(
             "WgMeshHandshakeStale",
-            f"(time() - wgmesh_peer_latest_handshake_seconds > {HANDSHAKE_STALE_SECONDS})\n"
-            "and wgmesh_peer_latest_handshake_seconds > 0",
+            f"(\n  (time() - wgmesh_peer_latest_handshake_seconds > {HANDSHAKE_STALE_SECONDS})\n"
+            f"  and wgmesh_peer_latest_handshake_seconds > 0\n)\n{NOT_STANDBY}",
             "{{ $labels.site }}: last handshake with {{ $labels.peer_site }} {{ $value | humanizeDuration }} ago",
             "WireGuard rekeys every 2 minutes while a tunnel is alive, so a handshake older than "
             f"{HANDSHAKE_STALE_SECONDS} s means the tunnel to {{{{ $labels.peer_site }}}} is down. "
@@ -76,7 +88,7 @@ def alerts() -> list[Alert]:
         ),
         Alert(
             "WgMeshPeerUnreachable",
-            "wgmesh_peer_latest_handshake_seconds == 0",
+            f"wgmesh_peer_latest_handshake_seconds == 0\n{NOT_STANDBY}",
             "{{ $labels.site }} has never completed a handshake with {{ $labels.peer_site }}",
             "The endpoint of {{ $labels.peer_site }} does not answer: its UDP port is closed to "
             "{{ $labels.site }}, its public address changed, or the keys do not match. "
@@ -178,6 +190,44 @@ def alerts() -> list[Alert]:
             for_=PATH_MTU_FOR,
         ),
         Alert(
+            "WgMeshHaNoActive",
+            "sum by (site) (wgmesh_ha_role) == 0",
+            "{{ $labels.site }}: neither gateway is active",
+            "Both gateways of the HA site {{ $labels.site }} report standby: nobody forwards the site's traffic. "
+            "Either both fail their health checks (wgmesh_ha_healthy; `curl http://GATEWAY:9181/healthz` says which "
+            "check) or the arbiter is unreachable (AWS: the DynamoDB lease table; GCP: the Compute API). "
+            f"`{AGENT_LOG}` on both gateways.",
+            for_=HA_NO_ACTIVE_FOR,
+        ),
+        Alert(
+            "WgMeshHaTwoActive",
+            "sum by (site) (wgmesh_ha_role) > 1",
+            "{{ $labels.site }}: both gateways say they are active",
+            "Must never happen: only the gateway holding the site's address carries traffic, and the other one "
+            "demotes itself when it sees that. A short overlap while one of them cannot reach the cloud API is "
+            f"possible; if it lasts, `{AGENT_LOG}` on both and compare with the address holder in the cloud console.",
+        ),
+        Alert(
+            "WgMeshHaNoHealthyStandby",
+            "group by (site) (wgmesh_ha_role)\nunless on (site)\n"
+            "  (wgmesh_ha_role == 0 and on (site, instance) wgmesh_ha_healthy == 1)",
+            "{{ $labels.site }} runs without a healthy standby gateway",
+            "The HA site {{ $labels.site }} has no standby that passes its health checks (stopped, unhealthy, or not "
+            "scraped): the next failure of the active gateway is an outage. Look at the standby's "
+            f"wgmesh_ha_healthy, `/healthz` and `{AGENT_LOG}`.",
+            severity="warning",
+            for_=HA_NO_STANDBY_FOR,
+        ),
+        Alert(
+            "WgMeshHaFlapping",
+            f"sum by (site) (increase(wgmesh_ha_failovers_total[{HA_FLAP_WINDOW}])) > {HA_FLAP_CLAIMS}",
+            "{{ $labels.site }}: the active gateway changed {{ $value | humanize }} times in 15 minutes",
+            "The gateways of {{ $labels.site }} keep handing over (wgmesh_ha_failovers_total by reason): a health "
+            "check that flaps, a gateway that keeps restarting, or an arbiter that is intermittently unreachable. "
+            f"`{AGENT_LOG}` on both gateways.",
+            severity="warning",
+        ),
+        Alert(
             "WgMeshMetricsStale",
             f"time() - wgmesh_metrics_last_run_timestamp_seconds > {METRICS_STALE_SECONDS}",
             "{{ $labels.site }}: WireGuard metrics are {{ $value | humanizeDuration }} old",
@@ -227,10 +277,45 @@ def rules(cfg: MeshConfig) -> dict[str, Any]:
     }
 
 
-def scrape_config(cfg: MeshConfig) -> dict[str, Any]:
-    targets = [
-        {"targets": [f"{site.overlay_ip}:{cfg.exporter_port}"], "labels": {"site": site.name}} for site in cfg.sites
-    ]
+def parse_ha_gateways(text: str, cfg: MeshConfig) -> dict[str, dict[str, str]]:
+    """The stack output `ha_gateways` (`pulumi stack output ha_gateways --json`: {site: {a: IP, b: IP}}), checked
+    against the stack; ValueError naming what is wrong."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"ha_gateways: not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ValueError("ha_gateways: not an object of site -> {a: IP, b: IP}")
+    names = {site.name for site in cfg.sites}
+    found: dict[str, dict[str, str]] = {}
+    for site, gateways in raw.items():
+        if site not in names:
+            raise ValueError(f"ha_gateways.{site}: no such site in this stack")
+        if not isinstance(gateways, dict) or not gateways:
+            raise ValueError(f"ha_gateways.{site}: not an object of gateway -> IP")
+        for letter, ip in gateways.items():
+            try:
+                ipaddress.IPv4Address(ip)
+            except (ValueError, TypeError):
+                raise ValueError(f"ha_gateways.{site}.{letter}: {ip!r} is not an IPv4 address") from None
+        found[site] = {str(k): str(v) for k, v in gateways.items()}
+    return found
+
+
+def scrape_config(cfg: MeshConfig, ha_gateways: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """One target per gateway: the overlay address; for an HA site given in `ha_gateways` (the stack output), each
+    gateway's VPC address instead, labelled with its letter (both share the overlay address, which only the active
+    answers through the mesh; docs/ha.md section 10)."""
+    targets: list[dict[str, Any]] = []
+    for site in cfg.sites:
+        gateways = (ha_gateways or {}).get(site.name)
+        if gateways:
+            targets += [
+                {"targets": [f"{ip}:{cfg.exporter_port}"], "labels": {"site": site.name, "gateway": letter}}
+                for letter, ip in sorted(gateways.items())
+            ]
+        else:
+            targets.append({"targets": [f"{site.overlay_ip}:{cfg.exporter_port}"], "labels": {"site": site.name}})
     # honor_labels: our series carry `site` themselves; node-exporter's own series get it from the target.
     return {"scrape_configs": [{"job_name": JOB, "honor_labels": True, "static_configs": targets}]}
 
@@ -244,21 +329,25 @@ def render_rules(cfg: MeshConfig, source: str) -> str:
     return header + _dump(rules(cfg))
 
 
-def render_scrape_config(cfg: MeshConfig, source: str) -> str:
+def render_scrape_config(
+    cfg: MeshConfig, source: str, ha_gateways: Mapping[str, Mapping[str, str]] | None = None
+) -> str:
     header = (
         f"# wg-mesh scrape job for {source}: generated by `python -m mesh monitoring`, do not edit.\n"
         "# Paste under scrape_configs: in prometheus.yml. Targets are the gateways' overlay addresses, which any\n"
         "# site's networks reach through the mesh. A Prometheus outside the mesh scrapes the gateways' own addresses\n"
         f"# instead, and must be in monitoring_cidrs (the firewalls open port {cfg.exporter_port} only to those).\n"
     )
-    return header + _dump(scrape_config(cfg))
+    return header + _dump(scrape_config(cfg, ha_gateways))
 
 
-def write(cfg: MeshConfig, source: str, out: Path) -> list[Path]:
+def write(
+    cfg: MeshConfig, source: str, out: Path, ha_gateways: Mapping[str, Mapping[str, str]] | None = None
+) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = [out / RULES_FILE, out / SCRAPE_FILE]
     written[0].write_text(render_rules(cfg, source))
-    written[1].write_text(render_scrape_config(cfg, source))
+    written[1].write_text(render_scrape_config(cfg, source, ha_gateways))
     return written
 
 

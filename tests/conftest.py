@@ -126,6 +126,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # Depends on the keepers, as a replacement would: bumping key_epoch gives a new key.
             raw = _digest("random", name, json.dumps(inputs.get("keepers"), sort_keys=True))
             return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
+        if typ == "random:index/randomString:RandomString":
+            return {"result": _digest("string", name).hex()[: int(inputs["length"])]}
         if typ == "aws:ec2/eip:Eip":
             return {"publicIp": self.fake_public_ip(name), "allocationId": _hex_id("eipalloc", name)}
         if typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
@@ -135,10 +137,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if typ == "aws:ec2/instance:Instance":
             return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10"}
         if typ == "gcp:compute/address:Address":
-            link = self._self_link("regions", "addresses", name)
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            link = self._self_link("regions", "addresses", autoname)
             if inputs.get("addressType") == "INTERNAL":  # the requested address, or one GCP would pick
-                return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link}
-            return {"address": self.fake_public_ip(name), "selfLink": link}
+                return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link, "name": autoname}
+            return {"address": self.fake_public_ip(name), "selfLink": link, "name": autoname}
         if typ == "gcp:compute/instance:Instance":
             # GCP picks the internal address unless one is requested.
             nics = [{"networkIp": "10.255.0.3", **nic} for nic in inputs.get("networkInterfaces", [])]
@@ -157,6 +160,23 @@ class RecordingMocks(pulumi.runtime.Mocks):
             }
         if typ == "gcp:secretmanager/secret:Secret":
             return {"name": f"projects/123456789/secrets/{inputs['secretId']}"}
+        if typ == "gcp:compute/instanceGroup:InstanceGroup":
+            return {"selfLink": self._self_link("zones", "instanceGroups", inputs["name"])}
+        if typ in (
+            "gcp:compute/regionBackendService:RegionBackendService",
+            "gcp:compute/regionHealthCheck:RegionHealthCheck",
+        ):
+            kind = "backendServices" if "Backend" in typ else "healthChecks"
+            return {"selfLink": self._self_link("regions", kind, inputs["name"])}
+        if typ == "gcp:compute/forwardingRule:ForwardingRule":
+            return {
+                "selfLink": self._self_link("regions", "forwardingRules", inputs["name"]),
+                "ipAddress": "10.255.0.9",
+            }
+        if typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+            return {"name": f"projects/{inputs['project']}/roles/{inputs['roleId']}"}
+        if typ == "aws:dynamodb/table:Table":
+            return {"arn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{inputs['name']}"}
         if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
             kind = "networks" if typ.endswith("Network") else "subnetworks"
             return {"selfLink": self._self_link("global" if kind == "networks" else "regions", kind, name)}
@@ -206,6 +226,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "locationTypes": ["availability-zone"] * len(zones),
                 "instanceTypes": wanted,
             }, []
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/mock", "userId": "AIDAMOCK"}, []
+        if args.token == "gcp:compute/getZones:getZones":
+            region = plain["region"]
+            return {"names": [f"{region}-c", f"{region}-a", f"{region}-b"], "project": plain.get("project")}, []
         if args.token == "aws:index/getServicePrincipal:getServicePrincipal":
             suffix = "amazonaws.com.cn" if plain["region"].startswith("cn-") else "amazonaws.com"
             return {"name": f"{plain['serviceName']}.{suffix}", "suffix": suffix, "id": plain["serviceName"]}, []
@@ -398,8 +423,13 @@ def applied(request: pytest.FixtureRequest) -> ProgramRun:
 
 
 def with_delivery(raw: Any, delivery: str) -> Any:
-    """A copy of a stack's raw config with `delivery` forced (every stack file runs in both modes somewhere)."""
-    return {**raw, "delivery": delivery}
+    """A copy of a stack's raw config with `delivery` forced (every stack file runs in both modes somewhere). Forced to
+    user-data, HA sites (`gateways: 2`, which needs live delivery) run as single-gateway sites."""
+    if delivery == "live":
+        return {**raw, "delivery": delivery}
+    ha_keys = ("gateways", "standby_zone", "standby_subnet_id")
+    sites = [{k: v for k, v in site.items() if k not in ha_keys} for site in raw.get("sites", [])]
+    return {**raw, "delivery": delivery, "sites": sites}
 
 
 @pytest.fixture(scope="module", params=STACK_FILES, ids=[p.name for p in STACK_FILES])

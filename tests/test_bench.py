@@ -190,3 +190,16 @@ def test_boot_section_renders_every_gateway_and_the_reboot() -> None:
     assert "| dev | aws-use1 | 17.3 s | 14.4 s |" in text
     assert "| dev | aws-use1 | 600 ms | 780 ms | 5200 ms | 4900 ms | 200 ms (24.5×) |" in text
     assert "built in 93 s" in text and "4.3×" in text
+
+
+def test_ha_claim_bench_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench.ha_claim on a tiny run (moto in server mode on loopback): one claim and reconcile with 2 routes."""
+    from bench import ha_claim
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "bench")  # restored after the test: the bench sets them for its own run
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    assert ha_claim.main(["--routes", "2", "--runs", "1"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["routes"] == 2 and line["claim_ms"] > 0 and line["reconcile_ms"] > 0

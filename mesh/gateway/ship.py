@@ -38,9 +38,10 @@ PACKAGE = bootstrap.PACKAGE
 # module (imported when agent.json names that kind); a test checks the closure.
 MODULES = (
     "__init__.py", "wgconf.py", "document.py", "mapping.py", "apply.py", "sources.py",
-    "pmtu_probe.py", "pmtu_heal.py", "pmtu.py", "agent.py",
+    "pmtu_probe.py", "pmtu_heal.py", "pmtu.py", "ha.py", "ha_health.py", "ha_run.py", "agent.py",
 )  # fmt: skip
-SOURCE_MODULES = {"aws": ("source_aws.py",), "gcp": ("source_gcp.py",), "file": ()}
+# each cloud's source and HA adapter (ha_run imports the adapter of agent.json's ha.cloud only)
+SOURCE_MODULES = {"aws": ("source_aws.py", "ha_aws.py"), "gcp": ("source_gcp.py", "ha_gcp.py"), "file": ()}
 # What an AWS user data ships when the rest comes as a bundle: the bootstrap and what it imports.
 BOOT_MODULES = ("__init__.py", "sources.py", "source_aws.py", "bootstrap.py")
 CONFIG_PATH = "/etc/wg-mesh/agent.json"
@@ -136,15 +137,22 @@ def file_source(document: str = DOCUMENT_PATH, private_key: str = PRIVATE_KEY_PA
     return {"kind": "file", "document": document, "private_key": private_key}
 
 
-def agent_config(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS) -> str:
+def agent_config(
+    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+) -> str:
+    """`ha`: the gateway's high-availability settings (gateways: 2; /work/wt/HA.md, mesh.ha); absent otherwise."""
     body = {"site": site, "interface": "wg0", "poll_seconds": poll_seconds, "source": source}
+    if ha is not None:
+        body["ha"] = ha
     if source.get("bundle_secret"):
         body["bundle_sha256"] = bundle(str(source["kind"]))[1]  # the pin: bootstrap refuses any other bundle
     return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
 
-def config_file(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS) -> tuple[str, str, str]:
-    return (CONFIG_PATH, agent_config(site, source, poll_seconds), "0644")
+def config_file(
+    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+) -> tuple[str, str, str]:
+    return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha), "0644")
 
 
 # The unit's hardening: the agent changes wg0, routes and iptables (CAP_NET_ADMIN, CAP_NET_RAW; iptables' lock and
@@ -194,7 +202,9 @@ def once_command(timeout_s: int = 300, bundled: bool = False) -> list[str]:
     return ["sh", "-c", f"set -a; if [ -r {ENVIRONMENT_FILE} ]; then . {ENVIRONMENT_FILE}; fi; {run}"]
 
 
-def files(site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS) -> list[tuple[str, str, str]]:
+def files(
+    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+) -> list[tuple[str, str, str]]:
     kind = str(source.get("kind"))
     package = package_files(kind, BOOT_MODULES) if source.get("bundle_secret") else package_files(kind)
-    return [*package, config_file(site, source, poll_seconds), unit_file()]
+    return [*package, config_file(site, source, poll_seconds, ha), unit_file()]
