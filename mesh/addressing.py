@@ -146,6 +146,25 @@ def _aws_secondary_problem(primary: IPv4Network, block: IPv4Network) -> str | No
     return None
 
 
+GATEWAY_SUBNET_PREFIX = 24
+
+
+def gateway_subnet(cidr: IPv4Network) -> IPv4Network:
+    """The subnet wg-mesh creates for a gateway: the first /24 of the site's first CIDR."""
+    if cidr.prefixlen >= GATEWAY_SUBNET_PREFIX:
+        return cidr
+    return next(cidr.subnets(new_prefix=GATEWAY_SUBNET_PREFIX))
+
+
+def standby_gateway_subnet(cidr: IPv4Network) -> IPv4Network | None:
+    """AWS `gateways: 2` in a created VPC: the standby's subnet, the second /24 of the first CIDR (an AWS subnet is
+    in one zone, docs/ha.md 5.1). None when the CIDR has no second /24."""
+    if cidr.prefixlen >= GATEWAY_SUBNET_PREFIX:
+        return None
+    first = gateway_subnet(cidr)
+    return IPv4Network((int(first.network_address) + first.num_addresses, GATEWAY_SUBNET_PREFIX))
+
+
 def created_network_problems(where: str, cloud: str, cidrs: Sequence[IPv4Network]) -> list[str]:
     """CIDRs the cloud refuses when wg-mesh creates the site's network (an existing network is the user's)."""
     problems = []

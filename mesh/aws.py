@@ -18,7 +18,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
-from mesh import aws_iam, aws_live, awsfacts, component, readymark, topology, userdata
+from mesh import aws_ha, aws_iam, aws_live, awsfacts, component, ha, readymark, topology, userdata, zones
 from mesh.awsfacts import ami_architecture
 from mesh.component import Directory
 from mesh.config import AwsSite, MeshConfig
@@ -47,6 +47,8 @@ class _Network:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     route_table_ids: list[pulumi.Input[str]]
+    standby_subnet_id: pulumi.Input[str] | None = None  # gateways: 2: gateway b's subnet
+    gateway_table: pulumi.Input[str] | None = None  # created networks: the gateway subnets' route table
     # What must exist before the gateway boots: cloud-init runs once and installs packages from the
     # internet, so a created subnet needs its default route and route table association first.
     ready: list[pulumi.Resource] = field(default_factory=list)
@@ -56,7 +58,11 @@ class AwsGateway(component.SiteComponent):
     provider: aws.Provider
     eip: aws.ec2.Eip
     security_group: aws.ec2.SecurityGroup
-    instance: aws.ec2.Instance
+    instance: aws.ec2.Instance  # gateway a (the only one unless gateways: 2)
+    instances: list[aws.ec2.Instance]  # a, then b for gateways: 2
+    private_ips: dict[str, pulumi.Output[str]]  # gateway letter -> its VPC address (monitoring scrapes each)
+    lease_table: aws.dynamodb.Table | None  # gateways: 2
+    standby_ready: command.local.Command  # gateways: 2: gateway b's readiness gate
     routes: list[aws.ec2.Route]
     instance_profile: aws.iam.InstanceProfile
     stores: aws_live.AwsStores | None  # delivery: live
@@ -153,50 +159,68 @@ class AwsGateway(component.SiteComponent):
         stores = self.stores = None
         if self.document is not None:
             stores = self.stores = aws_live.create_stores(name, site, self.key.private_key, self.document, child)
-        self.instance_profile = aws_iam.gateway_profile(
-            name, site.region, site.name, mesh.operator_access == "cloud", child, stores.policy if stores else None
-        )
-        self.instance = aws.ec2.Instance(
-            f"{name}-instance",
-            iam_instance_profile=self.instance_profile.name,
-            ami=ami,
-            instance_type=site.instance_type,
-            subnet_id=network.subnet_id,
-            vpc_security_group_ids=[self.security_group.id],
-            # A public address from the first boot: cloud-init installs wireguard-tools from the Ubuntu
-            # archive before the Elastic IP association (which needs the instance) can exist.
-            associate_public_ip_address=True,
-            source_dest_check=False,  # it forwards packets that are neither from nor to itself
-            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
-            ),
-            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(encrypted=True, volume_type="gp3"),
-            # gzip'd (deterministically) to stay under EC2's 16 KB: see mesh/userdata.py
-            user_data_base64=self.user_data.apply(userdata.aws_user_data_base64),
-            # cloud-init runs once: a new config needs a new instance. delivery: live: the user data holds no peer and
-            # no key, so a mesh change leaves it (and the instance) as it is.
-            user_data_replace_on_change=True,
-            tags={"Name": f"wg-mesh-{site.name}"},
-            opts=pulumi.ResourceOptions.merge(
+        # gateways: 2 (docs/ha.md 5): the lease table, the DynamoDB endpoint, each role's HA policy, the `ha` objects.
+        names = ha.ha_names(pulumi.get_project(), pulumi.get_stack(), site.name) if site.gateways > 1 else None
+        self.lease_table = None
+        ha_policy: pulumi.Output[str] | None = None
+        if names is not None:
+            self.lease_table = aws_ha.lease_table(name, names.lease_table, child)
+            ha_policy = aws_ha.policy(site, names.lease_table, self.eip.allocation_id, network.route_table_ids, child)
+            if network.gateway_table is not None:
+                aws_ha.dynamodb_endpoint(name, site, network.vpc_id, network.gateway_table, child)
+        self.instances, self.private_ips = [], {}
+        subnets = [network.subnet_id, network.standby_subnet_id][: site.gateways]
+        for letter, subnet_id in zip(ha.LETTERS[: site.gateways], subnets, strict=True):
+            prefix = ha.child_name(name, letter)
+            profile = aws_iam.gateway_profile(
+                prefix,
+                site.region,
+                site.name,
+                mesh.operator_access == "cloud",
                 child,
-                pulumi.ResourceOptions.merge(
-                    keep_image,
-                    # live: the first boot's `wg-mesh-agent --once` reads the document and the key.
-                    pulumi.ResourceOptions(depends_on=[*network.ready, *(stores.resources if stores else [])]),
-                ),
-            ),
-        )
+                stores.policy if stores else None,
+                ha_policy,
+            )
+            user_data = self.user_data
+            if names is not None:
+                objects = aws_ha.ha_object(
+                    letter, site, names.lease_table, self.eip.allocation_id, network.route_table_ids
+                )
+                user_data = self._ha_user_data(mesh, site, objects)
+            first_boot: list[pulumi.Resource] = [*network.ready, *(stores.resources if stores else [])]
+            first_boot += [self.lease_table] if self.lease_table is not None else []
+            # Gateway b is created (or replaced) only once a is ready: never both at once (docs/ha.md 9).
+            first_boot += [self.ready] if letter != "a" else []
+            instance = self._instance(prefix, site, ami, keep_image, subnet_id, user_data, profile, first_boot, child)
+            if names is not None:
+                aws_ha.tag_interface(prefix, site, instance, child)
+            if letter == "a":
+                self.instance, self.instance_profile, self.user_data = instance, profile, user_data
+                # Traffic moves to a (new) gateway only once it is ready: wg0 up, forwarding on (README,
+                # "Replacements").
+                self.ready = self._readiness_gate(prefix, site, instance, child)
+            else:
+                self.standby_ready = self._readiness_gate(prefix, site, instance, child)
+            self.instances.append(instance)
+            self.private_ips[letter] = instance.private_ip
         self.ami_in_use = self.instance.ami
-        # Traffic moves to a (new) gateway only once it is ready: wg0 up, forwarding on (README, "Replacements").
-        self.ready = self._readiness_gate(name, site, child)
         after_ready = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.ready]))
-        aws.ec2.EipAssociation(
-            f"{name}-eip-assoc",
-            allocation_id=self.eip.allocation_id,
-            instance_id=self.instance.id,
-            # On instance replacement, release the address from the old instance before claiming it.
-            opts=pulumi.ResourceOptions.merge(after_ready, pulumi.ResourceOptions(delete_before_replace=True)),
-        )
+        if names is None:
+            aws.ec2.EipAssociation(
+                f"{name}-eip-assoc",
+                allocation_id=self.eip.allocation_id,
+                instance_id=self.instance.id,
+                # On instance replacement, release the address from the old instance before claiming it.
+                opts=pulumi.ResourceOptions.merge(after_ready, pulumi.ResourceOptions(delete_before_replace=True)),
+            )
+        else:
+            # HA: no EipAssociation, the active gateway's agent associates the address (its id changes on every move,
+            # and terraform-provider-aws's EipAssociation read drops a missing id from state and re-creates it:
+            # docs/ha.md 5.3). Routes start at gateway a; the active's agent ReplaceRoutes them, and Pulumi must not
+            # move them back: the provider reads a route's target by table and destination (docs/ha.md 5.3).
+            after_ready = pulumi.ResourceOptions.merge(
+                after_ready, pulumi.ResourceOptions(ignore_changes=["networkInterfaceId"])
+            )
 
         eni = self.instance.primary_network_interface_id
         self.routes = [
@@ -212,17 +236,63 @@ class AwsGateway(component.SiteComponent):
         ]
         self._register_site_outputs()
 
-    def _readiness_gate(self, name: str, site: AwsSite, child: pulumi.ResourceOptions) -> command.local.Command:
+    def _instance(
+        self,
+        prefix: str,
+        site: AwsSite,
+        ami: pulumi.Input[str],
+        keep_image: pulumi.ResourceOptions,
+        subnet_id: pulumi.Input[str] | None,
+        user_data: pulumi.Output[str],
+        profile: aws.iam.InstanceProfile,
+        first_boot: list[pulumi.Resource],
+        child: pulumi.ResourceOptions,
+    ) -> aws.ec2.Instance:
+        """One gateway machine; both of an HA site are alike but for the subnet and the `ha` object's letter."""
+        return aws.ec2.Instance(
+            f"{prefix}-instance",
+            iam_instance_profile=profile.name,
+            ami=ami,
+            instance_type=site.instance_type,
+            subnet_id=subnet_id,
+            vpc_security_group_ids=[self.security_group.id],
+            # A public address from the first boot: cloud-init installs wireguard-tools from the Ubuntu
+            # archive before the Elastic IP association (which needs the instance) can exist.
+            associate_public_ip_address=True,
+            source_dest_check=False,  # it forwards packets that are neither from nor to itself
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
+            ),
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(encrypted=True, volume_type="gp3"),
+            # gzip'd (deterministically) to stay under EC2's 16 KB: see mesh/userdata.py
+            user_data_base64=user_data.apply(userdata.aws_user_data_base64),
+            # cloud-init runs once: a new config needs a new instance. delivery: live: the user data holds no peer and
+            # no key, so a mesh change leaves it (and the instance) as it is.
+            user_data_replace_on_change=True,
+            tags={"Name": f"wg-mesh-{site.name}"},
+            opts=pulumi.ResourceOptions.merge(
+                child,
+                pulumi.ResourceOptions.merge(
+                    keep_image,
+                    # live: the first boot's `wg-mesh-agent --once` reads the document and the key.
+                    pulumi.ResourceOptions(depends_on=first_boot),
+                ),
+            ),
+        )
+
+    def _readiness_gate(
+        self, name: str, site: AwsSite, instance: aws.ec2.Instance, child: pulumi.ResourceOptions
+    ) -> command.local.Command:
         """Runs `python -m mesh.readygate` on the machine running `pulumi up`, for every new instance."""
         fixed = [f"--region {shlex.quote(site.region)}"]
         fixed += [f"--profile {shlex.quote(site.profile)}"] if site.profile else []
         fixed += [f"--role-arn {shlex.quote(site.assume_role_arn)}"] if site.assume_role_arn else []
         return command.local.Command(
             f"{name}-ready",
-            create=self.instance.id.apply(
+            create=instance.id.apply(
                 lambda iid: " ".join([GATE_COMMAND, *fixed, f"--timeout {READY_TIMEOUT_S}", f"--instance-id {iid}"])
             ),
-            triggers=[self.instance.id],
+            triggers=[instance.id],
             opts=child,
         )
 
@@ -251,10 +321,35 @@ class AwsGateway(component.SiteComponent):
         choose = functools.partial(awsfacts.choose_zone, site.instance_type, site.region)
         return {"availability_zone": offerings.locations.apply(choose)}
 
+    def _standby_zone(self, site: AwsSite) -> dict[str, pulumi.Input[str] | None]:
+        """Gateway b's subnet zone: `standby_zone`, else another zone that offers the instance type (by name, or by
+        zone ID when `zone` is one), never the zone of gateway a unless written (docs/ha.md 5.1)."""
+        if site.standby_zone is not None:
+            kind = zones.aws_zone_kind(site.standby_zone, site.region)
+            key = "availability_zone_id" if kind == "id" else "availability_zone"
+            return {key: site.standby_zone}
+        by_id = site.zone_id is not None
+        offerings = self._offerings(site, "availability-zone-id" if by_id else "availability-zone")
+        if site.zone is not None:
+            first: pulumi.Input[str] = site.zone
+        else:
+            first = offerings.apply(functools.partial(awsfacts.choose_zone, site.instance_type, site.region))
+        values = pulumi.Output.all(first=first, offered=offerings)
+        other = values.apply(lambda v: ha.other_zone(site.instance_type, site.region, v["first"], v["offered"]))
+        return {"availability_zone_id" if by_id else "availability_zone": other}
+
+    def _offerings(self, site: AwsSite, location_type: str) -> pulumi.Output[list[str]]:
+        return aws.ec2.get_instance_type_offerings_output(
+            location_type=location_type,
+            filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[site.instance_type])],
+            region=site.region,
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=self.provider),
+        ).locations
+
     def _network(self, name: str, site: AwsSite, child: pulumi.ResourceOptions) -> _Network:
         """The site's existing VPC, or a new one with a public gateway subnet."""
         if site.vpc_id is not None and site.subnet_id is not None and site.route_table_ids is not None:
-            return _Network(site.vpc_id, site.subnet_id, list(site.route_table_ids))
+            return _Network(site.vpc_id, site.subnet_id, list(site.route_table_ids), site.standby_subnet_id)
 
         first, *more = site.cidrs
         vpc = aws.ec2.Vpc(
@@ -295,4 +390,27 @@ class AwsGateway(component.SiteComponent):
         association = aws.ec2.RouteTableAssociation(
             f"{name}-rt-assoc", subnet_id=subnet.id, route_table_id=table.id, opts=child
         )
-        return _Network(vpc.id, subnet.id, [table.id], ready=[default, association])
+        ready: list[pulumi.Resource] = [default, association]
+        standby_id: pulumi.Output[str] | None = None
+        if site.gateways > 1:  # docs/ha.md 5.1: the standby in its own subnet, of another zone by default
+            second = topology.standby_gateway_subnet(first)
+            assert second is not None  # mesh.rules.ha_site_problems: cidrs[0] has room for it
+            standby_zone = self._standby_zone(site)
+            standby = aws.ec2.Subnet(
+                f"{ha.child_name(name, 'b')}-subnet",
+                vpc_id=vpc.id,
+                cidr_block=str(second),
+                availability_zone=standby_zone.get("availability_zone"),
+                availability_zone_id=standby_zone.get("availability_zone_id"),
+                tags={"Name": f"wg-mesh-{site.name}-gateway-b"},
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(ignore_changes=["availabilityZone"] if site.zone is None else None)
+                ),
+            )
+            ready.append(
+                aws.ec2.RouteTableAssociation(
+                    f"{ha.child_name(name, 'b')}-rt-assoc", subnet_id=standby.id, route_table_id=table.id, opts=child
+                )
+            )
+            standby_id = standby.id
+        return _Network(vpc.id, subnet.id, [table.id], standby_id, table.id, ready=ready)

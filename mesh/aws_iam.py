@@ -66,6 +66,70 @@ def ready_policy(region: str, site_name: str, stack: str) -> str:
     )
 
 
+def ha_policy(
+    region: str, account: str, site_name: str, stack: str, allocation_id: str, route_table_ids: list[str], table: str
+) -> str:
+    """gateways: 2 (docs/ha.md 5.4): claim the site's Elastic IP, move the site's routes, hold the site's lease.
+
+    Resource types and condition keys from the Service Authorization Reference (EC2:
+    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, DynamoDB:
+    .../list_amazondynamodb.html): AssociateAddress names `elastic-ip`, `instance` and `network-interface`, each scoped
+    here to the site's own (the EIP by its allocation id; instances and ENIs by the site and stack tags, the ENIs
+    tagged by mesh.aws_ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires `route-table*`
+    and has no resource type for the new target, so only the tables can be pinned. DescribeAddresses and
+    DescribeRouteTables are List actions WITHOUT resource types: they take `"Resource": "*"` only, the one documented
+    exception to "exact ARNs" here, narrowed by the `ec2:Region` condition. GetItem/PutItem/UpdateItem require
+    `table*`; `dynamodb:LeadingKeys` restricts them to the item of this site."""
+    partition = awsfacts.partition(region)
+    ec2 = f"arn:{partition}:ec2:{region}:{account}"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ClaimSiteAddress",
+                    "Effect": "Allow",
+                    "Action": "ec2:AssociateAddress",
+                    "Resource": [
+                        f"{ec2}:elastic-ip/{allocation_id}",
+                        f"{ec2}:instance/*",
+                        f"{ec2}:network-interface/*",
+                    ],
+                    "Condition": {
+                        "StringEquals": {
+                            f"aws:ResourceTag/{SITE_TAG}": site_name,
+                            f"aws:ResourceTag/{STACK_TAG}": stack,
+                        },
+                        "Null": {"ec2:SourceInstanceARN": "false"},
+                    },
+                },
+                {
+                    "Sid": "MoveSiteRoutes",
+                    "Effect": "Allow",
+                    "Action": "ec2:ReplaceRoute",
+                    "Resource": [f"{ec2}:route-table/{table_id}" for table_id in route_table_ids],
+                },
+                {
+                    # Documented exception: List actions without resource types (Service Authorization Reference).
+                    "Sid": "ReadAddressAndRoutes",
+                    "Effect": "Allow",
+                    "Action": ["ec2:DescribeAddresses", "ec2:DescribeRouteTables"],
+                    "Resource": "*",
+                    "Condition": {"StringEquals": {"ec2:Region": region}},
+                },
+                {
+                    "Sid": "SiteLease",
+                    "Effect": "Allow",
+                    "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                    "Resource": f"arn:{partition}:dynamodb:{region}:{account}:table/{table}",
+                    "Condition": {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [site_name]}},
+                },
+            ],
+        },
+        sort_keys=True,
+    )
+
+
 def managed_policy_arn(region: str, policy: str) -> str:
     return f"arn:{awsfacts.partition(region)}:iam::aws:policy/{policy}"
 
@@ -77,11 +141,12 @@ def gateway_profile(
     operator_access: bool,
     opts: pulumi.ResourceOptions,
     store_policy: pulumi.Input[str] | None = None,
+    ha_policy: pulumi.Input[str] | None = None,
 ) -> aws.iam.InstanceProfile:
     """The role, its policies and the instance profile of one gateway; children of `opts.parent`.
 
     store_policy (delivery: live): read access to the gateway's own key parameter and document secret
-    (mesh.live.store_policy)."""
+    (mesh.live.store_policy). ha_policy (gateways: 2): `ha_policy` above, for this gateway's agent."""
     principal = aws.get_service_principal_output(
         service_name="ec2",
         region=region,
@@ -103,6 +168,8 @@ def gateway_profile(
     ]
     if store_policy is not None:
         policies.append(aws.iam.RolePolicy(f"{name}-stores", role=role.id, policy=store_policy, opts=opts))
+    if ha_policy is not None:
+        policies.append(aws.iam.RolePolicy(f"{name}-ha", role=role.id, policy=ha_policy, opts=opts))
     if operator_access:
         policies.append(
             aws.iam.RolePolicyAttachment(

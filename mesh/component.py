@@ -54,10 +54,20 @@ class SiteComponent(pulumi.ComponentResource):
             self.document = None
             self.user_data = user_data(mesh, site.name, self.wg_config, directory)
 
+    def _ha_user_data(self, mesh: MeshConfig, site: AwsSite | GcpSite, ha: pulumi.Output[Any]) -> pulumi.Output[str]:
+        """gateways: 2: the live user data with the gateway's `ha` object in agent.json (mesh.ha). Public: the object
+        names cloud resources only, and like the rest of live user data nothing peer- or key-dependent."""
+        source = live.agent_source(site, pulumi.get_project(), pulumi.get_stack())
+        return ha.apply(functools.partial(_render_ha_user_data, mesh, site.name, source))
+
     def _register_site_outputs(self) -> None:
         self.register_outputs(
             {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key}
         )
+
+
+def _render_ha_user_data(mesh: MeshConfig, site_name: str, source: dict[str, Any], ha: dict[str, Any]) -> str:
+    return userdata.render_live_user_data(mesh, site_name, source, ha=ha)
 
 
 def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:

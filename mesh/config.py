@@ -22,6 +22,7 @@ from mesh.messages import EXPECTED, describe, quote
 from mesh.rules import (
     SiteFacts,
     cross_site_problems,
+    ha_delivery_problems,
     lenient,
     monitoring_problems,
     previous_name_problems,
@@ -73,6 +74,7 @@ class MeshConfig(Strict):
     def _mesh_wide(self) -> MeshConfig:
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
         problems += previous_name_problems([site.__dict__ for site in self.sites])
+        problems += ha_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         problems += monitoring_problems(self.monitoring_cidrs)
         if problems:
@@ -189,6 +191,9 @@ def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
         problems.extend(p for p in rules if p not in problems)
         renames = previous_name_problems([site if isinstance(site, dict) else {} for site in raw_sites])
         problems.extend(p for p in renames if p not in problems)
+        sites = [site if isinstance(site, dict) else {} for site in raw_sites]
+        ha = ha_delivery_problems(sites, raw.get("delivery", "user-data"))
+        problems.extend(p for p in ha if p not in problems)
     if overlay is not None and isinstance(raw_sites, list):
         mtu = raw.get("mtu", "auto")
         valid = isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_TUNNEL_MTU <= mtu <= MAX_TUNNEL_MTU

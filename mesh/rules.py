@@ -19,6 +19,7 @@ from mesh.sites import (
     DEFAULT_GCP_UNDERLAY_MTU,
     DEFAULT_STATIC_UNDERLAY_MTU,
     GCP_ARM_MACHINE_SERIES,
+    MAX_GATEWAYS,
     MAX_TUNNEL_MTU,
     MIN_TUNNEL_MTU,
     WIREGUARD_IPV4_OVERHEAD,
@@ -59,6 +60,8 @@ class SiteFacts:
         )
 
 
+HA_GATEWAYS = MAX_GATEWAYS  # `gateways: 2`: an active gateway and a standby
+
 _DEFAULT_UNDERLAY_MTU = {
     "aws": DEFAULT_AWS_UNDERLAY_MTU,
     "gcp": DEFAULT_GCP_UNDERLAY_MTU,
@@ -79,13 +82,16 @@ EXISTING_NETWORK_KEYS = {"aws": ("vpc_id", "subnet_id", "route_table_ids"), "gcp
 def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
     """Rules between fields of one site; `site` is a parsed site's fields or the raw input."""
     problems = []
-    zone, region, cloud = site.get("zone"), site.get("region"), site.get("cloud")
-    if isinstance(zone, str) and isinstance(region, str):
-        check = {"aws": zones.aws_zone_problem, "gcp": zones.gcp_zone_problem}.get(str(cloud))
-        zone_problem = check(zone, region) if check is not None else None
-        if zone_problem is not None:
-            problems.append(f"sites[{i}].zone: {zone_problem}")
+    region, cloud = site.get("region"), site.get("cloud")
+    for key in ("zone", "standby_zone"):
+        zone = site.get(key)
+        if isinstance(zone, str) and isinstance(region, str):
+            check = {"aws": zones.aws_zone_problem, "gcp": zones.gcp_zone_problem}.get(str(cloud))
+            zone_problem = check(zone, region) if check is not None else None
+            if zone_problem is not None:
+                problems.append(f"sites[{i}].{key}: {zone_problem}")
     problems += _identifier_problems(i, site) + gcp_workload_problems(i, site) + gcp_image_problems(i, site)
+    problems += ha_site_problems(i, site)
     keys = EXISTING_NETWORK_KEYS.get(str(cloud), ())
     given = [key for key in keys if site.get(key) is not None]
     for key in keys:
@@ -99,6 +105,54 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
         if all(net is not None for net in nets):
             problems += addressing.created_network_problems(f"sites[{i}]", str(cloud), nets)
     return problems
+
+
+def ha_site_problems(i: int, site: Mapping[str, Any]) -> list[str]:
+    """Rules of `gateways: 2` within one site (docs/ha.md 5.1, 6.2): where the standby goes."""
+    where, cloud, ha = f"sites[{i}]", site.get("cloud"), site.get("gateways") == HA_GATEWAYS
+    problems = []
+    for key in {"aws": ("standby_zone", "standby_subnet_id"), "gcp": ("standby_zone",)}.get(str(cloud), ()):
+        if site.get(key) is not None and not ha:
+            problems.append(f"{where}.{key}: only with gateways: {HA_GATEWAYS} (it places the standby gateway)")
+    if cloud != "aws" or not ha:
+        return problems
+    if site.get("subnet_id") is not None:
+        if site.get("standby_subnet_id") is None:
+            problems.append(
+                f"{where}.standby_subnet_id: required with gateways: {HA_GATEWAYS} and subnet_id (the standby "
+                "gateway's subnet, in another availability zone than subnet_id's for zone redundancy)"
+            )
+        if site.get("standby_zone") is not None:
+            problems.append(
+                f"{where}.standby_zone: in an existing network standby_subnet_id's zone is the standby's zone; "
+                "leave standby_zone out"
+            )
+    elif site.get("standby_subnet_id") is not None:
+        problems.append(
+            f"{where}.standby_subnet_id: only with an existing network (subnet_id); wg-mesh creates the standby's "
+            "subnet in the network it creates (standby_zone chooses its zone)"
+        )
+    else:
+        cidrs = site.get("cidrs")
+        first = lenient(parse_network, cidrs[0]) if isinstance(cidrs, list) and cidrs else None
+        if first is not None and addressing.standby_gateway_subnet(first) is None:
+            problems.append(
+                f"{where}.gateways: {HA_GATEWAYS} needs a second gateway subnet in cidrs[0], but {first} is "
+                f"a /{first.prefixlen}: make cidrs[0] a /{addressing.GATEWAY_SUBNET_PREFIX - 1} or larger"
+            )
+    return problems
+
+
+def ha_delivery_problems(sites: Sequence[Mapping[str, Any]], delivery: Any) -> list[str]:
+    """`gateways: 2` needs `delivery: live`: only that mode runs wg-mesh-agent, which does the failover."""
+    if delivery == "live":
+        return []
+    return [
+        f"sites[{i}].gateways: {HA_GATEWAYS} needs delivery: live (the failover is done by wg-mesh-agent, which runs "
+        f"only in live delivery; delivery is {delivery!r})"
+        for i, site in enumerate(sites)
+        if site.get("gateways") == HA_GATEWAYS and site.get("cloud") in ("aws", "gcp")
+    ]
 
 
 def gcp_image_problems(i: int, site: Mapping[str, Any]) -> list[str]:

@@ -33,6 +33,7 @@ DEFAULT_GCP_UNDERLAY_MTU = 1460  # GCP VPC default MTU
 DEFAULT_STATIC_UNDERLAY_MTU = 1500
 GCP_ARM_MACHINE_SERIES = ("t2a", "c4a")  # Ampere Altra, Google Axion
 MAX_SITE_NAME_LENGTH = 32  # leaves room for the suffixes cloud resource names get
+MAX_GATEWAYS = 2  # issue 11: an active gateway and a standby (docs/ha.md)
 
 _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
@@ -134,6 +135,10 @@ def _pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+# How many gateways a cloud site runs: 1 (today's layout) or 2 (active + standby). A strict integer: `yes` is not 1.
+Gateways = Annotated[int, Field(ge=1, le=MAX_GATEWAYS)]
+
+
 class Strict(BaseModel):
     # strict: YAML's `yes`/`true` are booleans and must not become 1 in an integer field; "1400" is not 1400.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -201,6 +206,14 @@ class AwsSite(SiteBase):
     account_id: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
     # An AMI id or an Ubuntu serial; None: the newest Ubuntu 24.04 when the gateway is created, then kept.
     image: Annotated[str, AfterValidator(awsfacts.check_image)] | None = None
+    # High availability (docs/ha.md): 2 = an active gateway and a standby sharing the site's identity.
+    gateways: Gateways = 1
+    # The standby's availability zone (created network); None: another zone of the region offering the type.
+    standby_zone: str | None = None
+    # The standby's subnet (existing network, with subnet_id): required there with gateways: 2.
+    standby_subnet_id: (
+        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")] | None
+    ) = None
 
     @field_validator("region")
     @classmethod
@@ -269,6 +282,10 @@ class GcpSite(SiteBase):
     workload_tags: list[str] = Field(default_factory=list)
     workload_service_accounts: list[str] = Field(default_factory=list)
     workload_scope: Literal["network"] | None = None
+    # High availability (docs/ha.md): 2 = an active VM and a standby behind an internal load balancer.
+    gateways: Gateways = 1
+    # The standby VM's zone; None: the next zone of the region (by letter) after `zone`.
+    standby_zone: str | None = None
 
     @field_validator("workload_tags")
     @classmethod
@@ -311,6 +328,17 @@ class StaticSite(SiteBase):
     cloud: Literal["static"]
     endpoint: Endpoint
     underlay_mtu: int = Field(default=DEFAULT_STATIC_UNDERLAY_MTU, ge=1280, le=9216)
+    gateways: int = 1  # a static site is the one host it names: anything else is refused below
+
+    @field_validator("gateways")
+    @classmethod
+    def _one_host(cls, gateways: int) -> int:
+        if gateways != 1:
+            raise ValueError(
+                f"a static site is one host (got {gateways}); "
+                "two gateways (high availability) are for aws and gcp sites"
+            )
+        return gateways
 
 
 Site = Annotated[AwsSite | GcpSite | StaticSite, Field(discriminator="cloud")]

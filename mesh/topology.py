@@ -10,12 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
+from mesh.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PREFIX  # re-exported
+from mesh.addressing import gateway_subnet as gateway_subnet
+from mesh.addressing import standby_gateway_subnet as standby_gateway_subnet
 from mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, StaticSite
 from mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
 from mesh.gateway.wgconf import Peer as Peer
 
 IPV4_TCP_HEADERS = 40  # IPv4 (20) + TCP (20): MSS = MTU - 40
-GATEWAY_SUBNET_PREFIX = 24
 
 
 @dataclass(frozen=True)
@@ -56,13 +58,6 @@ def remote_ranges(cfg: MeshConfig, name: str) -> list[IPv4Network]:
     """
     remote = [cidr for peer in peer_names(cfg, name) for cidr in cfg.site(peer).cidrs]
     return [cfg.overlay_cidr, *remote]
-
-
-def gateway_subnet(cidr: IPv4Network) -> IPv4Network:
-    """The subnet wg-mesh creates for a gateway: the first /24 of the site's first CIDR."""
-    if cidr.prefixlen >= GATEWAY_SUBNET_PREFIX:
-        return cidr
-    return next(cidr.subnets(new_prefix=GATEWAY_SUBNET_PREFIX))
 
 
 def static_endpoints(cfg: MeshConfig) -> dict[str, str]:

@@ -88,12 +88,17 @@ def combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> ren
     )
 
 
-def agent_extras(site_name: str, source: Mapping[str, Any]) -> render.CloudInitExtras:
+def agent_extras(
+    site_name: str, source: Mapping[str, Any], ha: Mapping[str, Any] | None = None
+) -> render.CloudInitExtras:
     """delivery: live: wg-mesh-agent's package, unit and config; its first fetch (`--once`) writes wg0.conf and the
     metrics mapping before wg-quick@wg0 starts, then it runs as a service. `systemctl enable` reloads systemd's
     configuration itself (systemctl(1)), so the unit written by write_files is known by then."""
     return render.CloudInitExtras(
-        files=tuple(render.File(path, text, mode) for path, text, mode in ship.files(site_name, dict(source))),
+        files=tuple(
+            render.File(path, text, mode)
+            for path, text, mode in ship.files(site_name, dict(source), ha=dict(ha) if ha is not None else None)
+        ),
         setup=(tuple(ship.once_command(bundled=bool(source.get("bundle_secret")))),),
         start=(ship.UNIT_NAME,),
         units=(ship.UNIT_NAME,),
@@ -115,12 +120,18 @@ def render_user_data(
 
 
 def render_live_user_data(
-    cfg: MeshConfig, site_name: str, source: Mapping[str, Any], *, cloud_steps: bool = True
+    cfg: MeshConfig,
+    site_name: str,
+    source: Mapping[str, Any],
+    *,
+    cloud_steps: bool = True,
+    ha: Mapping[str, Any] | None = None,
 ) -> str:
     """delivery: live: the `#cloud-config` of a site without its peers, its MTU or any key (no wg0.conf, no metrics
     mapping): the agent, told where to read them (`source`: mesh.live.agent_source), writes both. Only the site's own
-    settings and the mesh's exporter_port are in it, so adding a site or rotating a key leaves it as it is."""
-    extras = combined(agent_extras(site_name, source), metrics.metrics_extras(cfg, site_name, None, packed=False))
+    settings and the mesh's exporter_port are in it, so adding a site or rotating a key leaves it as it is.
+    `ha` (gateways: 2): the gateway's `ha` object for agent.json (mesh.ha)."""
+    extras = combined(agent_extras(site_name, source, ha), metrics.metrics_extras(cfg, site_name, None, packed=False))
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name), packed=False))
     return render.cloud_config(None, extras)

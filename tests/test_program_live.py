@@ -265,7 +265,7 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
         config = json.loads(files[ship.CONFIG_PATH]["content"])
         assert config["site"] == site.name
         source = config["source"]
-        for path, text, mode in ship.files(site.name, source):
+        for path, text, mode in ship.files(site.name, source, ha=config.get("ha")):
             assert (files[path]["content"], files[path]["permissions"]) == (text, mode)
         assert files[ship.UNIT_PATH]["content"] == ship.unit_text()
         if isinstance(site, AwsSite):
