@@ -5,7 +5,6 @@ host's route, each gateway's IMDS answers with its own instance."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
@@ -14,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from ipaddress import IPv4Interface
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,18 +21,20 @@ from rich.console import Console
 
 from mesh.lab.build import build
 from mesh.lab.checks import stop
-from mesh.lab.controlplane import AWS_ENDPOINT, ControlPlane
-from mesh.lab.hacloud import HaCloud, ha_agent_config, ha_env
+from mesh.lab.controlplane import AWS_ENDPOINT, ControlPlane, agent_configs
+from mesh.lab.hacloud import HaCloud, ha_artifacts, ha_env
 from mesh.lab.haplan import ha_from_json, ha_to_json, nat_rules, plan_ha, route_targets
 from mesh.lab.imds import make_server
 from mesh.lab.live import control_plane_hook, live_configs
 from mesh.lab.machine import NamespaceGateway
-from mesh.lab.netns import LabError, Node, find_labs, list_netns, missing_requirements, new_state
+from mesh.lab.netns import Node, find_labs, list_netns, missing_requirements, new_state
 from mesh.lab.plan import LabKeys, LabPlanError, plan_lab, render_artifacts
 from mesh.lab.run import _Cleanup, new_prefix
+from mesh.stackfile import load
 from tests.test_lab_live_drill import PROD
 
 HA = {"aws-use1"}
+HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")
 
 
 def test_an_ha_site_has_two_gateways_in_its_vpc_with_their_own_addresses() -> None:
@@ -89,13 +91,15 @@ def test_the_agent_gets_the_metadata_endpoint_and_the_lab_cloud_s_ids() -> None:
         ha_env(env)
         == "# lab\nAWS_ENDPOINT_URL=http://x:5000\nAWS_EC2_METADATA_SERVICE_ENDPOINT=http://169.254.169.254/\n"
     )
+    plan = plan_lab(HA_STACK, "wgl0000")
+    a = render_artifacts(HA_STACK, plan, LabKeys.generate(HA_STACK))["aws-use1"]
     ids = {"allocation_id": "eipalloc-1", "route_table_ids": ["rtb-1"], "lease_table": "t"}
-    config = {"site": "s", "ha": {"cloud": "aws", "gateway": "a", "allocation_id": "x", "health_port": 9181}}
-    patched = json.loads(ha_agent_config(json.dumps(config), "b", ids))["ha"]
-    assert patched == {"cloud": "aws", "gateway": "b", "allocation_id": "eipalloc-1", "route_table_ids": ["rtb-1"],
-                       "lease_table": "t", "health_port": 9181}  # fmt: skip
-    with pytest.raises(LabError, match="no `ha` object"):
-        ha_agent_config(json.dumps({"site": "s"}), "b", ids)
+    configs = {
+        letter: agent_configs({"x": ha_artifacts(HA_STACK, plan, a, letter, ids).user_data})["x"] for letter in "ab"
+    }
+    assert configs["b"]["ha"] == {"cloud": "aws", "gateway": "b", "allocation_id": "eipalloc-1", "lease_table": "t",
+                                  "route_table_ids": ["rtb-1"], "health_port": 9181, "region": "us-east-1"}  # fmt: skip
+    assert configs["a"]["ha"]["gateway"] == "a" and {**configs["a"], "ha": None} == {**configs["b"], "ha": None}
 
 
 @pytest.fixture
@@ -198,7 +202,6 @@ def _until(check: Any, timeout: float = 5.0) -> float | None:
 @pytest.mark.integration
 @pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
 def test_moving_the_eip_and_the_routes_in_moto_moves_the_nat_and_the_vpc_routes() -> None:
-    before = set(find_labs())
     plan = plan_lab(PROD, new_prefix(), ha_sites=HA)
     keys = LabKeys.generate(PROD)
     artifacts = render_artifacts(PROD, plan, keys)
@@ -267,5 +270,5 @@ def test_moving_the_eip_and_the_routes_in_moto_moves_the_nat_and_the_vpc_routes(
             cloud.stop()
         cleanup()
     assert not cleanup.problems
-    assert set(find_labs()) == before
+    assert plan.prefix not in find_labs()  # (other labs may come and go meanwhile)
     assert not [n for n in list_netns() if n.startswith(plan.prefix)]

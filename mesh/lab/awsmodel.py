@@ -33,13 +33,14 @@ from mesh.lab.fabric import apply_nat
 from mesh.lab.haplan import HaSite, ha_from_json, route_targets
 from mesh.lab.netns import LabError, run
 
-POLL_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1})
+POLL_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1})  # a slow poll: the next one
+SEED_CONFIG = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3})  # moto's first calls are slow
 
 
-def client(endpoint: str, service: str, region: str) -> Any:
+def client(endpoint: str, service: str, region: str, config: Config = POLL_CONFIG) -> Any:
     import boto3
 
-    return boto3.client(service, region_name=region, endpoint_url=endpoint, config=POLL_CONFIG, **CREDENTIALS)
+    return boto3.client(service, region_name=region, endpoint_url=endpoint, config=config, **CREDENTIALS)
 
 
 def tags(site: str, **more: str) -> list[dict[str, Any]]:
@@ -144,11 +145,12 @@ def main(argv: list[str]) -> int:
     region, interval, delay = spec["region"], float(spec.get("interval", 0.05)), float(spec.get("delay", 0.0))
     try:
         wait_for(endpoint, 30)
-        ec2, dynamodb = client(endpoint, "ec2", region), client(endpoint, "dynamodb", region)
+        ec2 = client(endpoint, "ec2", region)
+        seeding = client(endpoint, "ec2", region, SEED_CONFIG), client(endpoint, "dynamodb", region, SEED_CONFIG)
         models = []
         for entry in spec["sites"]:
             ha = ha_from_json(entry)
-            models.append(Model(ha, seed(ec2, dynamodb, ha, entry["vpc_cidr"], entry["lease_table"])))
+            models.append(Model(ha, seed(*seeding, ha, entry["vpc_cidr"], entry["lease_table"])))
     except (BotoCoreError, ClientError, ConnectionError) as exc:
         emit({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1

@@ -6,10 +6,11 @@
   creates, moto's EIP holder and route targets applied to the namespaces every 50 ms; its change lines are kept
   here (`events`, `holder`);
 * an IMDSv2 model (imds.py) at 169.254.169.254 in each AWS gateway's namespace with that instance's facts;
+* each gateway's user data rendered as the program renders it for its letter (`mesh.ha.aws_ha`), with the ids moto
+  assigned (the program has them from its resources);
 * what each gateway finds when it starts: the agent's EnvironmentFile with the metadata endpoint
   (`AWS_EC2_METADATA_SERVICE_ENDPOINT`, botocore's documented override) instead of the live stores' "metadata
-  disabled", and its agent.json's `ha` object with the ids moto assigned (as the lab's public addresses replace the
-  clouds' in everything it renders) and its own gateway letter.
+  disabled".
 """
 
 from __future__ import annotations
@@ -20,21 +21,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mesh import ha as mesh_ha
+from mesh import live, userdata
 from mesh.config import MeshConfig
 from mesh.lab.build import BuiltLab
 from mesh.lab.checks import stop
-from mesh.lab.controlplane import AGENT_CONFIG, AGENT_ENV, AWS_ENDPOINT, REPO_ROOT, ControlPlane, write_atomic
+from mesh.lab.controlplane import AGENT_ENV, AWS_ENDPOINT, REPO_ROOT, ControlPlane, write_atomic
 from mesh.lab.fabric import ip, veth
 from mesh.lab.haplan import HaGateway, HaSite, ha_to_json, plan_ha
 from mesh.lab.imds import ADDRESS as IMDS_ADDRESS
 from mesh.lab.machine import NamespaceGateway
 from mesh.lab.netns import LabError, LabState, Node, tool_env
-from mesh.lab.plan import BRIDGE, GatewayArtifacts, LabPlan, SitePlan
+from mesh.lab.plan import BRIDGE, LAB_PROJECT, GatewayArtifacts, LabPlan, SitePlan
 
 START_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.05
@@ -68,15 +70,18 @@ def ha_env(text: str) -> str:
     return "\n".join([*lines, f"AWS_EC2_METADATA_SERVICE_ENDPOINT={IMDS_ENDPOINT}"]) + "\n"
 
 
-def ha_agent_config(text: str, letter: str, ids: dict[str, Any]) -> str:
-    """agent.json with the lab cloud's ids in its `ha` object (the program renders its own resources' ids there)."""
-    config = json.loads(text)
-    ha = config.get("ha")
-    if not isinstance(ha, dict):
-        raise LabError(f"{AGENT_CONFIG} of an HA site has no `ha` object: the user data is not rendered for HA")
-    ha.update({"gateway": letter, "allocation_id": ids["allocation_id"], "route_table_ids": ids["route_table_ids"]})
-    ha.update({"lease_table": ids["lease_table"]})
-    return json.dumps(config, indent=1, sort_keys=True) + "\n"
+def ha_artifacts(
+    cfg: MeshConfig, plan: LabPlan, a: GatewayArtifacts, letter: str, ids: dict[str, Any]
+) -> GatewayArtifacts:
+    """Gateway `letter`'s user data as `pulumi up` renders it for an HA site (mesh.component: the `ha` object from
+    mesh.ha.aws_ha), with the lab cloud's ids where the program has its resources' (as the lab's public addresses
+    replace the clouds' everywhere it renders)."""
+    site = cfg.site(a.site)
+    source = live.agent_source(site, LAB_PROJECT, plan.prefix)
+    region = str(source["region"])
+    ha = mesh_ha.aws_ha(letter, region, ids["lease_table"], ids["allocation_id"], ids["route_table_ids"])
+    user_data = userdata.render_live_user_data(cfg, a.site, source, cloud_steps=False, ha=ha)
+    return GatewayArtifacts(a.site, a.interface, user_data)
 
 
 class HaCloud:
@@ -99,20 +104,24 @@ class HaCloud:
         assert isinstance(a, NamespaceGateway)
         return {"a": a, "b": self.standbys[site]}
 
-    def start(self, lease_tables: dict[str, str] | None = None) -> None:
+    def start(self) -> None:
+        """Seed moto and start its model, then each gateway's machine (a's replaced: its user data now has the ids),
+        IMDS and provisioning; the caller starts the machines (a first: it claims the EIP first)."""
         lab = self.lab
+        self._start_model()
         for name, ha in self.sites.items():
-            site = lab.plan.site(name)
-            standby = StandbyGateway(lab.plan, site, lab.machines[name].artifacts, lab.state, ha.gateway("b"))
+            site, ids, old = lab.plan.site(name), self.ids[name], lab.machines[name]
+            a = NamespaceGateway(lab.plan, site, ha_artifacts(self.cfg, lab.plan, old.artifacts, "a", ids), lab.state)
+            lab.machines[name] = a  # its NIC is attached already (build)
+            b_artifacts = ha_artifacts(self.cfg, lab.plan, old.artifacts, "b", ids)
+            standby = StandbyGateway(lab.plan, site, b_artifacts, lab.state, ha.gateway("b"))
             standby.attach()
             self.standbys[name] = standby
-        self._start_model(lease_tables or {})
-        for name, ha in self.sites.items():
             for letter, machine in self.machines(name).items():
                 self._start_imds(ha, letter)
-                machine.provision = self._provision(name, letter)
+                machine.provision = self._provision
 
-    def _start_model(self, lease_tables: dict[str, str]) -> None:
+    def _start_model(self) -> None:
         region = {str(self.plane.configs[n]["source"]["region"]) for n in self.sites}
         if len(region) != 1:
             raise LabError(f"the lab's AWS model takes HA sites of one region, not {sorted(region)}")
@@ -124,7 +133,7 @@ class HaCloud:
                 {
                     **ha_to_json(ha),
                     "vpc_cidr": str(self.cfg.site(name).cidrs[0]),
-                    "lease_table": lease_tables.get(name) or self._lease_table(name),
+                    "lease_table": mesh_ha.ha_names(LAB_PROJECT, self.lab.plan.prefix, name).lease_table,
                 }
                 for name, ha in self.sites.items()
             ],
@@ -147,11 +156,6 @@ class HaCloud:
             raise LabError(f"the AWS cloud model could not seed moto: {ready.get('error')}")
         self.ids = ready["sites"]
         threading.Thread(target=self._collect, daemon=True).start()
-
-    def _lease_table(self, name: str) -> str:
-        ha = self.plane.configs[name].get("ha")
-        table = ha.get("lease_table") if isinstance(ha, dict) else None
-        return str(table) if table else f"wg-mesh-lab-{name}-lease"
 
     def _collect(self) -> None:
         assert self._model is not None and self._model.stdout is not None
@@ -180,15 +184,10 @@ class HaCloud:
                 raise LabError(f"the lab's IMDS model for {ha.site}-{letter} did not start (see {path})")
             time.sleep(0.05)
 
-    def _provision(self, site: str, letter: str) -> Callable[[str, Node], None]:
-        def provision(name: str, node: Node) -> None:
-            self.plane.provision(name, node)
-            env = node.path(str(AGENT_ENV))
-            write_atomic(env, ha_env(env.read_text()).encode(), 0o644)
-            config = node.path(str(AGENT_CONFIG))
-            write_atomic(config, ha_agent_config(config.read_text(), letter, self.ids[site]).encode(), 0o644)
-
-        return provision
+    def _provision(self, name: str, node: Node) -> None:
+        self.plane.provision(name, node)
+        env = node.path(str(AGENT_ENV))
+        write_atomic(env, ha_env(env.read_text()).encode(), 0o644)
 
     def holder(self, site: str) -> str | None:
         return self.latest.get(site, {}).get("holder")
