@@ -1,7 +1,8 @@
 """One run of a drill on a `delivery: live` lab: build it, start the traffic A -> B, run the steps, tear down
 (always), and the report: a table per step and the JSON (`--json`) that docs/benchmarks.md's tables are rendered
 from. `live` (drill.py: A's and B's gateways, then C added, rotated, removed; bench/meshchange.py) and `pmtu`
-(pmtudrill.py: all three gateways, a path-MTU black hole between A and B; bench/pathmtu.py)."""
+(pmtudrill.py: all three gateways, a path-MTU black hole between A and B; bench/pathmtu.py); `ha` (harun.py,
+hadrill.py: an HA site's failure modes; bench/hafailover.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from mesh.lab.report import Steps
 from mesh.lab.run import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
 from mesh.lab.traffic import Pinger, Stream
 
-KINDS = ("live", "pmtu")
+KINDS = ("live", "pmtu", "ha")
 
 
 @dataclass
@@ -39,6 +40,7 @@ class DrillReport:
     stream: dict[str, Any] = field(default_factory=dict)
     wireguard_go_pids: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # site -> before/after
     poll_seconds: float | None = None
+    summary: dict[str, Any] = field(default_factory=dict)  # ha: the outage median, the sampler's counts
     error: str | None = None
     ok: bool = False
     duration_s: float = 0.0
@@ -56,6 +58,7 @@ class DrillReport:
             "steps": steps,
             "stream": {k: v for k, v in self.stream.items() if k != "stalls"},
             "wireguard_go_pids": self.wireguard_go_pids,
+            **({"summary": self.summary} if self.summary else {}),
         }
 
 
@@ -64,6 +67,10 @@ def run_drill(cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOp
     (not `delivery: live`, fewer than three sites), LabEnvironmentError when the machine cannot run the lab."""
     if kind not in KINDS:
         raise LabError(f"no drill {kind!r}: {', '.join(KINDS)}")
+    if kind == "ha":
+        from mesh.lab.harun import run_ha_drill
+
+        return run_ha_drill(cfg, label)
     options = options or LabOptions()
     started = time.monotonic()
     plan = plan_lab(cfg, new_prefix())
@@ -167,6 +174,11 @@ def _path_cells(s: dict[str, Any]) -> str:
 
 
 def print_drill(report: DrillReport, console: Console) -> None:
+    if report.kind == "ha":
+        from mesh.lab.harun import print_ha
+
+        print_ha(report, console)
+        return
     table = Table(title=f"{report.kind} drill: {report.label}", title_justify="left")
     last = "converged s" if report.kind == "live" else "path MTU (A's agent)"
     for column in ("step", "pings lost A->B", "longest ping gap ms", "longest stall ms", last, ""):

@@ -94,6 +94,8 @@ class HaCloud:
         self.ids: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.latest: dict[str, dict[str, Any]] = {}
+        self.imds_pids: set[int] = set()  # the cloud's, not the instances': a drill's "kill the instance" spares them
+        self.artifacts: dict[tuple[str, str], GatewayArtifacts] = {}
         self._model: subprocess.Popen[str] | None = None
         for name, ha in self.sites.items():
             if ha.cloud != "aws":
@@ -110,16 +112,26 @@ class HaCloud:
         lab = self.lab
         self._start_model()
         for name, ha in self.sites.items():
-            site, ids, old = lab.plan.site(name), self.ids[name], lab.machines[name]
-            a = NamespaceGateway(lab.plan, site, ha_artifacts(self.cfg, lab.plan, old.artifacts, "a", ids), lab.state)
-            lab.machines[name] = a  # its NIC is attached already (build)
-            b_artifacts = ha_artifacts(self.cfg, lab.plan, old.artifacts, "b", ids)
-            standby = StandbyGateway(lab.plan, site, b_artifacts, lab.state, ha.gateway("b"))
-            standby.attach()
-            self.standbys[name] = standby
-            for letter, machine in self.machines(name).items():
+            ids, old = self.ids[name], lab.machines[name]
+            for letter in ("a", "b"):
+                self.artifacts[name, letter] = ha_artifacts(self.cfg, lab.plan, old.artifacts, letter, ids)
+                self.renew(name, letter)
                 self._start_imds(ha, letter)
-                machine.provision = self._provision
+            self.standbys[name].attach()  # a's NIC is attached already (build)
+
+    def renew(self, name: str, letter: str) -> NamespaceGateway:
+        """A new machine object for the gateway (a new instance in the same place: its NIC and IMDS stay), not
+        started yet."""
+        lab, site = self.lab, self.lab.plan.site(name)
+        machine: NamespaceGateway
+        if letter == "a":
+            machine = NamespaceGateway(lab.plan, site, self.artifacts[name, letter], lab.state)
+            lab.machines[name] = machine
+        else:
+            g = self.sites[name].gateway(letter)
+            machine = self.standbys[name] = StandbyGateway(lab.plan, site, self.artifacts[name, letter], lab.state, g)
+        machine.provision = self._provision
+        return machine
 
     def _start_model(self) -> None:
         region = {str(self.plane.configs[n]["source"]["region"]) for n in self.sites}
@@ -178,6 +190,7 @@ class HaCloud:
             proc = Node(g.netns).popen([sys.executable, "-m", "mesh.lab.imds", str(root)], stdout=log,
                                        env={"PYTHONPATH": REPO_ROOT})  # fmt: skip
         self.lab.state.track(proc.pid, g.netns, "IMDSv2 model")
+        self.imds_pids.add(proc.pid)
         deadline = time.monotonic() + START_TIMEOUT_S
         while "listening" not in (path.read_text() if path.exists() else ""):
             if time.monotonic() > deadline or proc.poll() is not None:
