@@ -14,80 +14,21 @@ their selfLink until status DONE.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
+# The REST client and the address move are the gateway agent's (stdlib, mesh.gateway.ha_gcp): one mechanism for
+# `pulumi up`'s gate and for an HA gateway's takeover.
+from mesh.gateway.ha_gcp import COMPUTE, ApiError, Compute, instance_path, move_address, resource_path
 from mesh.readygate import poll
 from mesh.readymark import GUEST_KEY, GUEST_NAMESPACE, READY_VALUE
 
-COMPUTE = "https://compute.googleapis.com/compute/v1/"
+__all__ = ["ApiError", "Compute", "instance_path", "is_ready", "main", "move_address", "resource_path", "wait_ready"]
 SCOPE = "https://www.googleapis.com/auth/compute"
 # Instance.status values after which a VM will not finish booting by itself.
 DEAD_STATUSES = ("STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED", "TERMINATED")
-NAT_NAME = "external-nat"  # the access config name gcloud and the console use
-OPERATION_TIMEOUT_S = 300.0
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-
-
-class Compute:
-    """Plain REST against the Compute Engine API with a bearer token (`token()` is asked on every call)."""
-
-    def __init__(self, token: Callable[[], str], base: str = COMPUTE, sleep: Callable[[float], None] = time.sleep):
-        self.token, self.base, self.sleep = token, base.rstrip("/") + "/", sleep
-
-    def url(self, path_or_link: str) -> str:
-        """A resource path (`projects/...`) or a selfLink (`https://www.googleapis.com/compute/v1/projects/...`)."""
-        path = path_or_link.split("/compute/v1/", 1)[1] if "://" in path_or_link else path_or_link
-        return self.base + path
-
-    def call(
-        self, method: str, path: str, query: dict[str, str] | None = None, body: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        url = self.url(path) + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        request = urllib.request.Request(
-            url,
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                answer: dict[str, Any] = json.loads(response.read() or b"{}")
-                return answer
-        except urllib.error.HTTPError as exc:
-            raise ApiError(exc.code, exc.read().decode(errors="replace")[:500]) from None
-
-    def run(self, method: str, path: str, query: dict[str, str], body: dict[str, Any] | None = None) -> None:
-        """Start a zonal operation and wait until it is DONE; RuntimeError when it failed."""
-        operation = self.call(method, path, query, body)
-        give_up = time.monotonic() + OPERATION_TIMEOUT_S
-        while operation.get("status") != "DONE":
-            if time.monotonic() > give_up:
-                raise TimeoutError(f"{path}: operation {operation.get('name')} not done in {OPERATION_TIMEOUT_S} s")
-            self.sleep(1.0)
-            operation = self.call("GET", operation["selfLink"])
-        if operation.get("error"):
-            raise RuntimeError(f"{path} failed: {json.dumps(operation['error'])[:500]}")
-
-
-def instance_path(project: str, zone: str, name: str) -> str:
-    return f"projects/{project}/zones/{zone}/instances/{name}"
-
-
-def resource_path(path_or_link: str) -> str:
-    """`projects/...` from a selfLink (`https://www.googleapis.com/compute/v1/projects/...`) or a path."""
-    return path_or_link.split("/compute/v1/", 1)[-1]
 
 
 def is_ready(api: Compute, instance: str) -> bool:
@@ -105,36 +46,6 @@ def is_ready(api: Compute, instance: str) -> bool:
     return any(
         (i.get("namespace"), i.get("key"), i.get("value")) == (GUEST_NAMESPACE, GUEST_KEY, READY_VALUE) for i in items
     )
-
-
-def _same(link: str, path: str) -> bool:
-    return link.split("/compute/v1/", 1)[-1] == path
-
-
-def move_address(api: Compute, instance: str, address: str) -> float:
-    """Give the static address to `instance`, taking it off whichever VM holds it. Returns the seconds between the
-    old holder losing it and the new VM having it (0 when there was no holder or nothing to do). Idempotent."""
-    ip = api.call("GET", address)["address"]
-    nic = api.call("GET", instance)["networkInterfaces"][0]
-    if any(c.get("natIP") == ip for c in nic.get("accessConfigs", [])):
-        return 0.0
-    # The new VM's ephemeral address first: it serves nothing yet, and a NIC takes one access config.
-    for config in nic.get("accessConfigs", []):
-        query = {"accessConfig": config["name"], "networkInterface": nic["name"]}
-        api.run("POST", f"{instance}/deleteAccessConfig", query)
-    released = None
-    for user in api.call("GET", address).get("users", []):
-        if _same(user, instance):
-            continue
-        for holder_nic in api.call("GET", user)["networkInterfaces"]:
-            for config in holder_nic.get("accessConfigs", []):
-                if config.get("natIP") == ip:
-                    released = time.monotonic()
-                    query = {"accessConfig": config["name"], "networkInterface": holder_nic["name"]}
-                    api.run("POST", f"{user.split('/compute/v1/', 1)[-1]}/deleteAccessConfig", query)
-    body = {"name": NAT_NAME, "type": "ONE_TO_ONE_NAT", "natIP": ip}
-    api.run("POST", f"{instance}/addAccessConfig", {"networkInterface": nic["name"]}, body)
-    return 0.0 if released is None else time.monotonic() - released
 
 
 def wait_ready(

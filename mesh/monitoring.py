@@ -34,6 +34,15 @@ AGENT_LOG = "journalctl -u wg-mesh-agent"
 # evaluation every 15 s, and 1m of consecutive "small passes, full fails" (a single lost ping is not a black hole).
 PATH_MTU_FOR = "1m"
 
+# HA sites (issue 11, docs/ha.md section 10): both gateways of a site export the per-peer series with the same `site`
+# (they differ in `instance`, the scrape target); only the active one has tunnels, so the per-peer alerts drop the
+# series of a gateway that says it is standby. A single gateway exports no wgmesh_ha_role: nothing is dropped.
+NOT_STANDBY = "unless on (site, instance) (wgmesh_ha_role == 0)"
+HA_NO_ACTIVE_FOR = "15s"
+HA_NO_STANDBY_FOR = "2m"
+HA_FLAP_WINDOW = "15m"
+HA_FLAP_CLAIMS = 2
+
 # Recorded series (also what the dashboard may use).
 EXPECTED_SITE = "site:wgmesh_expected"
 EXPECTED_PEER = "site_peer:wgmesh_expected"
@@ -67,8 +76,8 @@ def alerts() -> list[Alert]:
     return [
         Alert(
             "WgMeshHandshakeStale",
-            f"(time() - wgmesh_peer_latest_handshake_seconds > {HANDSHAKE_STALE_SECONDS})\n"
-            "and wgmesh_peer_latest_handshake_seconds > 0",
+            f"(\n  (time() - wgmesh_peer_latest_handshake_seconds > {HANDSHAKE_STALE_SECONDS})\n"
+            f"  and wgmesh_peer_latest_handshake_seconds > 0\n)\n{NOT_STANDBY}",
             "{{ $labels.site }}: last handshake with {{ $labels.peer_site }} {{ $value | humanizeDuration }} ago",
             "WireGuard rekeys every 2 minutes while a tunnel is alive, so a handshake older than "
             f"{HANDSHAKE_STALE_SECONDS} s means the tunnel to {{{{ $labels.peer_site }}}} is down. "
@@ -76,7 +85,7 @@ def alerts() -> list[Alert]:
         ),
         Alert(
             "WgMeshPeerUnreachable",
-            "wgmesh_peer_latest_handshake_seconds == 0",
+            f"wgmesh_peer_latest_handshake_seconds == 0\n{NOT_STANDBY}",
             "{{ $labels.site }} has never completed a handshake with {{ $labels.peer_site }}",
             "The endpoint of {{ $labels.peer_site }} does not answer: its UDP port is closed to "
             "{{ $labels.site }}, its public address changed, or the keys do not match. "
@@ -176,6 +185,44 @@ def alerts() -> list[Alert]:
             "wgmesh_path_mtu_bytes: what passes); for good, lower the mesh's `mtu`. "
             f"`{DOCTOR}` on {{{{ $labels.site }}}} names the size that passes.",
             for_=PATH_MTU_FOR,
+        ),
+        Alert(
+            "WgMeshHaNoActive",
+            "sum by (site) (wgmesh_ha_role) == 0",
+            "{{ $labels.site }}: neither gateway is active",
+            "Both gateways of the HA site {{ $labels.site }} report standby: nobody forwards the site's traffic. "
+            "Either both fail their health checks (wgmesh_ha_healthy; `curl http://GATEWAY:9181/healthz` says which "
+            "check) or the arbiter is unreachable (AWS: the DynamoDB lease table; GCP: the Compute API). "
+            f"`{AGENT_LOG}` on both gateways.",
+            for_=HA_NO_ACTIVE_FOR,
+        ),
+        Alert(
+            "WgMeshHaTwoActive",
+            "sum by (site) (wgmesh_ha_role) > 1",
+            "{{ $labels.site }}: both gateways say they are active",
+            "Must never happen: only the gateway holding the site's address carries traffic, and the other one "
+            "demotes itself when it sees that. A short overlap while one of them cannot reach the cloud API is "
+            f"possible; if it lasts, `{AGENT_LOG}` on both and compare with the address holder in the cloud console.",
+        ),
+        Alert(
+            "WgMeshHaNoHealthyStandby",
+            "group by (site) (wgmesh_ha_role)\nunless on (site)\n"
+            "  (wgmesh_ha_role == 0 and on (site, instance) wgmesh_ha_healthy == 1)",
+            "{{ $labels.site }} runs without a healthy standby gateway",
+            "The HA site {{ $labels.site }} has no standby that passes its health checks (stopped, unhealthy, or not "
+            "scraped): the next failure of the active gateway is an outage. Look at the standby's "
+            f"wgmesh_ha_healthy, `/healthz` and `{AGENT_LOG}`.",
+            severity="warning",
+            for_=HA_NO_STANDBY_FOR,
+        ),
+        Alert(
+            "WgMeshHaFlapping",
+            f"sum by (site) (increase(wgmesh_ha_failovers_total[{HA_FLAP_WINDOW}])) > {HA_FLAP_CLAIMS}",
+            "{{ $labels.site }}: the active gateway changed {{ $value | humanize }} times in 15 minutes",
+            "The gateways of {{ $labels.site }} keep handing over (wgmesh_ha_failovers_total by reason): a health "
+            "check that flaps, a gateway that keeps restarting, or an arbiter that is intermittently unreachable. "
+            f"`{AGENT_LOG}` on both gateways.",
+            severity="warning",
         ),
         Alert(
             "WgMeshMetricsStale",

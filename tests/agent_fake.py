@@ -101,11 +101,14 @@ class FakeHost:
         interface = sections[0][1]
         self.private_key = interface["PrivateKey"][0]
         self.listen_port = int(interface["ListenPort"][0])
+        # as wg syncconf: peers not in the file go; a field the file does not name keeps its running value
+        # (an endpoint cannot be unset, only the peer removed: `wg set wg0 peer K remove`)
+        old = self.peers
         self.peers = {
             p["PublicKey"][0]: (
                 [a.strip() for a in p["AllowedIPs"][0].split(",")],
-                int(p.get("PersistentKeepalive", ["0"])[0]),
-                p.get("Endpoint", ["(none)"])[0],
+                int(p.get("PersistentKeepalive", [str(old.get(p["PublicKey"][0], ([], 0, ""))[1])])[0]),
+                p.get("Endpoint", [old.get(p["PublicKey"][0], ([], 0, "(none)"))[2]])[0],
             )
             for name, p in sections[1:]
             if name == "Peer"
@@ -146,6 +149,9 @@ class FakeHost:
         if argv == ["wg", "syncconf", "wg0", "/dev/stdin"]:
             assert stdin is not None
             self._sync(stdin)
+            return Result(0, "", "")
+        if argv[:4] == ["wg", "set", "wg0", "peer"] and argv[5:] == ["remove"]:
+            self.peers.pop(argv[4], None)
             return Result(0, "", "")
         if argv[:5] == ["ip", "link", "set", "dev", "wg0"] and argv[5] == "mtu":
             self.mtu = int(argv[6])

@@ -21,7 +21,7 @@ import yaml
 
 from mesh import monitoring, wgmetrics
 from mesh.config import load_mesh
-from mesh.gateway import agent, pmtu
+from mesh.gateway import agent, ha_run, pmtu
 from mesh.stackfile import load, read_raw
 from mesh.topology import peer_names
 
@@ -76,7 +76,8 @@ def test_metric_names_extractor() -> None:
 
 def known_metrics() -> set[str]:
     recorded = {rule["record"] for stack in STACKS for rule in all_rules(stack) if "record" in rule}
-    return set(wgmetrics.METRICS) | set(agent.METRICS) | set(pmtu.METRICS) | recorded | PROMETHEUS_SERIES
+    exported = set(wgmetrics.METRICS) | set(agent.METRICS) | set(pmtu.METRICS) | set(ha_run.METRICS)
+    return exported | recorded | PROMETHEUS_SERIES
 
 
 def all_rules(stack: str) -> Iterator[dict[str, Any]]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +24,8 @@ from typing import Any
 
 from .apply import APPLY_REASON, KEY_REASON, Applier, ApplyError, Paths, Runner, atomic_write, hooks, read_text, redact
 from .apply import run_command as default_runner
-from .document import REASONS, DocumentError, decode
+from .document import REASONS, Document, DocumentError, decode
+from .ha import HaConfig, parse_ha
 from .pmtu import PathWatch, Settings
 from .sources import FetchError, Source, make_source
 from .wgconf import INTERFACE, InterfacePlan
@@ -50,6 +53,7 @@ class Config:
     poll_seconds: int = 10
     pmtu_seconds: int = PMTU_SECONDS  # path-MTU probes every this many seconds (mesh.gateway.pmtu); 0: none
     pmtu_heal: bool = True
+    ha: HaConfig | None = None  # an HA site's gateway (issue 11, mesh.gateway.ha); None: a single gateway, as ever
 
 
 def load_config(text: str) -> Config:
@@ -72,7 +76,8 @@ def load_config(text: str) -> Config:
         raise ValueError(f"pmtu_seconds: {pmtu!r} is not 0 (off) or 5..300")
     if not isinstance(heal, bool):
         raise ValueError(f"pmtu_heal: {heal!r} is not true or false")
-    return Config(site, source, interface, poll, pmtu, heal)
+    ha = parse_ha(raw["ha"]) if "ha" in raw else None
+    return Config(site, source, interface, poll, pmtu, heal, ha)
 
 
 @dataclass
@@ -134,6 +139,10 @@ class Agent:
         self.source = source
         self.paths = paths or Paths()
         self.applier = Applier(runner, self.paths, config.interface)
+        # an HA gateway starts standby (its first boot and every restart): the controller claims when it may
+        self.applier.role = "standby" if config.ha else "active"
+        self.apply_lock = threading.RLock()  # the document cycle and the HA controller's role changes
+        self.doc: Document | None = None
         self._log = log
         self.clock = clock
         self.status = Status()
@@ -201,7 +210,8 @@ class Agent:
         saved = self.state.get("hooks")
         applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
         try:
-            changes = self.applier.apply(doc, self.source.private_key, applied_hooks)
+            with self.apply_lock:
+                changes = self.applier.apply(doc, self.source.private_key, applied_hooks)
         except FetchError as exc:
             self.status.fetch_failures += 1
             self.status.last_success = 0
@@ -222,9 +232,40 @@ class Agent:
             self.last_problem = ""
         if changes:
             self.log(f"applied generation {doc.generation:012x} ({len(doc.plan.peers)} peers): {'; '.join(changes)}")
-        self.status.applied_generation, self.plan = doc.generation, doc.plan
+        self.status.applied_generation, self.plan, self.doc = doc.generation, doc.plan, doc
         self.status.last_success, self.status.last_apply, self.status.peers = 1, self.clock(), len(doc.plan.peers)
         return True
+
+    # -- what the HA controller (mesh.gateway.ha_run) uses ---------------------------------------------------
+
+    def applied(self) -> bool:
+        """Whether the last fetched document runs (a health check)."""
+        return self.doc is not None and self.status.last_success == 1
+
+    def set_role(self, role: str) -> None:
+        """wg0 to `role` now: the running document applied again in that role (ApplyError, FetchError raise)."""
+        with self.apply_lock:
+            self.applier.role = role
+            if self.doc is None:
+                return
+            saved = self.state.get("hooks")
+            applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
+            changes = self.applier.apply(self.doc, self.source.private_key, applied_hooks)
+        self.log(f"wg0 {role}: {'; '.join(changes) or 'no change'}")
+
+    def write_ha_metrics(self, text: str) -> None:
+        try:
+            atomic_write(self.paths.ha_metrics, text, 0o644)
+        except OSError as exc:
+            self.problem(f"cannot write {self.paths.ha_metrics}: {exc}")
+
+    def ha_controller(self) -> Any:
+        """The HA controller of agent.json's `ha` (None without one)."""
+        if self.config.ha is None:
+            return None
+        from .ha_run import Controller, cloud_factory
+
+        return Controller(self.config.site, self.config.ha, self, cloud_factory(self.config.site, self.config.ha))
 
     def once(self, timeout_s: float, sleep: Callable[[float], None] = time.sleep) -> int:
         give_up = time.monotonic() + timeout_s
@@ -235,10 +276,13 @@ class Agent:
             sleep(min(ONCE_RETRY_S, max(0.0, give_up - time.monotonic())))
         return 0
 
-    def forever(self, sleep: Callable[[float], None] = time.sleep) -> None:
-        """The daemon: fetch and apply in this thread, the path-MTU probes in their own (unless pmtu_seconds is 0)."""
+    def forever(self, sleep: Callable[[float], None] = time.sleep, controller: Any = None) -> None:
+        """The daemon: fetch and apply in this thread, the path-MTU probes in their own (unless pmtu_seconds is 0),
+        and an HA gateway's controller in its own (every 0.5 s, with /healthz)."""
         if self.config.pmtu_seconds:
             self.path_watch().start()
+        if controller is not None:
+            controller.start()
         fetched_once = False
         while True:
             started = time.monotonic()
@@ -269,7 +313,17 @@ def main(argv: Sequence[str] | None = None, runner: Runner = default_runner) -> 
     if args.once:
         return agent.once(args.timeout)
     agent.log(f"site {config.site}: watching the peer document ({config.source.get('kind')})")
-    agent.forever()
+    controller = agent.ha_controller()
+    if controller is not None:
+        agent.log(f"HA gateway {config.ha.gateway if config.ha else ''}: standby until it may claim")
+
+        def stop(signum: int, frame: object) -> None:
+            controller.shutdown()  # planned handover (docs/ha.md section 9): release, 503, standby wg0
+            raise SystemExit(0)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+    agent.forever(controller=controller)
     return 0
 
 

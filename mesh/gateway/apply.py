@@ -72,6 +72,7 @@ class Paths:
     state: str = "/var/lib/wg-mesh/agent-state.json"
     metrics: str = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"
     path_metrics: str = "/var/lib/prometheus/node-exporter/wg_mesh_path.prom"  # mesh.gateway.pmtu
+    ha_metrics: str = "/var/lib/prometheus/node-exporter/wg_mesh_ha.prom"  # mesh.gateway.ha_run
 
     @classmethod
     def under(cls, root: str) -> Paths:
@@ -80,7 +81,14 @@ class Paths:
         return cls(
             *(
                 os.path.join(root, p.lstrip("/"))
-                for p in (default.wg_conf, default.mapping, default.state, default.metrics, default.path_metrics)
+                for p in (
+                    default.wg_conf,
+                    default.mapping,
+                    default.state,
+                    default.metrics,
+                    default.path_metrics,
+                    default.ha_metrics,
+                )
             )
         )
 
@@ -163,6 +171,9 @@ class Applier:
         self.run = runner
         self.paths = paths
         self.interface = interface
+        # wgconf.ROLES: "standby" only on an HA site's gateway while the other one is active (mesh.gateway.ha_run
+        # sets it; the next apply renders and syncs it, level-triggered like everything else)
+        self.role = "active"
 
     def _must(self, argv: Sequence[str], stdin: str | None = None) -> Result:
         result = self.run(argv, stdin)
@@ -188,14 +199,27 @@ class Applier:
             raise ApplyError(KEY_REASON, "the private key from the store does not match the document's public key")
         return key
 
-    def _wg_drift(self, doc: Document) -> bool:
+    def _wg_drift(self, doc: Document) -> tuple[bool, list[str]]:
+        """Whether wg0 differs from the document in this role, and the peers that must be removed before the sync:
+        a standby's peers that still have an endpoint or a keepalive (`wg syncconf` leaves fields the file does not
+        name, and an endpoint cannot be unset: the peer is removed and re-added without one, its session gone)."""
         running = parse_dump(self._must(["wg", "show", self.interface, "dump"]).stdout)
-        wanted = {p.public_key: (frozenset(p.allowed_ips), p.persistent_keepalive, True) for p in doc.plan.peers}
-        return (
+        active = self.role == "active"
+        wanted = {
+            p.public_key: (frozenset(p.allowed_ips), p.persistent_keepalive if active else 0, active)
+            for p in doc.plan.peers
+        }
+        stale = (
+            []
+            if active
+            else sorted(k for k, (_, keepalive, endpoint) in running.peers.items() if keepalive or endpoint)
+        )
+        drift = (
             running.public_key != doc.public_key
             or running.listen_port != doc.plan.listen_port
             or running.peers != wanted
         )
+        return drift, stale
 
     def apply(
         self, doc: Document, fetch_key: Callable[[], str], applied_hooks: tuple[list[str], list[str]] | None = None
@@ -204,7 +228,7 @@ class Applier:
         PostUp/PostDown commands that run now (the state file's), else those of the wg0.conf on disk."""
         old_conf = read_text(self.paths.wg_conf)
         key = self.private_key(doc, old_conf, fetch_key)
-        conf = wg_quick_conf(doc.plan, key)
+        conf = wg_quick_conf(doc.plan, key, self.role)
         changes = []
         if conf != old_conf:
             atomic_write(self.paths.wg_conf, conf, 0o600)
@@ -224,7 +248,12 @@ class Applier:
         self, doc: Document, conf: str, conf_changed: bool, link: str, old_hooks: tuple[list[str], list[str]]
     ) -> list[str]:
         iface, changes = self.interface, []
-        if conf_changed or self._wg_drift(doc):
+        drift, stale = self._wg_drift(doc)
+        if conf_changed or drift:
+            for peer in stale:  # a public key is not a secret; it goes in argv as wg(8) takes it
+                self._must(["wg", "set", iface, "peer", peer, "remove"])
+            if stale:
+                changes.append(f"standby: {len(stale)} peers without endpoint")
             stripped = self._must(["wg-quick", "strip", self.paths.wg_conf]).stdout
             self._must(["wg", "syncconf", iface, "/dev/stdin"], stripped)
             changes.append("wg syncconf")

@@ -110,8 +110,15 @@ def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
     return rules
 
 
-def wg_quick_conf(plan: InterfacePlan, private_key: str) -> str:
-    """The wg-quick(8) configuration of one site."""
+ROLES = ("active", "standby")
+
+
+def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -> str:
+    """The wg-quick(8) configuration of one site. `role` (HA sites, docs/ha.md section 3): a `standby` gateway's
+    peers have no Endpoint and no PersistentKeepalive, so it never sends a handshake or keepalive and cannot make a
+    remote peer roam to it; `active` is the normal configuration (a single gateway is always active)."""
+    if role not in ROLES:
+        raise ValueError(f"role: {role!r} is not active or standby")
     rules = forwarding_rules(plan)
     lines = [
         f"# wg-mesh site {plan.site}: generated, do not edit (changes are overwritten by pulumi up)",
@@ -132,9 +139,9 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str) -> str:
             "[Peer]",
             f"PublicKey = {peer.public_key}",
             f"AllowedIPs = {', '.join(peer.allowed_ips)}",
-            f"Endpoint = {peer.endpoint}",
-            f"PersistentKeepalive = {peer.persistent_keepalive}",
         ]
+        if role == "active":
+            lines += [f"Endpoint = {peer.endpoint}", f"PersistentKeepalive = {peer.persistent_keepalive}"]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,328 @@
+"""The AWS side of HA (mesh.gateway.ha_aws, ha_run) against moto in server mode on 127.0.0.1 (a real AWS API
+emulator: DynamoDB conditional writes, EC2 addresses and route tables) and an IMDSv2 server on loopback following
+AWS's documented protocol (PUT /latest/api/token, then GETs with X-aws-ec2-metadata-token). Two gateways race for
+the lease; a takeover moves the Elastic IP and every route of the remote ranges; two controllers (the agent's real
+HA thread body, ticked by hand with a fake clock, with fake local checks) hand over when the active stops."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from mesh.gateway.ha import Lease, Settings, parse_ha
+from mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface
+from mesh.gateway.ha_run import Controller, remote_ranges
+from tests.agent_fake import base_plan
+
+REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@dataclass
+class Cloud:
+    """One site's resources in moto: the lease table, two ENIs, the Elastic IP, a route table with the ranges."""
+
+    ec2: Any
+    enis: dict[str, str]
+    allocation: str
+    tables: list[str]
+    ranges: list[str]
+    table: str
+
+    def adapter(self, me: str) -> AwsHa:
+        return AwsHa(REGION, self.table, SITE, me, self.allocation, self.tables, self.enis[me])
+
+    def eip_holder(self) -> str | None:
+        eni = self.ec2.describe_addresses(AllocationIds=[self.allocation])["Addresses"][0].get("NetworkInterfaceId")
+        return next((g for g, e in self.enis.items() if e == eni), None)
+
+    def route_targets(self) -> set[str | None]:
+        tables = self.ec2.describe_route_tables(RouteTableIds=self.tables)["RouteTables"]
+        by_eni = {e: g for g, e in self.enis.items()}
+        return {
+            by_eni.get(r.get("NetworkInterfaceId"))
+            for t in tables
+            for r in t["Routes"]
+            if r.get("DestinationCidrBlock") in self.ranges
+        }
+
+
+_count = iter(range(1000))
+
+
+@pytest.fixture
+def cloud(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Cloud:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    kwargs = {"region_name": REGION, "endpoint_url": moto_url}
+    ec2, dynamodb = boto3.client("ec2", **kwargs), boto3.client("dynamodb", **kwargs)
+    table = f"{TABLE}-{next(_count)}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "site", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "site", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    vpc = ec2.create_vpc(CidrBlock="10.10.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.10.{i}.0/24", AvailabilityZone=f"{REGION}{z}")["Subnet"]["SubnetId"]
+        for i, z in ((0, "a"), (1, "b"))
+    ]
+    enis = {
+        g: ec2.create_network_interface(SubnetId=s)["NetworkInterface"]["NetworkInterfaceId"]
+        for g, s in zip("ab", subnets, strict=True)
+    }
+    allocation = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    ranges = remote_ranges(base_plan())
+    tables = [ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"] for _ in range(2)]
+    for t in tables:
+        for cidr in ranges:  # as the program creates them: towards gateway a
+            ec2.create_route(RouteTableId=t, DestinationCidrBlock=cidr, NetworkInterfaceId=enis["a"])
+        ec2.create_route(RouteTableId=t, DestinationCidrBlock="0.0.0.0/0", NetworkInterfaceId=enis["b"])  # not ours
+    return Cloud(ec2, enis, allocation, tables, ranges, table)
+
+
+def test_remote_ranges_are_the_overlay_and_the_peers_cidrs() -> None:
+    plan = base_plan()
+    ranges = remote_ranges(plan)
+    assert ranges[0] == "10.99.0.0/24" or ranges[0].startswith("10.")
+    assert all(not r.endswith("/32") for r in ranges) and len(ranges) == len(set(ranges)) > 1
+
+
+def test_two_gateways_race_for_the_lease_and_exactly_one_wins(cloud: Cloud) -> None:
+    a, b = cloud.adapter("a"), cloud.adapter("b")
+    assert a.read_lease() is None
+    results: dict[str, Lease | None] = {}
+    barrier = threading.Barrier(2)
+
+    def claim(gw: AwsHa) -> None:
+        barrier.wait()
+        results[gw.me] = gw.claim(None)
+
+    threads = [threading.Thread(target=claim, args=(gw,)) for gw in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [g for g, lease in results.items() if lease is not None]
+    assert len(winners) == 1
+    winner, loser = (a, b) if winners == ["a"] else (b, a)
+    assert winner.read_lease() == Lease(winner.me, 1, 0)
+    assert winner.renew(1) and winner.renew(1)
+    assert not loser.renew(1)  # not its lease
+    seen = loser.read_lease()
+    assert seen == Lease(winner.me, 1, 2)
+    assert winner.renew(1)  # the holder renews between the loser's read and its claim: the CAS fails
+    assert loser.claim(seen) is None
+    assert loser.claim(loser.read_lease()) == Lease(loser.me, 2, 0)  # (an expired lease, in the machine's eyes)
+    assert not winner.renew(1) and not winner.release(1)
+    assert loser.release(2) and loser.read_lease() == Lease("none", 2, 0)
+
+
+def test_takeover_moves_the_elastic_ip_and_every_route(cloud: Cloud) -> None:
+    a, b = cloud.adapter("a"), cloud.adapter("b")
+    assert a.holder() == "none"
+    assert a.claim(None) is not None
+    assert a.reconcile(cloud.ranges, lambda: True) == [f"address {cloud.allocation}"]  # routes start on a
+    assert cloud.eip_holder() == "a" and cloud.route_targets() == {"a"}
+    assert a.reconcile(cloud.ranges, lambda: True) == []  # level-triggered: nothing to do, nothing written
+    assert a.holder() == "me" and b.holder() == "other"
+
+    assert b.reconcile(cloud.ranges, lambda: False) == []  # outside its write window: no write at all
+    assert cloud.eip_holder() == "a" and cloud.route_targets() == {"a"}
+
+    seen = b.read_lease()
+    assert b.claim(seen) is not None
+    changed = b.reconcile(cloud.ranges, lambda: True)
+    assert changed[0] == f"address {cloud.allocation}" and len(changed) == 1 + len(cloud.ranges) * len(cloud.tables)
+    assert cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}
+    assert a.holder() == "other" and not a.renew(1)
+    # the default route (not a remote range) was never touched
+    routes = cloud.ec2.describe_route_tables(RouteTableIds=cloud.tables)["RouteTables"][0]["Routes"]
+    assert {r["NetworkInterfaceId"] for r in routes if r.get("DestinationCidrBlock") == "0.0.0.0/0"} == {
+        cloud.enis["b"]
+    }
+
+
+def test_an_unreachable_api_is_not_a_lost_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard: nothing listens
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    gw = AwsHa(REGION, TABLE, SITE, "a", "eipalloc-1", ["rtb-1"], "eni-1")
+    for call in (gw.read_lease, lambda: gw.renew(1), gw.holder, lambda: gw.claim(None)):
+        with pytest.raises(Unreachable):
+            call()
+
+
+class Imds(BaseHTTPRequestHandler):
+    """IMDSv2 as documented: a session token from PUT /latest/api/token (TTL header required), then GETs that
+    carry it; a GET without it is refused (401), as on an instance with HttpTokens=required."""
+
+    TOKEN = "imds-token"
+    META: ClassVar[dict[str, str]] = {
+        "instance-id": "i-0abc",
+        "mac": "0e:00:00:00:00:01",
+        "network/interfaces/macs/0e:00:00:00:00:01/interface-id": "eni-0abc",
+    }
+
+    def do_PUT(self) -> None:
+        ok = self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+        self._answer(200 if ok else 400, self.TOKEN if ok else "")
+
+    def do_GET(self) -> None:
+        if self.headers.get("X-aws-ec2-metadata-token") != self.TOKEN:
+            self._answer(401, "")
+            return
+        value = self.META.get(self.path.removeprefix("/latest/meta-data/"))
+        self._answer(200 if value else 404, value or "")
+
+    def _answer(self, code: int, text: str) -> None:
+        body = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_own_interface_from_imdsv2(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Imds)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}/")
+        assert own_interface() == ("i-0abc", "eni-0abc")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# --- two controllers against moto -------------------------------------------------------------------------
+
+
+@dataclass
+class FakeGateway:
+    """The agent as the controller sees it, and the host commands its health checks run."""
+
+    tmp: Path
+    plan: Any = field(default_factory=base_plan)
+    roles: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    metrics: str = ""
+    wg_answers: bool = True
+
+    def set_role(self, role: str) -> None:
+        self.roles.append(role)
+
+    def applied(self) -> bool:
+        return True
+
+    def log(self, message: str) -> None:
+        self.logs.append(message)
+
+    def write_ha_metrics(self, text: str) -> None:
+        self.metrics = text
+
+    def run(self, argv: Sequence[str], timeout: float) -> tuple[int, str]:
+        if argv[:2] == ["ip", "-j"]:
+            return 0, '[{"ifname": "wg0", "flags": ["POINTOPOINT", "NOARP", "UP", "LOWER_UP"]}]'
+        if argv[:2] == ["wg", "show"]:
+            return (0, "k\tpub\t51820\toff\n") if self.wg_answers else (124, "")
+        return 0, ""  # ping
+
+
+def controllers(cloud: Cloud, tmp_path: Path) -> tuple[dict[str, Controller], dict[str, FakeGateway], list[float]]:
+    clock = [0.0]
+    forward = tmp_path / "ip_forward"
+    forward.write_text("1\n")
+    gws, ctls = {}, {}
+    for g in "ab":
+        config = parse_ha(
+            {"cloud": "aws", "gateway": g, "region": REGION, "lease_table": cloud.table,
+             "allocation_id": cloud.allocation, "route_table_ids": cloud.tables}
+        )  # fmt: skip
+        gws[g] = FakeGateway(tmp_path)
+        ctl = Controller(SITE, config, gws[g], lambda g=g: cloud.adapter(g), gws[g].run, lambda: clock[0], Settings())
+        ctl.checks.forward_path = str(forward)
+        ctls[g] = ctl
+    return ctls, gws, clock
+
+
+def run_for(ctls: dict[str, Controller], clock: list[float], seconds: float, alive: Sequence[str] = "ab") -> None:
+    end = clock[0] + seconds
+    while clock[0] < end:
+        for g in alive:
+            ctls[g].tick()
+            for ctl in ctls.values():  # the reconcile worker: wait for it, so the test sees its effect
+                ctl.reconciling.acquire()
+                ctl.reconciling.release()
+        clock[0] = round(clock[0] + 0.5, 3)
+
+
+def test_two_controllers_hand_over_when_the_active_stops(cloud: Cloud, tmp_path: Path) -> None:
+    ctls, gws, clock = controllers(cloud, tmp_path)
+    run_for(ctls, clock, 3)
+    assert (ctls["a"].machine.role, ctls["b"].machine.role) == ("active", "standby")
+    assert cloud.eip_holder() == "a" and cloud.route_targets() == {"a"}
+    assert gws["a"].roles == ["active"] and gws["b"].roles == []
+    assert ctls["a"].healthz() == (200, "active") and ctls["b"].healthz() == (503, "standby")
+    assert 'wgmesh_ha_role{site="aws-use1",gateway="a"} 1' in gws["a"].metrics
+    assert 'wgmesh_ha_failovers_total{site="aws-use1",gateway="a",reason="initial"} 1' in gws["a"].metrics
+    assert 'wgmesh_ha_role{site="aws-use1",gateway="b"} 0' in gws["b"].metrics
+
+    stopped = clock[0]
+    run_for(ctls, clock, 5, alive="b")  # a's process is gone (killed): its lease stops changing
+    claimed = [line for line in gws["b"].logs if "claimed the active role (lease_expired)" in line]
+    assert claimed and ctls["b"].machine.role == "active"
+    assert cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}
+    assert clock[0] - stopped <= 5
+
+    # a comes back (its process, same machine state: it still believes it is active) and is fenced
+    run_for(ctls, clock, 3)
+    assert ctls["a"].machine.role == "standby" and gws["a"].roles[-1] == "standby"
+    assert ctls["b"].machine.role == "active" and cloud.eip_holder() == "b"
+
+
+def test_hung_wireguard_releases_and_the_standby_claims_at_once(cloud: Cloud, tmp_path: Path) -> None:
+    ctls, gws, clock = controllers(cloud, tmp_path)
+    run_for(ctls, clock, 3)
+    gws["a"].wg_answers = False  # `wg show wg0 dump` times out (SIGSTOPped wireguard-go)
+    failed = clock[0]
+    run_for(ctls, clock, 2)
+    assert ctls["b"].machine.role == "active" and ctls["a"].machine.role == "standby"
+    assert ctls["a"].healthz() == (503, "unhealthy: wg hung (no answer in 1 s)")
+    assert cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}
+    assert any("claimed the active role (released)" in line for line in gws["b"].logs)
+    assert clock[0] - failed <= 2
+
+
+def test_shutdown_releases_for_a_planned_handover(cloud: Cloud, tmp_path: Path) -> None:
+    ctls, gws, clock = controllers(cloud, tmp_path)
+    run_for(ctls, clock, 3)
+    ctls["a"].shutdown()
+    assert ctls["a"].healthz()[0] == 503 and gws["a"].roles[-1] == "standby"
+    assert cloud.adapter("a").read_lease() == Lease("none", 1, cloud.adapter("a").read_lease().counter)  # type: ignore[union-attr]
+    run_for(ctls, clock, 1, alive="b")
+    assert ctls["b"].machine.role == "active" and cloud.eip_holder() == "b"

@@ -1,0 +1,438 @@
+"""The HA state machine (mesh.gateway.ha), pure: a fake clock, an in-test lease store with DynamoDB's conditional
+write semantics (compare-and-swap on one item), and an address that has at most one holder (as EC2's). Each
+scenario of docs/ha.md section 7 runs both gateways of a pair tick by tick and checks the invariant at every tick:
+never two gateways that the cloud lets carry traffic, and never a cloud write outside the write window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from mesh.gateway.ha import (
+    Claim,
+    Demote,
+    Health,
+    Lease,
+    Machine,
+    Promote,
+    Reconcile,
+    Release,
+    Renew,
+    Unreachable,
+    parse_ha,
+)
+
+OK = Health()
+BAD = Health(failed="wg0 down")
+
+
+@dataclass
+class Store:
+    """One lease item with DynamoDB's conditional-write semantics, and the Elastic IP's holder."""
+
+    item: Lease | None = None
+    address: str = "none"
+    writes: list[tuple[float, str, str]] = field(default_factory=list)  # (time, gateway, what)
+
+    def claim(self, me: str, seen: Lease | None) -> Lease | None:
+        if seen is None:
+            if self.item is not None:
+                return None
+            self.item = Lease(me, 1, 0)
+            return self.item
+        if self.item is None or (self.item.epoch, self.item.counter) != (seen.epoch, seen.counter):
+            return None
+        self.item = Lease(me, seen.epoch + 1, 0)
+        return self.item
+
+    def renew(self, me: str, epoch: int) -> bool:
+        if self.item is None or (self.item.holder, self.item.epoch) != (me, epoch):
+            return False
+        self.item = Lease(me, epoch, self.item.counter + 1)
+        return True
+
+    def release(self, me: str, epoch: int) -> bool:
+        if self.item is None or (self.item.holder, self.item.epoch) != (me, epoch):
+            return False
+        self.item = Lease("none", epoch, self.item.counter)
+        return True
+
+
+@dataclass
+class Gateway:
+    """One gateway: its machine, whether its process runs, whether it reaches the arbiter, its local health."""
+
+    machine: Machine
+    alive: bool = True
+    reaches_store: bool = True
+    health: Health = OK
+    wg_role: str = "standby"
+
+    @property
+    def me(self) -> str:
+        return self.machine.me
+
+
+class Pair:
+    def __init__(self) -> None:
+        self.store = Store()
+        self.gws = {g: Gateway(Machine(g)) for g in ("a", "b")}
+        self.now = 0.0
+        self.log: list[tuple[float, str, str]] = []
+
+    def holder_for(self, gw: Gateway) -> str | None:
+        if not gw.reaches_store:
+            return None
+        return "none" if self.store.address == "none" else ("me" if self.store.address == gw.me else "other")
+
+    def run(self, action: object, gw: Gateway) -> list[object]:
+        m, now = gw.machine, self.now
+        if isinstance(action, Claim):
+            won = self.store.claim(gw.me, action.seen) if gw.reaches_store else None
+            outcome = None if not gw.reaches_store else won is not None
+            self.log.append((now, gw.me, f"claim {action.reason} {outcome}"))
+            return list(m.done(now, action, outcome, won))
+        if isinstance(action, Renew):
+            ok = self.store.renew(gw.me, action.epoch) if gw.reaches_store else None
+            return list(m.done(now, action, ok))
+        if isinstance(action, Release):
+            if gw.reaches_store:
+                self.store.release(gw.me, action.epoch)
+            self.log.append((now, gw.me, f"release {action.why}"))
+            return []
+        if isinstance(action, Reconcile):
+            assert m.may_write(now), f"{gw.me}: a cloud write outside the write window at {now}"
+            if gw.reaches_store:
+                self.store.address = gw.me
+                self.store.writes.append((now, gw.me, "associate"))
+            return []
+        if isinstance(action, Promote):
+            gw.wg_role = "active"
+        elif isinstance(action, Demote):
+            gw.wg_role = "standby"
+            self.log.append((now, gw.me, f"demote {action.why}"))
+        return []
+
+    def step(self) -> None:
+        for gw in self.gws.values():
+            if not gw.alive:
+                continue
+            m = gw.machine
+            view: Lease | Unreachable | None = Unreachable("timeout") if not gw.reaches_store else self.store.item
+            queue = list(m.tick(self.now, gw.health, view, self.holder_for(gw)))
+            while queue:
+                queue += self.run(queue.pop(0), gw)
+        self.check()
+        self.now = round(self.now + 0.5, 3)
+
+    def check(self) -> None:
+        """Never two active that the cloud lets carry traffic: an active role whose lease is current."""
+        serving = [
+            g.me
+            for g in self.gws.values()
+            if g.alive and g.machine.role == "active" and self.store.item and self.store.item.holder == g.me
+        ]
+        assert len(serving) <= 1, f"two active at {self.now}: {serving}"
+
+    def until(self, seconds: float) -> None:
+        end = self.now + seconds
+        while self.now < end:
+            self.step()
+
+    def active(self) -> list[str]:
+        return [g.me for g in self.gws.values() if g.alive and g.machine.role == "active"]
+
+
+def started() -> Pair:
+    pair = Pair()
+    pair.until(3)
+    assert pair.active() == ["a"] and pair.store.address == "a" and pair.store.item is not None
+    assert pair.gws["a"].machine.claims["initial"] == 1
+    return pair
+
+
+def test_first_start_one_gateway_claims_and_the_other_stays_standby() -> None:
+    pair = started()
+    pair.until(30)
+    assert pair.active() == ["a"]
+    assert pair.store.item is not None and pair.store.item.counter >= 25  # renewed every second
+    assert pair.gws["b"].wg_role == "standby" and pair.gws["a"].wg_role == "active"
+
+
+def test_standby_killed_changes_nothing() -> None:
+    pair = started()
+    pair.gws["b"].alive = False
+    pair.until(20)
+    assert pair.active() == ["a"] and pair.store.address == "a"
+    assert [w for w in pair.store.writes if w[1] == "b"] == []
+
+
+def test_active_dies_standby_claims_after_the_lease_is_unchanged_for_3_s() -> None:
+    pair = started()
+    pair.until(5)
+    died = pair.now
+    pair.gws["a"].alive = False
+    pair.until(6)
+    claim = next(t for t, g, what in pair.log if g == "b" and what.startswith("claim lease_expired True"))
+    # 3 s unchanged on b's clock from a's last renewal (up to 1 s before it died), plus b's 0.5 s poll
+    assert 2.0 <= claim - died <= 3.5
+    assert pair.active() == ["b"] and pair.store.address == "b"
+    assert pair.gws["b"].machine.claims["lease_expired"] == 1
+
+
+def test_active_releases_after_two_failed_local_samples_and_the_standby_claims_at_once() -> None:
+    pair = started()
+    pair.gws["a"].health = BAD
+    failed = pair.now
+    pair.until(3)
+    release = next(t for t, g, what in pair.log if g == "a" and what.startswith("release"))
+    claim = next(t for t, g, what in pair.log if g == "b" and what.startswith("claim released True"))
+    assert release - failed == 0.5  # the second bad sample
+    assert claim - release <= 0.5  # b's next poll: no 3 s wait for a planned handover
+    assert pair.active() == ["b"] and pair.store.address == "b"
+
+
+def test_a_single_bad_sample_does_not_release() -> None:
+    pair = started()
+    pair.gws["a"].health = BAD
+    pair.step()
+    pair.gws["a"].health = OK
+    pair.until(10)
+    assert pair.active() == ["a"]
+
+
+def test_partition_between_the_pair_changes_nothing() -> None:
+    """Both alive, both reach the arbiter but not each other: the lease decides; the standby sees it renewed."""
+    pair = started()
+    pair.until(60)  # the machines never talk to each other: a partition between them is invisible to the lease
+    assert pair.active() == ["a"]
+    assert [w for w in pair.store.writes if w[1] == "b"] == []
+
+
+def test_active_cut_off_from_the_arbiter_stops_writing_and_demotes_when_it_sees_the_new_holder() -> None:
+    """The active loses the arbiter and the cloud API (unreachable, not lost): it keeps its role, writes nothing
+    after its write window, the standby claims after 3 s; when the active sees the other holder twice, it demotes."""
+    pair = started()
+    a = pair.gws["a"]
+    a.reaches_store = False
+    cut = pair.now
+    pair.until(5)
+    assert a.machine.role == "active"  # unreachable != lost
+    assert not a.machine.may_write(pair.now)
+    assert [w for w in pair.store.writes if w[1] == "a" and w[0] > cut] == []
+    assert pair.store.address == "b"
+    a.reaches_store = True
+    pair.until(2)
+    assert pair.active() == ["b"] and a.wg_role == "standby"
+    demotions = [what for _, g, what in pair.log if g == "a" and what.startswith("demote")]
+    assert demotions and ("another gateway holds the address" in demotions[0] or "renewal refused" in demotions[0])
+
+
+def test_recovering_old_active_stays_standby() -> None:
+    pair = started()
+    pair.gws["a"].alive = False
+    pair.until(6)
+    assert pair.active() == ["b"]
+    # a comes back as a fresh process (a reboot): a new machine, standby; the lease is b's and renewed
+    pair.gws["a"] = Gateway(Machine("a"))
+    pair.until(60)
+    assert pair.active() == ["b"] and pair.store.address == "b"
+    assert pair.gws["a"].machine.claims == dict.fromkeys(pair.gws["a"].machine.claims, 0)
+
+
+def test_hung_old_active_resumes_and_is_fenced() -> None:
+    """SIGSTOP of the agent itself: its machine resumes 'active' with a stale epoch; its first renewal is refused and
+    it demotes; its Reconcile is not issued because its last renewal is older than the write window."""
+    pair = started()
+    a = pair.gws["a"]
+    a.alive = False
+    pair.until(6)
+    assert pair.active() == ["b"]
+    a.alive = True
+    actions = a.machine.tick(pair.now, OK, pair.store.item, "other")
+    assert not any(isinstance(x, Reconcile) for x in actions)
+    queue = list(actions)
+    while queue:
+        queue += pair.run(queue.pop(0), a)
+    assert a.machine.role == "standby" and a.wg_role == "standby"
+    pair.until(10)
+    assert pair.active() == ["b"]
+
+
+def test_arbiter_unreachable_for_the_standby_means_no_claim() -> None:
+    pair = started()
+    b = pair.gws["b"]
+    b.reaches_store = False
+    pair.gws["a"].alive = False
+    pair.until(10)
+    assert pair.active() == []  # a double fault: nothing moves (docs/ha.md section 7)
+    assert b.machine.claims["lease_expired"] == 0
+    b.reaches_store = True
+    pair.until(2)
+    assert pair.active() == ["b"]  # unchanged since it was first seen, long ago: claims at once
+
+
+def test_unhealthy_standby_never_claims() -> None:
+    pair = started()
+    pair.gws["b"].health = BAD
+    pair.gws["a"].alive = False
+    pair.until(20)
+    assert pair.active() == []
+    pair.gws["b"].health = OK
+    pair.until(1.5)
+    assert pair.active() == ["b"]
+
+
+def test_both_read_before_either_writes_exactly_one_wins_the_race() -> None:
+    """Both see no item (first start) or the same expired lease, both claim: the conditional write lets one win."""
+    for seen in (None, Lease("none", 4, 17)):
+        pair = Pair()
+        pair.store.item = seen
+        pair.until(0.5)  # one good sample each: not claimable yet
+        claims = {g: gw.machine.tick(pair.now, OK, seen, "none") for g, gw in pair.gws.items()}
+        assert all(isinstance(c[0], Claim) for c in claims.values())
+        for g, actions in claims.items():
+            queue = list(actions)
+            while queue:
+                queue += pair.run(queue.pop(0), pair.gws[g])
+        assert len(pair.active()) == 1
+        assert [what for _, g, what in pair.log if what.startswith("claim")].count("claim initial False") + [
+            what for _, g, what in pair.log if what.startswith("claim")
+        ].count("claim released False") == 1
+        pair.until(10)
+        assert len(pair.active()) == 1
+
+
+def test_tunnel_failure_releases_after_10_s_but_not_within_the_hold_down_and_once_per_5_min() -> None:
+    pair = started()
+    a, b = pair.gws["a"], pair.gws["b"]
+    a.health = Health(tunnel_ok=False)
+    pair.until(12)
+    assert pair.active() == ["a"]  # claimed < 30 s ago: hold-down
+    pair.until(20)
+    assert pair.active() == ["b"]  # held 30 s, tunnel bad for >= 10 s: handed over
+    a.health = OK
+    b.health = Health(tunnel_ok=False)
+    pair.until(45)
+    assert pair.active() == ["a"]  # b held 30 s with a bad tunnel: back to a (one handover by b)
+    a.health = Health(tunnel_ok=False)
+    pair.until(60)
+    assert pair.active() == ["a"]  # a already handed over for the tunnel within 5 min: it keeps the role
+
+
+def test_released_gateway_waits_before_reclaiming() -> None:
+    pair = started()
+    pair.gws["b"].alive = False
+    a = pair.gws["a"]
+    a.health = BAD
+    pair.until(1)
+    assert pair.active() == []
+    a.health = OK
+    pair.until(1.5)
+    assert pair.active() == []  # backoff: its partner gets the first chance
+    pair.until(2)
+    assert pair.active() == ["a"]
+
+
+def test_restarted_active_adopts_its_own_lease_without_waiting() -> None:
+    pair = started()
+    pair.gws["a"] = Gateway(Machine("a"))  # agent restart (Restart=always) while the lease names it
+    pair.until(1.5)
+    assert pair.active() == ["a"]
+
+
+def test_gcp_standby_claims_when_google_reports_the_active_unhealthy() -> None:
+    m = Machine("b", arbiter="health")
+    assert m.tick(0.0, OK, holder="other", other_health="HEALTHY") == []
+    assert m.tick(0.5, OK, holder="other", other_health="HEALTHY") == []
+    assert m.tick(1.0, OK, holder="other", other_health="UNHEALTHY") == [Claim(None, "unhealthy")]
+    assert m.done(1.5, Claim(None, "unhealthy"), True) == [Promote(), Reconcile()]
+    assert m.role == "active" and m.may_write(100.0)
+    # a partition between the pair: Google still sees the other healthy, nothing happens
+    n = Machine("a", arbiter="health")
+    for t in range(20):
+        assert n.tick(t / 2, OK, holder="other", other_health="HEALTHY") == []
+
+
+def test_gcp_first_start_b_waits_for_a() -> None:
+    b = Machine("b", arbiter="health")
+    assert [b.tick(t / 2, OK, holder="none") for t in range(10)] == [[]] * 10
+    assert b.tick(5.0, OK, holder="none") == [Claim(None, "initial")]
+    a = Machine("a", arbiter="health")
+    a.tick(0.0, OK, holder="none")
+    assert a.tick(0.5, OK, holder="none") == [Claim(None, "initial")]
+
+
+def test_gcp_active_unhealthy_demotes_without_a_lease_write() -> None:
+    m = Machine("a", arbiter="health")
+    m.tick(0.0, OK, holder="none")
+    m.done(0.5, Claim(None, "initial"), True)
+    assert m.tick(1.0, BAD, holder="me") == []
+    assert m.tick(1.5, BAD, holder="me") == [Demote("released: local check failed 2 times: wg0 down")]
+
+
+AWS = {
+    "cloud": "aws",
+    "gateway": "a",
+    "health_port": 9181,
+    "region": "us-east-1",
+    "lease_table": "wg-mesh-ha",
+    "allocation_id": "eipalloc-0123",
+    "route_table_ids": ["rtb-1", "rtb-2"],
+}
+GCP = {
+    "cloud": "gcp",
+    "gateway": "b",
+    "project": "proj",
+    "region": "europe-west3",
+    "address": "gw-ip",
+    "address_ip": "203.0.113.7",
+    "backend_service": "gw-bs",
+    "groups": {"a": {"zone": "europe-west3-a", "name": "ga"}, "b": {"zone": "europe-west3-b", "name": "gb"}},
+}
+
+
+def test_parse_ha_reads_both_clouds() -> None:
+    aws = parse_ha(AWS)
+    assert (aws.cloud, aws.gateway, aws.other, aws.route_table_ids) == ("aws", "a", "b", ("rtb-1", "rtb-2"))
+    gcp = parse_ha(GCP)
+    assert gcp.health_port == 9181 and gcp.group("a") == ("europe-west3-a", "ga") and gcp.other == "a"
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ([], "ha"),
+        ({**AWS, "cloud": "azure"}, "ha.cloud"),
+        ({**AWS, "gateway": "c"}, "ha.gateway"),
+        ({**AWS, "health_port": 0}, "ha.health_port"),
+        ({**AWS, "health_port": True}, "ha.health_port"),
+        ({**AWS, "route_table_ids": "rtb-1"}, "ha.route_table_ids"),
+        ({**AWS, "allocation_id": "eip-1"}, "ha.allocation_id"),
+        ({**AWS, "lease_table": ""}, "ha.lease_table"),
+        ({k: v for k, v in AWS.items() if k != "region"}, "ha.region"),
+        ({**GCP, "groups": {"a": {"zone": "z", "name": "n"}}}, "ha.groups"),
+        ({**GCP, "groups": {**GCP["groups"], "b": {"zone": "z"}}}, "ha.groups.b.name"),
+        ({**GCP, "address_ip": 7}, "ha.address_ip"),
+    ],
+)
+def test_parse_ha_names_the_bad_field(raw: object, field: str) -> None:
+    with pytest.raises(ValueError, match=rf"^{field.replace('.', '[.]')}:"):
+        parse_ha(raw)
+
+
+def test_the_programs_ha_objects_parse() -> None:
+    """The contract with the program (mesh.ha.aws_ha / gcp_ha write agent.json's `ha`): what it writes, we read."""
+    from mesh import ha as program
+
+    aws = parse_ha(program.aws_ha("b", "us-east-1", "wg-mesh-x-lease", "eipalloc-1", ["rtb-1"]))
+    assert (aws.gateway, aws.health_port, aws.lease_table, aws.route_table_ids) == (
+        "b",
+        9181,
+        "wg-mesh-x-lease",
+        ("rtb-1",),
+    )
+    groups = {"a": {"zone": "europe-west3-a", "name": "ga"}, "b": {"zone": "europe-west3-b", "name": "gb"}}
+    gcp = parse_ha(program.gcp_ha("a", "proj", "europe-west3", "gw-ip", "203.0.113.7", "bs", groups))
+    assert gcp.group("b") == ("europe-west3-b", "gb") and gcp.backend_service == "bs"
