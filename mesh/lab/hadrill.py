@@ -211,10 +211,12 @@ class HaDrill:
         end = time.time()
         moves = [e for e in self.cloud.events if e.get("site") == self.site and start <= e.get("t", 0) <= end]
         eip_moved = next((round(e["t"] - start, 2) for e in moves if e.get("holder") not in (None, before)), None)
+        routes_moved = next((round(e["t"] - start, 2) for e in moves
+                             if set(e.get("routes", {}).values()) - {None, before}), None)  # fmt: skip
         self.steps.append(
             {"step": name, "fault_on": target, "active_before": before, "start": start, "end": end,
              "active_after": self.active(), "eip_holder_after": self.cloud.holder(self.site),
-             "eip_moved_s": eip_moved, **extra}
+             "eip_moved_s": eip_moved, "routes_moved_s": routes_moved, **extra}
         )  # fmt: skip
 
     def run(self) -> None:
@@ -282,6 +284,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
         window = pinger.window(s["start"], s["end"])
         s["pings_lost"], s["outage_ms"] = window["lost"], window["longest_gap_ms"]
         s["longest_stall_ms"] = stream.longest_stall_ms(s["start"], s["end"])
+        s["two_active_samples"] = sum(1 for v in sampler.violations if s["start"] <= v["t"] <= s["end"])
         other = {"a": "b", "b": "a"}.get(s["active_before"])
         if s["expect_failover"]:
             s["ok"] = s["active_after"] == other and s["eip_holder_after"] == other

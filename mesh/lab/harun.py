@@ -5,7 +5,10 @@ report (drillrun.DrillReport, kind "ha") whose JSON docs/benchmarks.md's table i
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -126,6 +129,10 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, delay_s: float = 0.0) -> DrillR
                 stream.stop()
             for cloud in clouds:
                 cloud.stop()
+            if not report.ok and state.log_dir.is_dir():  # the agents' and the cloud model's logs, for the why
+                kept = Path(tempfile.mkdtemp(prefix=f"wg-mesh-ha-drill-{plan.prefix}-"))
+                shutil.copytree(state.log_dir, kept, dirs_exist_ok=True)
+                report.summary["logs"] = str(kept)
             cleanup()
     if cleanup.problems:
         report.error = (report.error + "; " if report.error else "") + "teardown: " + "; ".join(cleanup.problems)
@@ -140,22 +147,24 @@ def _v(value: Any, unit: str = "") -> str:
 
 def print_ha(report: DrillReport, console: Console) -> None:
     table = Table(title=f"ha drill: {report.label}", title_justify="left")
-    for column in ("step", "fault on", "active", "EIP moved", "outage ms", "pings lost", "stall ms", "replaced", ""):
+    for column in ("step", "fault on", "active", "EIP/routes moved s", "outage ms", "lost", "stall ms", "2 active", ""):
         table.add_column(column)
     for s in report.steps:
         table.add_row(
-            s["step"], s["fault_on"], f"{s['active_before']} -> {_v(s['active_after'])}", _v(s["eip_moved_s"], " s"),
-            _v(s.get("outage_ms")), _v(s.get("pings_lost")), _v(s.get("longest_stall_ms")),
-            _v(s.get("replaced_in_s"), " s"), "ok" if s.get("ok") else "FAIL",
+            s["step"], s["fault_on"], f"{s['active_before']} -> {_v(s['active_after'])}",
+            f"{_v(s['eip_moved_s'])} / {_v(s.get('routes_moved_s'))}", _v(s.get("outage_ms")), _v(s.get("pings_lost")),
+            _v(s.get("longest_stall_ms")), _v(s.get("two_active_samples")), "ok" if s.get("ok") else "FAIL",
         )  # fmt: skip
     console.print(table)
     summary = report.summary
-    if summary:
+    if "outage_median_ms" in summary:
         met = "met" if summary["outage_target_met"] else "NOT met"
         console.print(f"outage median {_v(summary['outage_median_ms'])} ms (target <= 5000 ms: {met}); "
                       f"{summary['two_active_samples']} of {summary['samples']} samples with two actives")  # fmt: skip
         for note in summary.get("notes", []):
             console.print(f"note: {note}")
+    if report.summary.get("logs"):
+        console.print(f"logs of the failed drill: {report.summary['logs']}")
     if report.stream:
         console.print(f"stream: {report.stream.get('bytes', 0) / 2**20:.0f} MiB, sha256 "
                       f"{'match' if report.stream.get('verified') else 'MISMATCH'}")  # fmt: skip
