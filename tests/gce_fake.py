@@ -1,4 +1,4 @@
-"""A small Compute Engine API and GCE metadata server on 127.0.0.1, for the GCP readiness gate's tests.
+"""A small Compute Engine API and GCE metadata server on 127.0.0.1, for the GCP readiness gate's and HA agent's tests.
 
 No Compute Engine emulator exists (not on PyPI, not from Google), so this follows the documented REST protocol of
 the few calls the gate makes (https://cloud.google.com/compute/docs/reference/rest/v1/instances: get,
@@ -6,6 +6,19 @@ getGuestAttributes, addAccessConfig, deleteAccessConfig; addresses.get; zoneOper
 and the guest side's guest-attributes PUT (https://cloud.google.com/compute/docs/metadata/manage-guest-attributes).
 It enforces what makes the order matter on GCP: an external address is on one VM at a time, a network interface
 takes one access config, and guest attributes need `enable-guest-attributes: TRUE`.
+
+For HA (issue 11, mesh.gateway.ha_gcp) it also models, each rule from Google's reference:
+- VMs in several zones of the region (`Vm.zone`; instances and zoneOperations are zonal resources:
+  https://cloud.google.com/compute/docs/reference/rest/v1/instances, .../zoneOperations);
+- `regionBackendServices.getHealth` (POST .../regions/R/backendServices/BS/getHealth, body {"group": URL of an
+  instance group}; answer {"healthStatus": [{"instance": URL, "healthState": "HEALTHY"|"UNHEALTHY"}]}:
+  https://cloud.google.com/compute/docs/reference/rest/v1/regionBackendServices/getHealth). Groups map to their
+  member VMs (`Cloud.groups`); the state is `Cloud.health` (set by the test, or by a prober model such as the lab's:
+  Google's probers decide it, the API only reports it); a group of no VM (or of an unknown one) is a 404;
+- the metadata server's instance/name, instance/zone (`projects/NUMBER/zones/ZONE`) and
+  instance/service-accounts/default/token ({"access_token", "expires_in", "token_type"}), only with
+  `Metadata-Flavor: Google` (https://cloud.google.com/compute/docs/metadata/querying-metadata), answered for
+  `Cloud.metadata_of` or the VM a server was started for (`serve(cloud, metadata_of=NAME)`).
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ class Vm:
     status: str = "RUNNING"
     guest_attributes_enabled: bool = True
     attributes: dict[str, str] = field(default_factory=dict)  # "namespace/key" -> value
+    zone: str = ""  # "": the cloud's zone
 
 
 @dataclass
@@ -42,6 +56,9 @@ class Cloud:
     lock: threading.Lock = field(default_factory=threading.Lock)
     project: str = PROJECT
     zone: str = ZONE
+    groups: dict[str, list[str]] = field(default_factory=dict)  # instance group name -> member VM names
+    health: dict[str, str] = field(default_factory=dict)  # VM name -> HEALTHY / UNHEALTHY (the probers' verdict)
+    calls: list[str] = field(default_factory=list)  # "METHOD path" of every Compute API call, in order
 
     def holder(self, ip: str) -> Vm | None:
         return next((vm for vm in self.vms.values() if vm.nat_ip == ip), None)
@@ -53,13 +70,14 @@ def _instance_json(vm: Vm, cloud: Cloud) -> dict[str, Any]:
         "kind": "compute#instance",
         "name": vm.name,
         "status": vm.status,
-        "selfLink": f"{LINK}projects/{cloud.project}/zones/{cloud.zone}/instances/{vm.name}",
+        "selfLink": f"{LINK}projects/{cloud.project}/zones/{vm.zone or cloud.zone}/instances/{vm.name}",
         "networkInterfaces": [{"name": "nic0", "accessConfigs": configs}],
     }
 
 
 class Handler(BaseHTTPRequestHandler):
     cloud: Cloud
+    metadata_vm: str = ""  # the VM this server's metadata answers for (default: cloud.metadata_of)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -75,7 +93,7 @@ class Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._send(status, {"error": {"code": status, "message": message}})
 
-    def _operation(self, kind: str, target: str, problem: str | None) -> None:
+    def _operation(self, kind: str, target: str, problem: str | None, zone: str = "") -> None:
         name = f"operation-{len(self.cloud.operations)}"
         op: dict[str, Any] = {
             "kind": "compute#operation",
@@ -83,7 +101,7 @@ class Handler(BaseHTTPRequestHandler):
             "operationType": kind,
             "targetLink": target,
             "status": "RUNNING",
-            "selfLink": f"{LINK}projects/{self.cloud.project}/zones/{self.cloud.zone}/operations/{name}",
+            "selfLink": f"{LINK}projects/{self.cloud.project}/zones/{zone or self.cloud.zone}/operations/{name}",
             "reads": 0,
         }
         if problem:
@@ -110,15 +128,35 @@ class Handler(BaseHTTPRequestHandler):
             return False
         return True
 
+    def _metadata(self, path: str) -> None:
+        if self.headers.get("Metadata-Flavor") != "Google":
+            return self._error(403, "Metadata-Flavor: Google required")
+        vm = self.cloud.vms[self.metadata_vm or self.cloud.metadata_of]
+        answers = {
+            "instance/name": vm.name,
+            "instance/zone": f"projects/123456789/zones/{vm.zone or self.cloud.zone}",
+            "instance/service-accounts/default/token": json.dumps(
+                {"access_token": TOKEN, "expires_in": 3599, "token_type": "Bearer"}
+            ),
+        }
+        if path not in answers:
+            return self._error(404, "not found")
+        return self._send(200, answers[path])
+
     def do_GET(self) -> None:
+        if self.path.startswith("/computeMetadata/v1/"):
+            return self._metadata(urllib.parse.urlsplit(self.path).path.removeprefix("/computeMetadata/v1/"))
         if not self._authorized():
             return
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
         parts = url.path.removeprefix("/compute/v1/").split("/")
+        self.cloud.calls.append(f"GET {'/'.join(parts)}")
         with self.cloud.lock:
-            if parts[:4] == ["projects", self.cloud.project, "zones", self.cloud.zone] and parts[4] == "instances":
+            if parts[:3] == ["projects", self.cloud.project, "zones"] and parts[4] == "instances":
                 vm = self.cloud.vms.get(parts[5])
+                if vm is not None and (vm.zone or self.cloud.zone) != parts[3]:
+                    vm = None
                 if vm is None:
                     return self._error(404, f"The resource '{parts[5]}' was not found")
                 if parts[6:] == ["getGuestAttributes"]:
@@ -149,6 +187,9 @@ class Handler(BaseHTTPRequestHandler):
         query = dict(urllib.parse.parse_qsl(url.query))
         parts = url.path.removeprefix("/compute/v1/").split("/")
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        self.cloud.calls.append(f"POST {'/'.join(parts)}")
+        if parts[2:3] == ["regions"] and parts[4] == "backendServices" and parts[6:] == ["getHealth"]:
+            return self._health(str(body.get("group", "")))
         with self.cloud.lock:
             vm, verb = self.cloud.vms[parts[5]], parts[6]
             problem = None
@@ -173,11 +214,26 @@ class Handler(BaseHTTPRequestHandler):
                     self.cloud.events.append(f"{vm.name} +{vm.nat_ip}")
             else:
                 return self._error(404, "not found")
-            self._operation(verb, _instance_json(vm, self.cloud)["selfLink"], problem)
+            self._operation(verb, _instance_json(vm, self.cloud)["selfLink"], problem, vm.zone or self.cloud.zone)
+
+    def _health(self, group: str) -> None:
+        name = group.rsplit("/instanceGroups/", 1)[-1] if "/instanceGroups/" in group else ""
+        with self.cloud.lock:
+            members = [self.cloud.vms[m] for m in self.cloud.groups.get(name, []) if m in self.cloud.vms]
+            if not members:
+                return self._error(404, f"The resource '{group}' was not found")
+            status = [
+                {
+                    "instance": _instance_json(vm, self.cloud)["selfLink"],
+                    "healthState": self.cloud.health.get(vm.name, "UNHEALTHY"),
+                }
+                for vm in members
+            ]
+        self._send(200, {"kind": "compute#backendServiceGroupHealth", "healthStatus": status})
 
 
-def serve(cloud: Cloud) -> ThreadingHTTPServer:
-    handler = type("BoundHandler", (Handler,), {"cloud": cloud})
+def serve(cloud: Cloud, metadata_of: str = "") -> ThreadingHTTPServer:
+    handler = type("BoundHandler", (Handler,), {"cloud": cloud, "metadata_vm": metadata_of})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -345,9 +345,9 @@ def test_restarted_active_adopts_its_own_lease_without_waiting() -> None:
 def test_gcp_standby_claims_when_google_reports_the_active_unhealthy() -> None:
     m = Machine("b", arbiter="health")
     assert m.tick(0.0, OK, holder="other", other_health="HEALTHY") == []
-    assert m.tick(0.5, OK, holder="other", other_health="HEALTHY") == []
-    assert m.tick(1.0, OK, holder="other", other_health="UNHEALTHY") == [Claim(None, "unhealthy")]
-    assert m.done(1.5, Claim(None, "unhealthy"), True) == [Promote(), Reconcile()]
+    assert m.tick(0.5, OK, holder="other", other_health="UNHEALTHY") == []  # a holder seen < 3 s: not judged yet
+    assert m.tick(3.0, OK, holder="other", other_health="UNHEALTHY") == [Claim(None, "unhealthy")]
+    assert m.done(3.5, Claim(None, "unhealthy"), True) == [Promote(), Reconcile()]
     assert m.role == "active" and m.may_write(100.0)
     # a partition between the pair: Google still sees the other healthy, nothing happens
     n = Machine("a", arbiter="health")

@@ -20,7 +20,8 @@ actions through the cloud adapter (mesh.gateway.ha_aws, ha_gcp) and reports each
   the tunnel check (active only) releases after `tunnel_fail_s` of failure, but not within `hold_down_s` of a
   claim and at most once per `tunnel_handover_s`; a gateway that released waits `backoff_s` before it may claim
   again, so its partner gets the first chance; a gateway that sees another holder of the address twice in a row
-  demotes (EC2 is eventually consistent: one read decides nothing).
+  demotes (EC2 is eventually consistent: one read decides nothing); on GCP a standby judges a holder by Google's
+  health view only once it has seen that holder for `settle_s` (the view of a fresh holder lags one probe).
 """
 
 from __future__ import annotations
@@ -215,6 +216,7 @@ class Settings:
     backoff_s: float = 2.0
     holder_reads: int = 2
     initial_wait_s: float = 5.0
+    settle_s: float = 3.0  # GCP: Google's view of a new holder turns HEALTHY after a probe (1 s interval + 1 s timeout)
 
 
 @dataclass
@@ -240,6 +242,7 @@ class Machine:
     other_holder: int = 0  # consecutive reads showing another address holder
     started: float | None = None
     unheld_since: float | None = None  # GCP: nobody holds the address since
+    other_since: float | None = None  # GCP: the other gateway holds the address since (as far as we saw)
     pending: bool = False  # a claim is in flight
     why: str = ""  # the latest role change's reason, for logs
     claims: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CLAIM_REASONS, 0))
@@ -285,6 +288,7 @@ class Machine:
 
     def _demote(self, now: float, why: str) -> list[Action]:
         self.role, self.why, self.seen, self.seen_since = "standby", why, None, None
+        self.released_at = now  # a demoted gateway waits backoff_s before it may claim again
         self.other_holder, self.claimed_at = 0, None
         return [Demote(why)]
 
@@ -362,7 +366,13 @@ class Machine:
                 return self._claim(now, None, "released" if self.released_at is not None else "initial")
             return []
         self.unheld_since = None
-        if holder == "other" and other_health == "UNHEALTHY":
+        if holder != "other":
+            self.other_since = None
+            return []
+        self.other_since = self.other_since if self.other_since is not None else now
+        # Google's verdict on a gateway that has just taken the address may still be the one from before it
+        # served 200: only a holder we have seen for settle_s is judged by it (else the pair could swap back)
+        if other_health == "UNHEALTHY" and now - self.other_since >= self.settings.settle_s:
             return self._claim(now, None, "unhealthy")
         return []
 

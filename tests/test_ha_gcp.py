@@ -1,0 +1,145 @@
+"""The GCP side of HA (mesh.gateway.ha_gcp, ha_run) against tests/gce_fake.py (the documented Compute REST subset,
+extended for HA: zonal VMs in two zones, regionBackendServices.getHealth, the metadata server's name, zone and
+token). Google's probers are not modelled here: the test sets the health they would report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mesh.gateway.ha import Settings, parse_ha
+from mesh.gateway.ha_gcp import GcpHa, Metadata
+from mesh.gateway.ha_run import Controller
+from tests import gce_fake
+from tests.gce_fake import PROJECT, REGION, Cloud, Vm
+from tests.test_ha_aws import FakeGateway
+
+IP, EPHEMERAL_A, EPHEMERAL_B = "203.0.113.7", "198.51.100.1", "198.51.100.2"
+ZONES = {"a": "europe-west3-a", "b": "europe-west3-b"}
+HA = {
+    "cloud": "gcp",
+    "project": PROJECT,
+    "region": REGION,
+    "address": "gw-ip",
+    "address_ip": IP,
+    "backend_service": "gw-bs",
+    "groups": {g: {"zone": ZONES[g], "name": f"ig-{g}"} for g in "ab"},
+}
+
+
+@pytest.fixture
+def gcp() -> Iterator[tuple[Cloud, dict[str, str], str]]:
+    """ga holds the address (as `pulumi up` left it), gb has an ephemeral one; one metadata server per VM."""
+    cloud = Cloud(
+        vms={"ga": Vm("ga", IP, zone=ZONES["a"]), "gb": Vm("gb", EPHEMERAL_B, zone=ZONES["b"])},
+        addresses={"gw-ip": IP},
+        groups={"ig-a": ["ga"], "ig-b": ["gb"]},
+        health={"ga": "HEALTHY", "gb": "UNHEALTHY"},
+    )
+    servers = {g: gce_fake.serve(cloud, metadata_of=f"g{g}") for g in "ab"}
+    urls = {g: f"http://127.0.0.1:{s.server_address[1]}" for g, s in servers.items()}
+    try:
+        yield cloud, urls, f"{urls['a']}/compute/v1/"
+    finally:
+        for server in servers.values():
+            server.shutdown()
+            server.server_close()
+
+
+def adapter(g: str, urls: dict[str, str], compute: str) -> GcpHa:
+    return GcpHa(parse_ha({**HA, "gateway": g}), Metadata(urls[g]), compute)
+
+
+def test_identity_from_the_metadata_server(
+    gcp: tuple[Cloud, dict[str, str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _cloud, urls, compute = gcp
+    monkeypatch.setenv("GCE_METADATA_HOST", urls["b"].removeprefix("http://"))
+    monkeypatch.setenv("WG_MESH_COMPUTE_ENDPOINT", compute)
+    b = GcpHa(parse_ha({**HA, "gateway": "b"}))
+    assert b.instance == f"projects/{PROJECT}/zones/{ZONES['b']}/instances/gb"
+    assert (
+        b.group_url("a")
+        == f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONES['a']}/instanceGroups/ig-a"
+    )
+
+
+def test_holder_and_the_other_gateways_health(gcp: tuple[Cloud, dict[str, str], str]) -> None:
+    cloud, urls, compute = gcp
+    a, b = adapter("a", urls, compute), adapter("b", urls, compute)
+    assert (a.holder(), b.holder()) == ("me", "other")
+    assert b.other_health() == "HEALTHY" and a.other_health() == "UNHEALTHY"
+    cloud.health["ga"] = "UNHEALTHY"
+    assert b.other_health() == "UNHEALTHY"
+    cloud.vms["ga"].nat_ip = None
+    assert b.holder() == "none"
+    assert b.reconcile([], lambda: True) == ["address gw-ip"]  # nobody holds it: the active takes it
+    assert b.holder() == "me" and a.holder() == "other"
+    assert a.reconcile([], lambda: True) == []  # never from another holder without a claim
+
+
+def controllers(
+    urls: dict[str, str], compute: str, tmp_path: Path
+) -> tuple[dict[str, Controller], dict[str, FakeGateway], list[float]]:
+    clock = [0.0]
+    forward = tmp_path / "ip_forward"
+    forward.write_text("1\n")
+    gws, ctls = {}, {}
+    for g in "ab":
+        gws[g] = FakeGateway(tmp_path)
+        config = parse_ha({**HA, "gateway": g})
+        ctl = Controller(
+            "gcp-euw3", config, gws[g], lambda g=g: adapter(g, urls, compute), gws[g].run, lambda: clock[0], Settings()
+        )
+        ctl.checks.forward_path = str(forward)
+        ctls[g] = ctl
+    return ctls, gws, clock
+
+
+def run_for(ctls: dict[str, Controller], clock: list[float], seconds: float, cloud: Cloud, alive: str = "ab") -> None:
+    """Tick the alive gateways; Google's verdict per VM follows its /healthz at each tick (a prober with a 0.5 s
+    interval and thresholds of 1; the lab's model applies the real check_interval/timeout/thresholds)."""
+    end = clock[0] + seconds
+    while clock[0] < end:
+        for g in alive:
+            ctls[g].tick()
+            ctls[g].reconciling.acquire()
+            ctls[g].reconciling.release()
+        for g, ctl in ctls.items():
+            cloud.health[f"g{g}"] = "HEALTHY" if g in alive and ctl.healthz()[0] == 200 else "UNHEALTHY"
+        clock[0] = round(clock[0] + 0.5, 3)
+
+
+def test_standby_takes_over_when_google_reports_the_active_unhealthy(
+    gcp: tuple[Cloud, dict[str, str], str], tmp_path: Path
+) -> None:
+    cloud, urls, compute = gcp
+    ctls, gws, clock = controllers(urls, compute, tmp_path)
+    run_for(ctls, clock, 2, cloud)
+    assert (ctls["a"].machine.role, ctls["b"].machine.role) == ("active", "standby")
+    assert ctls["a"].healthz() == (200, "active") and ctls["b"].healthz() == (503, "standby")
+    run_for(ctls, clock, 20, cloud)  # a partition between the pair changes nothing: Google still sees a healthy
+    assert ctls["b"].machine.role == "standby" and cloud.holder(IP) is cloud.vms["ga"]
+
+    # a dies: its /healthz stops answering, Google reports it UNHEALTHY
+    run_for(ctls, clock, 1, cloud, alive="b")
+    assert ctls["b"].machine.role == "active" and cloud.holder(IP) is cloud.vms["gb"]
+    assert cloud.events == ["gb -" + EPHEMERAL_B, "ga -" + IP, "gb +" + IP]  # its own ephemeral first, one per NIC
+    assert any("claimed the active role (unhealthy)" in line for line in gws["b"].logs)
+    assert 'reason="unhealthy"} 1' in gws["b"].metrics
+
+    run_for(ctls, clock, 2, cloud)  # a comes back: it sees another holder twice and demotes; it never takes it back
+    assert ctls["a"].machine.role == "standby" and gws["a"].roles[-1] == "standby", gws["a"].logs
+    assert cloud.holder(IP) is cloud.vms["gb"]
+
+
+def test_the_active_turns_503_when_its_checks_fail(gcp: tuple[Cloud, dict[str, str], str], tmp_path: Path) -> None:
+    cloud, urls, compute = gcp
+    ctls, gws, clock = controllers(urls, compute, tmp_path)
+    run_for(ctls, clock, 2, cloud)
+    gws["a"].wg_answers = False
+    run_for(ctls, clock, 1, cloud)
+    assert ctls["a"].healthz() == (503, "unhealthy: wg hung (no answer in 1 s)") and ctls["a"].machine.role == "standby"
+    assert cloud.holder(IP) is cloud.vms["ga"]  # GCP has no lease: Google's health check moves the traffic
