@@ -6,9 +6,11 @@ The HA site S (the first AWS site with `gateways: 2`) and a peer site P (the fir
 `gateways: 2` runs gateway a only: the GCP model of docs/ha.md 11 is not built). A ping every 10 ms and a
 SHA-256-verified TCP stream run from P's workload host through P's gateway and S's active gateway to S's workload
 host for the whole drill. Each step starts from the steady state (one gateway active, the other a healthy standby,
-the EIP and every route on the active, traffic flowing), injects its fault into the gateway it names, waits for
-traffic to flow again, observes a settle time, then replaces the failed gateway by a fresh one (every process of the
-old one killed by pid, its user data carried out again: a new instance) and waits for the steady state again:
+the EIP and every route on the active, traffic flowing) and injects its fault into the gateway it names; then, for a
+failure of the active, it waits until the cloud model applied the EIP on the other gateway and traffic flows (else
+OBSERVE_S of nothing moving), notes which gateway is active, replaces the failed gateway by a fresh one (every
+process of the old one killed by pid, its user data carried out again: a new instance; the partition is healed
+instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The step's traffic window is all of it:
 
 1. standby killed      SIGKILL to every process of the standby (agent, wireguard-go): a crashed VM     -> 0 loss
 2. active killed       the same to the active                                   -> the standby takes over
@@ -200,13 +202,42 @@ class HaDrill:
 
     # --- the steps ---------------------------------------------------------------------------------------------
 
-    def record(self, name: str, target: str, before: str, start: float, **extra: Any) -> None:
+    def flowing(self, timeout: float = FAILOVER_TIMEOUT_S) -> bool:
+        """Until pings are answered and the stream's bytes arrive again (after now)."""
         assert self.traffic is not None
         pinger, stream = self.traffic
-        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
-        now = time.time()
-        while not (pinger.replied_since(now) and stream.last_rx > now) and time.monotonic() < deadline:
+        deadline, now = time.monotonic() + timeout, time.time()
+        while time.monotonic() < deadline:
+            if pinger.replied_since(now) and stream.last_rx > now:
+                return True
             time.sleep(0.05)
+        return False
+
+    def failed_over(self, before: str) -> bool:
+        """Until the cloud model applied another holder of the EIP, then traffic flows."""
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        while self.cloud.holder(self.site) in (None, before) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.cloud.holder(self.site) not in (None, before) and self.flowing()
+
+    def drill(self, name: str, target: str, before: str, inject: Callable[[str], Any], failover: bool,
+              heal: Callable[[], Any] | None = None) -> None:  # fmt: skip
+        """One step: the fault; the failover (or OBSERVE_S of nothing moving); which gateway is active; the failed
+        gateway replaced by a new instance (or the fault healed); traffic again and SETTLE_S. The step's window, for
+        its traffic numbers, is all of it."""
+        start = time.time()
+        inject(target)
+        if failover:
+            self.failed_over(before)
+        else:
+            time.sleep(OBSERVE_S)
+        after, holder = self.active(), self.cloud.holder(self.site)
+        extra: dict[str, Any] = {}
+        if heal is not None:
+            heal()
+        else:
+            extra["replaced_in_s"] = self.replace(target)
+        self.flowing()
         time.sleep(SETTLE_S)
         end = time.time()
         moves = [e for e in self.cloud.events if e.get("site") == self.site and start <= e.get("t", 0) <= end]
@@ -215,8 +246,8 @@ class HaDrill:
                              if set(e.get("routes", {}).values()) - {None, before}), None)  # fmt: skip
         self.steps.append(
             {"step": name, "fault_on": target, "active_before": before, "start": start, "end": end,
-             "active_after": self.active(), "eip_holder_after": self.cloud.holder(self.site),
-             "eip_moved_s": eip_moved, "routes_moved_s": routes_moved, **extra}
+             "active_after": after, "eip_holder_after": holder, "eip_moved_s": eip_moved,
+             "routes_moved_s": routes_moved, "expect_failover": failover, **extra}
         )  # fmt: skip
 
     def run(self) -> None:
@@ -224,35 +255,21 @@ class HaDrill:
         if active is None:
             raise LabError(f"{self.site}: the pair never became steady: {self.roles()}, cloud {self.cloud.latest}")
         self.sampler.start()
-        faults: list[tuple[str, Callable[[str], Any], bool]] = [
-            ("standby killed", self.kill, False),
-            ("active killed", self.kill, True),
-            ("active's wg0 down", self.wg0_down, True),
-            ("active's forwarding off", self.forwarding_off, True),
-            ("active hung (SIGSTOP wireguard-go)", self.hang, True),
+        faults: list[tuple[str, Callable[[str], Any], str]] = [  # on: active, standby or both (the partition)
+            ("standby killed", self.kill, "standby"),
+            ("active killed", self.kill, "active"),
+            ("active's wg0 down", self.wg0_down, "active"),
+            ("active's forwarding off", self.forwarding_off, "active"),
+            ("active hung (SIGSTOP wireguard-go)", self.hang, "active"),
+            ("partition between the pair", lambda _: self.partition(True), "both"),
+            ("planned replacement", self.planned, "active"),
         ]
-        total = len(faults) + 2
-        for i, (name, inject, on_active) in enumerate(faults, 1):
-            self.step(f"{i}/{total} {name}")
+        for i, (name, inject, on) in enumerate(faults, 1):
+            self.step(f"{i}/{len(faults)} {name}")
             active = self.active() or active
-            target = active if on_active else ("b" if active == "a" else "a")
-            start = time.time()
-            inject(target)
-            self.record(name, target, active, start, expect_failover=on_active)
-            self.steps[-1]["replaced_in_s"] = self.replace(target)
-        self.step(f"{total - 1}/{total} partition between the pair")
-        active = self.active() or active
-        start = time.time()
-        self.partition(True)
-        time.sleep(OBSERVE_S)
-        self.record("partition between the pair", "both", active, start, expect_failover=False)
-        self.partition(False)
-        self.step(f"{total}/{total} planned replacement of the active")
-        active = self.active() or active
-        start = time.time()
-        self.planned(active)
-        self.record("planned replacement", active, active, start, expect_failover=True)
-        self.steps[-1]["replaced_in_s"] = self.replace(active)
+            target = {"active": active, "standby": "b" if active == "a" else "a", "both": "both"}[on]
+            heal = (lambda: self.partition(False)) if on == "both" else None
+            self.drill(name, target, active, inject, on == "active", heal=heal)
         self.sampler.stop()
 
     def wg0_down(self, letter: str) -> None:
