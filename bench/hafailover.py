@@ -23,21 +23,24 @@ def section(data: dict[str, Any]) -> str:
         "pair (one active holding the EIP and every route, one healthy standby); after it, the failed gateway is "
         "replaced by a new instance (all its processes killed by pid, its user data carried out again) and the pair "
         "is steady again before the next step. Outage: the longest silence between ping replies in the step; EIP / "
-        "routes moved: seconds after the fault until the cloud model applied the new holder / route target. A "
+        "routes moved: seconds after the fault until the cloud model applied the new holder / route target; peer's "
+        f"handshake: seconds after the fault of {p['name']}'s first handshake with the site after the EIP moved "
+        "(`wg show latest-handshakes`, 1 s resolution). A "
         "sampler read both agents' `wgmesh_ha_role` (wg_mesh_ha.prom) and the EIP's holder every 100 ms.\n"
     )
     out = [
         "## 10. HA gateways: failover (`gateways: 2`, AWS model)\n",
         intro,
-        "| step | fault on | active before → after | EIP / routes moved | outage | pings lost | longest stream "
-        "stall | samples with two actives | |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| step | fault on | active before → after | EIP / routes moved | peer's handshake | outage | pings lost "
+        "| longest stream stall | samples with two actives | |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for step in data["steps"]:
         verdict = "ok" if step.get("ok") else "**FAIL**"
         out.append(
             f"| {step['step']} | {step['fault_on']} | {step['active_before']} → {_v(step['active_after'])} "
             f"| {_v(step['eip_moved_s'], ' s')} / {_v(step.get('routes_moved_s'), ' s')} "
+            f"| {_v(step.get('peer_handshake_s'), ' s')} "
             f"| {_v(step.get('outage_ms'), ' ms')} | {_v(step.get('pings_lost'))} "
             f"| {_v(step.get('longest_stall_ms'), ' ms')} | {_v(step.get('two_active_samples'))} | {verdict} |"
         )

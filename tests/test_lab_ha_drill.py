@@ -92,7 +92,7 @@ def test_the_benchmarks_section_shows_every_step_and_the_target() -> None:
     report.stream = {"ok": True, "verified": True, "bytes": 80 << 20}
     text = section(report.to_json())
     assert "## 10. HA gateways" in text
-    assert "| active killed | a | a → b | 1 s / - | 310 ms | 30 | 0 ms | 0 | ok |" in text
+    assert "| active killed | a | a → b | 1 s / - | - | 310 ms | 30 | 0 ms | 0 | ok |" in text
     assert "target ≤ 5000 ms: met" in text and "80 MiB, SHA-256 match" in text and "* a note" in text
 
 

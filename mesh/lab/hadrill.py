@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mesh.lab.checks import latest_handshakes
 from mesh.lab.drill import daemon_pids, metric, parse_metrics
 from mesh.lab.hacloud import HaCloud
 from mesh.lab.haplan import HaSite
@@ -50,6 +51,7 @@ SAMPLE_S = 0.1
 STEADY_TIMEOUT_S = 60.0
 FAILOVER_TIMEOUT_S = 30.0
 SETTLE_S = 2.0
+PAUSE_S = 1.0  # between a step's end and the next fault: a silence at the edge belongs to one window only
 OBSERVE_S = 8.0  # steps that must change nothing: how long they are watched
 OUTAGE_TARGET_MS = 5000.0
 Step = Callable[[str], None]
@@ -71,6 +73,8 @@ class Sampler:
 
     nodes: Callable[[], dict[str, Node | None]]
     holder: Callable[[], str | None]
+    handshake: Callable[[], int | None] = lambda: None  # the peer gateway's latest handshake with the site (epoch)
+    handshakes: list[int] = field(default_factory=list)  # each new value seen
     samples: int = 0
     violations: list[dict[str, Any]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -87,6 +91,10 @@ class Sampler:
         while not self._stop.wait(SAMPLE_S):
             s = self.sample()
             self.samples += 1
+            with contextlib.suppress(LabError):
+                seen = self.handshake()
+                if seen and (not self.handshakes or seen > self.handshakes[-1]):
+                    self.handshakes.append(seen)
             if sum(1 for r in s["roles"].values() if r == 1) > 1 or len(s["eip_holders"]) > 1:
                 self.violations.append(s)
 
@@ -103,12 +111,17 @@ class Sampler:
 class HaDrill:
     """The steps against a lab whose HA site's gateways run; `traffic` flows P -> S throughout."""
 
-    def __init__(self, cloud: HaCloud, site: str, step: Step, traffic: tuple[Pinger, Stream] | None = None) -> None:
+    def __init__(self, cloud: HaCloud, site: str, step: Step, traffic: tuple[Pinger, Stream] | None = None,
+                 peer: tuple[Node, str] | None = None) -> None:  # fmt: skip
+        """`peer`: the other site's gateway and this site's public key (its handshakes with the site are sampled)."""
         self.cloud, self.site, self.traffic, self.step = cloud, site, traffic, step
         self.ha: HaSite = cloud.sites[site]
         self.down: set[str] = set()  # gateways killed and not replaced yet
         self.steps: list[dict[str, Any]] = []
         self.sampler = Sampler(self.nodes, lambda: cloud.holder(site))
+        if peer is not None:
+            node, key = peer
+            self.sampler.handshake = lambda: latest_handshakes(node, {key: site}).get(site)
 
     # --- looking -----------------------------------------------------------------------------------------------
 
@@ -225,6 +238,7 @@ class HaDrill:
         """One step: the fault; the failover (or OBSERVE_S of nothing moving); which gateway is active; the failed
         gateway replaced by a new instance (or the fault healed); traffic again and SETTLE_S. The step's window, for
         its traffic numbers, is all of it."""
+        time.sleep(PAUSE_S)
         start = time.time()
         inject(target)
         if failover:
@@ -244,6 +258,9 @@ class HaDrill:
         eip_moved = next((round(e["t"] - start, 2) for e in moves if e.get("holder") not in (None, before)), None)
         routes_moved = next((round(e["t"] - start, 2) for e in moves
                              if set(e.get("routes", {}).values()) - {None, before}), None)  # fmt: skip
+        if eip_moved is not None:  # the peer's first handshake with the site after the EIP moved (1 s resolution)
+            after_move = [h for h in self.sampler.handshakes if h >= int(start + eip_moved)]
+            extra["peer_handshake_s"] = round(after_move[0] - start, 1) if after_move else None
         self.steps.append(
             {"step": name, "fault_on": target, "active_before": before, "start": start, "end": end,
              "active_after": after, "eip_holder_after": holder, "eip_moved_s": eip_moved,

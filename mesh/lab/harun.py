@@ -96,7 +96,7 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, delay_s: float = 0.0) -> DrillR
             cloud = clouds[0]
             cloud.standbys[s.name].start()
             step(f"traffic: ping every 10 ms and a TCP stream, host {p.name} -> host {s.name}")
-            drill = HaDrill(cloud, s.name, step)
+            drill = HaDrill(cloud, s.name, step, peer=(lab.machines[p.name].node, keys.public[s.name]))
             if drill.steady() is None:
                 raise LabError(f"{s.name}: the pair never became steady: {drill.roles()}, cloud {cloud.latest}")
             pinger = Pinger(lab.hosts[p.name], state, p.host_ns, str(s.host_ip.ip))
@@ -147,12 +147,14 @@ def _v(value: Any, unit: str = "") -> str:
 
 def print_ha(report: DrillReport, console: Console) -> None:
     table = Table(title=f"ha drill: {report.label}", title_justify="left")
-    for column in ("step", "fault on", "active", "EIP/routes moved s", "outage ms", "lost", "stall ms", "2 active", ""):
+    columns = ("step", "fault on", "active", "EIP/routes moved s", "peer handshake s", "outage ms", "lost", "stall ms")
+    for column in (*columns, "2 active", ""):
         table.add_column(column)
     for s in report.steps:
         table.add_row(
             s["step"], s["fault_on"], f"{s['active_before']} -> {_v(s['active_after'])}",
-            f"{_v(s['eip_moved_s'])} / {_v(s.get('routes_moved_s'))}", _v(s.get("outage_ms")), _v(s.get("pings_lost")),
+            f"{_v(s['eip_moved_s'])} / {_v(s.get('routes_moved_s'))}", _v(s.get("peer_handshake_s")),
+            _v(s.get("outage_ms")), _v(s.get("pings_lost")),
             _v(s.get("longest_stall_ms")), _v(s.get("two_active_samples")), "ok" if s.get("ok") else "FAIL",
         )  # fmt: skip
     console.print(table)
