@@ -57,6 +57,14 @@ def section(data: dict[str, Any]) -> str:
         + (f" ({data['error']})" if data.get("error") else "")
         + ".\n"
     )
+    lags = [max(0.0, st["peer_handshake_s"] - st["eip_moved_s"]) for st in data["steps"]
+            if st.get("peer_handshake_s") is not None and st.get("eip_moved_s") is not None]  # fmt: skip
+    if lags:
+        out.append(
+            f"From the EIP's move to {p['name']}'s handshake with the new active: {min(lags):.1f} to {max(lags):.1f} s "
+            "(1 s resolution; the promotion's one ping per peer starts the handshake, and a lost initiation is "
+            "retried after REKEY_TIMEOUT, 5 s). The outage is the detection, the claim, then that handshake.\n"
+        )
     for note in summary.get("notes", []):
         out.append(f"* {note}")
     out.append(

@@ -58,7 +58,7 @@ class DrillReport:
             "steps": steps,
             "stream": {k: v for k, v in self.stream.items() if k != "stalls"},
             "wireguard_go_pids": self.wireguard_go_pids,
-            **({"summary": self.summary} if self.summary else {}),
+            **({"summary": {k: v for k, v in self.summary.items() if k != "logs"}} if self.summary else {}),
         }
 
 
