@@ -174,13 +174,10 @@ def _transit(index: int) -> tuple[IPv4Interface, IPv4Interface]:
     return IPv4Interface(f"{net[1]}/{TRANSIT_PREFIX}"), IPv4Interface(f"{net[2]}/{TRANSIT_PREFIX}")
 
 
-def plan_lab(
-    cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_sites: Collection[str] | None = None
-) -> LabPlan:
-    """Lay the mesh out in namespaces named `<prefix>-...`; LabPlanError when it cannot be. `ha_sites`: the sites
-    with two gateways (default: the config's `gateways: 2`)."""
-    if ha_sites is None:
-        ha_sites = {s.name for s in cfg.sites if getattr(s, "gateways", 1) == 2}
+def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_sites: Collection[str] = ()) -> LabPlan:
+    """Lay the mesh out in namespaces named `<prefix>-...`; LabPlanError when it cannot be. `ha_sites`: the sites laid
+    out with two gateways (haplan.py; `--drill ha` passes a stack's AWS sites with `gateways: 2`). Every other site,
+    whatever its `gateways`, has one gateway: the lab's checks and other drills run an HA site's gateway a alone."""
     if not PREFIX_PATTERN.match(prefix):
         raise LabPlanError(f"lab prefix {prefix!r} does not match {PREFIX_PATTERN.pattern}")
     problems: list[str] = []
