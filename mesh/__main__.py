@@ -35,7 +35,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_monitoring(args: argparse.Namespace) -> int:
     cfg = _load(args)
     source = f"stack {args.stack} (Pulumi.{args.stack}.yaml)" if args.stack else args.file.name
-    for path in monitoring.write(cfg, source, args.out):
+    ha_gateways = None
+    if args.ha_gateways is not None:
+        try:
+            ha_gateways = monitoring.parse_ha_gateways(args.ha_gateways.read_text(), cfg)
+        except (OSError, ValueError) as exc:
+            print(f"{args.ha_gateways}: {exc}", file=sys.stderr)
+            return 2
+    for path in monitoring.write(cfg, source, args.out, ha_gateways):
         print(f"wrote {path}")
     return 0
 
@@ -53,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     rules = commands.add_parser("monitoring", help="write a stack's Prometheus rules and scrape job to --out")
     _add_source(rules)
     rules.add_argument("--out", type=Path, required=True, help="directory for the rules and the scrape job")
+    rules.add_argument(
+        "--ha-gateways",
+        type=Path,
+        help="`pulumi stack output ha_gateways --json` saved to a file: scrape HA gateways by their VPC addresses",
+    )
     rules.set_defaults(run=cmd_monitoring)
     check = commands.add_parser("doctor", help="check this gateway's WireGuard, forwarding, routes; exit 1 on failure")
     doctor.add_arguments(check)

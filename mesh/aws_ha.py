@@ -4,8 +4,8 @@
   gateways renewing or polling a few times a second is a steady, small load, billed per request unit, no capacity to
   plan (https://aws.amazon.com/dynamodb/pricing/on-demand/).
 - A DynamoDB gateway VPC endpoint on the gateway subnets' route table (created networks), so that the lease works
-  without any public address (docs/ha.md 5.5); gateway endpoints have no hourly charge
-  (https://docs.aws.amazon.com/vpc/latest/privatelink/gateway-endpoints.html).
+  without any public address (docs/ha.md 5.5); "There is no additional charge for using gateway endpoints"
+  (https://docs.aws.amazon.com/vpc/latest/userguide/vpce-gateway.html).
 - The site and stack tags on each gateway's primary ENI: the agent's AssociateAddress permission is scoped by them
   (mesh.aws_iam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags do not
   reach it (hashicorp/terraform-provider-aws#45887; terraform-aws-modules/terraform-aws-ec2-instance#478 tags it with

@@ -207,7 +207,7 @@ def summary(cfg: MeshConfig) -> str:
     """One line describing a valid mesh, for `python -m mesh validate`."""
     from mesh.topology import tunnel_mtu
 
-    clouds = ", ".join(f"{s.name} ({s.cloud})" for s in cfg.sites)
+    clouds = ", ".join(f"{s.name} ({s.cloud}{', 2 gateways' if s.gateways > 1 else ''})" for s in cfg.sites)
     return (
         f"ok: {len(cfg.sites)} sites [{clouds}], overlay {cfg.overlay_cidr}, "
         f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}, delivery {cfg.delivery}"

@@ -36,6 +36,7 @@ from mesh.doctor_base import (
     parse_conf,
     size,
 )
+from mesh.doctor_ha import ha_checks, standby_peer_checks
 from mesh.doctor_path import path_checks
 from mesh.wgmetrics import (
     HANDSHAKE_STALE_SECONDS,
@@ -352,8 +353,9 @@ def diagnose(host: Host, interface: str = "wg0", config_path: str | None = None)
     else:
         checks.append(_forward_accept(host, interface))
         checks.append(_mss_clamp(host, interface, conf.mtu if conf and conf.mtu else link_mtu))
-    checks += _peer_checks(host, interface, conf, link_mtu)
+    checks += standby_peer_checks(_peer_checks(host, interface, conf, link_mtu), host)  # HA standby: no handshakes
     checks += agent_checks(host)  # delivery: live only (none when the gateway has no agent)
+    checks += ha_checks(host)  # gateways: 2 only
     return Diagnosis(interface, conf.site if conf else None, tuple(checks))
 
 

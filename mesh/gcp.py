@@ -8,6 +8,8 @@ WireGuard from the peers' addresses only, the site's own traffic to the gateway 
 the remote sites' ranges to the workloads the site names (tags, service accounts, or the whole
 network when asked), and ICMP from the gateway's internal address (path-MTU discovery).
 Network tags carry a hash of the Pulumi project and stack, so stacks sharing a network stay apart.
+With `gateways: 2` (docs/ha.md 6) a second VM and an internal load balancer (mesh.gcp_ha) carry the site: the routes
+point at the load balancer, and the agents, not the gate, move the static address.
 """
 
 from __future__ import annotations
@@ -20,14 +22,39 @@ import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from mesh import component, gcp_live, live, topology
+from mesh import component, gcp_ha, gcp_live, ha, live, topology
 from mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
 from mesh.component import Directory
-from mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite, MeshConfig
+from mesh.config import GcpSite, MeshConfig
+from mesh.gcpfacts import (
+    ARM_MACHINE_FAMILIES,
+    HYPERDISK_BOOT_DISK,
+    PD_BOOT_DISK,
+    PERSISTENT_DISK_SERIES,
+    UBUNTU_IMAGE,
+    boot_disk_type,
+    boot_image,
+    image_family,
+    machine_architecture,
+    machine_series,
+)
+
+__all__ = [  # re-exported from mesh.gcpfacts
+    "ARM_MACHINE_FAMILIES",
+    "HYPERDISK_BOOT_DISK",
+    "PD_BOOT_DISK",
+    "PERSISTENT_DISK_SERIES",
+    "UBUNTU_IMAGE",
+    "GcpGateway",
+    "GcpGatewayArgs",
+    "boot_disk_type",
+    "boot_image",
+    "image_family",
+    "machine_architecture",
+    "machine_series",
+]
 
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
-UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
-ARM_MACHINE_FAMILIES = GCP_ARM_MACHINE_SERIES
 STACK_SCOPE_CHARS = live.SCOPE_CHARS
 # Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
 IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"
@@ -44,48 +71,6 @@ REPLACE_ON = 'metadata["user-data"]'
 # and computed (resource_compute_instance.go), so the address the VM holds, ephemeral or static, is no diff. Not
 # ignore_changes: Pulumi would give the replacement the recorded old value (the old VM's static address).
 ROUTE_PRIORITY = 900  # ahead of the default 1000, so the mesh wins a tie with a broader route
-# Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
-# faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
-# the third-generation A3, H3, Z3, all fourth-generation ones (C4, C4A, C4D, N4, N4A, N4D, M4, X4, ...) and newer
-# ones -- takes Hyperdisk only. Compute Engine API reference, AttachedDiskInitializeParams.diskType: "For C3,
-# C3D, and M3 the default is Balanced Persistent Disk (pd-balanced). For other third-generation machine series
-# like A3, H3, Z3, all fourth-generation types like C4, N4, M4, and newer machine series, the default is
-# Hyperdisk Balanced" (https://cloud.google.com/compute/docs/reference/rest/v1/instances).
-PERSISTENT_DISK_SERIES = frozenset(
-    {"e2", "f1", "g1", "n1", "n2", "n2d", "t2d", "t2a", "c2", "c2d", "m1", "m2", "a2", "g2", "c3", "c3d", "m3"}
-)
-PD_BOOT_DISK = "pd-balanced"
-HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
-
-
-def machine_architecture(machine_type: str) -> str:
-    return "arm64" if machine_series(machine_type) in ARM_MACHINE_FAMILIES else "amd64"
-
-
-def image_family(machine_type: str) -> str:
-    """The Ubuntu 24.04 LTS image family matching the machine type's CPU architecture."""
-    return UBUNTU_IMAGE.format(arch=machine_architecture(machine_type))
-
-
-def boot_image(site: GcpSite) -> str:
-    """The pinned `image`, or the family. A family does not drift into replacements: the provider compares it with
-    the instance's resolved image by name pattern (terraform-provider-google DiskImageDiffSuppress, its cases in
-    google/services/compute/resource_compute_disk_test.go: family
-    `ubuntu-2404-lts-amd64` matches image `ubuntu-2404-noble-amd64-v20240423`), so a second preview after `up` stays
-    empty when Canonical publishes a new image. But every replacement (new user data) boots the family's newest image
-    at that moment; `image` pins it, and changing `image` is the deliberate roll (the boot image forces a new
-    instance)."""
-    return site.image if site.image is not None else image_family(site.instance_type)
-
-
-def machine_series(machine_type: str) -> str:
-    """`n2-standard-8` -> `n2`, `c4a-highcpu-4` -> `c4a`, `e2-micro` -> `e2`."""
-    return machine_type.split("-", 1)[0].lower()
-
-
-def boot_disk_type(machine_type: str) -> str:
-    """pd-balanced where the machine series takes Persistent Disk, hyperdisk-balanced everywhere else."""
-    return PD_BOOT_DISK if machine_series(machine_type) in PERSISTENT_DISK_SERIES else HYPERDISK_BOOT_DISK
 
 
 def stack_scope(project: str, stack: str) -> str:
@@ -124,8 +109,11 @@ class _Network:
 class GcpGateway(component.SiteComponent):
     provider: gcp.Provider
     address: gcp.compute.Address
-    instance: gcp.compute.Instance
+    instance: gcp.compute.Instance  # gateway a (the only one unless gateways: 2)
+    instances: list[gcp.compute.Instance]  # a, then b for gateways: 2
+    private_ips: dict[str, pulumi.Output[str]]  # gateway letter -> its VPC address (monitoring scrapes each)
     ready: command.local.Command
+    standby_ready: command.local.Command  # gateways: 2: gateway b's readiness gate
     routes: list[gcp.compute.Route]
     stores: gcp_live.GcpStores | None  # delivery: live
 
@@ -228,10 +216,103 @@ class GcpGateway(component.SiteComponent):
         if self.document is not None:
             self.stores = gcp_live.create_stores(name, site, self.key.private_key, child)
             metadata[live.GCP_ATTRIBUTE] = self.document
-        self.instance = gcp.compute.Instance(
-            f"{name}-instance",
+        # gateways: 2 (docs/ha.md 6.2): gateway b in standby_zone with its own service account; both carry the `ha`
+        # object in agent.json. Gateway a keeps every name it has as a single gateway.
+        names = ha.ha_names(pulumi.get_project(), pulumi.get_stack(), site.name) if site.gateways > 1 else None
+        zone_b: pulumi.Input[str] = gcp_ha.standby_zone(site, child) if names is not None else site.zone
+        self.instances, self.private_ips = [], {}
+        for letter in ha.LETTERS[: site.gateways]:
+            prefix = ha.child_name(name, letter)
+            gateway_metadata = dict(metadata)
+            if names is not None:
+                objects = gcp_ha.ha_object(letter, site, names, self.address, zone_b)
+                gateway_metadata["user-data"] = self._ha_user_data(mesh, site, objects)
+            if letter == "a":
+                account = self.stores.service_account() if self.stores else None
+                first_boot: list[pulumi.Resource] = self.stores.resources if self.stores else []
+            else:
+                assert self.stores is not None  # gateways: 2 needs delivery: live (mesh.rules)
+                reader = gcp_live.standby_reader(prefix, site, self.stores, child)
+                # Gateway b is created (or replaced) only once a is ready: never both at once (docs/ha.md 9).
+                account, first_boot = reader.service_account(), [reader.accessor, self.stores.version, self.ready]
+            zone: pulumi.Input[str] = site.zone if letter == "a" else zone_b
+            instance = self._instance(prefix, site, zone, network, tag, gateway_metadata, account, first_boot, child)
+            if letter == "a":
+                self.instance, self.user_data = instance, pulumi.Output.from_input(gateway_metadata["user-data"])
+                # Traffic moves to a (new) gateway only once it is ready and (single gateway) holds the static address.
+                self.ready = self._readiness_gate(prefix, site, instance, names is not None, child)
+            else:
+                self.standby_ready = self._readiness_gate(prefix, site, instance, True, child)
+            self.instances.append(instance)
+            self.private_ips[letter] = instance.network_interfaces.apply(lambda nics: str(nics[0].network_ip))
+        after_ready = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.ready]))
+        next_hop_instance: pulumi.Input[str] | None = self.instance.self_link
+        next_hop_ilb: pulumi.Input[str] | None = None
+        if names is not None:
+            groups = [
+                gcp_ha.instance_group(
+                    ha.child_name(name, letter), names.groups[letter], instance.zone, instance, network.network, child
+                )
+                for letter, instance in zip(ha.LETTERS, self.instances, strict=True)
+            ]
+            backend, rule = gcp_ha.load_balancer(name, site, names, network.network, network.subnetwork, groups, child)
+            gcp_ha.prober_firewall(name, network.network, tag, where, child)
+            members = [self.stores.account.member, reader.account.member] if self.stores else []
+            gcp_ha.agent_iam(name, site, scope, members, self.instances, self.address, backend, child)
+            # The routes' next hop is the load balancer by URL (pulumi-gcp 10.2.0 Route.next_hop_ilb: "With the GA
+            # provider you can only specify the forwarding rule as a partial or full URL").
+            next_hop_instance, next_hop_ilb = None, rule.self_link
+        if targeted or not site.uses_existing_network:
+            # Path-MTU discovery: the gateway tells a workload that a packet is too big for the tunnel (ICMP type 3
+            # code 4). GCP firewall rules match ICMP by protocol only (no type/code: Allowed.ports applies to TCP,
+            # UDP and SCTP), so the rule admits ICMP from the gateway's own address and nothing else; it moves to a new
+            # gateway's address with the routes.
+            firewall(
+                "pmtu",
+                "ICMP from the gateway (fragmentation needed), for path-MTU discovery",
+                [gcp.compute.FirewallAllowArgs(protocol="icmp")],
+                source_ranges=[ip.apply(lambda address: f"{address}/32") for ip in self.private_ips.values()],
+                opts=after_ready,
+                **targets,
+            )
+
+        # A route to the old gateway is worthless once the gate has moved the static address away from it, and GCP
+        # would spread flows over an old and a new route of equal priority: delete the old one first (the new route
+        # is registered only after the gate has finished, so its replacement starts then).
+        replace_route = pulumi.ResourceOptions.merge(after_ready, pulumi.ResourceOptions(delete_before_replace=True))
+        # Logical names stay within 55 characters: GCP names are at most 63 and Pulumi appends 8.
+        self.routes = [
+            gcp.compute.Route(
+                f"{name}-to-{component.cidr_slug(cidr)}",
+                dest_range=str(cidr),
+                network=network.network,
+                next_hop_instance=next_hop_instance,
+                next_hop_ilb=next_hop_ilb,
+                priority=ROUTE_PRIORITY,
+                description=f"{where}: {cidr} through the gateway",
+                opts=replace_route,
+            )
+            for cidr in topology.remote_ranges(mesh, site.name)
+        ]
+        self._register_site_outputs()
+
+    def _instance(
+        self,
+        prefix: str,
+        site: GcpSite,
+        zone: pulumi.Input[str],
+        network: _Network,
+        tag: str,
+        metadata: dict[str, pulumi.Input[str]],
+        account: gcp.compute.InstanceServiceAccountArgs | None,
+        first_boot: list[pulumi.Resource],
+        child: pulumi.ResourceOptions,
+    ) -> gcp.compute.Instance:
+        """One gateway VM; both of an HA site are alike but for the zone, the account and the `ha` object's letter."""
+        return gcp.compute.Instance(
+            f"{prefix}-instance",
             machine_type=site.instance_type,
-            zone=site.zone,
+            zone=zone,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
                     image=boot_image(site),
@@ -253,7 +334,7 @@ class GcpGateway(component.SiteComponent):
             ],
             tags=[tag],
             metadata=metadata,
-            service_account=self.stores.service_account() if self.stores else None,
+            service_account=account,
             allow_stopping_for_update=True,
             opts=pulumi.ResourceOptions.merge(
                 child,
@@ -262,56 +343,29 @@ class GcpGateway(component.SiteComponent):
                     # before the old one is deleted (README, "Replacements").
                     replace_on_changes=[REPLACE_ON],
                     # live: the first boot's `wg-mesh-agent --once` reads the key with the account's binding.
-                    depends_on=self.stores.resources if self.stores else None,
+                    depends_on=first_boot or None,
                 ),
             ),
         )
 
-        # Traffic moves to a (new) gateway only once it is ready and holds the static address.
-        self.ready = self._readiness_gate(name, site, child)
-        after_ready = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.ready]))
-        if targeted or not site.uses_existing_network:
-            # Path-MTU discovery: the gateway tells a workload that a packet is too big for the tunnel (ICMP type 3
-            # code 4). GCP firewall rules match ICMP by protocol only (no type/code: Allowed.ports applies to TCP,
-            # UDP and SCTP), so the rule admits ICMP from the gateway's own address and nothing else; it moves to a new
-            # gateway's address with the routes.
-            firewall(
-                "pmtu",
-                "ICMP from the gateway (fragmentation needed), for path-MTU discovery",
-                [gcp.compute.FirewallAllowArgs(protocol="icmp")],
-                source_ranges=[self.instance.network_interfaces.apply(lambda nics: f"{nics[0].network_ip}/32")],
-                opts=after_ready,
-                **targets,
-            )
-
-        # A route to the old gateway is worthless once the gate has moved the static address away from it, and GCP
-        # would spread flows over an old and a new route of equal priority: delete the old one first (the new route
-        # is registered only after the gate has finished, so its replacement starts then).
-        replace_route = pulumi.ResourceOptions.merge(after_ready, pulumi.ResourceOptions(delete_before_replace=True))
-        # Logical names stay within 55 characters: GCP names are at most 63 and Pulumi appends 8.
-        self.routes = [
-            gcp.compute.Route(
-                f"{name}-to-{component.cidr_slug(cidr)}",
-                dest_range=str(cidr),
-                network=network.network,
-                next_hop_instance=self.instance.self_link,
-                priority=ROUTE_PRIORITY,
-                description=f"{where}: {cidr} through the gateway",
-                opts=replace_route,
-            )
-            for cidr in topology.remote_ranges(mesh, site.name)
-        ]
-        self._register_site_outputs()
-
-    def _readiness_gate(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> command.local.Command:
+    def _readiness_gate(
+        self,
+        name: str,
+        site: GcpSite,
+        instance: gcp.compute.Instance,
+        wait_only: bool,
+        child: pulumi.ResourceOptions,
+    ) -> command.local.Command:
         """Runs `python -m mesh.readygate gcp` on the machine running `pulumi up`, for every new instance: waits for
-        its guest attribute, then moves the static address to it (mesh.gcpgate)."""
+        its guest attribute, then moves the static address to it (mesh.gcpgate). wait_only (gateways: 2): moves
+        nothing, the agents own the address (docs/ha.md 9)."""
         fixed = (
             [f"--impersonate {shlex.quote(site.impersonate_service_account)}"]
             if site.impersonate_service_account
             else []
         )
-        links = pulumi.Output.all(instance=self.instance.self_link, address=self.address.self_link)
+        fixed += ["--wait-only"] if wait_only else []
+        links = pulumi.Output.all(instance=instance.self_link, address=self.address.self_link)
 
         def line(v: dict[str, str]) -> str:
             where = [f"--address {shlex.quote(v['address'])}", f"--instance {shlex.quote(v['instance'])}"]
@@ -320,7 +374,7 @@ class GcpGateway(component.SiteComponent):
         return command.local.Command(
             f"{name}-ready",
             create=links.apply(line),
-            triggers=[self.instance.id],
+            triggers=[instance.id],
             opts=child,
         )
 
@@ -340,6 +394,9 @@ class GcpGateway(component.SiteComponent):
             network=network.self_link,
             ip_cidr_range=str(topology.gateway_subnet(site.cidrs[0])),
             region=site.region,
+            # gateways: 2: a claiming VM briefly has no external address and still calls the Compute API
+            # (docs/ha.md 6.2). Unset otherwise: a single gateway's subnet stays as it was.
+            private_ip_google_access=True if site.gateways > 1 else None,
             opts=child,
         )
         return _Network(network.self_link, subnetwork.self_link)

@@ -43,6 +43,39 @@ class GcpStores:
         return gcp.compute.InstanceServiceAccountArgs(email=self.account.email, scopes=SCOPES)
 
 
+@dataclass(frozen=True)
+class StandbyReader:
+    """gateways: 2: gateway b's own service account, which may read the site's one key secret too (docs/ha.md 3)."""
+
+    account: gcp.serviceaccount.Account
+    accessor: gcp.secretmanager.SecretIamMember
+
+    def service_account(self) -> gcp.compute.InstanceServiceAccountArgs:
+        return gcp.compute.InstanceServiceAccountArgs(email=self.account.email, scopes=SCOPES)
+
+
+def standby_reader(prefix: str, site: GcpSite, stores: GcpStores, opts: pulumi.ResourceOptions) -> StandbyReader:
+    """Gateway b's account (`prefix` = its child names' prefix), bound to the key secret like gateway a's.
+
+    Its account id hashes `<site>/b`: a site name has no `/`, so it never collides with another site's account."""
+    project, stack = pulumi.get_project(), pulumi.get_stack()
+    account = gcp.serviceaccount.Account(
+        f"{prefix}-sa",
+        account_id=live.gcp_service_account_id(project, stack, f"{site.name}/b"),
+        display_name=f"wg-mesh gateway {site.name} b",
+        description=f"wg-mesh {project}/{stack}: the {site.name} standby gateway's identity (reads the site's key)",
+        opts=opts,
+    )
+    accessor = gcp.secretmanager.SecretIamMember(
+        f"{prefix}-key-accessor",
+        secret_id=stores.secret.id,
+        role=ACCESSOR_ROLE,
+        member=account.member,
+        opts=opts,
+    )
+    return StandbyReader(account, accessor)
+
+
 def create_stores(name: str, site: GcpSite, private_key: pulumi.Output[str], opts: pulumi.ResourceOptions) -> GcpStores:
     """The gateway's service account and key secret; children of `opts.parent`, with its provider."""
     project, stack = pulumi.get_project(), pulumi.get_stack()

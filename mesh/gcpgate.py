@@ -107,6 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--access-token-file", help="a file holding an OAuth access token to use (as gcloud's flag)")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--interval", type=float, default=5.0)
+    parser.add_argument(
+        "--wait-only",
+        action="store_true",
+        help="gateways: 2: wait for the ready mark, move nothing (the site's wg-mesh-agents own the address)",
+    )
     args = parser.parse_args(argv)
     instance, address = resource_path(args.instance), resource_path(args.address)
     failures: tuple[type[Exception], ...] = (TimeoutError, RuntimeError, ApiError, OSError, *_auth_errors())
@@ -114,9 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = token_file(args.access_token_file) if args.access_token_file else google_token(args.impersonate)
         api = Compute(token, args.api)
         waited = wait_ready(api, instance, args.timeout, args.interval)
-        gap = move_address(api, instance, address)
+        gap = None if args.wait_only else move_address(api, instance, address)
     except failures as exc:
         print(f"wg-mesh readiness gate: {exc}", file=sys.stderr)
         return 1
+    if gap is None:
+        print(f"wg-mesh readiness gate: {instance} ready after {waited:.0f} s (HA: its agent claims {address})")
+        return 0
     print(f"wg-mesh readiness gate: {instance} ready after {waited:.0f} s; static address moved ({gap:.1f} s)")
     return 0

@@ -7,7 +7,8 @@ from typing import Any
 import pulumi
 
 from mesh.aws import AwsGateway
-from mesh.config import ConfigError, MeshConfig, StaticSite, load_mesh
+from mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite, load_mesh
+from mesh.gcp import GcpGateway
 from mesh.mesh import Mesh
 
 CONFIG_NAMESPACE = "wg-mesh"
@@ -45,6 +46,15 @@ def stack_outputs(mesh: Mesh) -> dict[str, pulumi.Output[Any]]:
         for name, component in mesh.sites.items()
         if isinstance(component, AwsGateway)
     }
+    # gateways: 2: each gateway's VPC address per HA site; both share the overlay address, so Prometheus scrapes each by
+    # this one (docs/ha.md 10). Absent for single-gateway sites.
+    ha_gateways = {
+        site.name: component.private_ips
+        for site in cfg.sites
+        if isinstance(site, AwsSite | GcpSite)
+        and site.gateways > 1
+        and isinstance(component := mesh.sites[site.name], AwsGateway | GcpGateway)
+    }
     live = {}
     if cfg.delivery == "live":
         # What a static site's wg-mesh-agent reads from files (README, "Delivery"): the document has public keys only,
@@ -60,6 +70,7 @@ def stack_outputs(mesh: Mesh) -> dict[str, pulumi.Output[Any]]:
         **live,
         "sites": pulumi.Output.from_input(sites),
         "aws_images": pulumi.Output.from_input(aws_images),
+        **({"ha_gateways": pulumi.Output.from_input(ha_gateways)} if ha_gateways else {}),
         "tunnel_mtu": pulumi.Output.from_input(mesh.tunnel_mtu),
         "wireguard_configs": pulumi.Output.secret(wireguard_configs),
         "static_site_cloud_init": pulumi.Output.secret(static_cloud_init),

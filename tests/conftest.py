@@ -126,6 +126,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # Depends on the keepers, as a replacement would: bumping key_epoch gives a new key.
             raw = _digest("random", name, json.dumps(inputs.get("keepers"), sort_keys=True))
             return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
+        if typ == "random:index/randomString:RandomString":
+            return {"result": _digest("string", name).hex()[: int(inputs["length"])]}
         if typ == "aws:ec2/eip:Eip":
             return {"publicIp": self.fake_public_ip(name), "allocationId": _hex_id("eipalloc", name)}
         if typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
@@ -135,10 +137,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if typ == "aws:ec2/instance:Instance":
             return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10"}
         if typ == "gcp:compute/address:Address":
-            link = self._self_link("regions", "addresses", name)
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            link = self._self_link("regions", "addresses", autoname)
             if inputs.get("addressType") == "INTERNAL":  # the requested address, or one GCP would pick
-                return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link}
-            return {"address": self.fake_public_ip(name), "selfLink": link}
+                return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link, "name": autoname}
+            return {"address": self.fake_public_ip(name), "selfLink": link, "name": autoname}
         if typ == "gcp:compute/instance:Instance":
             # GCP picks the internal address unless one is requested.
             nics = [{"networkIp": "10.255.0.3", **nic} for nic in inputs.get("networkInterfaces", [])]
@@ -157,6 +160,23 @@ class RecordingMocks(pulumi.runtime.Mocks):
             }
         if typ == "gcp:secretmanager/secret:Secret":
             return {"name": f"projects/123456789/secrets/{inputs['secretId']}"}
+        if typ == "gcp:compute/instanceGroup:InstanceGroup":
+            return {"selfLink": self._self_link("zones", "instanceGroups", inputs["name"])}
+        if typ in (
+            "gcp:compute/regionBackendService:RegionBackendService",
+            "gcp:compute/regionHealthCheck:RegionHealthCheck",
+        ):
+            kind = "backendServices" if "Backend" in typ else "healthChecks"
+            return {"selfLink": self._self_link("regions", kind, inputs["name"])}
+        if typ == "gcp:compute/forwardingRule:ForwardingRule":
+            return {
+                "selfLink": self._self_link("regions", "forwardingRules", inputs["name"]),
+                "ipAddress": "10.255.0.9",
+            }
+        if typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+            return {"name": f"projects/{inputs['project']}/roles/{inputs['roleId']}"}
+        if typ == "aws:dynamodb/table:Table":
+            return {"arn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{inputs['name']}"}
         if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
             kind = "networks" if typ.endswith("Network") else "subnetworks"
             return {"selfLink": self._self_link("global" if kind == "networks" else "regions", kind, name)}

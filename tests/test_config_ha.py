@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mesh import topology
-from mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
+from mesh.config import AwsSite, GcpSite, StaticSite, load_mesh, summary
 from tests.test_config import RTB1, SUBNET, VPC, base, problems_for
 
 SUBNET_B = "subnet-0123456789abcdef1"
@@ -134,3 +134,8 @@ def test_the_standby_subnet_is_the_second_slash24() -> None:
     assert topology.standby_gateway_subnet(IPv4Network("10.10.0.0/23")) == IPv4Network("10.10.1.0/24")
     assert topology.standby_gateway_subnet(IPv4Network("10.10.0.0/24")) is None
     assert topology.standby_gateway_subnet(IPv4Network("10.10.0.0/28")) is None
+
+
+def test_validate_names_the_ha_sites() -> None:
+    line = summary(load_mesh(ha({"gateways": 2})))
+    assert "aws-use1 (aws, 2 gateways), gcp-euw3 (gcp), vps-fra (static)" in line

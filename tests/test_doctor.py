@@ -432,7 +432,8 @@ def test_doctor_runs_with_a_bare_python3(tmp_path: Path) -> None:
     package = tmp_path / "mesh"
     package.mkdir()
     (package / "gateway").mkdir()
-    for name in ("__init__.py", "doctor.py", "doctor_base.py", "doctor_agent.py", "doctor_path.py", "wgmetrics.py",
+    for name in ("__init__.py", "doctor.py", "doctor_base.py", "doctor_agent.py", "doctor_path.py", "doctor_ha.py",
+                 "wgmetrics.py",
                  "gateway/__init__.py", "gateway/pmtu_probe.py"):  # fmt: skip
         shutil.copy(REPO / "mesh" / name, package / name)
     result = subprocess.run(

@@ -133,6 +133,20 @@ def test_the_command_line_the_program_runs(url: str, cloud: Cloud, tmp_path: Pat
     assert cloud.vms[NEW].nat_ip == STATIC
 
 
+def test_for_ha_sites_the_gate_waits_and_moves_nothing(url: str, cloud: Cloud, tmp_path: Path) -> None:
+    """gateways: 2: the agents own the static address (docs/ha.md 9); the gate only waits for the ready mark."""
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    argv = [
+        "gcp", "--instance", f"{gce_fake.LINK}{INSTANCE}", "--address", f"{gce_fake.LINK}{ADDRESS}",
+        "--api", f"{url}/compute/v1/", "--access-token-file", str(token), "--interval", "0.05", "--wait-only",
+    ]  # fmt: skip
+    assert readygate.main([*argv, "--timeout", "0.2"]) == 1  # not ready yet: the gate fails
+    cloud.vms[NEW].attributes["wg-mesh/ready"] = "true"
+    assert readygate.main([*argv, "--timeout", "5"]) == 0
+    assert cloud.vms[OLD].nat_ip == STATIC and cloud.vms[NEW].nat_ip != STATIC
+
+
 # --- the gate in the Pulumi program (mocks) ----------------------------------------------------
 
 COMMAND = "command:local:Command"
@@ -209,7 +223,8 @@ def test_the_programs_gate_command_runs_from_the_project_directory(applied: Prog
     line = line.replace(" --impersonate deployer@proj.iam.gserviceaccount.com", "").replace("900", "5")
     cloud = Cloud(
         vms={"old": Vm("old", STATIC), "gcp-euw3-instance": Vm("gcp-euw3-instance", "35.9.9.9")},
-        addresses={"gcp-euw3-address": STATIC},
+        # the address's name as the provider auto-names it (the mocks: its logical name and a suffix)
+        addresses={applied.named("gcp:compute/address:Address", "gcp-euw3-address").outputs["name"]: STATIC},
         project="mock",
         zone="somewhere",
     )

@@ -275,9 +275,8 @@ def run_for(ctls: dict[str, Controller], clock: list[float], seconds: float, ali
     while clock[0] < end:
         for g in alive:
             ctls[g].tick()
-            for ctl in ctls.values():  # the reconcile worker: wait for it, so the test sees its effect
-                ctl.reconciling.acquire()
-                ctl.reconciling.release()
+            for ctl in ctls.values():  # the role and reconcile workers: wait, so the test sees their effect
+                ctl.wait_idle()
         clock[0] = round(clock[0] + 0.5, 3)
 
 
@@ -326,3 +325,30 @@ def test_shutdown_releases_for_a_planned_handover(cloud: Cloud, tmp_path: Path) 
     assert cloud.adapter("a").read_lease() == Lease("none", 1, cloud.adapter("a").read_lease().counter)  # type: ignore[union-attr]
     run_for(ctls, clock, 1, alive="b")
     assert ctls["b"].machine.role == "active" and cloud.eip_holder() == "b"
+
+
+def test_active_cut_off_from_the_lease_writes_nothing_and_demotes_on_the_new_holder(
+    cloud: Cloud, tmp_path: Path
+) -> None:
+    """DynamoDB unreachable for a only (unreachable != lost): a keeps its role but its write window closes; b claims
+    after 3 s and moves the address and routes; a reads the new holder twice and demotes, never moving them back."""
+    ctls, gws, clock = controllers(cloud, tmp_path)
+    run_for(ctls, clock, 3)
+    cut = {"on": False}
+    real = cloud.adapter("a")
+
+    class CutOff(AwsHa):
+        def _call(self, service: str, operation: str, **kwargs: Any) -> Any:
+            if cut["on"] and service == "dynamodb":
+                raise Unreachable("dynamodb: connect timeout")
+            return super()._call(service, operation, **kwargs)
+
+    ctls["a"].cloud = CutOff(REGION, cloud.table, SITE, "a", cloud.allocation, cloud.tables, real.eni)
+    cut["on"] = True
+    run_for(ctls, clock, 4)
+    assert ctls["b"].machine.role == "active" and cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}
+    run_for(ctls, clock, 2)
+    assert ctls["a"].machine.role == "standby" and gws["a"].roles[-1] == "standby"
+    assert any("another gateway holds the address" in line for line in gws["a"].logs)
+    run_for(ctls, clock, 5)
+    assert cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}

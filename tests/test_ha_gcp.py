@@ -105,8 +105,7 @@ def run_for(ctls: dict[str, Controller], clock: list[float], seconds: float, clo
     while clock[0] < end:
         for g in alive:
             ctls[g].tick()
-            ctls[g].reconciling.acquire()
-            ctls[g].reconciling.release()
+            ctls[g].wait_idle()
         for g, ctl in ctls.items():
             cloud.health[f"g{g}"] = "HEALTHY" if g in alive and ctl.healthz()[0] == 200 else "UNHEALTHY"
         clock[0] = round(clock[0] + 0.5, 3)

@@ -314,3 +314,35 @@ def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     result = promtool("check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ha_gateways_are_scraped_by_their_vpc_addresses(tmp_path: Path) -> None:
+    """gateways: 2: both gateways share the overlay address, so the scrape job takes the stack output ha_gateways
+    and lists each by its VPC address with its letter; other sites keep their overlay target."""
+    cfg = load(REPO / "Pulumi.ha.yaml")
+    output = {"aws-use1": {"a": "10.10.0.10", "b": "10.10.1.10"}, "gcp-euw3": {"a": "10.100.0.2", "b": "10.100.0.3"}}
+    (job,) = monitoring.scrape_config(cfg, monitoring.parse_ha_gateways(json.dumps(output), cfg))["scrape_configs"]
+    assert job["static_configs"][:2] == [
+        {"targets": ["10.10.0.10:9100"], "labels": {"site": "aws-use1", "gateway": "a"}},
+        {"targets": ["10.10.1.10:9100"], "labels": {"site": "aws-use1", "gateway": "b"}},
+    ]
+    only_aws = monitoring.parse_ha_gateways(json.dumps({"aws-use1": output["aws-use1"]}), cfg)
+    (job,) = monitoring.scrape_config(cfg, only_aws)["scrape_configs"]
+    assert job["static_configs"][-1] == {"targets": ["10.200.0.2:9100"], "labels": {"site": "gcp-euw3"}}
+    cases: list[tuple[object, str]] = [
+        ({"nowhere": {"a": "10.0.0.1"}}, "ha_gateways.nowhere"),
+        ({"aws-use1": {"a": "x"}}, "ha_gateways.aws-use1.a"),
+        ([], "ha_gateways"),
+    ]
+    for bad, field in cases:
+        with pytest.raises(ValueError, match=rf"^{re.escape(field)}"):
+            monitoring.parse_ha_gateways(json.dumps(bad), cfg)
+    path = tmp_path / "ha_gateways.json"
+    path.write_text(json.dumps(output))
+    argv = [sys.executable, "-m", "mesh", "monitoring", "--stack", "ha", "--out", str(tmp_path / "out")]
+    done = subprocess.run([*argv, "--ha-gateways", str(path)], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "10.10.1.10:9100" in (tmp_path / "out" / monitoring.SCRAPE_FILE).read_text()
+    path.write_text("{")
+    done = subprocess.run([*argv, "--ha-gateways", str(path)], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "ha_gateways: not JSON" in done.stderr

@@ -217,6 +217,8 @@ def test_nothing_is_open_to_the_world_and_nothing_opens_ssh(applied: ProgramRun)
     peer_addresses = {f"{values.public_ip.value}/32" for values in applied.sites.values()}
     # ...and a GCP gateway's own internal address (the source of its path-MTU ICMP).
     peer_addresses |= {f"{i.outputs['networkInterfaces'][0]['networkIp']}/32" for i in applied.of_type(GCP_INSTANCE)}
+    # ...and Google's health-check probers, to the agent's /healthz port only (gateways: 2, test_program_ha_gcp.py).
+    probers = {"35.191.0.0/16", "130.211.0.0/22"}
 
     def allowed(source: str) -> bool:
         network = ipaddress.IPv4Network(source)
@@ -232,13 +234,16 @@ def test_nothing_is_open_to_the_world_and_nothing_opens_ssh(applied: ProgramRun)
     for fw in applied.of_type(GCP_FIREWALL):
         rules += 1
         assert fw.inputs["direction"] == "INGRESS"
+        if set(fw.inputs["sourceRanges"]) == probers:
+            assert fw.inputs["allows"] == [{"protocol": "tcp", "ports": ["9181"]}], fw.name
+            continue
         assert all(allowed(c) for c in fw.inputs["sourceRanges"]), fw.name
         for allow in fw.inputs["allows"]:
             assert not (allow["protocol"] == "tcp" and "22" in allow.get("ports", [])), fw.name
     # GCP: WireGuard, forward, remote (the stack files choose a workload scope), path-MTU ICMP from the gateway.
     assert rules == 2 * sum(isinstance(s, AwsSite) for s in cfg.sites) + 4 * sum(
         isinstance(s, GcpSite) for s in cfg.sites
-    )
+    ) + sum(isinstance(s, GcpSite) and s.gateways > 1 for s in cfg.sites)  # HA: the probers' rule
 
 
 def test_gateways_forward_and_are_hardened(applied: ProgramRun) -> None:
@@ -300,8 +305,12 @@ def test_routes_send_every_remote_range_to_the_gateway(applied: ProgramRun) -> N
             network = applied.named("gcp:compute/network:Network", f"{site.name}-network").outputs["selfLink"]
             routes = [r for r in applied.of_type(GCP_ROUTE) if r.name.startswith(f"{site.name}-")]
             assert sorted(r.inputs["destRange"] for r in routes) == sorted(remote)
+            if site.gateways > 1:  # the load balancer's forwarding rule (tests/test_program_ha_gcp.py)
+                self_link = applied.named("gcp:compute/forwardingRule:ForwardingRule", f"{site.name}-fr").outputs[
+                    "selfLink"
+                ]
             for route in routes:
-                assert route.inputs["nextHopInstance"] == self_link
+                assert route.inputs.get("nextHopInstance", route.inputs.get("nextHopIlb")) == self_link
                 assert route.inputs["network"] == network
                 assert route.inputs["priority"] == 900
 

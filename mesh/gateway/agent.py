@@ -265,7 +265,8 @@ class Agent:
             return None
         from .ha_run import Controller, cloud_factory
 
-        return Controller(self.config.site, self.config.ha, self, cloud_factory(self.config.site, self.config.ha))
+        ha, site = self.config.ha, self.config.site
+        return Controller(site, ha, self, cloud_factory(site, ha), interface=self.config.interface)
 
     def once(self, timeout_s: float, sleep: Callable[[float], None] = time.sleep) -> int:
         give_up = time.monotonic() + timeout_s

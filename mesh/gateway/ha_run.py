@@ -39,7 +39,7 @@ from .ha import (
 )
 from .ha_health import HealthServer, LocalChecks, Run, TunnelProbe, run_command
 from .pmtu_heal import overlay_address
-from .wgconf import InterfacePlan
+from .wgconf import INTERFACE, InterfacePlan
 
 METRICS: dict[str, tuple[str, str]] = {
     "wgmesh_ha_role": ("gauge", "1 if this gateway is its site's active gateway, 0 if standby."),
@@ -96,13 +96,14 @@ class Controller:
         run: Run = run_command,
         clock: Callable[[], float] = time.monotonic,
         settings: Settings | None = None,
+        interface: str = INTERFACE,
     ) -> None:
         self.site, self.config, self.host, self.run, self.clock = site, config, host, run, clock
         self.make_cloud: Callable[[], Any] = cloud
         self.cloud: Any = None  # made on the first tick that can (IMDS, metadata may lag)
         arbiter = "lease" if config.cloud == "aws" else "health"
         self.machine = Machine(config.gateway, arbiter, settings or Settings())
-        self.checks = LocalChecks(host.applied, run=run)
+        self.checks = LocalChecks(host.applied, interface, run)
         self.tunnel = TunnelProbe(lambda: host.plan, lambda: self.checks.dump, run)
         self.failed = "not sampled yet"
         self.tunnel_ok = True
@@ -111,7 +112,10 @@ class Controller:
         self.lease_epoch = 0
         self.lock = threading.Lock()  # one tick at a time (the loop, shutdown)
         self.reconciling = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wg-mesh-ha")
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wg-mesh-ha-cloud")
+        # role changes in their own worker, in order: a document cycle that waits on a hung `wg` (the applier's 30 s
+        # command timeout) holds the apply lock, and the 0.5 s ticks must go on meanwhile
+        self.roles = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wg-mesh-ha-role")
         self.last_error = ""
         self.stopped = False
 
@@ -161,7 +165,10 @@ class Controller:
                     view = self.cloud.read_lease()
                     if isinstance(view, Lease):
                         self.lease_epoch = view.epoch
-                if self.machine.role == "active" and now - self.last_holder_read >= 1.0:
+                # while renewals succeed the lease fences and the reconcile reads the holder; without them (the
+                # arbiter unreachable) the holder is read here, at most once a second, to see a takeover
+                writable = self.machine.may_write(now)
+                if self.machine.role == "active" and not writable and now - self.last_holder_read >= 1.0:
                     self.last_holder_read = now
                     holder = self.cloud.holder()
             else:
@@ -226,19 +233,31 @@ class Controller:
             self._outcome(lambda: self.cloud.release(action.epoch))
             return []
         if isinstance(action, Promote):
-            self.host.set_role("active")
             self.tunnel.reset()
-            self._ping_all()
+            self.roles.submit(self._set_role, "active")
             return []
         if isinstance(action, Demote):
             self.host.log(f"HA: standby: {action.why}")
-            self.host.set_role("standby")
+            self.roles.submit(self._set_role, "standby")
             return []
         if isinstance(action, Reconcile):
             if self.reconciling.acquire(blocking=False):
                 self.pool.submit(self._reconcile)
             return []
         raise AssertionError(action)
+
+    def _set_role(self, role: str) -> None:
+        try:
+            self.host.set_role(role)
+        except Exception as exc:  # the next document cycle applies the role again (the applier holds it)
+            self.problem(f"HA: wg0 to {role} failed: {exc.__class__.__name__}: {exc}")
+        if role == "active" and self.machine.role == "active":
+            self._ping_all()
+
+    def wait_idle(self) -> None:
+        """Until the role change and the reconcile submitted so far are done (tests, shutdown)."""
+        self.roles.submit(lambda: None).result()
+        self.pool.submit(lambda: None).result()
 
     def _ping_all(self) -> None:
         """One ping to every peer's overlay address: each starts a handshake (docs/ha.md section 3)."""
@@ -293,10 +312,13 @@ class Controller:
                     self._outcome(lambda: self.cloud.release(m.epoch))
                 m.role = "standby"
                 self.host.log("HA: stopping: released the active role")
+                self.roles.submit(self._set_role, "standby")
+                # bounded: a hung `wg` must not keep systemd waiting (the address has moved by then anyway)
+                done = self.roles.submit(lambda: None)
                 try:
-                    self.host.set_role("standby")
-                except Exception as exc:
-                    self.host.log(f"HA: stopping: wg0 to standby failed: {exc.__class__.__name__}: {exc}")
+                    done.result(timeout=5.0)
+                except Exception:
+                    self.host.log("HA: stopping: wg0 to standby did not finish in 5 s")
             self.host.write_ha_metrics(self.metrics_text())
 
 
