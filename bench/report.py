@@ -25,7 +25,7 @@ from bench.anchors import (
 )
 
 Log = Callable[[str], None]
-SECTIONS = ("environment", "scale", "lab", "mtu", "boot", "meshchange", "meshchange-boot", "pathmtu")
+SECTIONS = ("environment", "scale", "lab", "mtu", "boot", "meshchange", "meshchange-boot", "pathmtu", "hafailover")
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
     "wireguard": "WireGuard tunnel (gateway → gateway, wg0)",
@@ -887,6 +887,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         from bench.pathmtu import section as section_pathmtu
 
         parts.append(section_pathmtu(data["pathmtu"]))
+    if "hafailover" in data:
+        from bench.hafailover import section as section_hafailover
+
+        parts.append(section_hafailover(data["hafailover"]))
     return "\n".join(parts)
 
 

@@ -1,7 +1,8 @@
 """`python -m mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`,
-`python -m mesh lab --drill live|pmtu --stack NAME [--boot] [--json PATH]` (a `delivery: live` mesh changed while
-traffic flows: mesh/lab/drill.py, with --boot on booted gateways; a path-MTU black hole between two sites:
-mesh/lab/pmtudrill.py), `python -m mesh lab down LAB... | --all` and `python -m mesh lab image [--rebuild]`.
+`python -m mesh lab --drill live|pmtu|ha --stack NAME [--boot] [--json PATH]` (a `delivery: live` mesh changed
+while traffic flows: mesh/lab/drill.py, with --boot on booted gateways; a path-MTU black hole between two sites:
+mesh/lab/pmtudrill.py; an HA pair's failures: mesh/lab/hadrill.py), `python -m mesh lab down LAB... | --all` and
+`python -m mesh lab image [--rebuild]`.
 
 Exit codes: 0 every check passed; 1 a check failed (or the lab could not be built); 2 invalid config
 (the same errors as `validate`, nothing built) or a machine that cannot run the lab (not root, tools
@@ -41,9 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--drill",
-        choices=("live", "pmtu"),
+        choices=("live", "pmtu", "ha"),
         help="live: add a site, rotate keys, remove it, corrupt a document, while traffic flows; pmtu: a path-MTU "
-        "black hole between two sites mid-transfer, with and without ICMP filtered (delivery: live)",
+        "black hole between two sites mid-transfer, with and without ICMP filtered (delivery: live); ha: kill, break, "
+        "hang and partition an AWS site's HA gateway pair and replace its active while traffic flows (gateways: 2)",
     )
     parser.add_argument("--rebuild", action="store_true", help="image: build it again even if it is cached")
     source = parser.add_mutually_exclusive_group()

@@ -1,7 +1,8 @@
 """One run of a drill on a `delivery: live` lab: build it, start the traffic A -> B, run the steps, tear down
 (always), and the report: a table per step and the JSON (`--json`) that docs/benchmarks.md's tables are rendered
 from. `live` (drill.py: A's and B's gateways, then C added, rotated, removed; bench/meshchange.py) and `pmtu`
-(pmtudrill.py: all three gateways, a path-MTU black hole between A and B; bench/pathmtu.py)."""
+(pmtudrill.py: all three gateways, a path-MTU black hole between A and B; bench/pathmtu.py); `ha` (harun.py,
+hadrill.py: an HA site's failure modes; bench/hafailover.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from mesh.lab.run import (
 )
 from mesh.lab.traffic import Pinger, Stream
 
-KINDS = ("live", "pmtu")
+KINDS = ("live", "pmtu", "ha")
 
 
 @dataclass
@@ -48,6 +49,7 @@ class DrillReport:
     poll_seconds: float | None = None
     mode: str = "namespace"  # or "boot": every gateway a booted container, its agent the unit cloud-init starts
     boot: dict[str, dict[str, Any]] = field(default_factory=dict)  # --boot: site -> cloud-init's time and exit
+    summary: dict[str, Any] = field(default_factory=dict)  # ha: the outage median, the sampler's counts
     error: str | None = None
     ok: bool = False
     duration_s: float = 0.0
@@ -67,6 +69,7 @@ class DrillReport:
             "stream": {k: v for k, v in self.stream.items() if k != "stalls"},
             "wireguard_go_pids": self.wireguard_go_pids,
             **({"boot": self.boot} if self.mode == "boot" else {}),
+            **({"summary": {k: v for k, v in self.summary.items() if k != "logs"}} if self.summary else {}),
         }
 
 
@@ -81,6 +84,10 @@ def run_drill(
         raise LabError(f"no drill {kind!r}: {', '.join(KINDS)}")
     if boot and kind != "live":
         raise LabError(f"--drill {kind} runs in namespaces only (--boot: the live drill)")
+    if kind == "ha":
+        from mesh.lab.harun import run_ha_drill
+
+        return run_ha_drill(cfg, label)
     options = options or LabOptions()
     started = time.monotonic()
     plan = plan_lab(cfg, new_prefix())
@@ -199,6 +206,11 @@ def _path_cells(s: dict[str, Any]) -> str:
 
 
 def print_drill(report: DrillReport, console: Console) -> None:
+    if report.kind == "ha":
+        from mesh.lab.harun import print_ha
+
+        print_ha(report, console)
+        return
     table = Table(title=f"{report.kind} drill: {report.label}", title_justify="left")
     last = "converged s" if report.kind == "live" else "path MTU (A's agent)"
     for column in ("step", "pings lost A->B", "longest ping gap ms", "longest stall ms", last, ""):

@@ -7,6 +7,7 @@ makes for a container); the functions here wire the fabric's end of it.
 
 from __future__ import annotations
 
+from mesh.lab.haplan import HaSite, chain_setup, ha_site, nat_rules
 from mesh.lab.netns import run
 from mesh.lab.plan import BRIDGE, BRIDGE_GW_PORT, BRIDGE_HOST_PORT, NIC, VPC_UPLINK, LabPlan, SitePlan
 
@@ -47,12 +48,32 @@ def build_cloud_site(plan: LabPlan, site: SitePlan) -> None:
 
     ip(inet, "address", "add", site.transit_internet, "dev", site.internet_if)
     ip(inet, "route", "add", f"{site.gateway_ip.ip}/32", "via", site.transit_site.ip)
+    if site.gateways == 2:
+        build_ha_nat(plan, site)
+        return
     # The Elastic IP / external IP: 1:1 NAT between the public and the private address.
     private, public = str(site.gateway_ip.ip), str(site.public_ip)
     iptables(inet, "-t", "nat", "-A", "PREROUTING", "-d", public, "-j", "DNAT", "--to-destination", private)
     iptables(inet, "-t", "nat", "-A", "POSTROUTING", "-s", private, "-j", "SNAT", "--to-source", public)
     # Private addresses are not routable on the internet: only NATed traffic reaches them.
     iptables(inet, "-A", "FORWARD", "-d", private, "-m", "conntrack", "!", "--ctstate", "DNAT,SNAT", "-j", "DROP")
+
+
+def build_ha_nat(plan: LabPlan, site: SitePlan) -> None:
+    """An HA site (haplan.py): the second gateway's route, the site's NAT chains, nobody holding the address yet
+    (the cloud model, awsmodel.py, applies who does)."""
+    ha = ha_site(plan, site)
+    b = ha.gateway("b")
+    ip(plan.internet_ns, "route", "add", f"{b.private}/32", "via", ha.vpc_hop)
+    for rule in chain_setup(ha):
+        iptables(plan.internet_ns, *rule)
+    apply_nat(ha, None, 0)
+
+
+def apply_nat(ha: HaSite, holder: str | None, moves: int) -> None:
+    """The EIP's 1:1 NAT to `holder` (None: nobody), in one iptables-restore (atomic per table)."""
+    argv = ["ip", "netns", "exec", ha.internet_ns, "iptables-restore", "-w", "--noflush"]
+    run(argv, stdin_text=nat_rules(ha, holder, moves))
 
 
 def plug_cloud_gateway(site: SitePlan) -> None:

@@ -23,7 +23,7 @@ Per site, as in the clouds:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
@@ -105,6 +105,8 @@ class SitePlan:
     uplink_mtu: int  # the real internet path of this site
     declared_underlay_mtu: int
     host_routes: tuple[IPv4Network, ...]
+    gateways: int = 1  # 2: an HA site (haplan.py): gateway_ns is gateway a's, standby_ns gateway b's
+    standby_ns: str | None = None
 
     @property
     def is_cloud(self) -> bool:
@@ -116,7 +118,8 @@ class SitePlan:
 
     @property
     def namespaces(self) -> tuple[str, ...]:
-        return (self.gateway_ns, self.host_ns) + ((self.vpc_ns,) if self.vpc_ns else ())
+        standby = (self.standby_ns,) if self.standby_ns else ()
+        return (self.gateway_ns, *standby, self.host_ns) + ((self.vpc_ns,) if self.vpc_ns else ())
 
 
 @dataclass(frozen=True)
@@ -171,8 +174,10 @@ def _transit(index: int) -> tuple[IPv4Interface, IPv4Interface]:
     return IPv4Interface(f"{net[1]}/{TRANSIT_PREFIX}"), IPv4Interface(f"{net[2]}/{TRANSIT_PREFIX}")
 
 
-def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults()) -> LabPlan:
-    """Lay the mesh out in namespaces named `<prefix>-...`; LabPlanError when it cannot be."""
+def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_sites: Collection[str] = ()) -> LabPlan:
+    """Lay the mesh out in namespaces named `<prefix>-...`; LabPlanError when it cannot be. `ha_sites`: the sites laid
+    out with two gateways (haplan.py; `--drill ha` passes a stack's AWS sites with `gateways: 2`). Every other site,
+    whatever its `gateways`, has one gateway: the lab's checks and other drills run an HA site's gateway a alone."""
     if not PREFIX_PATTERN.match(prefix):
         raise LabPlanError(f"lab prefix {prefix!r} does not match {PREFIX_PATTERN.pattern}")
     problems: list[str] = []
@@ -183,6 +188,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults()) -> L
         problems.append(f"faults.wrong_key: {faults.wrong_key} names a site that is not in the mesh")
     if cfg.delivery == "live" and (faults.wrong_key is not None or faults.broken_listen_port is not None):
         problems.append("faults.wrong_key / broken_listen_port change the rendered wg0.conf: delivery: user-data only")
+    problems += [f"lab: HA site {name} is not a site of the mesh" for name in sorted(set(ha_sites) - names)]
     for name, mtu in faults.link_mtu.items():
         if name not in names:
             problems.append(f"faults.link_mtu: {name} is not a site of the mesh")
@@ -192,6 +198,9 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults()) -> L
     sites = []
     for i, site in enumerate(cfg.sites):
         cloud = not isinstance(site, StaticSite)
+        ha = site.name in ha_sites
+        if ha and not cloud:
+            problems.append(f"sites[{i}]: {site.name} is a static site: one gateway only")
         try:
             router, gateway, host = site_addresses(site.cidrs[0], cloud)
         except ValueError as exc:
@@ -212,7 +221,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults()) -> L
                 overlay_ip=site.overlay_ip,
                 public_ip=PUBLIC_POOL[i + 1],
                 real_public=real,
-                gateway_ns=f"{prefix}-gw-{site.name}",
+                gateway_ns=f"{prefix}-gw-{site.name}" + ("-a" if ha else ""),
                 host_ns=f"{prefix}-host-{site.name}",
                 vpc_ns=f"{prefix}-vpc-{site.name}" if cloud else None,
                 gateway_ip=gateway,
@@ -225,6 +234,8 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults()) -> L
                 uplink_mtu=faults.link_mtu.get(site.name, site.underlay_mtu),
                 declared_underlay_mtu=site.underlay_mtu,
                 host_routes=tuple(topology.remote_ranges(cfg, site.name)),
+                gateways=2 if ha else 1,
+                standby_ns=f"{prefix}-gw-{site.name}-b" if ha else None,
             )
         )
     if problems:

@@ -1,0 +1,175 @@
+"""One run of the HA drill (hadrill.py) on a `delivery: live` stack with an AWS site of `gateways: 2`: build the lab
+with the AWS model (hacloud.py), start both gateways (a first), the traffic P -> S, the steps, tear down (always); the
+report (drillrun.DrillReport, kind "ha") whose JSON docs/benchmarks.md's table is rendered from (bench/hafailover.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mesh.config import MeshConfig
+from mesh.lab.build import build
+from mesh.lab.controlplane import ControlPlane
+from mesh.lab.drillrun import DrillReport
+from mesh.lab.hacloud import HaCloud
+from mesh.lab.hadrill import HaDrill, judge
+from mesh.lab.live import control_plane_hook, live_configs
+from mesh.lab.machine import NamespaceGateway
+from mesh.lab.netns import LabError, missing_requirements, new_state
+from mesh.lab.plan import LabKeys, SitePlan, plan_lab, render_artifacts
+from mesh.lab.report import Steps
+from mesh.lab.run import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
+from mesh.lab.traffic import Pinger, Stream
+
+TRAFFIC_TIMEOUT_S = 60.0
+
+
+def ha_sites(cfg: MeshConfig) -> tuple[list[str], list[str]]:
+    """(the AWS sites with gateways: 2, which the lab runs as pairs; the GCP ones, which it runs with gateway a)."""
+    pairs = [s for s in cfg.sites if getattr(s, "gateways", 1) == 2]
+    return [s.name for s in pairs if s.cloud == "aws"], [s.name for s in pairs if s.cloud == "gcp"]
+
+
+def pick(sites: tuple[SitePlan, ...], aws: list[str]) -> tuple[SitePlan, SitePlan]:
+    s = next(x for x in sites if x.name == aws[0])
+    p = next((x for x in sites if x is not s and x.cloud != "aws"), next(x for x in sites if x is not s))
+    return s, p
+
+
+def wait_replies(pinger: Pinger, since: float, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pinger.replied_since(since):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def run_ha_drill(cfg: MeshConfig, label: str, *, delay_s: float = 0.0) -> DrillReport:
+    """Raises LabError before anything is created when the stack has no AWS site with `gateways: 2` or does not
+    deliver peers live; LabEnvironmentError when the machine cannot run the lab."""
+    aws, gcp = ha_sites(cfg)
+    if not aws:
+        raise LabError(f"{label}: no AWS site with `gateways: 2` (the lab models HA on AWS; see docs/ha.md 11)")
+    started = time.monotonic()
+    plan = plan_lab(cfg, new_prefix(), ha_sites=aws)
+    keys = LabKeys.generate(cfg)
+    artifacts = render_artifacts(cfg, plan, keys)
+    configs = live_configs(artifacts)
+    if not configs:
+        raise LabError(f"{label}: the user data does not deliver peers live (set `delivery: live`)")
+    if len(plan.sites) < 2:
+        raise LabError(f"{label}: the HA drill needs a second site for the traffic")
+    s, p = pick(plan.sites, aws)
+    problems = missing_requirements()
+    if problems:
+        raise LabEnvironmentError("; ".join(problems))
+    report = DrillReport(label, "ha")
+    report.sites = {"S": {"name": s.name, "cloud": s.cloud, "gateways": "a, b"},
+                    "P": {"name": p.name, "cloud": p.cloud, "gateways": "a"}}  # fmt: skip
+    notes = [f"{name}: gateways: 2 on GCP runs gateway a only (the lab's GCP model is not built)" for name in gcp]
+    notes += [f"cloud model: moto polled every 50 ms, state applied {delay_s:g} s after it is read"]
+    state = new_state(plan.prefix, f"{label} (ha drill)")
+    state.save()
+    cleanup = _Cleanup(state, Console(stderr=True))
+    planes: list[ControlPlane] = []
+    clouds: list[HaCloud] = []
+    pinger = stream = None
+    drill: HaDrill | None = None
+
+    def hook(lab: Any) -> None:
+        control_plane_hook(cfg, keys, configs, started=planes.append)(lab)
+        clouds.append(HaCloud(cfg, lab, planes[0], delay_s=delay_s))
+        clouds[0].start()
+
+    with Steps(12, Console(stderr=True)) as step, signals_end_the_run():
+        try:
+            step(f"build: every site's fabric and gateway, {s.name}'s pair, moto and the cloud model")
+            lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook)
+            cloud = clouds[0]
+            cloud.standbys[s.name].start()
+            step(f"traffic: ping every 10 ms and a TCP stream, host {p.name} -> host {s.name}")
+            drill = HaDrill(cloud, s.name, step, peer=(lab.machines[p.name].node, keys.public[s.name]))
+            if drill.steady() is None:
+                raise LabError(f"{s.name}: the pair never became steady: {drill.roles()}, cloud {cloud.latest}")
+            pinger = Pinger(lab.hosts[p.name], state, p.host_ns, str(s.host_ip.ip))
+            since = time.time()
+            pinger.start()
+            if not wait_replies(pinger, since, TRAFFIC_TIMEOUT_S):
+                raise LabError(f"no ping from {p.name}'s host reached {s.name}'s host through the active gateway")
+            stream = Stream(lab.hosts[p.name], p.host_ns, lab.hosts[s.name], s.host_ns, str(s.host_ip.ip), state)
+            stream.start()
+            drill.traffic = (pinger, stream)
+            time.sleep(1)
+            drill.run()
+            pinger.stop()
+            report.stream = stream.stop()
+            report.steps = drill.steps
+            summary = judge(report.steps, pinger, stream, drill.sampler)
+            report.ok = summary.pop("ok")
+            report.summary = {**summary, "notes": notes}
+        except LabError as exc:
+            report.error = str(exc)
+            if drill is not None:
+                report.steps = drill.steps
+        finally:
+            step("teardown")
+            if drill is not None:
+                drill.sampler.stop()
+            if pinger is not None:
+                pinger.stop()
+            if stream is not None and not stream.result:
+                stream.stop()
+            for cloud in clouds:
+                cloud.stop()
+            if not report.ok and state.log_dir.is_dir():  # the agents' and the cloud model's logs, for the why
+                kept = Path(tempfile.mkdtemp(prefix=f"wg-mesh-ha-drill-{plan.prefix}-"))
+                shutil.copytree(state.log_dir, kept, dirs_exist_ok=True)
+                report.summary["logs"] = str(kept)
+            cleanup()
+    if cleanup.problems:
+        report.error = (report.error + "; " if report.error else "") + "teardown: " + "; ".join(cleanup.problems)
+        report.ok = False
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+def _v(value: Any, unit: str = "") -> str:
+    return "-" if value is None else f"{value}{unit}"
+
+
+def print_ha(report: DrillReport, console: Console) -> None:
+    table = Table(title=f"ha drill: {report.label}", title_justify="left")
+    columns = ("step", "fault on", "active", "EIP/routes moved s", "peer handshake s", "outage ms", "lost", "stall ms")
+    for column in (*columns, "2 active", ""):
+        table.add_column(column)
+    for s in report.steps:
+        table.add_row(
+            s["step"], s["fault_on"], f"{s['active_before']} -> {_v(s['active_after'])}",
+            f"{_v(s['eip_moved_s'])} / {_v(s.get('routes_moved_s'))}", _v(s.get("peer_handshake_s")),
+            _v(s.get("outage_ms")), _v(s.get("pings_lost")),
+            _v(s.get("longest_stall_ms")), _v(s.get("two_active_samples")), "ok" if s.get("ok") else "FAIL",
+        )  # fmt: skip
+    console.print(table)
+    summary = report.summary
+    if "outage_median_ms" in summary:
+        met = "met" if summary["outage_target_met"] else "NOT met"
+        console.print(f"outage median {_v(summary['outage_median_ms'])} ms (target <= 5000 ms: {met}); "
+                      f"{summary['two_active_samples']} of {summary['samples']} samples with two actives")  # fmt: skip
+        for note in summary.get("notes", []):
+            console.print(f"note: {note}")
+    if report.summary.get("logs"):
+        console.print(f"logs of the failed drill: {report.summary['logs']}")
+    if report.stream:
+        console.print(f"stream: {report.stream.get('bytes', 0) / 2**20:.0f} MiB, sha256 "
+                      f"{'match' if report.stream.get('verified') else 'MISMATCH'}")  # fmt: skip
+    if report.error:
+        console.print(f"[red]error: {report.error}[/red]")
+    console.print("[green]drill passed[/green]" if report.ok else "[red]drill FAILED[/red]")

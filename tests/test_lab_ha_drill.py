@@ -1,0 +1,116 @@
+"""The HA drill (mesh/lab/hadrill.py, harun.py, issue 11): its judgement and the sampler's invariant, pure; its
+docs/benchmarks.md section (bench/hafailover.py); the drill itself on the ha stack (integration, root)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.hafailover import section
+from mesh.lab.drillrun import DrillReport, run_drill
+from mesh.lab.hadrill import Sampler, judge
+from mesh.lab.harun import ha_sites
+from mesh.lab.netns import Node, find_labs, list_netns, missing_requirements
+from mesh.stackfile import load
+from tests.test_lab_live_drill import pinger, stream
+
+HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")
+REPLIES = [(100 + i * 0.01, i) for i in range(300) if not 120 <= i < 150]  # 30 pings lost from 101.2 s
+
+
+def step(name: str, before: str, after: str | None, failover: bool, start: float, end: float) -> dict[str, Any]:
+    return {"step": name, "fault_on": before if failover else "b", "active_before": before, "active_after": after,
+            "eip_holder_after": after, "eip_moved_s": 1.0 if failover else None, "routes_moved_s": None,
+            "start": start, "end": end, "expect_failover": failover}  # fmt: skip
+
+
+def sampler(violations: list[float] = ()) -> Sampler:  # type: ignore[assignment]
+    s = Sampler(nodes=lambda: {}, holder=lambda: None, samples=100)
+    s.violations = [{"t": t, "roles": {"a": 1, "b": 1}, "eip_holders": ["a"]} for t in violations]
+    return s
+
+
+def test_judge_wants_the_other_gateway_after_a_failover_and_no_loss_without_one() -> None:
+    steps = [step("standby killed", "a", "a", False, 100.0, 101.0), step("active killed", "a", "b", True, 101.0, 103.0)]
+    summary = judge(steps, pinger(REPLIES), stream([]), sampler())
+    assert summary["ok"] and summary["outage_median_ms"] == 310.0 and summary["outage_target_met"]
+    assert steps[0]["pings_lost"] == 0 and steps[1]["pings_lost"] == 30 and steps[1]["two_active_samples"] == 0
+    for bad in (
+        [step("active killed", "a", "a", True, 101.0, 103.0)],  # nobody took over
+        [step("active killed", "a", None, True, 101.0, 103.0)],  # two actives (or none) at the end
+        [step("partition", "a", "a", False, 101.0, 103.0)],  # a step that must lose nothing lost pings
+        [step("partition", "a", "b", False, 100.0, 101.0)],  # a failover where none is due
+    ):
+        assert not judge(bad, pinger(REPLIES), stream([]), sampler())["ok"], bad
+    assert not judge(steps, pinger(REPLIES), stream([], verified=False), sampler())["ok"]
+    two = judge(steps, pinger(REPLIES), stream([]), sampler([102.0]))
+    assert not two["ok"] and two["two_active_samples"] == 1 and steps[1]["two_active_samples"] == 1
+
+
+def test_the_outage_target_is_reported_not_met_above_five_seconds() -> None:
+    replies = [(100 + i * 0.01, i) for i in range(1000) if not 100 <= i < 700]  # 6 s silent
+    summary = judge([step("active killed", "a", "b", True, 100.0, 110.0)], pinger(replies), stream([]), sampler())
+    assert summary["ok"] and summary["outage_median_ms"] == 6010.0 and not summary["outage_target_met"]
+
+
+def test_the_sampler_counts_two_active_roles_as_a_violation(tmp_path: Path) -> None:
+    files = {}
+    for letter, role in (("a", 1), ("b", 1)):
+        root = tmp_path / letter
+        path = root / "var/lib/prometheus/node-exporter/wg_mesh_ha.prom"
+        path.parent.mkdir(parents=True)
+        path.write_text(f'wgmesh_ha_role{{site="s",gateway="{letter}"}} {role}\nwgmesh_ha_healthy{{site="s"}} 1\n')
+        files[letter] = root
+
+    class Rooted(Node):
+        def path(self, inside: str) -> Path:
+            return files[self.netns] / inside.lstrip("/")
+
+    s = Sampler(nodes=lambda: {"a": Rooted("a"), "b": Rooted("b")}, holder=lambda: "a")
+    assert s.sample()["roles"] == {"a": 1.0, "b": 1.0}
+    (files["b"] / "var/lib/prometheus/node-exporter/wg_mesh_ha.prom").write_text('wgmesh_ha_role{site="s"} 0\n')
+    assert s.sample()["roles"] == {"a": 1.0, "b": 0.0}
+    s2 = Sampler(nodes=lambda: {"a": Rooted("a"), "b": None}, holder=lambda: None)
+    assert s2.sample()["roles"] == {"a": 1.0, "b": None} and s2.sample()["eip_holders"] == []
+
+
+def test_the_lab_runs_aws_pairs_and_says_gcp_pairs_run_single() -> None:
+    assert ha_sites(HA_STACK) == (["aws-use1"], ["gcp-euw3"])
+
+
+def test_the_benchmarks_section_shows_every_step_and_the_target() -> None:
+    report = DrillReport("ha", "ha", ok=True, duration_s=120.0)
+    report.sites = {"S": {"name": "aws-use1", "cloud": "aws", "gateways": "a, b"},
+                    "P": {"name": "gcp-euw3", "cloud": "gcp", "gateways": "a"}}  # fmt: skip
+    report.steps = [
+        step("standby killed", "a", "a", False, 100.0, 101.0),
+        step("active killed", "a", "b", True, 101.0, 103.0),
+    ]
+    report.summary = {**judge(report.steps, pinger(REPLIES), stream([]), sampler()), "notes": ["a note"]}
+    report.stream = {"ok": True, "verified": True, "bytes": 80 << 20}
+    text = section(report.to_json())
+    assert "## 10. HA gateways" in text
+    assert "| active killed | a | a → b | 1 s / - | - | 310 ms | 30 | 0 ms | 0 | ok |" in text
+    assert "target ≤ 5000 ms: met" in text and "80 MiB, SHA-256 match" in text and "* a note" in text
+
+
+CANNOT_RUN = missing_requirements()
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
+def test_the_ha_drill_on_the_ha_stack() -> None:
+    before = set(list_netns())
+    report = run_drill(HA_STACK, "ha", kind="ha")
+    labs = find_labs()  # other labs may come and go meanwhile; ours is gone with every namespace it made
+    ours = [n for n in set(list_netns()) - before if n[:7] not in labs or labs[n[:7]].label == "ha (ha drill)"]
+    assert not ours and not [p for p, state in labs.items() if state.label == "ha (ha drill)"]
+    assert report.error is None, report.error
+    failed = [s for s in report.steps if not s["ok"]]
+    assert not failed, failed
+    assert report.stream["verified"]
+    assert report.steps[0]["step"] == "standby killed" and report.steps[0]["pings_lost"] == 0
+    assert report.summary["two_active_samples"] == 0, report.summary["violations"]
+    assert report.ok
