@@ -54,7 +54,7 @@ class StandbyGateway(NamespaceGateway):
     def log_path(self) -> Path:
         return self.state.log_dir / f"{self.site.name}-{self.gateway.letter}.log"
 
-    def attach(self) -> None:
+    def attach(self, later: bool = False) -> None:
         site, g = self.site, self.gateway
         assert site.vpc_ns is not None and site.router_ip is not None
         veth(site.vpc_ns, g.bridge_port, g.netns, site.gateway_nic, site.nic_mtu)
