@@ -215,11 +215,11 @@ def test_moving_the_eip_and_the_routes_in_moto_moves_the_nat_and_the_vpc_routes(
 
     def hook(lab: Any) -> None:
         control_plane_hook(PROD, keys, configs, [], started=planes.append)(lab)
-        clouds.append(HaCloud(PROD, lab, planes[0]))
-        clouds[0].start()
 
     try:
-        build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook, start=[])
+        lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook, start=[])
+        clouds.append(HaCloud(PROD, lab, planes[0]))  # once the fabric exists, as mesh.lab.harun does
+        clouds[0].start()
         cloud, ha = clouds[0], clouds[0].sites["aws-use1"]
         ids = cloud.ids["aws-use1"]
         nodes = {g.letter: Node(g.netns) for g in ha.gateways}

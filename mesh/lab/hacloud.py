@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ class HaCloud:
                 self.artifacts[name, letter] = ha_artifacts(self.cfg, lab.plan, old.artifacts, letter, ids)
                 self.renew(name, letter)
                 self._start_imds(ha, letter)
-            self.standbys[name].attach()  # a's NIC is attached already (build)
+            self.standbys[name].attach()  # a's NIC is attached already (build; this runs after it)
 
     def renew(self, name: str, letter: str) -> NamespaceGateway:
         """A new machine object for the gateway (a new instance in the same place: its NIC and IMDS stay), not
@@ -130,7 +131,7 @@ class HaCloud:
         else:
             g = self.sites[name].gateway(letter)
             machine = self.standbys[name] = StandbyGateway(lab.plan, site, self.artifacts[name, letter], lab.state, g)
-        machine.provision = self._provision
+        machine.provisioner = self
         return machine
 
     def _start_model(self) -> None:
@@ -197,9 +198,14 @@ class HaCloud:
                 raise LabError(f"the lab's IMDS model for {ha.site}-{letter} did not start (see {path})")
             time.sleep(0.05)
 
-    def _provision(self, name: str, node: Node) -> None:
-        self.plane.provision(name, node)
-        env = node.path(str(AGENT_ENV))
+    def provision_network(self, site: str, netns: str) -> None:
+        """machine.Provisioner: the control plane's (an AWS gateway's IMDS runs from `start`, it outlives instances)."""
+        self.plane.provision_network(site, netns)
+
+    def provision_files(self, site: str, path: Callable[[str], Path]) -> None:
+        """machine.Provisioner: the control plane's files, the agent's EnvironmentFile with the IMDS endpoint."""
+        self.plane.provision_files(site, path)
+        env = path(str(AGENT_ENV))
         write_atomic(env, ha_env(env.read_text()).encode(), 0o644)
 
     def holder(self, site: str) -> str | None:

@@ -86,14 +86,17 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, delay_s: float = 0.0) -> DrillR
 
     def hook(lab: Any) -> None:
         control_plane_hook(cfg, keys, configs, started=planes.append)(lab)
-        clouds.append(HaCloud(cfg, lab, planes[0], delay_s=delay_s))
-        clouds[0].start()
 
     with Steps(12, Console(stderr=True)) as step, signals_end_the_run():
         try:
             step(f"build: every site's fabric and gateway, {s.name}'s pair, moto and the cloud model")
-            lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook)
+            others = [site.name for site in plan.sites if site.name != s.name]
+            lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook, start=others)
+            # the pair's cloud once the fabric exists (its model applies NAT and routes there); a claims first
+            clouds.append(HaCloud(cfg, lab, planes[0], delay_s=delay_s))
             cloud = clouds[0]
+            cloud.start()
+            lab.machines[s.name].start()
             cloud.standbys[s.name].start()
             step(f"traffic: ping every 10 ms and a TCP stream, host {p.name} -> host {s.name}")
             drill = HaDrill(cloud, s.name, step, peer=(lab.machines[p.name].node, keys.public[s.name]))
