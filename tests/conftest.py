@@ -20,6 +20,7 @@ import ipaddress
 import json
 import runpy
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -452,3 +453,17 @@ def previewed(request: pytest.FixtureRequest) -> ProgramRun:
 def pytest_configure(config: pytest.Config) -> None:
     # The SDKs warn about their own deprecated resources when their modules load; not ours to fix.
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:pulumi_(aws|gcp)\.")
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    """A real AWS API emulator (moto in server mode) on loopback for one test module; its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

@@ -20,7 +20,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from mesh import userdata
 from mesh.gateway import ship
@@ -40,17 +39,6 @@ KEY_SECRET = "projects/proj/secrets/wg-mesh-0123abcd-gcp-euw3-key/versions/lates
 
 
 # --- AWS: moto --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture

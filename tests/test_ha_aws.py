@@ -7,7 +7,7 @@ HA thread body, ticked by hand with a fake clock, with fake local checks) hand o
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from mesh.gateway.ha import Lease, Settings, parse_ha
 from mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface
@@ -23,17 +22,6 @@ from mesh.gateway.ha_run import Controller, remote_ranges
 from tests.agent_fake import base_plan
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @dataclass

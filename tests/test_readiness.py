@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +16,12 @@ import boto3
 import pytest
 import yaml
 from moto.instance_metadata import responses as moto_imds
-from moto.server import ThreadedMotoServer
 
 from mesh import metrics, readygate, readymark, userdata
 from mesh.stackfile import read_raw
 from tests.conftest import REPO, ProgramRun, run_program
 
 REGION = "us-east-1"
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture
