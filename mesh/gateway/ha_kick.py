@@ -5,8 +5,9 @@ Why: wireguard-go sends a handshake initiation only if its last one left at leas
 REKEY_TIMEOUT + jitter (device/timers.go). The promotion's ping initiates at once, but that initiation is lost when
 it leaves before the cloud's data plane follows the moved address (lag undocumented on AWS and GCP) or when
 wireguard-go already tried this peer within the last 5 s (a packet routed into the standby's wg0, whose peers have
-no endpoint, is an attempt too: `lastSentHandshake` is set before the send fails). Either way the peer then waits
-for the retry: up to 5 s more of outage.
+no endpoint, is an attempt too: `lastSentHandshake` is set before the send fails; the routes move in parallel with
+the promotion, so the workload's packets can get there first: tests/test_ha_netns.py). Either way the peer then
+waits for the retry: up to 5 s more of outage.
 
 The kick: a second after the promotion, and every second after it for `for_s`, each peer whose latest handshake
 (`wg show wg0 dump`, unix seconds) is older than the promotion is removed and re-added through the agent's

@@ -6,7 +6,8 @@ holder and Google's health view of the other gateway's group), `Machine.tick`, t
 adapter. Claims, renewals and releases run in this thread; the address and route reconcile runs in a worker (at
 most one at a time) that asks the machine's write window before every write; the role change is the agent's
 level-triggered apply with the other role (`Agent.set_role`), followed on promotion by one ping to every peer's
-overlay address so the new active initiates a handshake with all peers at once. Writes wg_mesh_ha.prom every tick
+overlay address so the new active initiates a handshake with all peers at once, then the kick (ha_kick): every second,
+the peers still without a handshake since the promotion re-armed and pinged. Writes wg_mesh_ha.prom every tick
 and serves /healthz. `shutdown()` (SIGTERM: `systemctl stop`, shutdown, termination) releases the lease, turns
 /healthz 503 and demotes wg0: a planned handover.
 """
