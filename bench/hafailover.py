@@ -62,8 +62,10 @@ def section(data: dict[str, Any]) -> str:
     if lags:
         out.append(
             f"From the EIP's move to {p['name']}'s handshake with the new active: {min(lags):.1f} to {max(lags):.1f} s "
-            "(1 s resolution; the promotion's one ping per peer starts the handshake, and a lost initiation is "
-            "retried after REKEY_TIMEOUT, 5 s). The outage is the detection, the claim, then that handshake.\n"
+            "(1 s resolution; the promotion's one ping per peer starts the handshake; a peer still without a "
+            "handshake is re-armed and pinged every second after it, instead of waiting for wireguard-go's retry "
+            "after REKEY_TIMEOUT, 5 s: mesh/gateway/ha_kick.py). The outage is the detection, the claim, then that "
+            "handshake.\n"
         )
     for note in summary.get("notes", []):
         out.append(f"* {note}")

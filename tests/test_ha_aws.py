@@ -222,11 +222,17 @@ class FakeGateway:
     wg_answers: bool = True
     eip_holder: Any = None  # when set: who holds the Elastic IP, recorded at each role change
     holder_at_role: list[tuple[str, str | None]] = field(default_factory=list)
+    handshakes: dict[str, int] | None = None  # when set: the dump's peers (public key -> latest handshake, unix s)
+    rearms: list[list[str]] = field(default_factory=list)
+    pings: list[str] = field(default_factory=list)
 
     def set_role(self, role: str) -> None:
         self.roles.append(role)
         if self.eip_holder is not None:
             self.holder_at_role.append((role, self.eip_holder()))
+
+    def rearm(self, keys: list[str]) -> None:
+        self.rearms.append(keys)
 
     def applied(self) -> bool:
         return True
@@ -241,8 +247,13 @@ class FakeGateway:
         if argv[:2] == ["ip", "-j"]:
             return 0, '[{"ifname": "wg0", "flags": ["POINTOPOINT", "NOARP", "UP", "LOWER_UP"]}]'
         if argv[:2] == ["wg", "show"]:
-            return (0, "k\tpub\t51820\toff\n") if self.wg_answers else (124, "")
-        return 0, ""  # ping
+            peers = "".join(
+                f"{k}\t(none)\t(none)\t10.9.0.0/16\t{t}\t0\t0\toff\n" for k, t in (self.handshakes or {}).items()
+            )
+            return (0, "k\tpub\t51820\toff\n" + peers) if self.wg_answers else (124, "")
+        if argv[0] == "ping":
+            self.pings.append(argv[-1])
+        return 0, ""
 
 
 def controllers(cloud: Cloud, tmp_path: Path) -> tuple[dict[str, Controller], dict[str, FakeGateway], list[float]]:
@@ -256,10 +267,14 @@ def controllers(cloud: Cloud, tmp_path: Path) -> tuple[dict[str, Controller], di
              "allocation_id": cloud.allocation, "route_table_ids": cloud.tables}
         )  # fmt: skip
         gws[g] = FakeGateway(tmp_path, eip_holder=cloud.eip_holder)
-        ctl = Controller(SITE, config, gws[g], lambda g=g: cloud.adapter(g), gws[g].run, lambda: clock[0], Settings())
+        ctl = Controller(SITE, config, gws[g], lambda g=g: cloud.adapter(g), gws[g].run, lambda: clock[0], Settings(),
+                         wall=lambda: WALL + clock[0])  # fmt: skip
         ctl.checks.forward_path = str(forward)
         ctls[g] = ctl
     return ctls, gws, clock
+
+
+WALL = 1_700_000_000.0  # the controllers' wall clock at clock 0
 
 
 def run_for(ctls: dict[str, Controller], clock: list[float], seconds: float, alive: Sequence[str] = "ab") -> None:
@@ -346,3 +361,37 @@ def test_active_cut_off_from_the_lease_writes_nothing_and_demotes_on_the_new_hol
     assert any("another gateway holds the address" in line for line in gws["a"].logs)
     run_for(ctls, clock, 5)
     assert cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}
+
+
+def test_the_new_active_re_arms_only_peers_without_a_handshake_since_the_promotion(
+    cloud: Cloud, tmp_path: Path
+) -> None:
+    """The kick (mesh.gateway.ha_kick): a lost first initiation would wait REKEY_TIMEOUT (5 s) for wireguard-go's
+    retry; the new active re-arms and pings, every second, each peer still without a handshake since it promoted."""
+    ctls, gws, clock = controllers(cloud, tmp_path)
+    keys = [p.public_key for p in base_plan().peers]
+    assert len(keys) >= 2
+    old = int(WALL) - 60  # a handshake of before the promotion (the old active's session) is stale
+    for g in "ab":
+        gws[g].handshakes = dict.fromkeys(keys, old)
+    run_for(ctls, clock, 3)
+    assert ctls["a"].machine.role == "active"
+    promoted = next(i for i, line in enumerate(gws["a"].logs) if "claimed the active role" in line)
+    assert promoted >= 0 and gws["a"].rearms and gws["b"].rearms == []
+    assert all(r == sorted(keys) for r in gws["a"].rearms)
+    assert len(gws["a"].rearms) <= 2  # at most one a second (the promotion's own ping was the first initiation)
+
+    fresh = keys[0]
+    gws["a"].handshakes[fresh] = int(WALL + clock[0])  # type: ignore[index]
+    gws["a"].rearms.clear()
+    gws["a"].pings.clear()
+    run_for(ctls, clock, 2)
+    assert gws["a"].rearms and all(fresh not in r for r in gws["a"].rearms)  # a fresh peer is never disturbed
+    assert gws["a"].pings and len(gws["a"].pings) == len(gws["a"].rearms) * (len(keys) - 1)
+
+    gws["a"].handshakes = dict.fromkeys(keys, int(WALL + clock[0]))
+    run_for(ctls, clock, 1)
+    gws["a"].rearms.clear()
+    gws["a"].handshakes = dict.fromkeys(keys, old)  # the kick has ended: a later stale handshake is WireGuard's own
+    run_for(ctls, clock, 3)
+    assert gws["a"].rearms == [] and gws["b"].rearms == []

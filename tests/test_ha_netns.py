@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from mesh.gateway import ship
+from mesh.gateway.pmtu_heal import overlay_address
 from tests.agent_fake import Keys, base_plan, doc_text
 from tests.test_agent_netns import Gateway, install, pytestmark  # noqa: F401 (the same root/tool skips)
 from tests.test_agent_netns import gateway as gateway  # the fixture
@@ -98,3 +99,53 @@ def test_health_check_sees_a_hung_wireguard_go(standby: Gateway) -> None:
     assert json.loads(agent(gw, "check"))[0] == "forwarding off"
     gw.run("ip", "link", "set", "wg0", "down")
     assert json.loads(agent(gw, "check"))[0] == "wg0 down"
+
+
+KICK = """
+import json, subprocess, sys
+from wgmesh_gateway.agent import Agent, load_config
+from wgmesh_gateway.sources import make_source
+config = load_config(open("/etc/wg-mesh/agent.json").read())
+agent = Agent(config, make_source(config.source), log=lambda m: None)
+assert agent.cycle()
+tried, untried, address = sys.argv[1:]
+def tx():
+    out = subprocess.run(["wg", "show", "wg0", "transfer"], capture_output=True, text=True).stdout
+    return {f[0]: int(f[2]) for f in (line.split("\\t") for line in out.splitlines())}
+def ping():
+    subprocess.run(["ping", "-n", "-q", "-c", "1", "-W", "1", address], capture_output=True)
+ping()  # standby: a packet into wg0 for a peer without endpoint: an initiation attempt that cannot be sent
+seen = [tx()]
+agent.set_role("active")
+ping()  # the promotion's ping
+seen.append(tx())
+agent.rearm([tried])
+ping()
+seen.append(tx())
+print(json.dumps([[s[tried], s[untried]] for s in seen]))
+"""
+
+
+def test_a_standby_attempt_holds_the_promotions_initiation_back_and_rearm_releases_it(standby: Gateway) -> None:
+    """wireguard-go (device/send.go) sends an initiation only 5 s (REKEY_TIMEOUT) after its last attempt for that
+    peer, and a packet routed into a standby's wg0 is an attempt (it fails: no endpoint). So the promotion's ping does
+    not initiate to that peer (0 bytes sent, an initiation is 148) while it does to a peer never tried; removing and
+    re-adding the peer (`Agent.rearm`, the kick of mesh/gateway/ha_kick.py) makes the next one leave at once."""
+    gw = standby
+    (go,) = gw.wireguard_go()
+    for argv in (("link", "add", "v0", "type", "veth", "peer", "name", "v1"), ("link", "set", "v1", "up"),
+                 ("address", "add", "192.0.2.1/24", "dev", "v0"), ("link", "set", "v0", "up"),
+                 ("route", "add", "default", "dev", "v0")):  # fmt: skip
+        gw.run("ip", *argv)  # the endpoints get a route: a sent initiation is counted, then lost
+    plan = base_plan()
+    tried, untried = plan.peers[0], plan.peers[1]
+    gw.write("/root/kick_snippet.py", KICK)
+    done = gw.run(
+        f"PYTHONPATH={ship.LIB_DIR}", "/usr/bin/python3", "/root/kick_snippet.py",
+        tried.public_key, untried.public_key, overlay_address(plan, tried.name), timeout=30,
+    )  # fmt: skip
+    standby_tx, promoted_tx, rearmed_tx = json.loads(done.stdout)
+    assert standby_tx == [0, 0]
+    assert promoted_tx == [0, 148]  # the untried peer initiated (the keepalive `wg syncconf` queues), the tried not
+    assert rearmed_tx == [148, 148]  # re-armed: a new peer, its first initiation sent at once
+    assert gw.wireguard_go() == [go]

@@ -53,3 +53,29 @@ def test_demotion_and_promotion_are_level_triggered_syncs(tmp_path: Path) -> Non
     host.calls.clear()
     assert agent.cycle()
     assert host.mutating() == []
+
+
+def test_rearm_removes_and_re_adds_only_the_named_peers_of_the_active(tmp_path: Path) -> None:
+    """The kick's re-arm (mesh.gateway.ha_kick): the named peers removed, then the ordinary sync re-adds them with
+    their endpoint (a new wireguard-go peer initiates on its next packet); the others are untouched."""
+    keys, host, logs = Keys(), FakeHost(), []
+    paths = Paths.under(str(tmp_path))
+    _, agent = applied(keys, paths, host, logs)
+    before = dict(host.peers)
+    first = sorted(before)[0]
+    agent.rearm([first])
+    assert host.mutating() == [
+        ["wg", "set", "wg0", "peer", first, "remove"],
+        ["wg-quick", "strip", paths.wg_conf],
+        ["wg", "syncconf", "wg0", "/dev/stdin"],
+    ]
+    assert host.peers == before and agent.applier.rearm == frozenset()
+    assert any("active: 1 peers re-armed" in line for line in logs)
+    host.calls.clear()
+    assert agent.cycle()
+    assert host.mutating() == []  # nothing left over: the next cycle is level again
+
+    agent.set_role("standby")
+    host.calls.clear()
+    agent.rearm([first])  # a standby's peers have no endpoint to initiate to: nothing
+    assert host.mutating() == []

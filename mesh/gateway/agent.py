@@ -248,10 +248,27 @@ class Agent:
             self.applier.role = role
             if self.doc is None:
                 return
-            saved = self.state.get("hooks")
-            applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
-            changes = self.applier.apply(self.doc, self.source.private_key, applied_hooks)
+            changes = self._apply_again(self.doc)
         self.log(f"wg0 {role}: {'; '.join(changes) or 'no change'}")
+
+    def _apply_again(self, doc: Document) -> list[str]:
+        """The running document applied again (under apply_lock), with the hooks the state file says ran."""
+        saved = self.state.get("hooks")
+        applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
+        return self.applier.apply(doc, self.source.private_key, applied_hooks)
+
+    def rearm(self, keys: list[str]) -> None:
+        """Remove and re-add these peers of the active wg0 (the running document applied again): their next packet
+        initiates a handshake at once (mesh.gateway.ha_kick). A standby does nothing (ApplyError, FetchError raise)."""
+        with self.apply_lock:
+            if self.doc is None or self.applier.role != "active":
+                return
+            self.applier.rearm = frozenset(keys)
+            try:
+                changes = self._apply_again(self.doc)
+            finally:
+                self.applier.rearm = frozenset()
+        self.log(f"wg0 active: {'; '.join(changes) or 'no change'}")
 
     def write_ha_metrics(self, text: str) -> None:
         try:

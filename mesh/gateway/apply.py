@@ -174,6 +174,9 @@ class Applier:
         # wgconf.ROLES: "standby" only on an HA site's gateway while the other one is active (mesh.gateway.ha_run
         # sets it; the next apply renders and syncs it, level-triggered like everything else)
         self.role = "active"
+        # public keys the next apply removes and re-adds (the active role; mesh.gateway.ha_kick): a fresh peer in
+        # wireguard-go has no handshake timer, so the next packet to it initiates at once (device/send.go)
+        self.rearm: frozenset[str] = frozenset()
 
     def _must(self, argv: Sequence[str], stdin: str | None = None) -> Result:
         result = self.run(argv, stdin)
@@ -202,7 +205,8 @@ class Applier:
     def _wg_drift(self, doc: Document) -> tuple[bool, list[str]]:
         """Whether wg0 differs from the document in this role, and the peers that must be removed before the sync:
         a standby's peers that still have an endpoint or a keepalive (`wg syncconf` leaves fields the file does not
-        name, and an endpoint cannot be unset: the peer is removed and re-added without one, its session gone)."""
+        name, and an endpoint cannot be unset: the peer is removed and re-added without one, its session gone); in
+        the active role, the running peers of `rearm`."""
         running = parse_dump(self._must(["wg", "show", self.interface, "dump"]).stdout)
         active = self.role == "active"
         wanted = {
@@ -210,7 +214,7 @@ class Applier:
             for p in doc.plan.peers
         }
         stale = (
-            []
+            sorted(k for k in running.peers if k in self.rearm)
             if active
             else sorted(k for k, (_, keepalive, endpoint) in running.peers.items() if keepalive or endpoint)
         )
@@ -249,11 +253,13 @@ class Applier:
     ) -> list[str]:
         iface, changes = self.interface, []
         drift, stale = self._wg_drift(doc)
-        if conf_changed or drift:
+        if conf_changed or drift or stale:
             for peer in stale:  # a public key is not a secret; it goes in argv as wg(8) takes it
                 self._must(["wg", "set", iface, "peer", peer, "remove"])
             if stale:
-                changes.append(f"standby: {len(stale)} peers without endpoint")
+                changes.append(
+                    f"{self.role}: {len(stale)} peers " + ("re-armed" if self.role == "active" else "without endpoint")
+                )
             stripped = self._must(["wg-quick", "strip", self.paths.wg_conf]).stdout
             self._must(["wg", "syncconf", iface, "/dev/stdin"], stripped)
             changes.append("wg syncconf")

@@ -6,7 +6,8 @@ holder and Google's health view of the other gateway's group), `Machine.tick`, t
 adapter. Claims, renewals and releases run in this thread; the address and route reconcile runs in a worker (at
 most one at a time) that asks the machine's write window before every write; the role change is the agent's
 level-triggered apply with the other role (`Agent.set_role`), followed on promotion by one ping to every peer's
-overlay address so the new active initiates a handshake with all peers at once. Writes wg_mesh_ha.prom every tick
+overlay address so the new active initiates a handshake with all peers at once, then the kick (ha_kick): every second,
+the peers still without a handshake since the promotion re-armed and pinged. Writes wg_mesh_ha.prom every tick
 and serves /healthz. `shutdown()` (SIGTERM: `systemctl stop`, shutdown, termination) releases the lease, turns
 /healthz 503 and demotes wg0: a planned handover.
 """
@@ -38,6 +39,7 @@ from .ha import (
     Unreachable,
 )
 from .ha_health import HealthServer, LocalChecks, Run, TunnelProbe, run_command
+from .ha_kick import Kick
 from .pmtu_heal import overlay_address
 from .wgconf import INTERFACE, InterfacePlan
 
@@ -56,6 +58,8 @@ class Host(Protocol):
     plan: InterfacePlan | None
 
     def set_role(self, role: str) -> None: ...
+
+    def rearm(self, keys: list[str]) -> None: ...
 
     def applied(self) -> bool: ...
 
@@ -97,8 +101,9 @@ class Controller:
         clock: Callable[[], float] = time.monotonic,
         settings: Settings | None = None,
         interface: str = INTERFACE,
+        wall: Callable[[], float] = time.time,
     ) -> None:
-        self.site, self.config, self.host, self.run, self.clock = site, config, host, run, clock
+        self.site, self.config, self.host, self.run, self.clock, self.wall = site, config, host, run, clock, wall
         self.make_cloud: Callable[[], Any] = cloud
         self.cloud: Any = None  # made on the first tick that can (IMDS, metadata may lag)
         arbiter = "lease" if config.cloud == "aws" else "health"
@@ -107,6 +112,7 @@ class Controller:
         self.tunnel = TunnelProbe(lambda: host.plan, lambda: self.checks.dump, run)
         self.failed = "not sampled yet"
         self.tunnel_ok = True
+        self.kick = Kick()  # after a promotion: the peers without a handshake since, re-armed every second
         self.last_holder_read = -1e9
         self.claim_seconds = 0.0
         self.lease_epoch = 0
@@ -198,6 +204,9 @@ class Controller:
             queue: list[Action] = list(self.machine.tick(now, Health(self.failed, self.tunnel_ok), view, holder, other))
             while queue:
                 queue += self._run(queue.pop(0))
+            stale = self.kick.due(now, self.checks.dump) if self.machine.role == "active" and not self.failed else []
+            if stale:
+                self.roles.submit(self._rearm, stale)
             self.host.write_ha_metrics(self.metrics_text())
 
     def _outcome(self, call: Callable[[], Any]) -> tuple[Outcome, Any]:
@@ -239,10 +248,12 @@ class Controller:
             return []
         if isinstance(action, Promote):
             self.tunnel.reset()
+            self.kick.promoted(self.clock(), self.wall())
             self.roles.submit(self._set_role, "active")
             return []
         if isinstance(action, Demote):
             self.host.log(f"HA: standby: {action.why}")
+            self.kick.stop()
             self.roles.submit(self._set_role, "standby")
             return []
         if isinstance(action, Reconcile):
@@ -263,17 +274,30 @@ class Controller:
         if role == "active" and self.machine.role == "active":
             self._ping_all()
 
+    def _rearm(self, keys: list[str]) -> None:
+        """The kick (mesh.gateway.ha_kick): re-arm these peers, then ping them (each initiates at once)."""
+        if self.machine.role != "active":
+            return
+        self.host.log(f"HA: no handshake since the promotion with {len(keys)} peers: re-armed, pinging")
+        try:
+            self.host.rearm(keys)
+        except Exception as exc:  # the next kick tries again
+            self.problem(f"HA: re-arming peers failed: {exc.__class__.__name__}: {exc}")
+            return
+        self._ping_all(set(keys))
+
     def wait_idle(self) -> None:
         """Until the role change and the reconcile submitted so far are done (tests, shutdown)."""
         self.roles.submit(lambda: None).result()
         self.pool.submit(lambda: None).result()
 
-    def _ping_all(self) -> None:
-        """One ping to every peer's overlay address: each starts a handshake (docs/ha.md section 3)."""
+    def _ping_all(self, keys: set[str] | None = None) -> None:
+        """One ping to every peer's overlay address (or those of `keys`): each starts a handshake (docs/ha.md
+        section 3)."""
         plan = self.host.plan
         if plan is None:
             return
-        for peer in plan.peers:
+        for peer in (p for p in plan.peers if keys is None or p.public_key in keys):
             argv = ["ping", "-n", "-q", "-c", "1", "-W", "1", overlay_address(plan, peer.name)]
             threading.Thread(target=self.run, args=(argv, 2.0), daemon=True).start()
 
