@@ -30,6 +30,9 @@ from mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
+# Pulumi.ha.yaml is dev's topology with HA pairs; a booted lab does not model the pair's cloud (lease, IMDS, EIP
+# moves: the HA drill does, in namespaces), and its topology boots as dev. Left out to keep CI under 30 minutes.
+BOOT_STACK_FILES = [p for p in STACK_FILES if p.name != "Pulumi.ha.yaml"]
 PREFIX = "wgl0b0b"
 BOOT_CHECKS = ["cloud_init", "units", "files", "packages", "metrics", "sysctl", "reboot"]
 CANNOT_BOOT = missing_requirements() + missing_boot_tools()
@@ -138,7 +141,7 @@ def nspawn_before() -> set[int]:
 
 @pytest.mark.integration
 @needs_boot
-@pytest.mark.parametrize("stack_file", STACK_FILES, ids=[p.name for p in STACK_FILES])
+@pytest.mark.parametrize("stack_file", BOOT_STACK_FILES, ids=[p.name for p in BOOT_STACK_FILES])
 def test_boot_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path, nspawn_before: set[int]) -> None:
     """A `delivery: live` stack (prod) boots as it is: the lab's clouds start first, each container finds the agent's
     EnvironmentFile in its root, and cloud-init runs the agent's --once and starts wg-mesh-agent.service (among the

@@ -4,6 +4,7 @@ agent as the systemd service cloud-init starts); its docs/benchmarks.md section 
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -127,8 +128,15 @@ PROD_IS_LIVE = bool(live_configs(render_artifacts(PROD, plan_lab(PROD, "wgl0000"
 CANNOT_RUN = missing_requirements() + ([] if PROD_IS_LIVE else ["Pulumi.prod.yaml does not deliver peers live"])
 
 
+# Where gateways can boot, the booted drill below runs the same steps with the agent as the unit cloud-init starts;
+# the namespace run is then left to WG_MESH_NAMESPACE_DRILL=1 (CI must stay under 30 minutes).
+NAMESPACE_SKIP = [*CANNOT_RUN] or (
+    [] if os.environ.get("WG_MESH_NAMESPACE_DRILL") == "1" or CANNOT_BOOT else ["the booted drill covers it"]
+)
+
+
 @pytest.mark.integration
-@pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
+@pytest.mark.skipif(bool(NAMESPACE_SKIP), reason="; ".join(NAMESPACE_SKIP))
 def test_the_live_drill_on_the_prod_stack() -> None:
     """Run twice at most: about one run in ten on the 2-core CI machine loses a single ping (or stalls the stream)
     in one of the zero-loss steps, a cause not yet found; the first run's failure is reported as a warning, so a
