@@ -173,7 +173,7 @@ def test_the_agent_changes_a_running_wireguard_go_without_restarting_it(gateway:
         assert keys.private not in text and new.private not in text
 
 
-def test_the_daemon_follows_the_document(gateway: Gateway) -> None:
+def test_the_daemon_follows_the_document(gateway: Gateway, tmp_path: Path) -> None:
     """The service's own loop (no --once): a changed file source is applied within a poll interval."""
     gw, keys = gateway, Keys()
     install(gw, doc_text(base_plan(), keys), keys.private)
@@ -189,16 +189,22 @@ def test_the_daemon_follows_the_document(gateway: Gateway) -> None:
         ship.CONFIG_PATH,
     ]
     nsenter = ["nsenter", f"--target={gw.holder}", "--mount", "--net", "--", "env", *argv]
-    daemon = subprocess.Popen(nsenter, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    log = tmp_path / "agent.log"
+    with log.open("w") as sink:
+        daemon = subprocess.Popen(nsenter, stdout=sink, stderr=subprocess.STDOUT, text=True, env=ENV)
     try:
         added = with_peer(base_plan(), "site-c", "10.77.0.0/16")
         gw.write(ship.DOCUMENT_PATH, doc_text(added, keys))
         deadline = time.monotonic() + 15
-        while "10.77.0.0/16" not in gw.run("ip", "-4", "route", "show", "dev", "wg0").stdout:
-            assert time.monotonic() < deadline, "the daemon did not apply the new document"
+        # the log line follows the routes and peers it reports: wait for all three (a slow machine shows the gap)
+        while not (
+            "10.77.0.0/16" in gw.run("ip", "-4", "route", "show", "dev", "wg0").stdout
+            and "applied generation" in log.read_text()
+        ):
+            assert time.monotonic() < deadline, f"the daemon did not apply the new document: {log.read_text()}"
             time.sleep(0.2)
         assert added.peers[-1].public_key in gw.run("wg", "show", "wg0", "peers").stdout
     finally:
         daemon.kill()
-        output, _ = daemon.communicate(timeout=10)
-    assert "applied generation" in output and keys.private not in output
+        daemon.wait(timeout=10)
+    assert keys.private not in log.read_text()
