@@ -57,6 +57,17 @@ def cloud_init_status(m: ContainerGateway) -> dict[str, Any]:
     return doc
 
 
+def settled_cloud_init_status(m: ContainerGateway, timeout: float) -> tuple[dict[str, Any], float]:
+    """cloud-init's status once it has finished this boot (its stages run at every boot, and wg0 can be up
+    before cloud-final is done), and the milliseconds that took; "running" still after `timeout` s."""
+    began = time.monotonic()
+    while True:
+        status = cloud_init_status(m)
+        if status.get("status") not in ("running", "not started") or time.monotonic() - began > timeout:
+            return status, round((time.monotonic() - began) * 1000, 1)
+        time.sleep(0.2)
+
+
 def boot_handshakes(lab: BuiltLab, keys: LabKeys, timeout: float = 30.0) -> dict[str, float | None]:
     """Per gateway: seconds from its container's launch until it had a handshake with every peer (wg's
     handshake times have 1 s resolution). Taken right after the boot, before any check restarts a tunnel."""
@@ -320,7 +331,9 @@ def check_reboot(lab: BuiltLab, options: LabOptions) -> CheckResult:
         lab.hosts[a.name], lab.state, a.host_ns, str(b.host_ip.ip), reboot, timeout=options.recovery_timeout
     )
     after = semaphores(machine) if outage.error is None else {}
-    status = cloud_init_status(machine) if outage.error is None else {}
+    status, settled_ms = (
+        settled_cloud_init_status(machine, options.reboot_timeout) if outage.error is None else ({}, 0.0)
+    )
     rerun = sorted(k for k in before if after.get(k) != before[k])
     sysctls_ok = outage.error is None and read_sysctls(machine) == dict(render.SYSCTL_SETTINGS)
     ok = outage.ok and not rerun and bool(before) and status.get("status") == "done" and sysctls_ok
@@ -330,6 +343,7 @@ def check_reboot(lab: BuiltLab, options: LabOptions) -> CheckResult:
         **marks,
         "cloud_init_reran": rerun,
         "cloud_init_status": status.get("status"),
+        "cloud_init_settled_ms": settled_ms,
         "sysctls_after_reboot": sysctls_ok,
         "error": outage.error,
     }
@@ -348,7 +362,9 @@ def check_reboot(lab: BuiltLab, options: LabOptions) -> CheckResult:
     else:
         summary = (
             f"wg0 active {marks.get('wg_active_ms', 0) / 1000:.1f} s after `systemctl reboot`, traffic back after "
-            f"{(outage.outage_ms or 0) / 1000:.1f} s; cloud-init " + ("did not run again" if not rerun else "RAN AGAIN")
+            f"{(outage.outage_ms or 0) / 1000:.1f} s; cloud-init "
+            + ("did not run again" if not rerun else "RAN AGAIN")
+            + f", its boot stages {status.get('status')} {settled_ms / 1000:.1f} s after wg0"
         )
     return CheckResult(
         "reboot",
