@@ -36,6 +36,7 @@ def test_the_programs_bundle_decodes_to_the_shipped_modules() -> None:
         (base64.b64encode(b"not gzip").decode(), "not base64 of gzip"),
         (value_of(b'{"files":{"agent.py":"import os"}}'), "is not the pinned"),
     ],
+    ids=["not-base64", "not-gzip", "foreign"],  # a gzip header holds the time: ids the same in every process
 )
 def test_a_damaged_or_foreign_bundle_is_refused(value: str, reason: str) -> None:
     _, sha256 = ship.bundle("aws")
