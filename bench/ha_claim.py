@@ -27,14 +27,11 @@ REGION = "us-east-1"
 def _setup(url: str, routes: int, table: str) -> tuple[Any, list[str], dict[str, str], str, str]:
     import boto3
 
+    from mesh.lab.awsmodel import create_lease_table
+
     kwargs = {"region_name": REGION, "endpoint_url": url}
     ec2, dynamodb = boto3.client("ec2", **kwargs), boto3.client("dynamodb", **kwargs)
-    dynamodb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "site", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "site", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_lease_table(dynamodb, table)
     vpc = ec2.create_vpc(CidrBlock="10.10.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.10.0.0/24")["Subnet"]["SubnetId"]
     enis = {g: ec2.create_network_interface(SubnetId=subnet)["NetworkInterface"]["NetworkInterfaceId"] for g in "ab"}

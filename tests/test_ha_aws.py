@@ -19,6 +19,7 @@ import pytest
 from mesh.gateway.ha import Lease, Settings, parse_ha
 from mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface
 from mesh.gateway.ha_run import Controller, remote_ranges
+from mesh.lab.awsmodel import create_lease_table
 from tests.agent_fake import base_plan
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
@@ -66,12 +67,7 @@ def cloud(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     kwargs = {"region_name": REGION, "endpoint_url": moto_url}
     ec2, dynamodb = boto3.client("ec2", **kwargs), boto3.client("dynamodb", **kwargs)
     table = f"{TABLE}-{next(_count)}"
-    dynamodb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "site", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "site", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_lease_table(dynamodb, table)
     vpc = ec2.create_vpc(CidrBlock="10.10.0.0/16")["Vpc"]["VpcId"]
     subnets = [
         ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.10.{i}.0/24", AvailabilityZone=f"{REGION}{z}")["Subnet"]["SubnetId"]
@@ -395,3 +391,11 @@ def test_the_new_active_re_arms_only_peers_without_a_handshake_since_the_promoti
     gws["a"].handshakes = dict.fromkeys(keys, old)  # the kick has ended: a later stale handshake is WireGuard's own
     run_for(ctls, clock, 3)
     assert gws["a"].rearms == [] and gws["b"].rearms == []
+
+
+def test_the_labs_lease_table_has_the_programs_key() -> None:
+    """The lab, the bench and these tests seed moto with mesh.lab.awsmodel's table: keyed as the program declares it."""
+    from mesh import aws_ha
+    from mesh.lab import awsmodel
+
+    assert awsmodel.LEASE_KEY == aws_ha.LEASE_KEY

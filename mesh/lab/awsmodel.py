@@ -37,6 +37,19 @@ POLL_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts":
 SEED_CONFIG = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3})  # moto's first calls are slow
 
 
+LEASE_KEY = "site"  # mesh.aws_ha.LEASE_KEY (not imported: this module runs without Pulumi in the cloud namespace)
+
+
+def create_lease_table(dynamodb: Any, name: str) -> None:
+    """The lease table as the program declares it (mesh/aws_ha.py): on-demand, hash key `site`."""
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": LEASE_KEY, "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": LEASE_KEY, "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def client(endpoint: str, service: str, region: str, config: Config = POLL_CONFIG) -> Any:
     import boto3
 
@@ -77,12 +90,7 @@ def seed(ec2: Any, dynamodb: Any, ha: HaSite, vpc_cidr: str, lease_table: str) -
         ec2.create_route(
             RouteTableId=table, DestinationCidrBlock=str(cidr), NetworkInterfaceId=instances["a"]["interface_id"]
         )
-    dynamodb.create_table(
-        TableName=lease_table,
-        AttributeDefinitions=[{"AttributeName": "site", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "site", "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_lease_table(dynamodb, lease_table)
     return {
         "vpc_id": vpc,
         "subnet_id": subnet,
