@@ -25,8 +25,8 @@ from typing import Any
 
 from bench.labkit import Session
 from mesh.config import MeshConfig
-from mesh.lab.checks import stop
 from mesh.lab.netns import LabError, Node
+from mesh.lab.procs import stop
 
 CHARON = "/usr/lib/ipsec/charon"
 CONF_DIR = "/run/wg-mesh-bench"

@@ -21,11 +21,12 @@ from typing import Any
 
 from bench.stats import CpuSample, cpu_sample, cpu_usage
 from mesh.config import MeshConfig
-from mesh.lab import checks as lab_checks
+from mesh.lab import outage as lab_outage
 from mesh.lab.build import BuiltLab, build
-from mesh.lab.checks import IPERF_PORT, stop, wait_for_line
+from mesh.lab.checks import IPERF_PORT
 from mesh.lab.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run, teardown
 from mesh.lab.plan import NIC, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
+from mesh.lab.procs import stop, wait_for_line
 from mesh.lab.run import new_prefix, signals_end_the_run, signals_ignored
 from mesh.render import INTERFACE
 
@@ -269,7 +270,7 @@ def measure_outage(
     timeout: float = 20.0,
 ) -> dict[str, Any]:
     """The lab's outage measurement (ping every 10 ms through `restart()`), as a JSON-ready trial."""
-    outage = lab_checks.measure_outage(
+    outage = lab_outage.measure_outage(
         pinger.node,
         session.state,
         pinger.netns,

@@ -20,7 +20,6 @@ import pytest
 from rich.console import Console
 
 from mesh.lab.build import build
-from mesh.lab.checks import stop
 from mesh.lab.controlplane import AWS_ENDPOINT, ControlPlane, agent_configs
 from mesh.lab.hacloud import HaCloud, ha_artifacts, ha_env
 from mesh.lab.haplan import ha_from_json, ha_to_json, nat_rules, plan_ha, route_targets
@@ -29,6 +28,7 @@ from mesh.lab.live import control_plane_hook, live_configs
 from mesh.lab.machine import NamespaceGateway
 from mesh.lab.netns import Node, find_labs, list_netns, missing_requirements, new_state
 from mesh.lab.plan import LabKeys, LabPlanError, plan_lab, render_artifacts
+from mesh.lab.procs import stop
 from mesh.lab.run import _Cleanup, new_prefix
 from mesh.stackfile import load
 from tests.test_lab_live_drill import PROD

@@ -21,10 +21,11 @@ from typing import Any
 
 from mesh import metrics, render
 from mesh.lab.build import BuiltLab
-from mesh.lab.checks import CheckResult, LabOptions, main_pair, measure_outage, ok_text, timed
+from mesh.lab.checks import CheckResult, LabOptions, main_pair, ok_text, timed
 from mesh.lab.container import ContainerGateway
 from mesh.lab.image import REPO_MOUNT
 from mesh.lab.netns import run
+from mesh.lab.outage import measure_outage
 from mesh.lab.plan import LabKeys
 from mesh.lab.seed import GCE_SYSCTL_PATH, user_data_facts
 from mesh.render import INTERFACE

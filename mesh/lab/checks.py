@@ -13,15 +13,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,14 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mesh.lab.build import BuiltLab, wg_quick
-from mesh.lab.netns import LabError, LabState, Node
+from mesh.lab.bulk import bulk_transfer
+from mesh.lab.netns import LabError, Node
+from mesh.lab.outage import measure_outage
 from mesh.lab.plan import LabKeys, SitePlan
+from mesh.lab.procs import stop, wait_for_line
 from mesh.render import INTERFACE
 
 ICMP_IPV4_HEADERS = 28  # IPv4 (20) + ICMP echo (8)
 SMALL_PAYLOAD = 56  # ping's default
 FRAG_COUNTERS = ("IpFragCreates", "IpReasmReqds")
-BULK_PORT = 5001
 IPERF_PORT = 5201
 
 TITLES = {
@@ -280,106 +277,6 @@ def check_path_mtu(
 
 # --- 4. bulk TCP with checksum ----------------------------------------------------------------------------
 
-_BULK_SERVER = """
-import hashlib, json, socket, sys
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind((sys.argv[1], int(sys.argv[2])))
-srv.listen(1)
-srv.settimeout(30)
-print("listening", flush=True)
-conn, _ = srv.accept()
-conn.settimeout(30)
-digest, size = hashlib.sha256(), 0
-while chunk := conn.recv(1 << 16):
-    digest.update(chunk)
-    size += len(chunk)
-mss = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
-conn.sendall(json.dumps({"bytes": size, "sha256": digest.hexdigest(), "mss": mss}).encode())
-conn.close()
-"""
-
-_BULK_CLIENT = """
-import hashlib, json, os, socket, sys, time
-data = os.urandom(int(sys.argv[3]))
-conn = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
-conn.settimeout(30)
-mss = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
-start = time.monotonic()
-conn.sendall(data)
-conn.shutdown(socket.SHUT_WR)
-reply = b""
-while chunk := conn.recv(4096):
-    reply += chunk
-seconds = time.monotonic() - start
-print(json.dumps({"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "mss": mss,
-                  "seconds": seconds, "server": json.loads(reply)}))
-"""
-
-
-def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float) -> bool:
-    """Whether the process prints a line containing `marker` within `timeout` seconds."""
-    found = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if marker in line:
-                found.set()
-                return
-
-    threading.Thread(target=read, daemon=True).start()
-    return found.wait(timeout)
-
-
-def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
-    """Signal the process and what it forked: Node.popen starts each in its own session, so its group is its pid
-    (`nsenter --pid` into a booted gateway forks the command and would not pass a signal on)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-
-
-def stop(proc: subprocess.Popen[str]) -> str:
-    """End a process we started (by its pid and process group), returning what it printed."""
-    _signal_group(proc, signal.SIGTERM)
-    try:
-        out, _ = proc.communicate(timeout=5)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc, signal.SIGKILL)
-        out, _ = proc.communicate()
-    return out or ""
-
-
-def bulk_transfer(lab: BuiltLab, src: SitePlan, dst: SitePlan, size: int) -> dict[str, Any]:
-    target = str(dst.host_ip.ip)
-    server = lab.hosts[dst.name].popen(
-        [sys.executable, "-I", "-c", _BULK_SERVER, target, str(BULK_PORT)], stdout=subprocess.PIPE
-    )
-    lab.state.track(server.pid, dst.host_ns, "bulk TCP server")
-    try:
-        if not wait_for_line(server, "listening", 10):
-            raise LabError(f"bulk TCP server on {dst.name} did not start: {stop(server)}")
-        argv = [sys.executable, "-I", "-c", _BULK_CLIENT, target, str(BULK_PORT), str(size)]
-        result = lab.hosts[src.name].run(argv, check=False, timeout=60)
-    finally:
-        stop(server)
-    if result.returncode != 0:
-        return {"from": src.name, "to": dst.name, "ok": False, "error": (result.stderr or result.stdout)[-300:]}
-    sent = json.loads(result.stdout)
-    received = sent.pop("server")
-    verified = received["bytes"] == sent["bytes"] and received["sha256"] == sent["sha256"]
-    clamped = max(sent["mss"], received["mss"]) <= lab.plan.mss
-    return {
-        "from": src.name,
-        "to": dst.name,
-        "ok": verified and clamped,
-        "bytes": sent["bytes"],
-        "verified": verified,
-        "mss_sender": sent["mss"],
-        "mss_receiver": received["mss"],
-        "mbps": round(sent["bytes"] * 8 / sent["seconds"] / 1e6, 1),
-    }
-
 
 def check_bulk_tcp(lab: BuiltLab, options: LabOptions) -> CheckResult:
     src, _ = main_pair(lab)
@@ -461,85 +358,6 @@ def check_throughput(lab: BuiltLab, options: LabOptions) -> CheckResult:
 
 
 # --- 6. recovery --------------------------------------------------------------------------------------------
-
-_REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from")
-
-
-@dataclass(frozen=True)
-class Outage:
-    """Traffic through a restart: pings every `interval`, the longest silence between two replies across it."""
-
-    replies: int
-    restart_ms: float | None  # restart() from start to return
-    outage_ms: float | None  # None: no reply before or after the restart
-    first_reply_after_restart_ms: float | None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.outage_ms is not None
-
-
-def measure_outage(
-    node: Node,
-    state: LabState,
-    netns: str,
-    target: str,
-    restart: Callable[[], None],
-    *,
-    source: str | None = None,
-    interval: float = 0.01,
-    warmup_replies: int = 20,
-    warmup_timeout: float = 3.0,
-    timeout: float = 20.0,
-) -> Outage:
-    """Ping `target` from `node` while `restart()` runs (it may raise LabError, reported as the error).
-
-    The outage is the longest silence between two replies, from the last reply before the restart to the first
-    replies after it: the time until traffic flows again, however long the restart itself took.
-    """
-    argv = ["ping", "-n", "-D", "-i", f"{interval:g}", "-W", "1", *(["-I", source] if source else []), target]
-    pinger = node.popen(argv, stdout=subprocess.PIPE)
-    state.track(pinger.pid, netns, f"ping {target} (outage)")
-    replies: list[float] = []
-
-    def collect() -> None:
-        assert pinger.stdout is not None
-        for line in pinger.stdout:
-            if m := _REPLY.match(line):
-                replies.append(float(m.group(1)))
-
-    reader = threading.Thread(target=collect, daemon=True)
-    reader.start()
-    error = None
-    began = restarted = None
-    try:
-        deadline = time.monotonic() + warmup_timeout
-        while len(replies) < warmup_replies and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not replies:
-            raise LabError(f"no replies from {target} before the restart: nothing to recover")
-        began = time.time()
-        restart()
-        restarted = time.time()
-        deadline = time.monotonic() + timeout
-        while not any(t > restarted for t in replies) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(0.05)
-    except LabError as exc:
-        error = str(exc)
-    finally:
-        stop(pinger)
-        reader.join(2)
-
-    restart_ms = round((restarted - began) * 1000, 1) if began is not None and restarted is not None else None
-    before = [t for t in replies if began is not None and t < began]
-    after = [t for t in replies if restarted is not None and t > restarted]
-    if error is not None or restarted is None or not before or not after:
-        return Outage(len(replies), restart_ms, None, None, error)
-    window = [t for t in replies if t >= before[-1]]
-    gap = max(later - earlier for earlier, later in itertools.pairwise(window))
-    return Outage(len(replies), restart_ms, round(gap * 1000, 1), round((after[0] - restarted) * 1000, 1))
 
 
 def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:

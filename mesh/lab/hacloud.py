@@ -30,7 +30,6 @@ from mesh import ha as mesh_ha
 from mesh import live, userdata
 from mesh.config import MeshConfig
 from mesh.lab.build import BuiltLab
-from mesh.lab.checks import stop
 from mesh.lab.controlplane import AGENT_ENV, AWS_ENDPOINT, REPO_ROOT, ControlPlane, write_atomic
 from mesh.lab.fabric import ip, veth
 from mesh.lab.haplan import HaGateway, HaSite, ha_to_json, plan_ha
@@ -38,6 +37,7 @@ from mesh.lab.imds import ADDRESS as IMDS_ADDRESS
 from mesh.lab.machine import NamespaceGateway
 from mesh.lab.netns import LabError, LabState, Node, tool_env
 from mesh.lab.plan import BRIDGE, LAB_PROJECT, GatewayArtifacts, LabPlan, SitePlan
+from mesh.lab.procs import stop
 
 START_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.05

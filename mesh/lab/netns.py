@@ -248,7 +248,7 @@ class Node:
     def wrap(self, argv: Sequence[str]) -> list[str]:
         if self.holder is not None and self.container:
             # --pid too (systemctl and cloud-init want to run inside the container's pid namespace); nsenter then
-            # forks the command into it, so a started process is stopped by its process group (checks.stop).
+            # forks the command into it, so a started process is stopped by its process group (procs.stop).
             joined = ("--mount", "--uts", "--ipc", "--net", "--pid")
             return ["nsenter", f"--target={self.holder}", *joined, "--", *argv]
         if self.holder is not None:

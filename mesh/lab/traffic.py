@@ -1,13 +1,13 @@
 """Traffic that runs through a whole drill, judged afterwards per time window: a ping every 10 ms and a
 SHA-256-verified TCP stream between two workload hosts.
 
-* `Pinger`: `ping -D -i 0.01` (the lab's outage measurement's command line, checks.measure_outage); every reply's
+* `Pinger`: `ping -D -i 0.01` (the lab's outage measurement's command line, outage.measure_outage); every reply's
   time and icmp_seq are kept, so a window's lost pings are the sequence numbers missing between its replies and
   its longest silence the largest gap between two replies.
 * `Stream`: one TCP connection, paced, for as long as it runs; the receiver notes every silence longer than
   STALL_NOTE_S (time, length) and both ends hash every byte; at the end the two SHA-256 must match.
 
-Both are started with Node.popen and recorded in the lab's state by pid; `stop` (checks.stop) ends them.
+Both are started with Node.popen and recorded in the lab's state by pid; `stop` (procs.stop) ends them.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from mesh.lab.checks import stop
 from mesh.lab.netns import LabError, LabState, Node
+from mesh.lab.procs import stop
 
 PING_INTERVAL_S = 0.01
 STREAM_PORT = 5002
