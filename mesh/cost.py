@@ -24,7 +24,7 @@ from mesh.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, load
 BYTES_PER_TB = 10**12
 DEFAULT_TB = (1.0, 10.0, 100.0)
 MAX_TB = 1_000_000.0  # an exabyte a month: past any price list's last tier
-EXIT_INVALID = 2
+DEFAULT_SOURCE = f"{PRICE_FILE.parent.name}/{PRICE_FILE.name}"  # as the table names it: mesh/prices.yaml
 Side = Literal["aws", "gcp"]  # the cloud the traffic leaves: aws = AWS -> GCP, gcp = GCP -> AWS
 DIRECTIONS: dict[str, tuple[Side, ...]] = {"both": ("aws", "gcp"), "aws-to-gcp": ("aws",), "gcp-to-aws": ("gcp",)}
 THIRD_PARTY, MISSING, GIVEN = "†", "?", "‡"
@@ -346,6 +346,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(as_json(prices, args.tb, args.direction), indent=2, ensure_ascii=False))
     else:
-        source = "mesh/prices.yaml" if args.prices == PRICE_FILE else str(args.prices)
+        source = DEFAULT_SOURCE if args.prices == PRICE_FILE else str(args.prices)
         sys.stdout.write(render(prices, args.tb, args.direction, source))
     return 0

@@ -222,7 +222,7 @@ def test_readme_table_is_the_commands_output() -> None:
     text = README.read_text()
     match = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), text, re.S)
     assert match, f"README.md has no {BEGIN} ... {END} block"
-    output = cost.render(load(), cost.DEFAULT_TB, "both", "mesh/prices.yaml")
+    output = cost.render(load(), cost.DEFAULT_TB, "both", cost.DEFAULT_SOURCE)
     if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1":
         README.write_text(text[: match.start(1)] + output + text[match.end(1) :])
         return
@@ -242,7 +242,7 @@ def run_cost(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_command_prints_the_table() -> None:
     result = run_cost()
     assert result.returncode == 0, result.stderr
-    assert result.stdout == cost.render(load(), cost.DEFAULT_TB, "both", "mesh/prices.yaml")
+    assert result.stdout == cost.render(load(), cost.DEFAULT_TB, "both", cost.DEFAULT_SOURCE)
 
 
 def test_json_carries_the_figures_and_their_sources() -> None:
