@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mesh import doctor, monitoring
+from mesh import cost, doctor, monitoring
 from mesh.config import ConfigError, MeshConfig, summary
 from mesh.lab.cli import add_arguments as add_lab_arguments
 from mesh.lab.cli import cmd_lab
@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("doctor", help="check this gateway's WireGuard, forwarding, routes; exit 1 on failure")
     doctor.add_arguments(check)
     check.set_defaults(run=cmd_doctor)
+    prices = commands.add_parser("cost", help="monthly cost of joining us-east-1 and us-east4, four ways, with sources")
+    cost.add_arguments(prices)
+    prices.set_defaults(run=cost.run)
     lab = commands.add_parser("lab", help="bring the mesh up in network namespaces and check it (root)")
     add_lab_arguments(lab)
     lab.set_defaults(run=cmd_lab)
