@@ -27,7 +27,7 @@ def step(name: str, before: str, after: str | None, failover: bool, start: float
 
 
 def sampler(violations: list[float] = ()) -> Sampler:  # type: ignore[assignment]
-    s = Sampler(nodes=lambda: {}, holder=lambda: None, samples=100)
+    s = Sampler(nodes=lambda: {}, holders=lambda: [], samples=100)
     s.violations = [{"t": t, "roles": {"a": 1, "b": 1}, "eip_holders": ["a"]} for t in violations]
     return s
 
@@ -68,11 +68,11 @@ def test_the_sampler_counts_two_active_roles_as_a_violation(tmp_path: Path) -> N
         def path(self, inside: str) -> Path:
             return files[self.netns] / inside.lstrip("/")
 
-    s = Sampler(nodes=lambda: {"a": Rooted("a"), "b": Rooted("b")}, holder=lambda: "a")
+    s = Sampler(nodes=lambda: {"a": Rooted("a"), "b": Rooted("b")}, holders=lambda: ["a"])
     assert s.sample()["roles"] == {"a": 1.0, "b": 1.0}
     (files["b"] / "var/lib/prometheus/node-exporter/wg_mesh_ha.prom").write_text('wgmesh_ha_role{site="s"} 0\n')
     assert s.sample()["roles"] == {"a": 1.0, "b": 0.0}
-    s2 = Sampler(nodes=lambda: {"a": Rooted("a"), "b": None}, holder=lambda: None)
+    s2 = Sampler(nodes=lambda: {"a": Rooted("a"), "b": None}, holders=lambda: [])
     assert s2.sample()["roles"] == {"a": 1.0, "b": None} and s2.sample()["eip_holders"] == []
 
 
