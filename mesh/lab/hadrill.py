@@ -1,9 +1,10 @@
-"""`python -m mesh lab --drill ha --stack ha`: the failure modes of issue 11 (item 5) and a planned replacement
-(item 7) on an HA site whose two gateways run their agents as shipped, against the lab's AWS model (moto + the
-cloud model applying the EIP holder and the route targets, hacloud.py).
+"""`python -m mesh lab --drill ha --stack ha [--ha-site SITE]`: the failure modes of issue 11 (item 5) and a planned
+replacement (item 7) on an HA site whose two gateways run their agents as shipped, against the lab's model of its
+cloud (hacloud.py: AWS, moto + the model applying the EIP holder and the route targets; GCP, the Compute model, the
+probers and the ILB's failover policy applying the address holder and the next hop).
 
-The HA site S (the first AWS site with `gateways: 2`) and a peer site P (the first other site; a GCP site with
-`gateways: 2` runs gateway a only: the GCP model of docs/ha.md 11 is not built). A ping every 10 ms and a
+The HA site S (`--ha-site`, default the first site with `gateways: 2`) and a peer site P (the first other site,
+preferring another cloud; an HA site runs as a pair there too). A ping every 10 ms and a
 SHA-256-verified TCP stream run from P's workload host through P's gateway and S's active gateway to S's workload
 host for the whole drill. Each step starts from the steady state (one gateway active, the other a healthy standby,
 the EIP and every route on the active, traffic flowing) and injects its fault into the gateway it names; then, for a
@@ -20,9 +21,10 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
 6. partition           the two gateways drop each other's packets (both still reach the cloud) -> nothing moves
 7. planned replacement SIGTERM to the active's agent (systemd stopping it: a planned handover), then a new instance
                        in its place joins as standby
-A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's EIP holder: at no sample may two
-gateways report the active role, nor two ENIs hold the address. Per step: the longest ping gap (the outage), pings
-lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when the EIP moved).
+A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's address holders: at no sample may
+two gateways report the active role, nor two ENIs / VMs hold the address. Per step: the longest ping gap (the
+outage), pings lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when
+the address moved).
 """
 
 from __future__ import annotations
