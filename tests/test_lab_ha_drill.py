@@ -105,6 +105,11 @@ def test_the_benchmarks_section_shows_every_step_and_the_target() -> None:
     assert "## 10. HA gateways" in text
     assert "| active killed | a | a → b | 1 s / - | - | 310 ms | 30 | 0 ms | 0 | ok |" in text
     assert "target ≤ 5000 ms: met" in text and "80 MiB, SHA-256 match" in text and "* a note" in text
+    assert "### 10.1 AWS model" in text and "GCP model" not in text
+    gcp = {**report.to_json(), "sites": {"S": {"name": "gcp-euw3"}, "P": {"name": "aws-use1"}}}
+    both = section(report.to_json(), gcp)
+    assert both.index("### 10.1 AWS model") < both.index("### 10.2 GCP model") < both.rindex("| active killed |")
+    assert "--ha-site gcp-euw3" in both and "| step | fault on | active before → after | address / routes moved" in both
 
 
 CANNOT_RUN = missing_requirements()

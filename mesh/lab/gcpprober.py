@@ -10,8 +10,10 @@ Rules, each from Google's text:
   a backend nobody has probed yet is UNHEALTHY here (the lab's choice: traffic reaches no backend before it
   passed `healthy_threshold` probes);
 * the next hop ("Failover for internal passthrough Network Load Balancers",
-  https://cloud.google.com/load-balancing/docs/internal/failover-overview [7][21], and pulumi-gcp's
-  RegionBackendServiceFailoverPolicy docstrings): traffic goes to the primary backends (group `a`) unless the ratio
+  https://cloud.google.com/load-balancing/docs/internal/failover-overview [7][21]; the Compute API's
+  BackendServiceFailoverPolicy, https://cloud.google.com/python/docs/reference/compute/latest/
+  google.cloud.compute_v1.types.BackendServiceFailoverPolicy, and pulumi-gcp's RegionBackendServiceFailoverPolicy
+  docstrings): traffic goes to the primary backends (group `a`) unless the ratio
   of healthy primary VMs is at or below `failover_ratio`, then to the failover backends (group `b`) if one of them
   is healthy; when no VM of either is healthy, `drop_traffic_if_unhealthy` drops the traffic (False would spread it
   over every primary VM: the lab picks `a` then); failback to the primary when it is healthy again.
