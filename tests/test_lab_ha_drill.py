@@ -15,6 +15,7 @@ from mesh.lab.harun import ha_sites, pick, run_ha_drill
 from mesh.lab.netns import LabError, Node, find_labs, list_netns, missing_requirements
 from mesh.lab.plan import plan_lab
 from mesh.stackfile import load
+from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")
@@ -153,3 +154,8 @@ def test_the_ha_drill_on_the_gcp_pair_shortened() -> None:
     assert report.steps[2]["pings_lost"] == 0  # the partition: Google still sees the active healthy
     assert report.summary["two_active_samples"] == 0, report.summary["violations"]
     assert report.ok
+
+
+def test_ha_site_is_an_option_of_the_ha_drill_only() -> None:
+    result = run_mesh("lab", "--drill", "pmtu", "--ha-site", "gcp-euw3", "--stack", "ha")
+    assert result.returncode == 2 and "--ha-site is an option of --drill ha" in result.stderr
