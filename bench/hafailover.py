@@ -27,9 +27,10 @@ def section(data: dict[str, Any], gcp: dict[str, Any] | None = None) -> str:
                   if st.get("routes_moved_s") is not None and st.get("eip_moved_s") is not None]  # fmt: skip
         if follow:
             out.append(
-                f"The routes followed the address {min(follow):.1f} to {max(follow):.1f} s later: the ILB's next hop "
+                f"\nThe routes followed the address {min(follow):.1f} to {max(follow):.1f} s later: the ILB's next hop "
                 "changes when the new holder passes a probe (its /healthz answers 200 once it holds the address; "
-                "healthy_threshold 1) and, on a failure, the old one has failed two (unhealthy_threshold 2).\n"
+                "healthy_threshold 1) and, on a failure, the old one has failed two (unhealthy_threshold 2); in between "
+                "neither is healthy and the load balancer drops the traffic (drop_traffic_if_unhealthy).\n"
             )
         out.append(GCP_ADDS)
     return "\n".join(out)
