@@ -29,8 +29,8 @@ def section(data: dict[str, Any], gcp: dict[str, Any] | None = None) -> str:
             out.append(
                 f"\nThe routes followed the address {min(follow):.1f} to {max(follow):.1f} s later: the ILB's next hop "
                 "changes when the new holder passes a probe (its /healthz answers 200 once it holds the address; "
-                "healthy_threshold 1) and, on a failure, the old one has failed two (unhealthy_threshold 2); in between "
-                "neither is healthy and the load balancer drops the traffic (drop_traffic_if_unhealthy).\n"
+                "healthy_threshold 1) and, on a failure, the old one has failed two (unhealthy_threshold 2); in "
+                "between neither is healthy and the load balancer drops the traffic (drop_traffic_if_unhealthy).\n"
             )
         out.append(GCP_ADDS)
     return "\n".join(out)
