@@ -25,7 +25,18 @@ from bench.anchors import (
 )
 
 Log = Callable[[str], None]
-SECTIONS = ("environment", "scale", "lab", "mtu", "boot", "meshchange", "meshchange-boot", "pathmtu", "hafailover")
+SECTIONS = (
+    "environment",
+    "scale",
+    "lab",
+    "mtu",
+    "boot",
+    "meshchange",
+    "meshchange-boot",
+    "pathmtu",
+    "hafailover",
+    "hafailover-gcp",
+)
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
     "wireguard": "WireGuard tunnel (gateway → gateway, wg0)",
@@ -890,7 +901,7 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
     if "hafailover" in data:
         from bench.hafailover import section as section_hafailover
 
-        parts.append(section_hafailover(data["hafailover"]))
+        parts.append(section_hafailover(data["hafailover"], data.get("hafailover-gcp")))
     return "\n".join(parts)
 
 

@@ -99,10 +99,10 @@ def load_balancer(
         f"{name}-hc",
         name=names.health_check,
         region=site.region,
-        check_interval_sec=1,
-        timeout_sec=1,
-        unhealthy_threshold=2,
-        healthy_threshold=1,
+        check_interval_sec=ha.HEALTH_CHECK.check_interval_sec,
+        timeout_sec=ha.HEALTH_CHECK.timeout_sec,
+        unhealthy_threshold=ha.HEALTH_CHECK.unhealthy_threshold,
+        healthy_threshold=ha.HEALTH_CHECK.healthy_threshold,
         http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(
             port=ha.HEALTH_PORT, request_path=ha.HEALTH_PATH
         ),
@@ -125,7 +125,9 @@ def load_balancer(
             for letter, group in zip(ha.LETTERS, groups, strict=True)
         ],
         failover_policy=gcp.compute.RegionBackendServiceFailoverPolicyArgs(
-            failover_ratio=0, drop_traffic_if_unhealthy=True, disable_connection_drain_on_failover=True
+            failover_ratio=ha.FAILOVER_POLICY.failover_ratio,
+            drop_traffic_if_unhealthy=ha.FAILOVER_POLICY.drop_traffic_if_unhealthy,
+            disable_connection_drain_on_failover=ha.FAILOVER_POLICY.disable_connection_drain_on_failover,
         ),
         connection_tracking_policy=gcp.compute.RegionBackendServiceConnectionTrackingPolicyArgs(
             connection_persistence_on_unhealthy_backends="NEVER_PERSIST"

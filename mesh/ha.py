@@ -19,6 +19,30 @@ HEALTH_PATH = "/healthz"
 LETTERS = ("a", "b")
 
 
+@dataclass(frozen=True)
+class GcpHealthCheck:
+    """GCP: the regional health check's timing and thresholds, as mesh.gcp_ha declares them (docs/ha.md 6.2); the
+    lab's GCP model (mesh/lab/gcpprober.py) probes with the same values."""
+
+    check_interval_sec: int = 1
+    timeout_sec: int = 1  # must not exceed check_interval_sec
+    unhealthy_threshold: int = 2
+    healthy_threshold: int = 1
+
+
+@dataclass(frozen=True)
+class GcpFailoverPolicy:
+    """GCP: the backend service's failover policy (group a primary, b failover), as mesh.gcp_ha declares it."""
+
+    failover_ratio: float = 0.0
+    drop_traffic_if_unhealthy: bool = True
+    disable_connection_drain_on_failover: bool = True
+
+
+HEALTH_CHECK = GcpHealthCheck()
+FAILOVER_POLICY = GcpFailoverPolicy()
+
+
 def child_name(name: str, letter: str) -> str:
     """The logical name prefix of a gateway's children: the component's own for `a`, `<name>-b` for `b`."""
     return name if letter == "a" else f"{name}-{letter}"

@@ -29,9 +29,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mesh.lab.awsctl import CREDENTIALS, wait_for
-from mesh.lab.fabric import apply_nat
-from mesh.lab.haplan import HaSite, ha_from_json, route_targets
-from mesh.lab.netns import LabError, run
+from mesh.lab.haapply import Applier
+from mesh.lab.haplan import HaSite, ha_from_json
+from mesh.lab.netns import LabError
 
 POLL_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1})  # a slow poll: the next one
 SEED_CONFIG = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3})  # moto's first calls are slow
@@ -101,16 +101,14 @@ def seed(ec2: Any, dynamodb: Any, ha: HaSite, vpc_cidr: str, lease_table: str) -
     }
 
 
-class Model:
-    """One site's view of moto and what was last applied."""
+class Model(Applier):
+    """One site's view of moto; what was last applied (haapply.Applier)."""
 
     def __init__(self, ha: HaSite, ids: dict[str, Any]) -> None:
-        self.ha, self.ids = ha, ids
+        super().__init__(ha)
+        self.ids = ids
         self.letter_of = {v["interface_id"]: letter for letter, v in ids["instances"].items()}
         self.private_of = {v["interface_id"]: v["local_ipv4"] for v in ids["instances"].values()}
-        self.holder: str | None = None
-        self.routes: dict[str, str | None] = {}
-        self.moves = 0
 
     def read(self, ec2: Any) -> tuple[str | None, dict[str, str | None]]:
         addresses = ec2.describe_addresses(AllocationIds=[self.ids["allocation_id"]])["Addresses"]
@@ -125,22 +123,6 @@ class Model:
                 if cidr in wanted:
                     routes[cidr] = self.private_of.get(route.get("NetworkInterfaceId", ""))
         return holder, routes
-
-    def apply(self, holder: str | None, routes: dict[str, str | None]) -> bool:
-        changed = False
-        if holder != self.holder:
-            self.moves += 1
-            apply_nat(self.ha, holder, self.moves)
-            self.holder, changed = holder, True
-        if routes != self.routes:
-            for argv in route_targets(self.ha, routes):
-                run(["ip", "-n", self.ha.host_ns, *argv])
-            self.routes, changed = routes, True
-        return changed
-
-    def event(self) -> dict[str, Any]:
-        letters = {cidr: self.ha.by_private(target) if target else None for cidr, target in self.routes.items()}
-        return {"site": self.ha.site, "holder": self.holder, "routes": letters, "moves": self.moves}
 
 
 def emit(line: dict[str, Any]) -> None:

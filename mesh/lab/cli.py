@@ -1,7 +1,7 @@
 """`python -m mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`,
-`python -m mesh lab --drill live|pmtu|ha --stack NAME [--boot] [--json PATH]` (a `delivery: live` mesh changed
-while traffic flows: mesh/lab/drill.py, with --boot on booted gateways; a path-MTU black hole between two sites:
-mesh/lab/pmtudrill.py; an HA pair's failures: mesh/lab/hadrill.py), `python -m mesh lab down LAB... | --all` and
+`python -m mesh lab --drill live|pmtu|ha --stack NAME [--boot] [--ha-site SITE] [--json PATH]` (a `delivery: live`
+mesh changed while traffic flows: mesh/lab/drill.py, with --boot on booted gateways; a path-MTU black hole between two
+sites: mesh/lab/pmtudrill.py; an HA pair's failures: mesh/lab/hadrill.py), `python -m mesh lab down LAB... | --all` and
 `python -m mesh lab image [--rebuild]`.
 
 Exit codes: 0 every check passed; 1 a check failed (or the lab could not be built); 2 invalid config
@@ -45,7 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("live", "pmtu", "ha"),
         help="live: add a site, rotate keys, remove it, corrupt a document, while traffic flows; pmtu: a path-MTU "
         "black hole between two sites mid-transfer, with and without ICMP filtered (delivery: live); ha: kill, break, "
-        "hang and partition an AWS site's HA gateway pair and replace its active while traffic flows (gateways: 2)",
+        "hang and partition an HA site's gateway pair and replace its active while traffic flows (gateways: 2)",
+    )
+    parser.add_argument(
+        "--ha-site",
+        metavar="SITE",
+        help="--drill ha: the site with `gateways: 2` to drill (AWS or GCP; default the stack's first such site)",
     )
     parser.add_argument("--rebuild", action="store_true", help="image: build it again even if it is cached")
     source = parser.add_mutually_exclusive_group()
@@ -83,6 +88,9 @@ def cmd_lab(args: argparse.Namespace) -> int:
         _error(f"unexpected arguments: {' '.join(args.labs)}")
         return EXIT_CANNOT_RUN
 
+    if args.ha_site is not None and args.drill != "ha":
+        _error("--ha-site is an option of --drill ha")
+        return EXIT_CANNOT_RUN
     if args.stack is None and args.file is None:
         _error("--stack NAME or --file PATH is required")
         return EXIT_CANNOT_RUN
@@ -121,7 +129,7 @@ def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> i
         _error(f"--drill {args.drill} always removes its lab (no --keep) and boots only for the live drill (--boot)")
         return EXIT_CANNOT_RUN
     try:
-        report = run_drill(cfg, label, kind=args.drill, boot=args.boot)
+        report = run_drill(cfg, label, kind=args.drill, boot=args.boot, ha_site=args.ha_site)
     except (LabPlanError, UserDataError, LabError, LabEnvironmentError) as exc:
         _error(str(exc))
         return EXIT_CANNOT_RUN

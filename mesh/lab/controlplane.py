@@ -168,7 +168,7 @@ class ControlPlane:
             for site, token in self.tokens.items():
                 write_atomic(self.root / "gce" / site / "token", token.encode(), 0o600)
 
-    def _serve(self, node: Node, name: str, root: Path, *address: str | int) -> None:
+    def _serve(self, node: Node, name: str, root: Path, *address: str | int) -> int:
         root.mkdir(parents=True, exist_ok=True)
         kind = name.split("-")[0]
         (self.lab.state.log_dir / f"{name}.log").unlink(missing_ok=True)  # served again: wait for the new one
@@ -181,6 +181,7 @@ class ControlPlane:
         self._track(proc, node.netns, f"{kind} server")
         if not wait_for_log(self.lab.state.log_dir / f"{name}.log", "listening", START_TIMEOUT_S):
             raise LabError(f"the lab's {name} server did not start (see {self.lab.state.log_dir}/{name}.log)")
+        return proc.pid
 
     def _aws_reply(self) -> dict[str, Any]:
         assert self._aws is not None and self._aws.stdout is not None
@@ -220,9 +221,13 @@ class ControlPlane:
             raise LabError(f"{site}: no network namespace {netns} to serve its metadata in")
         if self._metadata.get(site) == served:
             return
-        ip(netns, "address", "add", f"{gce.METADATA_ADDRESS}/32", "dev", "lo")
-        self._serve(Node(netns), f"metadata-{site}", self.root / "gce" / site)
+        self.serve_metadata(netns, f"metadata-{site}", self.root / "gce" / site)
         self._metadata[site] = served
+
+    def serve_metadata(self, netns: str, name: str, root: Path) -> int:
+        """A metadata server at 169.254.169.254:80 in `netns` serving the files under `root`; its pid."""
+        ip(netns, "address", "add", f"{gce.METADATA_ADDRESS}/32", "dev", "lo")
+        return self._serve(Node(netns), name, root)
 
     def _static_file(self, site: str, path: str, data: bytes) -> None:
         machine = self.lab.machines[site]

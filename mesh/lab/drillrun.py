@@ -74,12 +74,19 @@ class DrillReport:
 
 
 def run_drill(
-    cfg: MeshConfig, label: str, *, kind: str = "live", options: LabOptions | None = None, boot: bool = False
+    cfg: MeshConfig,
+    label: str,
+    *,
+    kind: str = "live",
+    options: LabOptions | None = None,
+    boot: bool = False,
+    ha_site: str | None = None,
 ) -> DrillReport:
     """Raises LabPlanError / UserDataError / LabError before anything is created when the stack cannot be drilled
     (not `delivery: live`, fewer than three sites), LabEnvironmentError when the machine cannot run the lab.
     `boot` (the live drill): every gateway a booted container (run.boot_machines) whose cloud-init runs the user
-    data's `--once` and starts wg-mesh-agent.service itself; the drill changes the stores as in namespaces."""
+    data's `--once` and starts wg-mesh-agent.service itself; the drill changes the stores as in namespaces.
+    `ha_site` (the ha drill): the site with `gateways: 2` to drill, default the first."""
     if kind not in KINDS:
         raise LabError(f"no drill {kind!r}: {', '.join(KINDS)}")
     if boot and kind != "live":
@@ -87,7 +94,7 @@ def run_drill(
     if kind == "ha":
         from mesh.lab.harun import run_ha_drill
 
-        return run_ha_drill(cfg, label)
+        return run_ha_drill(cfg, label, site=ha_site)
     options = options or LabOptions()
     started = time.monotonic()
     plan = plan_lab(cfg, new_prefix())

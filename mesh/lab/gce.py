@@ -6,7 +6,7 @@
   every request must carry `Metadata-Flavor: Google` (else 403) and must not carry `X-Forwarded-For` (else 403);
   every response carries `Metadata-Flavor: Google` and an `ETag`; `?wait_for_change=true` hangs until the value's
   ETag differs from `last_etag` (returns at once when it already differs), or until `timeout_sec`, then returns
-  the current value; `instance/attributes/<key>` (404 when the key is not set) and
+  the current value; `instance/attributes/<key>` (404 when the key is not set), `instance/name`, `instance/zone` and
   `instance/service-accounts/default/token` (`{"access_token", "expires_in", "token_type": "Bearer"}`);
 * Secret Manager's `GET /v1/projects/*/secrets/*/versions/*:access` (`secretmanager`), the REST shape of
   https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets.versions/access :
@@ -17,6 +17,7 @@
 The data is files the lab's control plane (`controlplane.py`) writes atomically; this module only serves them:
 
     metadata root:  attributes/<key>          the instance's custom metadata values
+                    instance/name, instance/zone   the VM's name and zone (an HA site's gateways: hacloud.py)
                     token                     the instance service account's access token
     secrets root:   <project>/<secret>/<n>    version n's payload (bytes)
                     <project>/<secret>/accessors   one token a line (the IAM binding to the gateway's SA)
@@ -43,6 +44,7 @@ METADATA_PREFIX = "/computeMetadata/v1/"
 MAX_WAIT_S = 300.0  # the lab's cap on timeout_sec
 WATCH_INTERVAL_S = 0.02
 TOKEN_LIFETIME_S = 3599
+INSTANCE_KEYS = ("instance/name", "instance/zone")  # `projects/NUMBER/zones/ZONE` for the zone
 ACCESS = re.compile(r"^/v1/projects/([^/]+)/secrets/([^/]+)/versions/([^/:]+):access$")
 
 
@@ -105,6 +107,13 @@ class MetadataHandler(_Handler):
                 {"access_token": token.decode().strip(), "expires_in": TOKEN_LIFETIME_S, "token_type": "Bearer"}
             ).encode()
             self.reply(200, body, "application/json", **_h(flavor))
+            return
+        if key in INSTANCE_KEYS:  # an HA gateway's agent asks which VM it is (mesh.gateway.ha_gcp.Metadata)
+            found = read(self.root / key)
+            if found is None:
+                self.reply(404, b"not found\n", **_h(flavor))
+            else:
+                self.reply(200, found, **_h({**flavor, "ETag": etag(found)}))
             return
         attribute = key.removeprefix("instance/attributes/")
         if attribute == key or not attribute or "/" in attribute:

@@ -5,12 +5,17 @@
 * the AWS cloud model (awsmodel.py, a process in the lab's cloud namespace): moto seeded with what the program
   creates, moto's EIP holder and route targets applied to the namespaces every 50 ms; its change lines are kept
   here (`events`, `holder`);
-* an IMDSv2 model (imds.py) at 169.254.169.254 in each AWS gateway's namespace with that instance's facts;
-* each gateway's user data rendered as the program renders it for its letter (`mesh.ha.aws_ha`), with the ids moto
-  assigned (the program has them from its resources);
+* the GCP cloud model (gcpmodel.py, a process in the lab's cloud namespace, no emulator exists): the Compute REST
+  subset the agents call, Google's probers of each gateway's /healthz and the ILB's failover policy; the address
+  holder and the ILB's next hop applied to the namespaces by the same mechanism as AWS's (haapply.py);
+* an IMDSv2 model (imds.py) at 169.254.169.254 in each AWS gateway's namespace with that instance's facts, a GCE
+  metadata server (gce.py, started by the control plane's `serve_metadata`) in each GCP gateway's with its VM's
+  name and zone (hagcp.py); both are the cloud's, not the instance's: they outlive a killed gateway;
+* each gateway's user data rendered as the program renders it for its letter (`mesh.ha.aws_ha` / `gcp_ha`), with
+  the ids moto assigned or the names the program gives (the program has them from its resources);
 * what each gateway finds when it starts: the agent's EnvironmentFile with the metadata endpoint
   (`AWS_EC2_METADATA_SERVICE_ENDPOINT`, botocore's documented override) instead of the live stores' "metadata
-  disabled".
+  disabled"; on GCP the Compute endpoint (`WG_MESH_COMPUTE_ENDPOINT`).
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from typing import Any
 from mesh import ha as mesh_ha
 from mesh import live, userdata
 from mesh.config import MeshConfig
+from mesh.lab import hagcp
 from mesh.lab.build import BuiltLab
-from mesh.lab.controlplane import AGENT_ENV, AWS_ENDPOINT, REPO_ROOT, ControlPlane, write_atomic
+from mesh.lab.controlplane import AGENT_ENV, AWS_ENDPOINT, CLOUD_API, REPO_ROOT, ControlPlane, write_atomic
 from mesh.lab.fabric import ip, veth
 from mesh.lab.haplan import HaGateway, HaSite, ha_to_json, plan_ha
 from mesh.lab.imds import ADDRESS as IMDS_ADDRESS
@@ -75,12 +81,15 @@ def ha_artifacts(
     cfg: MeshConfig, plan: LabPlan, a: GatewayArtifacts, letter: str, ids: dict[str, Any]
 ) -> GatewayArtifacts:
     """Gateway `letter`'s user data as `pulumi up` renders it for an HA site (mesh.component: the `ha` object from
-    mesh.ha.aws_ha), with the lab cloud's ids where the program has its resources' (as the lab's public addresses
-    replace the clouds' everywhere it renders)."""
+    mesh.ha.aws_ha / gcp_ha), with the lab cloud's ids where the program has its resources' (as the lab's public
+    addresses replace the clouds' everywhere it renders). `ids`: moto's (AWS), the GCP model's spec entry (GCP)."""
     site = cfg.site(a.site)
     source = live.agent_source(site, LAB_PROJECT, plan.prefix)
-    region = str(source["region"])
-    ha = mesh_ha.aws_ha(letter, region, ids["lease_table"], ids["allocation_id"], ids["route_table_ids"])
+    if site.cloud == "gcp":
+        ha = hagcp.ha_object(letter, ids)
+    else:
+        ha = mesh_ha.aws_ha(letter, str(source["region"]), ids["lease_table"], ids["allocation_id"],
+                            ids["route_table_ids"])  # fmt: skip
     user_data = userdata.render_live_user_data(cfg, a.site, source, cloud_steps=False, ha=ha)
     return GatewayArtifacts(a.site, a.interface, user_data)
 
@@ -95,12 +104,16 @@ class HaCloud:
         self.ids: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.latest: dict[str, dict[str, Any]] = {}
-        self.imds_pids: set[int] = set()  # the cloud's, not the instances': a drill's "kill the instance" spares them
+        # the metadata servers are the cloud's, not the instances': a drill's "kill the instance" spares them
+        self.metadata_pids: set[int] = set()
         self.artifacts: dict[tuple[str, str], GatewayArtifacts] = {}
-        self._model: subprocess.Popen[str] | None = None
+        self._models: list[subprocess.Popen[str]] = []
         for name, ha in self.sites.items():
-            if ha.cloud != "aws":
-                raise LabError(f"{name}: the lab models HA on AWS only (the GCP model of docs/ha.md 11 is not built)")
+            if ha.cloud not in ("aws", "gcp"):
+                raise LabError(f"{name}: the lab models HA on AWS and GCP only, not {ha.cloud}")
+
+    def of(self, cloud: str) -> dict[str, HaSite]:
+        return {name: ha for name, ha in self.sites.items() if ha.cloud == cloud}
 
     def machines(self, site: str) -> dict[str, NamespaceGateway]:
         a = self.lab.machines[site]
@@ -111,13 +124,21 @@ class HaCloud:
         """Seed moto and start its model, then each gateway's machine (a's replaced: its user data now has the ids),
         IMDS and provisioning; the caller starts the machines (a first: it claims the EIP first)."""
         lab = self.lab
-        self._start_model()
+        if self.of("aws"):
+            self._start_model()
+        if self.of("gcp"):
+            self._start_gcp_model()
         for name, ha in self.sites.items():
             ids, old = self.ids[name], lab.machines[name]
             for letter in ("a", "b"):
                 self.artifacts[name, letter] = ha_artifacts(self.cfg, lab.plan, old.artifacts, letter, ids)
                 self.renew(name, letter)
-                self._start_imds(ha, letter)
+                if ha.cloud == "gcp":
+                    root = hagcp.metadata_root(self.plane.root / "gce" / name, ids, letter)
+                    g = ha.gateway(letter)
+                    self.metadata_pids.add(self.plane.serve_metadata(g.netns, f"metadata-{name}-{letter}", root))
+                else:
+                    self._start_imds(ha, letter)
             self.standbys[name].attach()  # a's NIC is attached already (build; this runs after it)
 
     def renew(self, name: str, letter: str) -> NamespaceGateway:
@@ -135,7 +156,7 @@ class HaCloud:
         return machine
 
     def _start_model(self) -> None:
-        region = {str(self.plane.configs[n]["source"]["region"]) for n in self.sites}
+        region = {str(self.plane.configs[n]["source"]["region"]) for n in self.of("aws")}
         if len(region) != 1:
             raise LabError(f"the lab's AWS model takes HA sites of one region, not {sorted(region)}")
         spec = {
@@ -148,31 +169,48 @@ class HaCloud:
                     "vpc_cidr": str(self.cfg.site(name).cidrs[0]),
                     "lease_table": mesh_ha.ha_names(LAB_PROJECT, self.lab.plan.prefix, name).lease_table,
                 }
-                for name, ha in self.sites.items()
+                for name, ha in self.of("aws").items()
             ],
         }
-        cloud = Node(self.plane.netns)
-        log = (self.lab.state.log_dir / "awsmodel.log").open("a")
-        self._model = subprocess.Popen(
-            cloud.wrap([sys.executable, "-m", "mesh.lab.awsmodel", AWS_ENDPOINT]),
+        ready = self._model_process("awsmodel", [AWS_ENDPOINT], spec, "aws cloud model (moto -> namespaces)")
+        if not ready.get("ok"):
+            raise LabError(f"the AWS cloud model could not seed moto: {ready.get('error')}")
+        self.ids.update(ready["sites"])
+
+    def _start_gcp_model(self) -> None:
+        entries = [hagcp.site_entry(self.cfg, self.lab.plan.prefix, ha, self.plane.tokens[name])
+                   for name, ha in self.of("gcp").items()]  # fmt: skip
+        spec = {"interval": POLL_INTERVAL_S, "sites": entries}
+        argv = [str(CLOUD_API.ip), str(hagcp.COMPUTE_PORT)]
+        ready = self._model_process("gcpmodel", argv, spec, "gcp cloud model (Compute, probers -> namespaces)")
+        if not ready.get("ok"):
+            raise LabError(f"the GCP cloud model did not start: {ready.get('error')}")
+        self.ids.update({entry["site"]: entry for entry in entries})
+
+    def _model_process(self, module: str, argv: list[str], spec: dict[str, Any], what: str) -> dict[str, Any]:
+        """Start `python -m mesh.lab.<module> ARGV` in the cloud namespace, give it the spec, read its ready line;
+        its later lines are collected (`events`, `latest`)."""
+        log = (self.lab.state.log_dir / f"{module}.log").open("a")
+        model = subprocess.Popen(
+            Node(self.plane.netns).wrap([sys.executable, "-m", f"mesh.lab.{module}", *argv]),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
             env=tool_env({"PYTHONPATH": REPO_ROOT}), start_new_session=True,
         )  # fmt: skip
         log.close()
-        self.lab.state.track(self._model.pid, self.plane.netns, "aws cloud model (moto -> namespaces)")
-        assert self._model.stdin is not None and self._model.stdout is not None
-        self._model.stdin.write(json.dumps(spec) + "\n")
-        self._model.stdin.flush()
-        line = self._model.stdout.readline()
-        ready: dict[str, Any] = json.loads(line) if line else {"ok": False, "error": "the cloud model ended"}
-        if not ready.get("ok"):
-            raise LabError(f"the AWS cloud model could not seed moto: {ready.get('error')}")
-        self.ids = ready["sites"]
-        threading.Thread(target=self._collect, daemon=True).start()
+        self._models.append(model)
+        self.lab.state.track(model.pid, self.plane.netns, what)
+        assert model.stdin is not None and model.stdout is not None
+        model.stdin.write(json.dumps(spec) + "\n")
+        model.stdin.flush()
+        line = model.stdout.readline()
+        ready: dict[str, Any] = json.loads(line) if line else {"ok": False, "error": f"{module} ended"}
+        if ready.get("ok"):
+            threading.Thread(target=self._collect, args=(model,), daemon=True).start()
+        return ready
 
-    def _collect(self) -> None:
-        assert self._model is not None and self._model.stdout is not None
-        for line in self._model.stdout:
+    def _collect(self, model: subprocess.Popen[str]) -> None:
+        assert model.stdout is not None
+        for line in model.stdout:
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
                 self.events.append(event)
@@ -191,7 +229,7 @@ class HaCloud:
             proc = Node(g.netns).popen([sys.executable, "-m", "mesh.lab.imds", str(root)], stdout=log,
                                        env={"PYTHONPATH": REPO_ROOT})  # fmt: skip
         self.lab.state.track(proc.pid, g.netns, "IMDSv2 model")
-        self.imds_pids.add(proc.pid)
+        self.metadata_pids.add(proc.pid)
         deadline = time.monotonic() + START_TIMEOUT_S
         while "listening" not in (path.read_text() if path.exists() else ""):
             if time.monotonic() > deadline or proc.poll() is not None:
@@ -199,18 +237,31 @@ class HaCloud:
             time.sleep(0.05)
 
     def provision_network(self, site: str, netns: str) -> None:
-        """machine.Provisioner: the control plane's (an AWS gateway's IMDS runs from `start`, it outlives instances)."""
-        self.plane.provision_network(site, netns)
+        """machine.Provisioner: nothing for an HA site (its gateways' metadata servers run from `start`, they outlive
+        instances), the control plane's for another."""
+        if site not in self.sites:
+            self.plane.provision_network(site, netns)
 
     def provision_files(self, site: str, path: Callable[[str], Path]) -> None:
-        """machine.Provisioner: the control plane's files, the agent's EnvironmentFile with the IMDS endpoint."""
+        """machine.Provisioner: the control plane's files, the agent's EnvironmentFile with the IMDS endpoint (AWS)
+        or the Compute endpoint (GCP)."""
         self.plane.provision_files(site, path)
         env = path(str(AGENT_ENV))
-        write_atomic(env, ha_env(env.read_text()).encode(), 0o644)
+        text = env.read_text()
+        text = text + hagcp.ENV_LINE + "\n" if self.sites[site].cloud == "gcp" else ha_env(text)
+        write_atomic(env, text.encode(), 0o644)
 
     def holder(self, site: str) -> str | None:
         return self.latest.get(site, {}).get("holder")
 
+    def holders(self, site: str) -> list[str]:
+        """Every gateway holding the site's public address in the cloud's state (AWS: at most the one ENI moto
+        associates it with; GCP: every VM whose access config has it)."""
+        latest = self.latest.get(site, {})
+        if "holders" in latest:
+            return list(latest["holders"])
+        return [latest["holder"]] if latest.get("holder") else []
+
     def stop(self) -> None:
-        if self._model is not None:
-            stop(self._model)
+        for model in self._models:
+            stop(model)

@@ -1,9 +1,10 @@
-"""`python -m mesh lab --drill ha --stack ha`: the failure modes of issue 11 (item 5) and a planned replacement
-(item 7) on an HA site whose two gateways run their agents as shipped, against the lab's AWS model (moto + the
-cloud model applying the EIP holder and the route targets, hacloud.py).
+"""`python -m mesh lab --drill ha --stack ha [--ha-site SITE]`: the failure modes of issue 11 (item 5) and a planned
+replacement (item 7) on an HA site whose two gateways run their agents as shipped, against the lab's model of its
+cloud (hacloud.py: AWS, moto + the model applying the EIP holder and the route targets; GCP, the Compute model, the
+probers and the ILB's failover policy applying the address holder and the next hop).
 
-The HA site S (the first AWS site with `gateways: 2`) and a peer site P (the first other site; a GCP site with
-`gateways: 2` runs gateway a only: the GCP model of docs/ha.md 11 is not built). A ping every 10 ms and a
+The HA site S (`--ha-site`, default the first site with `gateways: 2`) and a peer site P (the first other site,
+preferring another cloud; an HA site runs as a pair there too). A ping every 10 ms and a
 SHA-256-verified TCP stream run from P's workload host through P's gateway and S's active gateway to S's workload
 host for the whole drill. Each step starts from the steady state (one gateway active, the other a healthy standby,
 the EIP and every route on the active, traffic flowing) and injects its fault into the gateway it names; then, for a
@@ -20,9 +21,10 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
 6. partition           the two gateways drop each other's packets (both still reach the cloud) -> nothing moves
 7. planned replacement SIGTERM to the active's agent (systemd stopping it: a planned handover), then a new instance
                        in its place joins as standby
-A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's EIP holder: at no sample may two
-gateways report the active role, nor two ENIs hold the address. Per step: the longest ping gap (the outage), pings
-lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when the EIP moved).
+A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's address holders: at no sample may
+two gateways report the active role, nor two ENIs / VMs hold the address. Per step: the longest ping gap (the
+outage), pings lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when
+the address moved).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import signal
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,15 @@ PAUSE_S = 1.0  # between a step's end and the next fault: a silence at the edge 
 OBSERVE_S = 8.0  # steps that must change nothing: how long they are watched
 OUTAGE_TARGET_MS = 5000.0
 Step = Callable[[str], None]
+STEPS = (
+    "standby killed",
+    "active killed",
+    "active's wg0 down",
+    "active's forwarding off",
+    "active hung (SIGSTOP wireguard-go)",
+    "partition between the pair",
+    "planned replacement",
+)
 
 
 def ha_view(node: Node) -> dict[str, float | None]:
@@ -72,7 +83,7 @@ class Sampler:
     """Every SAMPLE_S: each gateway's role and the cloud's EIP holder; `violations` the samples with two actives."""
 
     nodes: Callable[[], dict[str, Node | None]]
-    holder: Callable[[], str | None]
+    holders: Callable[[], list[str]]  # the gateways holding the site's public address in the cloud model
     handshake: Callable[[], int | None] = lambda: None  # the peer gateway's latest handshake with the site (epoch)
     handshakes: list[int] = field(default_factory=list)  # each new value seen
     samples: int = 0
@@ -84,8 +95,7 @@ class Sampler:
         roles = {}
         for letter, node in self.nodes().items():
             roles[letter] = ha_view(node)["role"] if node is not None else None
-        holders = [self.holder()]  # moto associates an address with at most one ENI: 0 or 1 holder
-        return {"t": time.time(), "roles": roles, "eip_holders": [h for h in holders if h is not None]}
+        return {"t": time.time(), "roles": roles, "eip_holders": self.holders()}
 
     def run(self) -> None:
         while not self._stop.wait(SAMPLE_S):
@@ -112,13 +122,15 @@ class HaDrill:
     """The steps against a lab whose HA site's gateways run; `traffic` flows P -> S throughout."""
 
     def __init__(self, cloud: HaCloud, site: str, step: Step, traffic: tuple[Pinger, Stream] | None = None,
-                 peer: tuple[Node, str] | None = None) -> None:  # fmt: skip
-        """`peer`: the other site's gateway and this site's public key (its handshakes with the site are sampled)."""
+                 peer: tuple[Node, str] | None = None, steps: Collection[str] = ()) -> None:  # fmt: skip
+        """`peer`: the other site's gateway and this site's public key (its handshakes with the site are sampled);
+        `steps`: the names (STEPS) of the steps to run, in STEPS's order (default all)."""
         self.cloud, self.site, self.traffic, self.step = cloud, site, traffic, step
+        self.selected = tuple(name for name in STEPS if not steps or name in steps)
         self.ha: HaSite = cloud.sites[site]
         self.down: set[str] = set()  # gateways killed and not replaced yet
         self.steps: list[dict[str, Any]] = []
-        self.sampler = Sampler(self.nodes, lambda: cloud.holder(site))
+        self.sampler = Sampler(self.nodes, lambda: cloud.holders(site))
         if peer is not None:
             node, key = peer
             self.sampler.handshake = lambda: latest_handshakes(node, {key: site}).get(site)
@@ -162,9 +174,9 @@ class HaDrill:
 
     def kill(self, letter: str) -> list[int]:
         """A crashed instance: SIGKILL to every process of the gateway (by pid: those in its network namespace,
-        except the cloud's IMDS model, which is not the instance's)."""
+        except the cloud's metadata server, which is not the instance's)."""
         netns = self.ha.gateway(letter).netns
-        pids = [p for p in pids_in_netns(netns) if p not in self.cloud.imds_pids]
+        pids = [p for p in pids_in_netns(netns) if p not in self.cloud.metadata_pids]
         starts = {p: proc_start_time(p) for p in pids}
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -272,15 +284,16 @@ class HaDrill:
         if active is None:
             raise LabError(f"{self.site}: the pair never became steady: {self.roles()}, cloud {self.cloud.latest}")
         self.sampler.start()
-        faults: list[tuple[str, Callable[[str], Any], str]] = [  # on: active, standby or both (the partition)
-            ("standby killed", self.kill, "standby"),
-            ("active killed", self.kill, "active"),
-            ("active's wg0 down", self.wg0_down, "active"),
-            ("active's forwarding off", self.forwarding_off, "active"),
-            ("active hung (SIGSTOP wireguard-go)", self.hang, "active"),
-            ("partition between the pair", lambda _: self.partition(True), "both"),
-            ("planned replacement", self.planned, "active"),
+        every: list[tuple[str, Callable[[str], Any], str]] = [  # on: active, standby or both (the partition)
+            (STEPS[0], self.kill, "standby"),
+            (STEPS[1], self.kill, "active"),
+            (STEPS[2], self.wg0_down, "active"),
+            (STEPS[3], self.forwarding_off, "active"),
+            (STEPS[4], self.hang, "active"),
+            (STEPS[5], lambda _: self.partition(True), "both"),
+            (STEPS[6], self.planned, "active"),
         ]
+        faults = [f for f in every if f[0] in self.selected]
         for i, (name, inject, on) in enumerate(faults, 1):
             self.step(f"{i}/{len(faults)} {name}")
             active = self.active() or active

@@ -1,6 +1,7 @@
-"""One run of the HA drill (hadrill.py) on a `delivery: live` stack with an AWS site of `gateways: 2`: build the lab
-with the AWS model (hacloud.py), start both gateways (a first), the traffic P -> S, the steps, tear down (always); the
-report (drillrun.DrillReport, kind "ha") whose JSON docs/benchmarks.md's table is rendered from (bench/hafailover.py).
+"""One run of the HA drill (hadrill.py) on a `delivery: live` stack with a site of `gateways: 2` (AWS or GCP): build
+the lab with every HA site as a pair and its cloud's model (hacloud.py), start each pair (a first), the traffic
+P -> S, the steps on S, tear down (always); the report (drillrun.DrillReport, kind "ha") whose JSON
+docs/benchmarks.md's tables are rendered from (bench/hafailover.py).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from mesh.lab.build import build
 from mesh.lab.controlplane import ControlPlane
 from mesh.lab.drillrun import DrillReport
 from mesh.lab.hacloud import HaCloud
-from mesh.lab.hadrill import HaDrill, judge
+from mesh.lab.hadrill import STEPS, HaDrill, judge
 from mesh.lab.live import control_plane_hook, live_configs
 from mesh.lab.machine import NamespaceGateway
 from mesh.lab.netns import LabError, missing_requirements, new_state
@@ -29,17 +31,24 @@ from mesh.lab.run import LabEnvironmentError, _Cleanup, new_prefix, signals_end_
 from mesh.lab.traffic import Pinger, Stream
 
 TRAFFIC_TIMEOUT_S = 60.0
+GCP_NOTE = (
+    "cloud model: the Compute REST subset (compute.py) with zonal operations DONE on their second read (the agent "
+    "polls every 0.2 s), Google's probers every check_interval_sec 1 s with timeout_sec 1 s, unhealthy after 2 "
+    "failed probes, healthy after 1 (mesh.ha.HEALTH_CHECK), the ILB's next hop by the failover policy, state applied "
+    "every 50 ms"
+)
 
 
-def ha_sites(cfg: MeshConfig) -> tuple[list[str], list[str]]:
-    """(the AWS sites with gateways: 2, which the lab runs as pairs; the GCP ones, which it runs with gateway a)."""
-    pairs = [s for s in cfg.sites if getattr(s, "gateways", 1) == 2]
-    return [s.name for s in pairs if s.cloud == "aws"], [s.name for s in pairs if s.cloud == "gcp"]
+def ha_sites(cfg: MeshConfig) -> list[str]:
+    """The sites with `gateways: 2` (AWS and GCP), which the lab runs as pairs."""
+    return [s.name for s in cfg.sites if getattr(s, "gateways", 1) == 2]
 
 
-def pick(sites: tuple[SitePlan, ...], aws: list[str]) -> tuple[SitePlan, SitePlan]:
-    s = next(x for x in sites if x.name == aws[0])
-    p = next((x for x in sites if x is not s and x.cloud != "aws"), next(x for x in sites if x is not s))
+def pick(sites: tuple[SitePlan, ...], pairs: list[str], chosen: str | None = None) -> tuple[SitePlan, SitePlan]:
+    """(S: the drilled HA site, `chosen` or the first; P: the traffic's source, the first other site, preferring
+    one of another cloud)."""
+    s = next(x for x in sites if x.name == (chosen or pairs[0]))
+    p = next((x for x in sites if x is not s and x.cloud != s.cloud), next(x for x in sites if x is not s))
     return s, p
 
 
@@ -52,14 +61,21 @@ def wait_replies(pinger: Pinger, since: float, timeout: float) -> bool:
     return False
 
 
-def run_ha_drill(cfg: MeshConfig, label: str, *, delay_s: float = 0.0) -> DrillReport:
-    """Raises LabError before anything is created when the stack has no AWS site with `gateways: 2` or does not
-    deliver peers live; LabEnvironmentError when the machine cannot run the lab."""
-    aws, gcp = ha_sites(cfg)
-    if not aws:
-        raise LabError(f"{label}: no AWS site with `gateways: 2` (the lab models HA on AWS; see docs/ha.md 11)")
+def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps: Collection[str] = (),
+                 delay_s: float = 0.0) -> DrillReport:  # fmt: skip
+    """`site`: the HA site to drill (default the first); `steps`: only these steps (hadrill.STEPS, default all).
+    Raises LabError before anything is created when the stack has no site with `gateways: 2`, `site` is not one, or
+    the stack does not deliver peers live; LabEnvironmentError when the machine cannot run the lab."""
+    pairs = ha_sites(cfg)
+    if not pairs:
+        raise LabError(f"{label}: no site with `gateways: 2` (see docs/ha.md)")
+    if site is not None and site not in pairs:
+        raise LabError(f"{label}: --ha-site {site} is not a site with `gateways: 2` (those are: {', '.join(pairs)})")
+    unknown = set(steps) - set(STEPS)
+    if unknown:
+        raise LabError(f"no HA drill step {', '.join(sorted(unknown))}: {', '.join(STEPS)}")
     started = time.monotonic()
-    plan = plan_lab(cfg, new_prefix(), ha_sites=aws)
+    plan = plan_lab(cfg, new_prefix(), ha_sites=pairs)
     keys = LabKeys.generate(cfg)
     artifacts = render_artifacts(cfg, plan, keys)
     configs = live_configs(artifacts)
@@ -67,15 +83,19 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, delay_s: float = 0.0) -> DrillR
         raise LabError(f"{label}: the user data does not deliver peers live (set `delivery: live`)")
     if len(plan.sites) < 2:
         raise LabError(f"{label}: the HA drill needs a second site for the traffic")
-    s, p = pick(plan.sites, aws)
+    s, p = pick(plan.sites, pairs, site)
     problems = missing_requirements()
     if problems:
         raise LabEnvironmentError("; ".join(problems))
     report = DrillReport(label, "ha")
-    report.sites = {"S": {"name": s.name, "cloud": s.cloud, "gateways": "a, b"},
-                    "P": {"name": p.name, "cloud": p.cloud, "gateways": "a"}}  # fmt: skip
-    notes = [f"{name}: gateways: 2 on GCP runs gateway a only (the lab's GCP model is not built)" for name in gcp]
-    notes += [f"cloud model: moto polled every 50 ms, state applied {delay_s:g} s after it is read"]
+    report.sites = {
+        "S": {"name": s.name, "cloud": s.cloud, "gateways": "a, b"},
+        "P": {"name": p.name, "cloud": p.cloud, "gateways": "a, b" if p.name in pairs else "a"},
+    }
+    if s.cloud == "aws":
+        notes = [f"cloud model: moto polled every 50 ms, state applied {delay_s:g} s after it is read"]
+    else:
+        notes = [GCP_NOTE]
     state = new_state(plan.prefix, f"{label} (ha drill)")
     state.save()
     cleanup = _Cleanup(state, Console(stderr=True))
@@ -87,19 +107,22 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, delay_s: float = 0.0) -> DrillR
     def hook(lab: Any) -> None:
         control_plane_hook(cfg, keys, configs, started=planes.append)(lab)
 
-    with Steps(12, Console(stderr=True)) as step, signals_end_the_run():
+    with Steps(5 + len(steps or STEPS), Console(stderr=True)) as step, signals_end_the_run():
         try:
-            step(f"build: every site's fabric and gateway, {s.name}'s pair, moto and the cloud model")
-            others = [site.name for site in plan.sites if site.name != s.name]
+            step(f"build: every site's fabric and gateway, the pairs ({', '.join(pairs)}) and their clouds' models")
+            others = [x.name for x in plan.sites if x.name not in pairs]
             lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook, start=others)
-            # the pair's cloud once the fabric exists (its model applies NAT and routes there); a claims first
+            # the pairs' clouds once the fabric exists (their models apply NAT and routes there); a claims first
             clouds.append(HaCloud(cfg, lab, planes[0], delay_s=delay_s))
             cloud = clouds[0]
             cloud.start()
-            lab.machines[s.name].start()
-            cloud.standbys[s.name].start()
+            for name in pairs:
+                lab.machines[name].start()
+            for name in pairs:
+                cloud.standbys[name].start()
             step(f"traffic: ping every 10 ms and a TCP stream, host {p.name} -> host {s.name}")
-            drill = HaDrill(cloud, s.name, step, peer=(lab.machines[p.name].node, keys.public[s.name]))
+            drill = HaDrill(cloud, s.name, step, peer=(lab.machines[p.name].node, keys.public[s.name]),
+                            steps=steps)  # fmt: skip
             if drill.steady() is None:
                 raise LabError(f"{s.name}: the pair never became steady: {drill.roles()}, cloud {cloud.latest}")
             pinger = Pinger(lab.hosts[p.name], state, p.host_ns, str(s.host_ip.ip))

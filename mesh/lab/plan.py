@@ -176,7 +176,7 @@ def _transit(index: int) -> tuple[IPv4Interface, IPv4Interface]:
 
 def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_sites: Collection[str] = ()) -> LabPlan:
     """Lay the mesh out in namespaces named `<prefix>-...`; LabPlanError when it cannot be. `ha_sites`: the sites laid
-    out with two gateways (haplan.py; `--drill ha` passes a stack's AWS sites with `gateways: 2`). Every other site,
+    out with two gateways (haplan.py; `--drill ha` passes a stack's sites with `gateways: 2`). Every other site,
     whatever its `gateways`, has one gateway: the lab's checks and other drills run an HA site's gateway a alone."""
     if not PREFIX_PATTERN.match(prefix):
         raise LabPlanError(f"lab prefix {prefix!r} does not match {PREFIX_PATTERN.pattern}")
