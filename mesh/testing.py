@@ -251,6 +251,7 @@ class RecordingMonitor(MockMonitor):
         self.component_outputs: dict[str, dict[str, Any]] = {}
         self.options: dict[tuple[str, str], Options] = {}  # (type, name) -> options
         self.replace_on_changes: dict[str, list[str]] = {}  # resource name -> its replace_on_changes
+        self.urns: list[str] = []  # every registration's URN (type chain and name: what identifies it in a state)
 
     def RegisterResource(self, request: Any) -> Any:
         self.replace_on_changes[request.name] = list(request.replaceOnChanges)
@@ -264,7 +265,9 @@ class RecordingMonitor(MockMonitor):
             ),
             aliases=tuple(alias.spec.name or alias.urn for alias in request.aliases),
         )
-        return super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        self.urns.append(str(response.urn))
+        return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
         self.component_outputs[request.urn] = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
