@@ -56,6 +56,8 @@ class AwsGateway(component.SiteComponent):
     instance_profile: aws.iam.InstanceProfile
     stores: aws_live.AwsStores | None  # delivery: live
     ready: command.local.Command
+    security_group_id: pulumi.Output[str]  # the gateways' security group (a workload's rules can name it)
+    network_interface_id: pulumi.Output[str]  # gateway a's primary ENI: the routes' target (HA: until a failover)
     newest_ami: pulumi.Output[str]  # Canonical's newest Ubuntu 24.04 AMI for this gateway, looked up on every run
     ami_in_use: pulumi.Output[str]
 
@@ -134,6 +136,7 @@ class AwsGateway(component.SiteComponent):
             tags={"Name": f"wg-mesh-{site.name}"},
             opts=child,
         )
+        self.security_group_id = self.security_group.id
 
         self.newest_ami = self._ubuntu_ami(site, "*")
         if site.image is None:
@@ -211,7 +214,7 @@ class AwsGateway(component.SiteComponent):
                 after_ready, pulumi.ResourceOptions(ignore_changes=["networkInterfaceId"])
             )
 
-        eni = self.instance.primary_network_interface_id
+        eni = self.network_interface_id = self.instance.primary_network_interface_id
         self.routes = [
             aws.ec2.Route(
                 f"{name}-route-{i}-{component.cidr_slug(cidr)}",
@@ -223,7 +226,7 @@ class AwsGateway(component.SiteComponent):
             for i, table_id in enumerate(network.route_table_ids)
             for cidr in topology.remote_ranges(mesh, site.name)
         ]
-        self._register_site_outputs()
+        self._register_site_outputs(security_group_id=self.security_group_id, network_interface_id=eni)
 
     def _instance(
         self,

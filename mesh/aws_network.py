@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from mesh import awsfacts, ha, topology, zones
+from mesh.component import given
 from mesh.config import AwsSite
 
 ANYWHERE = "0.0.0.0/0"
@@ -83,7 +84,9 @@ def _offerings(owner: _Owner, site: AwsSite, location_type: str) -> pulumi.Outpu
 def network(owner: _Owner, name: str, site: AwsSite, child: pulumi.ResourceOptions) -> Network:
     """The site's existing VPC, or a new one with a public gateway subnet."""
     if site.vpc_id is not None and site.subnet_id is not None and site.route_table_ids is not None:
-        return Network(site.vpc_id, site.subnet_id, list(site.route_table_ids), site.standby_subnet_id)
+        tables = [given(table) for table in site.route_table_ids]
+        standby_subnet = None if site.standby_subnet_id is None else given(site.standby_subnet_id)
+        return Network(given(site.vpc_id), given(site.subnet_id), tables, standby_subnet)
 
     first, *more = site.cidrs
     vpc = aws.ec2.Vpc(

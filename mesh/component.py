@@ -8,12 +8,12 @@ A site's wg0.conf needs its own private key and every peer's public address and 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 
 from mesh import live, render, topology, userdata
-from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
+from mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from mesh.keys import WireGuardKey
 from mesh.topology import PeerAddress
 
@@ -60,9 +60,9 @@ class SiteComponent(pulumi.ComponentResource):
         source = live.agent_source(site, pulumi.get_project(), pulumi.get_stack())
         return ha.apply(functools.partial(_render_ha_user_data, mesh, site.name, source))
 
-    def _register_site_outputs(self) -> None:
+    def _register_site_outputs(self, **cloud_outputs: pulumi.Output[str]) -> None:
         self.register_outputs(
-            {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key}
+            {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key, **cloud_outputs}
         )
 
 
@@ -125,6 +125,12 @@ def monitoring_ranges(mesh: MeshConfig) -> list[str]:
 def peer_source_ranges(mesh: MeshConfig, site_name: str, directory: Directory) -> pulumi.Output[list[str]]:
     """The peers' public /32s: the only sources allowed to the site's WireGuard port."""
     return directory.apply(functools.partial(topology.peer_source_ranges, mesh, site_name))
+
+
+def given(value: str | Deferred) -> pulumi.Input[str]:
+    """An existing network's id as the resources take it: the plain string of a stack file, or the user's own
+    `pulumi.Input` that the model carried as Deferred (mesh.api)."""
+    return cast("pulumi.Input[str]", value.value) if isinstance(value, Deferred) else value
 
 
 def cidr_slug(cidr: object) -> str:

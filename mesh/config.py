@@ -36,6 +36,7 @@ from mesh.sites import (
     AwsSite,
     CloudSite,
     ConfigError,
+    Deferred,
     GcpSite,
     MonitoringCidr,
     Port,
@@ -147,12 +148,17 @@ def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
     return f"{path}: {msg}"
 
 
+_DEFERRED_BRANCH = f"is-instance[{Deferred.__name__}]"
+
+
 def _problems_from(exc: ValidationError, raw_sites: Any) -> list[str]:
     tags = {}
     if isinstance(raw_sites, list):
         tags = {i: str(s.get("cloud")) for i, s in enumerate(raw_sites) if isinstance(s, dict)}
     problems: list[str] = []
     for err in exc.errors():
+        if err["loc"] and err["loc"][-1] == _DEFERRED_BRANCH:
+            continue  # the other branch of `str | Deferred`: its own error says what is wrong with the plain value
         ctx_error = (err.get("ctx") or {}).get("error")
         if isinstance(ctx_error, ConfigError):
             problems.extend(ctx_error.problems)
@@ -220,6 +226,7 @@ __all__ = [
     "AwsSite",
     "CloudSite",
     "ConfigError",
+    "Deferred",
     "GcpSite",
     "MeshConfig",
     "Site",

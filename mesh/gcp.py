@@ -116,6 +116,8 @@ class GcpGateway(component.SiteComponent):
     standby_ready: command.local.Command  # gateways: 2: gateway b's readiness gate
     routes: list[gcp.compute.Route]
     stores: gcp_live.GcpStores | None  # delivery: live
+    instance_self_link: pulumi.Output[str]  # gateway a (HA: the routes' next hop is the internal load balancer)
+    network_tag: pulumi.Output[str]  # the gateways' network tag: the target of the mesh's firewall rules
 
     def __init__(self, name: str, args: GcpGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GATEWAY_TYPE, name, None, opts)
@@ -146,6 +148,7 @@ class GcpGateway(component.SiteComponent):
         scope = stack_scope(pulumi.get_project(), pulumi.get_stack())
         where = f"wg-mesh {pulumi.get_project()}/{pulumi.get_stack()} {site.name}"
         tag = gateway_tag(name, scope)
+        self.network_tag = pulumi.Output.from_input(tag)
 
         def firewall(
             suffix: str,
@@ -294,7 +297,8 @@ class GcpGateway(component.SiteComponent):
             )
             for cidr in topology.remote_ranges(mesh, site.name)
         ]
-        self._register_site_outputs()
+        self.instance_self_link = self.instance.self_link
+        self._register_site_outputs(instance_self_link=self.instance_self_link, network_tag=self.network_tag)
 
     def _instance(
         self,
@@ -381,7 +385,7 @@ class GcpGateway(component.SiteComponent):
     def _network(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> _Network:
         """The site's existing network, or a new one (custom mode, explicit MTU) with a gateway subnet."""
         if site.network is not None and site.subnetwork is not None:
-            return _Network(site.network, site.subnetwork)
+            return _Network(component.given(site.network), component.given(site.subnetwork))
         network = gcp.compute.Network(
             f"{name}-network",
             auto_create_subnetworks=False,

@@ -1,4 +1,6 @@
-"""The steps of the Pulumi program (`__main__.py`) that are worth a name: loading and exporting."""
+"""The steps of the Pulumi program (`__main__.py`) that are worth a name: the config key and the stack outputs.
+
+(Validation is Mesh's own: mesh.args.to_config, before any resource is declared.)"""
 
 from __future__ import annotations
 
@@ -7,20 +9,12 @@ from typing import Any
 import pulumi
 
 from mesh.aws import AwsGateway
-from mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite, load_mesh
+from mesh.config import AwsSite, GcpSite, StaticSite
 from mesh.gcp import GcpGateway
 from mesh.mesh import Mesh
 
 CONFIG_NAMESPACE = "wg-mesh"
 CONFIG_KEY = "mesh"
-
-
-def load(raw: Any) -> MeshConfig:
-    """The validated mesh, or a `pulumi.RunError` listing every problem (Pulumi prints it without a traceback)."""
-    try:
-        return load_mesh(raw)
-    except ConfigError as exc:
-        raise pulumi.RunError(str(exc)) from None
 
 
 def stack_outputs(mesh: Mesh) -> dict[str, pulumi.Output[Any]]:

@@ -16,9 +16,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     field_validator,
     model_validator,
 )
+from pydantic_core import core_schema
 
 from mesh import addressing, awsfacts, zones
 from mesh.messages import bounded, one_line, quote
@@ -58,6 +60,24 @@ class ConfigError(ValueError):
     def __init__(self, problems: Sequence[str]):
         self.problems = bounded([one_line(p) for p in problems])
         super().__init__("invalid wg-mesh:mesh configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+class Deferred:
+    """A value known only when Pulumi deploys: a `pulumi.Input` from the user's own program (an Output of their VPC,
+    subnet, route table or network). The model checks that it is given, not what it is; the cloud components pass
+    `value` on to the resources. A stack file's values are plain strings and never Deferred (mesh.api makes them)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<a value known at deploy time>"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.is_instance_schema(cls)
 
 
 # --- field types with messages a human can act on ---------------------------------------
@@ -193,12 +213,19 @@ class AwsSite(SiteBase):
         DEFAULT_AWS_INSTANCE_TYPE
     )
     underlay_mtu: int = Field(default=DEFAULT_AWS_UNDERLAY_MTU, ge=1280, le=9001)
-    vpc_id: Annotated[str, _pattern(re.compile(_AWS_ID.format("vpc")), "a VPC id (vpc-0123abcd)")] | None = None
+    # An existing network: plain ids (stack file) or, through mesh.api.MeshArgs, Deferred outputs of the user's own
+    # resources (checked when they are plain, passed on when they are not).
+    vpc_id: Annotated[str, _pattern(re.compile(_AWS_ID.format("vpc")), "a VPC id (vpc-0123abcd)")] | Deferred | None = (
+        None
+    )
     subnet_id: (
-        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")] | None
+        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")]
+        | Deferred
+        | None
     ) = None
     route_table_ids: (
-        list[Annotated[str, _pattern(re.compile(_AWS_ID.format("rtb")), "a route table id (rtb-0123abcd)")]] | None
+        list[Annotated[str, _pattern(re.compile(_AWS_ID.format("rtb")), "a route table id (rtb-0123abcd)")] | Deferred]
+        | None
     ) = Field(default=None, min_length=1)
     # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
     profile: str | None = Field(default=None, min_length=1)
@@ -212,7 +239,9 @@ class AwsSite(SiteBase):
     standby_zone: str | None = None
     # The standby's subnet (existing network, with subnet_id): required there with gateways: 2.
     standby_subnet_id: (
-        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")] | None
+        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")]
+        | Deferred
+        | None
     ) = None
 
     @field_validator("region")
@@ -258,8 +287,8 @@ class GcpSite(SiteBase):
         DEFAULT_GCP_INSTANCE_TYPE
     )
     underlay_mtu: int = Field(default=DEFAULT_GCP_UNDERLAY_MTU, ge=1300, le=8896)  # GCP VPC MTU range
-    network: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP network name or self link")] | None = None
-    subnetwork: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | None = None
+    network: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP network name or self link")] | Deferred | None = None
+    subnetwork: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | Deferred | None = None
     # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
     impersonate_service_account: (
         Annotated[str, _pattern(_GCP_SERVICE_ACCOUNT, "a service account email (NAME@PROJECT.iam.gserviceaccount.com)")]

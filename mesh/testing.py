@@ -1,0 +1,393 @@
+"""Run a Pulumi program that uses wg-mesh under Pulumi's mocks (no engine, no cloud): for this repository's tests,
+the example's test, and your own program's unit tests.
+
+`RecordingMocks` records every resource (type, name, inputs, which inputs were secret), every invoke and every
+component's registered outputs, and answers wg-mesh's invokes (AMI lookups, zone offerings, caller identity, ...)
+with deterministic fake cloud values. In preview the mocks return no computed outputs, so they are unknown exactly
+as in `pulumi preview`. `execute(run, program, config)` runs a program file in a fresh thread, event loop and
+`contextvars.Context` (Pulumi keeps its runtime state in context variables), so runs cannot see each other; the
+thread is joined with a timeout so that a deadlock (e.g. a deferred output that never resolves) is an error, not
+a hang. Test-only: imports nothing a program needs at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextvars
+import hashlib
+import ipaddress
+import json
+import runpy
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pulumi
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
+from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.stack import run_pulumi_func
+
+RUN_TIMEOUT_S = 60.0  # a run takes about a second; this only turns a deadlock into a failure
+FAKE_PUBLIC_NET = ipaddress.IPv4Network("198.51.100.0/24")  # TEST-NET-2
+NOT_OFFERED_TYPE = "x9z.nowhere"  # the mocks say no zone offers this instance type
+
+
+# --- what the mocks record ------------------------------------------------------------------
+
+
+def unwrap_secrets(value: Any) -> Any:
+    """The plain value of a deserialized property, with Pulumi's secret wrappers removed at any depth."""
+    value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, dict):
+        return {k: unwrap_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One resource registration as the engine saw it."""
+
+    type: str
+    name: str
+    inputs: dict[str, Any]  # plain values (secret wrappers removed); unknowns are pulumi Unknown objects
+    secret_inputs: frozenset[str]  # top-level input names whose value was (or contained) a secret
+    provider: str
+    id: str  # the id the mocks answered with ("" in preview: unknown)
+    outputs: dict[str, Any] = field(default_factory=dict)  # the fake computed outputs the mocks answered with
+
+    def public_inputs(self) -> dict[str, Any]:
+        return {k: v for k, v in self.inputs.items() if k not in self.secret_inputs}
+
+
+@dataclass(frozen=True)
+class Call:
+    token: str
+    args: dict[str, Any]
+    provider: str
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.sha256("\0".join(parts).encode()).digest()
+
+
+def _hex_id(prefix: str, name: str) -> str:
+    return f"{prefix}-{_digest(prefix, name).hex()[:17]}"
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records everything and answers like the providers would, deterministically."""
+
+    _ID_PREFIX: ClassVar[dict[str, str]] = {
+        "aws:ec2/vpc:Vpc": "vpc",
+        "aws:ec2/subnet:Subnet": "subnet",
+        "aws:ec2/internetGateway:InternetGateway": "igw",
+        "aws:ec2/routeTable:RouteTable": "rtb",
+        "aws:ec2/securityGroup:SecurityGroup": "sg",
+        "aws:ec2/instance:Instance": "i",
+        "aws:ec2/eip:Eip": "eipalloc",
+        "aws:ec2/eipAssociation:EipAssociation": "eipassoc",
+        "aws:ec2/route:Route": "r",
+    }
+
+    newest_ubuntu_serial: ClassVar[str] = "20250101"
+
+    def __init__(self, preview: bool) -> None:
+        self.preview = preview
+        self.resources: list[Recorded] = []
+        self.calls: list[Call] = []
+        self._public_ips: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def fake_public_ip(self, name: str) -> str:
+        """A stable address from TEST-NET-2 per resource name (probing on the rare hash collision)."""
+        with self._lock:
+            if name not in self._public_ips:
+                used = set(self._public_ips.values())
+                n = int.from_bytes(_digest("ip", name)[:4], "big") % 250 + 2
+                while str(FAKE_PUBLIC_NET[n]) in used:
+                    n = n % 250 + 2
+                self._public_ips[name] = str(FAKE_PUBLIC_NET[n])
+            return self._public_ips[name]
+
+    def _computed(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        if typ == "random:index/randomBytes:RandomBytes":
+            # Depends on the keepers, as a replacement would: bumping key_epoch gives a new key.
+            raw = _digest("random", name, json.dumps(inputs.get("keepers"), sort_keys=True))
+            return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
+        if typ == "random:index/randomString:RandomString":
+            return {"result": _digest("string", name).hex()[: int(inputs["length"])]}
+        if typ == "aws:ec2/eip:Eip":
+            return {"publicIp": self.fake_public_ip(name), "allocationId": _hex_id("eipalloc", name)}
+        if typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            kind = "role" if typ.endswith("Role") else "instance-profile"
+            return {"name": autoname, "arn": f"arn:aws:iam::123456789012:{kind}/{autoname}"}
+        if typ == "aws:ec2/instance:Instance":
+            return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10"}
+        if typ == "gcp:compute/address:Address":
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            link = self._self_link("regions", "addresses", autoname)
+            if inputs.get("addressType") == "INTERNAL":  # the requested address, or one GCP would pick
+                return {"address": inputs.get("address") or "10.255.0.2", "selfLink": link, "name": autoname}
+            return {"address": self.fake_public_ip(name), "selfLink": link, "name": autoname}
+        if typ == "gcp:compute/instance:Instance":
+            # GCP picks the internal address unless one is requested.
+            nics = [{"networkIp": "10.255.0.3", **nic} for nic in inputs.get("networkInterfaces", [])]
+            return {"selfLink": self._self_link("zones", "instances", name), "networkInterfaces": nics}
+        if typ == "aws:ssm/parameter:Parameter":
+            return {"arn": f"arn:aws:ssm:us-east-1:123456789012:parameter{inputs['name']}"}
+        if typ == "aws:secretsmanager/secret:Secret":  # AWS appends 6 random characters to a secret's ARN
+            suffix = _digest("secret", name).hex()[:6]
+            return {"arn": f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{inputs['name']}-{suffix}"}
+        if typ == "gcp:serviceaccount/account:Account":
+            email = f"{inputs['accountId']}@mock.iam.gserviceaccount.com"
+            return {
+                "email": email,
+                "member": f"serviceAccount:{email}",
+                "name": f"projects/mock/serviceAccounts/{email}",
+            }
+        if typ == "gcp:secretmanager/secret:Secret":
+            return {"name": f"projects/123456789/secrets/{inputs['secretId']}"}
+        if typ == "gcp:compute/instanceGroup:InstanceGroup":
+            return {"selfLink": self._self_link("zones", "instanceGroups", inputs["name"])}
+        if typ in (
+            "gcp:compute/regionBackendService:RegionBackendService",
+            "gcp:compute/regionHealthCheck:RegionHealthCheck",
+        ):
+            kind = "backendServices" if "Backend" in typ else "healthChecks"
+            return {"selfLink": self._self_link("regions", kind, inputs["name"])}
+        if typ == "gcp:compute/forwardingRule:ForwardingRule":
+            return {
+                "selfLink": self._self_link("regions", "forwardingRules", inputs["name"]),
+                "ipAddress": "10.255.0.9",
+            }
+        if typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+            return {"name": f"projects/{inputs['project']}/roles/{inputs['roleId']}"}
+        if typ == "aws:dynamodb/table:Table":
+            return {"arn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{inputs['name']}"}
+        if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
+            kind = "networks" if typ.endswith("Network") else "subnetworks"
+            return {"selfLink": self._self_link("global" if kind == "networks" else "regions", kind, name)}
+        return {}
+
+    @staticmethod
+    def _self_link(scope: str, kind: str, name: str) -> str:
+        where = "global" if scope == "global" else f"{scope}/somewhere"
+        return f"https://www.googleapis.com/compute/v1/projects/mock/{where}/{kind}/{name}"
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        inputs = unwrap_secrets(args.inputs)
+        secret = frozenset(k for k, v in args.inputs.items() if rpc.is_rpc_secret(v))
+        if args.typ.startswith("pulumi:providers:"):
+            resource_id: str = f"{args.name}-id"
+            computed: dict[str, Any] = {}
+        elif self.preview:
+            # What `pulumi preview` gets for a resource to create: its inputs, no id, no computed outputs.
+            resource_id, computed = "", {}
+        else:
+            resource_id = _hex_id(self._ID_PREFIX.get(args.typ, args.typ.rsplit(":", 1)[-1].lower()), args.name)
+            computed = self._computed(args.typ, args.name, inputs)
+        with self._lock:
+            self.resources.append(
+                Recorded(args.typ, args.name, inputs, secret, args.provider or "", resource_id, computed),
+            )
+        return resource_id, {**args.inputs, **computed}
+
+    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        plain = unwrap_secrets(args.args)
+        with self._lock:
+            self.calls.append(Call(args.token, plain, args.provider or ""))
+        if args.token == "aws:ec2/getAmi:getAmi":
+            pattern = plain["filters"][0]["values"][0]
+            arch = "arm64" if "-arm64-" in pattern else "x86_64"
+            # The newest image for a wildcard is NEWEST_UBUNTU_SERIAL's: a test can publish a newer one.
+            name = pattern.replace("*", self.newest_ubuntu_serial)
+            return {"id": _hex_id("ami", name), "architecture": arch, "name": name}, []
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            # Zones listed out of order and without the "a" zone, so a choice by sorting is visible;
+            # NOT_OFFERED_TYPE is offered nowhere.
+            (wanted,) = [f["values"] for f in plain["filters"] if f["name"] == "instance-type"]
+            region = plain["region"]
+            zones = [] if wanted == [NOT_OFFERED_TYPE] else [f"{region}c", f"{region}b"]
+            return {
+                "locations": zones,
+                "locationTypes": ["availability-zone"] * len(zones),
+                "instanceTypes": wanted,
+            }, []
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/mock", "userId": "AIDAMOCK"}, []
+        if args.token == "gcp:compute/getZones:getZones":
+            region = plain["region"]
+            return {"names": [f"{region}-c", f"{region}-a", f"{region}-b"], "project": plain.get("project")}, []
+        if args.token == "aws:index/getServicePrincipal:getServicePrincipal":
+            suffix = "amazonaws.com.cn" if plain["region"].startswith("cn-") else "amazonaws.com"
+            return {"name": f"{plain['serviceName']}.{suffix}", "suffix": suffix, "id": plain["serviceName"]}, []
+        raise NotImplementedError(f"no mock for invoke {args.token}")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The resource options of one registration, as the engine received them."""
+
+    protect: bool
+    retain_on_delete: bool
+    delete_before_replace: bool
+    ignore_changes: tuple[str, ...]
+    dependencies: tuple[str, ...]  # URNs of explicit and implicit dependencies
+    aliases: tuple[str, ...]  # the names of the aliases given (alias specs)
+
+
+class RecordingMonitor(MockMonitor):
+    """Pulumi's mock monitor, also keeping each registration's options and each component's outputs."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.component_outputs: dict[str, dict[str, Any]] = {}
+        self.options: dict[tuple[str, str], Options] = {}  # (type, name) -> options
+        self.replace_on_changes: dict[str, list[str]] = {}  # resource name -> its replace_on_changes
+        self.urns: list[str] = []  # every registration's URN (type chain and name: what identifies it in a state)
+
+    def RegisterResource(self, request: Any) -> Any:
+        self.replace_on_changes[request.name] = list(request.replaceOnChanges)
+        self.options[(request.type, request.name)] = Options(
+            protect=bool(request.protect),
+            retain_on_delete=bool(request.retainOnDelete),
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            ignore_changes=tuple(request.ignoreChanges),
+            dependencies=tuple(
+                {*request.dependencies, *(u for deps in request.propertyDependencies.values() for u in deps.urns)}
+            ),
+            aliases=tuple(alias.spec.name or alias.urn for alias in request.aliases),
+        )
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        self.urns.append(str(response.urn))
+        return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        self.component_outputs[request.urn] = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
+
+
+# --- a program run --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolved:
+    value: Any  # None when unknown
+    known: bool
+    secret: bool
+
+
+async def resolve(output: pulumi.Output[Any]) -> Resolved:
+    known = await output.is_known()
+    return Resolved(await output.future() if known else None, known, await output.is_secret())
+
+
+@dataclass
+class ProgramRun:
+    """One run of a program: what the mocks recorded, the stack's exports, the program's module namespace."""
+
+    preview: bool
+    mocks: RecordingMocks
+    monitor: RecordingMonitor
+    error: BaseException | None = None
+    exports: dict[str, Resolved] = field(default_factory=dict)
+    namespace: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def resources(self) -> list[Recorded]:
+        return self.mocks.resources
+
+    def of_type(self, typ: str) -> list[Recorded]:
+        return [r for r in self.resources if r.type == typ]
+
+    def named(self, typ: str, name: str) -> Recorded:
+        found = [r for r in self.of_type(typ) if r.name == name]
+        assert len(found) == 1, f"expected one {typ} named {name}, found {len(found)}"
+        return found[0]
+
+    def options(self, typ: str, name: str) -> Options:
+        return self.monitor.options[(typ, name)]
+
+    def depends_on(self, typ: str, name: str, on_type: str, on_name: str) -> bool:
+        """Whether the registration of (typ, name) named (on_type, on_name) among its dependencies."""
+        return any(
+            urn.endswith(f"::{on_name}") and f"{on_type}::" in urn for urn in self.options(typ, name).dependencies
+        )
+
+
+Collect = Callable[[ProgramRun], Awaitable[None]]
+
+
+def new_run(preview: bool) -> ProgramRun:
+    mocks = RecordingMocks(preview)
+    return ProgramRun(preview=preview, mocks=mocks, monitor=RecordingMonitor(mocks))
+
+
+def _run_in_this_thread(
+    run: ProgramRun, program: Path, config: Mapping[str, str], project: str, stack: str, collect: Collect | None
+) -> None:
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.set_all_config(dict(config))
+        pulumi.runtime.set_mocks(run.mocks, project=project, stack=stack, preview=run.preview, monitor=run.monitor)
+
+        def body() -> None:
+            run.namespace.update(runpy.run_path(str(program), run_name="__main__"))
+
+        try:
+            loop.run_until_complete(run_pulumi_func(body))
+        except pulumi.RunError as exc:
+            run.error = exc
+            return
+        loop.run_until_complete(_collect(run, collect))
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+
+
+async def _collect(run: ProgramRun, collect: Collect | None) -> None:
+    root = get_root_resource()
+    assert root is not None
+    for name, value in getattr(root, "outputs", {}).items():
+        run.exports[name] = await resolve(pulumi.Output.from_input(value))
+    if collect is not None:
+        await collect(run)
+
+
+def execute(
+    run: ProgramRun,
+    program: Path,
+    config: Mapping[str, str],
+    *,
+    project: str,
+    stack: str = "test",
+    collect: Collect | None = None,
+    timeout: float = RUN_TIMEOUT_S,
+) -> ProgramRun:
+    """Run the program file with this config (`{"project:key": "json or text"}`) into `run`. A RunError (an invalid
+    config, say) is returned in `run.error`; anything else raises. `collect` resolves more outputs in the run's loop."""
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            _run_in_this_thread(run, program, config, project, stack, collect)
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    context = contextvars.Context()  # fresh Pulumi runtime state: no root stack, no config, no settings
+    thread = threading.Thread(target=context.run, args=(work,), name=f"pulumi-program-{stack}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"the program did not finish within {timeout:.0f}s (deferred output deadlock?)")
+    if failure:
+        raise failure[0]
+    return run
