@@ -58,7 +58,7 @@ def cmd_scale(args: argparse.Namespace) -> None:
 def cmd_lab(args: argparse.Namespace) -> None:
     from bench.dataplane import DataPlaneOptions
     from bench.labbench import run_lab_bench
-    from mesh.stackfile import read_raw
+    from wg_mesh.stackfile import read_raw
 
     if args.quick:
         options = DataPlaneOptions(
@@ -77,7 +77,7 @@ def cmd_lab(args: argparse.Namespace) -> None:
 
 def cmd_mtu(args: argparse.Namespace) -> None:
     from bench.mtu import MtuOptions, run_mtu_sweep
-    from mesh.stackfile import read_raw
+    from wg_mesh.stackfile import read_raw
 
     raw = read_raw(DEV_STACK)
     if args.quick:
@@ -89,7 +89,7 @@ def cmd_mtu(args: argparse.Namespace) -> None:
 
 def cmd_boot(args: argparse.Namespace) -> None:
     from bench.boot import run_boot_bench
-    from mesh.lab.checks import LabOptions
+    from wg_mesh.lab.checks import LabOptions
 
     stacks = [DEV_STACK] if args.quick else sorted(REPO.glob("Pulumi.*.yaml"))
     options = LabOptions(iperf_seconds=1, bulk_bytes=4 * 1024 * 1024) if args.quick else LabOptions()

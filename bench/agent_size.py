@@ -1,8 +1,8 @@
 """What the gateway agent adds to a gateway's live user data: `python -m bench.agent_size` (no root, no network).
 
 Prints the agent's package gzip'd per source kind, the AWS boot part (what an AWS user data ships when the package
-comes from its bundle secret, mesh.gateway.bootstrap), the bundle secret's size against Secrets Manager's 64 KB,
-and prod's live user data per cloud as `pulumi up` renders it (mesh.userdata), for AWS also as it would be with the
+comes from its bundle secret, wg_mesh.gateway.bootstrap), the bundle secret's size against Secrets Manager's 64 KB,
+and prod's live user data per cloud as `pulumi up` renders it (wg_mesh.userdata), for AWS also as it would be with the
 whole package in it (EC2 counts at most 16384 bytes gzip'd). The user data does not depend on the mesh's size.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mesh import live, userdata
-from mesh.config import AwsSite, GcpSite
-from mesh.gateway import ship
-from mesh.stackfile import load
+from wg_mesh import live, userdata
+from wg_mesh.config import AwsSite, GcpSite
+from wg_mesh.gateway import ship
+from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECT, STACK = "wg-mesh", "prod"

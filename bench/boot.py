@@ -13,11 +13,11 @@ from typing import Any
 
 from rich.console import Console
 
-from mesh.lab.checks import LabOptions
-from mesh.lab.image import ensure_image, image_summary
-from mesh.lab.report import LabReport
-from mesh.lab.run import run_lab
-from mesh.stackfile import load
+from wg_mesh.lab.checks import LabOptions
+from wg_mesh.lab.image import ensure_image, image_summary
+from wg_mesh.lab.report import LabReport
+from wg_mesh.lab.run import run_lab
+from wg_mesh.stackfile import load
 
 Log = Callable[[str], None]
 

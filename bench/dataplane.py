@@ -20,8 +20,8 @@ from typing import Any
 from bench.ipsec import IpsecTunnel
 from bench.labkit import Endpoint, Session, iperf, measure_outage
 from bench.stats import median, summary
-from mesh.lab.build import wg_quick
-from mesh.render import INTERFACE
+from wg_mesh.lab.build import wg_quick
+from wg_mesh.render import INTERFACE
 
 Log = Callable[[str], None]
 PATHS = ("underlay", "wireguard", "end_to_end", "ipsec")

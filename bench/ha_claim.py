@@ -27,7 +27,7 @@ REGION = "us-east-1"
 def _setup(url: str, routes: int, table: str) -> tuple[Any, list[str], dict[str, str], str, str]:
     import boto3
 
-    from mesh.lab.awsmodel import create_lease_table
+    from wg_mesh.lab.awsmodel import create_lease_table
 
     kwargs = {"region_name": REGION, "endpoint_url": url}
     ec2, dynamodb = boto3.client("ec2", **kwargs), boto3.client("dynamodb", **kwargs)
@@ -44,7 +44,7 @@ def _setup(url: str, routes: int, table: str) -> tuple[Any, list[str], dict[str,
 
 
 def measure(url: str, routes: int, runs: int) -> dict[str, Any]:
-    from mesh.gateway.ha_aws import AwsHa
+    from wg_mesh.gateway.ha_aws import AwsHa
 
     table = f"bench-ha-{routes}-{time.monotonic_ns()}"
     _, ranges, enis, allocation, rtb = _setup(url, routes, table)

@@ -1,6 +1,6 @@
 """docs/benchmarks.md's "HA gateways" section, from docs/bench/hafailover.json and hafailover-gcp.json: the JSON
-reports of `python -m mesh lab --drill ha --stack ha --json docs/bench/hafailover.json` (the AWS pair) and
-`... --ha-site gcp-euw3 --json docs/bench/hafailover-gcp.json` (the GCP pair) (mesh/lab/hadrill.py, issue 11)."""
+reports of `python -m wg_mesh lab --drill ha --stack ha --json docs/bench/hafailover.json` (the AWS pair) and
+`... --ha-site gcp-euw3 --json docs/bench/hafailover-gcp.json` (the GCP pair) (wg_mesh/lab/hadrill.py, issue 11)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ GCP_ADDS = (
 def gcp_intro(data: dict[str, Any]) -> str:
     s, p = data["sites"]["S"], data["sites"]["P"]
     return (
-        f"`python -m mesh lab --drill ha --stack {data['stack']} --ha-site {s['name']}`: {s['name']}'s two gateways "
+        f"`python -m wg_mesh lab --drill ha --stack {data['stack']} --ha-site {s['name']}`: {s['name']}'s two gateways "
         "run their agents as shipped (`gateways: 2` on GCP: Google's health check and the internal passthrough load "
         "balancer's failover policy choose the routes' next hop, the standby's agent moves the static address when "
         "Google reports the active UNHEALTHY) against the lab's GCP model (no Compute Engine emulator exists): the "
@@ -69,7 +69,7 @@ def gcp_intro(data: dict[str, Any]) -> str:
 def aws_intro(data: dict[str, Any]) -> str:
     s, p = data["sites"]["S"], data["sites"]["P"]
     return (
-        f"`python -m mesh lab --drill ha --stack {data['stack']}`: {s['name']}'s two gateways run their agents as "
+        f"`python -m wg_mesh lab --drill ha --stack {data['stack']}`: {s['name']}'s two gateways run their agents as "
         "shipped (`gateways: 2`, lease in DynamoDB, Elastic IP and routes moved by the active) against the lab's AWS "
         "model: moto in server mode, whose EIP holder (DescribeAddresses) and route targets (DescribeRouteTables) the "
         "lab applies every 50 ms as the internet router's 1:1 NAT and the VPC's routes; IMDSv2 in each gateway. A "
@@ -125,7 +125,7 @@ def table(data: dict[str, Any], address: str) -> list[str]:
             f"{min(lags):.1f} to {max(lags):.1f} s "
             "(1 s resolution; the promotion's one ping per peer starts the handshake; a peer still without a "
             "handshake is re-armed and pinged every second after it, instead of waiting for wireguard-go's retry "
-            "after REKEY_TIMEOUT, 5 s: mesh/gateway/ha_kick.py). The outage is the detection, the claim, then that "
+            "after REKEY_TIMEOUT, 5 s: wg_mesh/gateway/ha_kick.py). The outage is the detection, the claim, then that "
             "handshake.\n"
         )
     for note in summary.get("notes", []):

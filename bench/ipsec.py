@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.labkit import Session
-from mesh.config import MeshConfig
-from mesh.lab.netns import LabError, Node
-from mesh.lab.procs import stop
+from wg_mesh.config import MeshConfig
+from wg_mesh.lab.netns import LabError, Node
+from wg_mesh.lab.procs import stop
 
 CHARON = "/usr/lib/ipsec/charon"
 CONF_DIR = "/run/wg-mesh-bench"

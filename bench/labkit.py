@@ -1,4 +1,4 @@
-"""The benchmarks' use of the lab (mesh/lab): a lab session built by the lab's own planner and builder, and
+"""The benchmarks' use of the lab (wg_mesh/lab): a lab session built by the lab's own planner and builder, and
 measurements taken inside it (iperf3 with CPU accounting, fragmentation counters, handshake timing, outages).
 
 Everything runs in the lab's namespaces; every process started here is recorded in the lab's state (by pid)
@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import CpuSample, cpu_sample, cpu_usage
-from mesh.config import MeshConfig
-from mesh.lab import outage as lab_outage
-from mesh.lab.build import BuiltLab, build
-from mesh.lab.checks import IPERF_PORT
-from mesh.lab.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run, teardown
-from mesh.lab.plan import NIC, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
-from mesh.lab.procs import stop, wait_for_line
-from mesh.lab.run import new_prefix, signals_end_the_run, signals_ignored
-from mesh.render import INTERFACE
+from wg_mesh.config import MeshConfig
+from wg_mesh.lab import outage as lab_outage
+from wg_mesh.lab.build import BuiltLab, build
+from wg_mesh.lab.checks import IPERF_PORT
+from wg_mesh.lab.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run, teardown
+from wg_mesh.lab.plan import NIC, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
+from wg_mesh.lab.procs import stop, wait_for_line
+from wg_mesh.lab.run import new_prefix, signals_end_the_run, signals_ignored
+from wg_mesh.render import INTERFACE
 
 Log = Callable[[str], None]
 FRAG_COUNTERS = ("IpFragCreates", "IpFragOKs", "IpFragFails", "IpReasmReqds", "IpReasmOKs", "IpReasmFails")

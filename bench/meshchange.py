@@ -1,5 +1,5 @@
 """docs/benchmarks.md's "mesh change" section, from docs/bench/meshchange.json: the JSON report of
-`python -m mesh lab --drill live --stack prod --json docs/bench/meshchange.json` (mesh/lab/drill.py), and from
+`python -m wg_mesh lab --drill live --stack prod --json docs/bench/meshchange.json` (wg_mesh/lab/drill.py), and from
 docs/bench/meshchange-boot.json, the same drill on booted gateways (`... --boot --json ...`)."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def booted_section(data: dict[str, Any]) -> str:
     add = data["steps"][0] if data["steps"] else {}
     boots = ", ".join(f"{site} {_v(b['cloud_init_done_s'], ' s', 1)}" for site, b in data.get("boot", {}).items())
     intro = (
-        f"### On booted gateways (`--drill live --boot`)\n\n`python -m mesh lab --boot --drill live --stack "
+        f"### On booted gateways (`--drill live --boot`)\n\n`python -m wg_mesh lab --boot --drill live --stack "
         f"{data['stack']}`: each gateway a systemd-nspawn container booted from the lab's Debian image (section 7) "
         "whose cloud-init runs the live user data: the agent's `--once` (AWS: after installing the agent from its "
         "bundle in moto), `wg-quick@wg0`, then `wg-mesh-agent.service` as systemd runs it (the hardened unit, its "
@@ -70,7 +70,7 @@ def section(data: dict[str, Any], booted: dict[str, Any] | None = None) -> str:
     a, b = sites["A"], sites["B"]
     names = {s["name"]: f"{s['name']} ({s['cloud']}, {s['store']})" for s in sites.values()}
     intro = (
-        f"`python -m mesh lab --drill live --stack {data['stack']}`: the gateways' agents take their peers and keys "
+        f"`python -m wg_mesh lab --drill live --stack {data['stack']}`: the gateways' agents take their peers and keys "
         "from the clouds' stores (AWS: moto in server mode; GCP: the lab's GCE metadata server with "
         "`wait_for_change`, and Secret Manager; static: files), and the drill changes the mesh through those stores "
         f"only, while a ping every 10 ms and a SHA-256-verified TCP stream run from {a['name']}'s host to "

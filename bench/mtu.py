@@ -18,11 +18,11 @@ from typing import Any
 
 from bench.labkit import Endpoint, iperf, lab_session
 from bench.stats import median
-from mesh import topology
-from mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, load_mesh
-from mesh.lab.checks import ICMP_IPV4_HEADERS
-from mesh.lab.netns import Node
-from mesh.lab.plan import LabFaults
+from wg_mesh import topology
+from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, load_mesh
+from wg_mesh.lab.checks import ICMP_IPV4_HEADERS
+from wg_mesh.lab.netns import Node
+from wg_mesh.lab.plan import LabFaults
 
 Log = Callable[[str], None]
 DECLARED_MAX = {"aws": 9001, "gcp": 8896, "static": 9216}

@@ -1,5 +1,5 @@
 """docs/benchmarks.md's "path-MTU black hole" section, from docs/bench/pathmtu.json: the JSON report of
-`python -m mesh lab --drill pmtu --stack prod --json docs/bench/pathmtu.json` (mesh/lab/pmtudrill.py)."""
+`python -m wg_mesh lab --drill pmtu --stack prod --json docs/bench/pathmtu.json` (wg_mesh/lab/pmtudrill.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def section(data: dict[str, Any]) -> str:
     sites = data["sites"]
     a, b, c = sites["A"], sites["B"], sites["C"]
     intro = (
-        f"`python -m mesh lab --drill pmtu --stack {data['stack']}`: the three gateways run their agents as shipped "
+        f"`python -m wg_mesh lab --drill pmtu --stack {data['stack']}`: the three gateways run their agents as shipped "
         "(path-MTU probes every 15 s, healing on). The internet's path between "
         f"{a['name']} and {b['name']} only (policy routes with `mtu lock` in the lab's internet router) drops to "
         "the tunnel's MTU, so WireGuard's full-size packets no longer fit, mid-transfer, first with the router's "

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from mesh.gateway.pmtu import PathMonitor, run_command
-from mesh.gateway.wgconf import InterfacePlan, Peer
+from wg_mesh.gateway.pmtu import PathMonitor, run_command
+from wg_mesh.gateway.wgconf import InterfacePlan, Peer
 
 PEERS = 63
 

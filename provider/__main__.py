@@ -1,6 +1,6 @@
-"""The wg-mesh plugin: serves the Mesh component to programs in other languages (mesh.provider)."""
+"""The wg-mesh plugin: serves the Mesh component to programs in other languages (wg_mesh.provider)."""
 
-from mesh.provider import main
+from wg_mesh.provider import main
 
 if __name__ == "__main__":
     main()

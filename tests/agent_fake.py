@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mesh import wgkey
-from mesh.gateway.apply import Result
-from mesh.gateway.document import encode
-from mesh.gateway.wgconf import InterfacePlan, Peer, parse_wg_quick_conf
-from mesh.stackfile import load
-from mesh.topology import PeerAddress, interface_plan
 from tests.test_render import REPO, fake_public_key
+from wg_mesh import wgkey
+from wg_mesh.gateway.apply import Result
+from wg_mesh.gateway.document import encode
+from wg_mesh.gateway.wgconf import InterfacePlan, Peer, parse_wg_quick_conf
+from wg_mesh.stackfile import load
+from wg_mesh.topology import PeerAddress, interface_plan
 
 SITE = "aws-use1"
 WG_QUICK_ONLY = {"Address", "DNS", "MTU", "Table", "PreUp", "PostUp", "PreDown", "PostDown", "SaveConfig"}

@@ -1,7 +1,7 @@
-"""Running the Pulumi program (`__main__.py`) under Pulumi's mocks (mesh.testing).
+"""Running the Pulumi program (`__main__.py`) under Pulumi's mocks (wg_mesh.testing).
 
 `run_program(raw, preview=...)` runs the real `__main__.py` with `wg-mesh:mesh` set to `raw`, against
-mesh.testing's mocks, which record every resource (type, name, inputs, which inputs were secret), every invoke and
+wg_mesh.testing's mocks, which record every resource (type, name, inputs, which inputs were secret), every invoke and
 every component's registered outputs, and answer with deterministic fake cloud values. In preview the mocks return
 no computed outputs, so they are unknown exactly as in `pulumi preview`. Each run gets a fresh thread, event loop and
 `contextvars.Context`, joined with a timeout (a deadlock fails the test instead of hanging it).
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from mesh.mesh import Mesh
-from mesh.stackfile import read_raw
-from mesh.testing import (
+from wg_mesh.mesh import Mesh
+from wg_mesh.stackfile import read_raw
+from wg_mesh.testing import (
     FAKE_PUBLIC_NET,
     NOT_OFFERED_TYPE,
     RUN_TIMEOUT_S,
@@ -33,7 +33,7 @@ from mesh.testing import (
     resolve,
     unwrap_secrets,
 )
-from mesh.testing import ProgramRun as _Run
+from wg_mesh.testing import ProgramRun as _Run
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "__main__.py"

@@ -1,4 +1,4 @@
-"""The gateway agent (mesh/gateway/agent.py, apply.py) against a pretend gateway (tests/agent_fake.py): the exact
+"""The gateway agent (wg_mesh/gateway/agent.py, apply.py) against a pretend gateway (tests/agent_fake.py): the exact
 commands it runs for each change, what it refuses, its files and metrics, and that no key reaches its logs."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import ClassVar
 
 import pytest
 
-from mesh import metrics, wgmetrics
-from mesh.gateway import mapping
-from mesh.gateway.agent import Agent, Config, main
-from mesh.gateway.apply import Paths, Result
-from mesh.gateway.sources import FetchError, FileSource
-from mesh.gateway.wgconf import wg_quick_conf
 from tests.agent_fake import SITE, FakeHost, Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
+from wg_mesh import metrics, wgmetrics
+from wg_mesh.gateway import mapping
+from wg_mesh.gateway.agent import Agent, Config, main
+from wg_mesh.gateway.apply import Paths, Result
+from wg_mesh.gateway.sources import FetchError, FileSource
+from wg_mesh.gateway.wgconf import wg_quick_conf
 
 
 class Store:

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from mesh.gateway import ship
-from mesh.gateway.wgconf import WG_CONF_PATH, wg_quick_conf
-from mesh.lab.netns import pids_in_netns, proc_start_time
 from tests.agent_fake import Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
+from wg_mesh.gateway import ship
+from wg_mesh.gateway.wgconf import WG_CONF_PATH, wg_quick_conf
+from wg_mesh.lab.netns import pids_in_netns, proc_start_time
 
 pytestmark = [
     pytest.mark.integration,

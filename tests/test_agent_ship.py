@@ -1,4 +1,4 @@
-"""What the user data ships for the agent (mesh/gateway/ship.py): the module closure, compaction that keeps the code,
+"""What the user data ships for the agent (wg_mesh/gateway/ship.py): the module closure, compaction that keeps the code,
 the files run as the renamed package by Debian's own python3 (3.11, as the lab's gateways), the unit, the config."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mesh.gateway import agent, ship, sources
 from tests.agent_fake import SITE, Keys, base_plan, doc_text
+from wg_mesh.gateway import agent, ship, sources
 
 GATEWAY = Path(ship.__file__).parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -65,7 +65,7 @@ def test_the_boot_modules_are_the_bootstraps_import_closure() -> None:
     assert closure_of(["bootstrap.py", "source_aws.py"], others) == set(ship.BOOT_MODULES)
 
 
-# The gateway package and the two scripts delivery: live ships compacted (mesh.metrics, mesh.userdata).
+# The gateway package and the two scripts delivery: live ships compacted (wg_mesh.metrics, wg_mesh.userdata).
 COMPACTED = [*sorted(GATEWAY.glob("*.py")), GATEWAY.parent / "wgmetrics.py", GATEWAY.parent / "readymark.py"]
 
 
@@ -184,7 +184,7 @@ def test_the_config_is_what_the_agent_reads(kind: str) -> None:
 def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
     """What each cloud's user data carries for the agent, and the sizes that bind (bench/agent_size.py)."""
     from bench import agent_size
-    from mesh import live, userdata
+    from wg_mesh import live, userdata
 
     for source in SOURCES.values():
         files = ship.files("aws-use1", source)

@@ -21,16 +21,16 @@ from typing import Any
 import boto3
 import pytest
 
-from mesh import userdata
-from mesh.gateway import ship
-from mesh.gateway.agent import Agent, Config
-from mesh.gateway.apply import Paths
-from mesh.gateway.source_aws import AwsSource
-from mesh.gateway.source_gcp import GcpSource
-from mesh.gateway.sources import FetchError, make_source
-from mesh.gateway.wgconf import wg_quick_conf
 from tests.agent_fake import SITE, FakeHost, Keys, base_plan, doc_text, with_peer
 from tests.test_agent_ship import SYSTEM_PYTHON, install
+from wg_mesh import userdata
+from wg_mesh.gateway import ship
+from wg_mesh.gateway.agent import Agent, Config
+from wg_mesh.gateway.apply import Paths
+from wg_mesh.gateway.source_aws import AwsSource
+from wg_mesh.gateway.source_gcp import GcpSource
+from wg_mesh.gateway.sources import FetchError, make_source
+from wg_mesh.gateway.wgconf import wg_quick_conf
 
 REGION = "us-east-1"
 SECRET, PARAMETER = f"wg-mesh/proj/prod/{SITE}/peers", f"/wg-mesh/proj/prod/{SITE}/private-key"

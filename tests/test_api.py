@@ -11,14 +11,14 @@ from typing import Any
 import pulumi
 import pytest
 
-from mesh import ConfigError, Mesh, MeshArgs, MeshConfigError, SiteArgs
-from mesh.args import INPUT_KEYS, to_config
-from mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite, load_mesh
-from mesh.mesh import MESH_TYPE
-from mesh.stackfile import read_raw
-from mesh.testing import execute, new_run
 from tests.conftest import REPO, ProgramRun
 from tests.golden import assert_golden
+from wg_mesh import ConfigError, Mesh, MeshArgs, MeshConfigError, SiteArgs
+from wg_mesh.args import INPUT_KEYS, to_config
+from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite, load_mesh
+from wg_mesh.mesh import MESH_TYPE
+from wg_mesh.stackfile import read_raw
+from wg_mesh.testing import execute, new_run
 
 
 def dev_raw() -> dict[str, Any]:
@@ -55,7 +55,7 @@ def problems(call: Any) -> list[str]:
 
 
 def test_mesh_args_have_exactly_the_config_models_keys() -> None:
-    """One vocabulary for the stack file, Python and (mesh.provider) other languages: no key added or dropped."""
+    """One vocabulary for the stack file, Python and (wg_mesh.provider) other languages: no key added or dropped."""
     assert set(MeshArgs.__annotations__) == set(MeshConfig.model_fields)
     site_fields = set(AwsSite.model_fields) | set(GcpSite.model_fields) | set(StaticSite.model_fields)
     assert set(SiteArgs.__annotations__) == site_fields
@@ -109,7 +109,7 @@ def test_an_output_does_not_excuse_a_missing_sibling_or_a_bad_plain_value() -> N
 
 
 def test_input_keys_are_the_existing_network_keys() -> None:
-    from mesh.rules import EXISTING_NETWORK_KEYS
+    from wg_mesh.rules import EXISTING_NETWORK_KEYS
 
     existing = {key for keys in EXISTING_NETWORK_KEYS.values() for key in keys} - {"route_table_ids"}
     assert set(INPUT_KEYS) == existing | {"standby_subnet_id"}
@@ -131,7 +131,7 @@ def test_invalid_args_stop_a_program_before_any_resource(tmp_path: Path) -> None
     site_of(raw, "aws")["subnet_id"] = "subnet-xyz"
     program = tmp_path / "__main__.py"
     program.write_text(
-        "import json, pulumi\nfrom mesh import Mesh\n"
+        "import json, pulumi\nfrom wg_mesh import Mesh\n"
         f"vpc = pulumi.Output.from_input('vpc-0123abcd')\nraw = json.loads({json.dumps(json.dumps(raw))})\n"
         "raw['sites'][0].update(vpc_id=vpc, route_table_ids=[vpc])\nMesh('mesh', raw)\n"
     )
@@ -142,7 +142,7 @@ def test_invalid_args_stop_a_program_before_any_resource(tmp_path: Path) -> None
 
 
 def test_mesh_is_importable_from_the_top_level() -> None:
-    assert Mesh.__module__ == "mesh.mesh"
+    assert Mesh.__module__ == "wg_mesh.mesh"
 
 
 # --- what identifies the resources in every user's state ---------------------------------------

@@ -18,10 +18,10 @@ from bench.ipsec import ESP_UDP_FIXED_OVERHEAD, esp_inner_mtu, strongswan_conf, 
 from bench.mtu import MtuOptions, config_at, sweep_points
 from bench.scale import run_scale
 from bench.stats import median, parse_pid_cpu, parse_proc_stat, percentile
-from mesh import topology
-from mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
-from mesh.lab.netns import find_labs
-from mesh.stackfile import read_raw
+from wg_mesh import topology
+from wg_mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
+from wg_mesh.lab.netns import find_labs
+from wg_mesh.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 DEV = REPO / "Pulumi.dev.yaml"

@@ -1,4 +1,4 @@
-"""The AWS gateway's bootstrap (mesh/gateway/bootstrap.py): the agent's bundle is installed only when it is the one
+"""The AWS gateway's bootstrap (wg_mesh/gateway/bootstrap.py): the agent's bundle is installed only when it is the one
 the user data pins, whole files only, with retries until a timeout. (Against moto: tests/test_agent_sources.py.)"""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mesh import userdata
-from mesh.gateway import bootstrap, ship
-from mesh.gateway.sources import FetchError
+from wg_mesh import userdata
+from wg_mesh.gateway import bootstrap, ship
+from wg_mesh.gateway.sources import FetchError
 
 
 def value_of(text: bytes) -> str:

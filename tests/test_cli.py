@@ -1,4 +1,4 @@
-"""`python -m mesh validate`: exit 0 + one line when valid; exit 2 + one line per problem; never a traceback."""
+"""`python -m wg_mesh validate`: exit 0 + one line when valid; exit 2 + one line per problem; never a traceback."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def run_mesh(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mesh", *args], cwd=cwd, capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "wg_mesh", *args], cwd=cwd, capture_output=True, text=True, check=False,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
 

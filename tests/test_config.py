@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite, load_mesh
-from mesh.stackfile import load
+from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite, load_mesh
+from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = sorted(REPO.glob("Pulumi.*.yaml"))

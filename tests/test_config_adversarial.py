@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mesh.config import AwsSite, ConfigError, load_mesh
-from mesh.stackfile import MAX_DEPTH, read_raw
 from tests.test_config import base, problems_for, with_change
+from wg_mesh.config import AwsSite, ConfigError, load_mesh
+from wg_mesh.stackfile import MAX_DEPTH, read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -352,7 +352,7 @@ def test_yaml_booleans_in_integer_fields(tmp_path: Path) -> None:
 
 
 def load_problems(path: Path) -> list[str]:
-    from mesh.stackfile import load
+    from wg_mesh.stackfile import load
 
     with pytest.raises(ConfigError) as caught:
         load(path)
@@ -403,7 +403,7 @@ def test_non_utf8_files_are_refused(tmp_path: Path) -> None:
 def test_validate_never_prints_a_traceback(tmp_path: Path, text: str) -> None:
     path = stack(tmp_path, text)
     result = subprocess.run(
-        [sys.executable, "-m", "mesh", "validate", "--file", str(path)],
+        [sys.executable, "-m", "wg_mesh", "validate", "--file", str(path)],
         cwd=REPO, capture_output=True, text=True, check=False, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert result.returncode == 2, result.stderr

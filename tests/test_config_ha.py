@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from mesh import topology
-from mesh.config import AwsSite, GcpSite, StaticSite, load_mesh, summary
 from tests.test_config import RTB1, SUBNET, VPC, base, problems_for
+from wg_mesh import topology
+from wg_mesh.config import AwsSite, GcpSite, StaticSite, load_mesh, summary
 
 SUBNET_B = "subnet-0123456789abcdef1"
 

@@ -12,10 +12,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mesh import render, topology
-from mesh.config import ConfigError, load_mesh
-from mesh.topology import PeerAddress
 from tests.test_config import base
+from wg_mesh import render, topology
+from wg_mesh.config import ConfigError, load_mesh
+from wg_mesh.topology import PeerAddress
 
 PROBLEM = re.compile(r"^(\(top level\)|\(more\)|[A-Za-z_][\w\-\[\]\.]*): \S.*$")
 KEYS = [
@@ -94,7 +94,7 @@ YAML_PIECES = st.sampled_from(
 def test_any_stack_file_text_gives_a_value_or_one_line_problems(parts: list[str]) -> None:
     from pathlib import Path
 
-    from mesh.stackfile import parse
+    from wg_mesh.stackfile import parse
 
     try:
         parse("".join(parts), Path("Pulumi.fuzz.yaml"))

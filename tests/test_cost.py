@@ -1,4 +1,4 @@
-"""`python -m mesh cost` and its price file: the arithmetic (by hand), the sources, the README table, bad input."""
+"""`python -m wg_mesh cost` and its price file: the arithmetic (by hand), the sources, the README table, bad input."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from mesh import cost
-from mesh.config import ConfigError
-from mesh.prices import PRICE_FILE, PriceFile, load, parse, tiered
+from wg_mesh import cost
+from wg_mesh.config import ConfigError
+from wg_mesh.prices import PRICE_FILE, PriceFile, load, parse, tiered
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
-BEGIN, END = "<!-- BEGIN python -m mesh cost (generated: do not edit) -->", "<!-- END python -m mesh cost -->"
+BEGIN, END = "<!-- BEGIN python -m wg_mesh cost (generated: do not edit) -->", "<!-- END python -m wg_mesh cost -->"
 GIB_PER_TB = 10**12 / 2**30  # 931.3225746154785
 
 # A price file with round numbers, so every expected figure below is worked out by hand.
@@ -226,7 +226,7 @@ def test_readme_table_is_the_commands_output() -> None:
     if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1":
         README.write_text(text[: match.start(1)] + output + text[match.end(1) :])
         return
-    assert match.group(1) == output, "README's cost table differs from `python -m mesh cost`: regenerate and review"
+    assert match.group(1) == output, "README's cost table differs from `python -m wg_mesh cost`: regenerate and review"
 
 
 # --- the command line ---------------------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_readme_table_is_the_commands_output() -> None:
 
 def run_cost(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mesh", "cost", *args], cwd=REPO, capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "wg_mesh", "cost", *args], cwd=REPO, capture_output=True, text=True, check=False,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
 

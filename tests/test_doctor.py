@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mesh import doctor, render, wgkey
-from mesh.doctor import FAIL, OK, SKIP, WARN, CommandResult
 from tests.test_render import rendered, site_cases
+from wg_mesh import doctor, render, wgkey
+from wg_mesh.doctor import FAIL, OK, SKIP, WARN, CommandResult
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "gateway"
@@ -378,7 +378,7 @@ def test_parse_conf_names_peers_from_comments(private_key: str) -> None:
 
 @pytest.mark.parametrize(("stack", "site"), site_cases(), ids=lambda v: getattr(v, "stem", v))
 def test_parse_conf_agrees_with_the_renderer(stack: Path, site: str) -> None:
-    from mesh.stackfile import load
+    from wg_mesh.stackfile import load
 
     cfg = load(stack)
     text = rendered(cfg, site, "KEY")
@@ -415,7 +415,7 @@ def test_local_host_runs_commands() -> None:
 @pytest.mark.skipif(shutil.which("ip") is None, reason="iproute2 not installed")
 def test_cli_on_a_host_without_the_interface(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mesh", "doctor", "--interface", "wgmeshnone0", "--config", str(tmp_path / "none")],
+        [sys.executable, "-m", "wg_mesh", "doctor", "--interface", "wgmeshnone0", "--config", str(tmp_path / "none")],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -427,18 +427,18 @@ def test_cli_on_a_host_without_the_interface(tmp_path: Path) -> None:
 
 
 def test_doctor_runs_with_a_bare_python3(tmp_path: Path) -> None:
-    """On a gateway there is no venv: mesh/__init__.py, the doctor modules, wgmetrics.py and the agent's probes
-    (mesh/gateway/pmtu_probe.py) are all it needs."""
-    package = tmp_path / "mesh"
+    """On a gateway there is no venv: wg_mesh/__init__.py, the doctor modules, wgmetrics.py and the agent's probes
+    (wg_mesh/gateway/pmtu_probe.py) are all it needs."""
+    package = tmp_path / "wg_mesh"
     package.mkdir()
     (package / "gateway").mkdir()
     for name in ("__init__.py", "doctor.py", "doctor_base.py", "doctor_agent.py", "doctor_path.py", "doctor_ha.py",
                  "wgmetrics.py",
                  "gateway/__init__.py", "gateway/pmtu_probe.py"):  # fmt: skip
-        shutil.copy(REPO / "mesh" / name, package / name)
+        shutil.copy(REPO / "wg_mesh" / name, package / name)
     result = subprocess.run(
         ["/usr/bin/python3", "-I", "-c", "import sys; sys.path.insert(0, '.'); import runpy; "
-         "sys.argv = ['doctor', '--help']; runpy.run_module('mesh.doctor', run_name='__main__')"],
+         "sys.argv = ['doctor', '--help']; runpy.run_module('wg_mesh.doctor', run_name='__main__')"],
         cwd=tmp_path, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

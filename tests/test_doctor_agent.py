@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mesh import doctor_agent
-from mesh.doctor import FAIL, OK, CommandResult
 from tests.test_doctor import FakeHost
+from wg_mesh import doctor_agent
+from wg_mesh.doctor import FAIL, OK, CommandResult
 
 NOW = 1_800_000_000.0
 ACTIVE = {"systemctl is-active wg-mesh-agent": CommandResult(0, "active\n")}

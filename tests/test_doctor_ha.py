@@ -1,14 +1,14 @@
-"""Doctor's HA check (mesh.doctor_ha) on captured files and outputs: active, healthy standby, unhealthy standby, an
+"""Doctor's HA check (wg_mesh.doctor_ha) on captured files and outputs: active, healthy standby, unhealthy standby, an
 active that fails its checks, a silent /healthz; a standby's handshake failures are skips, an active's are not."""
 
 from __future__ import annotations
 
 import json
 
-from mesh import doctor_agent, doctor_ha
-from mesh.doctor import FAIL, OK, SKIP, WARN, Check, CommandResult
 from tests.test_doctor import FakeHost
 from tests.test_ha_machine import AWS
+from wg_mesh import doctor_agent, doctor_ha
+from wg_mesh.doctor import FAIL, OK, SKIP, WARN, Check, CommandResult
 
 CONFIG = {doctor_agent.AGENT_CONFIG: json.dumps({"site": "aws-use1", "source": {"kind": "aws"}, "ha": AWS})}
 CURL = "curl -sS --max-time 2 -w \n%{http_code} http://127.0.0.1:9181/healthz"

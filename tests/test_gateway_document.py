@@ -1,4 +1,4 @@
-"""The peer document (mesh/gateway/document.py): encode/decode for every site of every stack file, and every
+"""The peer document (wg_mesh/gateway/document.py): encode/decode for every site of every stack file, and every
 reason a gateway refuses one."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from mesh.gateway import document
-from mesh.gateway.document import DocumentError, decode, encode
-from mesh.gateway.wgconf import InterfacePlan
-from mesh.stackfile import load
-from mesh.topology import PeerAddress, interface_plan
 from tests.conftest import STACK_FILES
 from tests.test_render import fake_public_key
+from wg_mesh.gateway import document
+from wg_mesh.gateway.document import DocumentError, decode, encode
+from wg_mesh.gateway.wgconf import InterfacePlan
+from wg_mesh.stackfile import load
+from wg_mesh.topology import PeerAddress, interface_plan
 
 
 def directory_of(path: Path) -> dict[str, PeerAddress]:

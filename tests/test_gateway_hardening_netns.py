@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from mesh import render
-from mesh.stackfile import load
-from mesh.topology import PeerAddress, interface_plan
 from tests.test_render import REPO, fake_public_key
+from wg_mesh import render
+from wg_mesh.stackfile import load
+from wg_mesh.topology import PeerAddress, interface_plan
 
 pytestmark = [
     pytest.mark.integration,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mesh import doctor, wgkey, wgmetrics
-from mesh.doctor import FAIL, OK, CommandResult
 from tests.test_doctor import GCP_KEY, VPS_KEY, captured, gateway, with_vps_handshake
 from tests.test_metrics import prod_mapping, samples, snapshot
+from wg_mesh import doctor, wgkey, wgmetrics
+from wg_mesh.doctor import FAIL, OK, CommandResult
 
 CAPTURED_AT = 1796205500
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from mesh import gcp
-from mesh.stackfile import read_raw
 from tests.conftest import STACK_FILES, ProgramRun, run_program
+from wg_mesh import gcp
+from wg_mesh.stackfile import read_raw
 
 GCP_INSTANCE = "gcp:compute/instance:Instance"
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"

@@ -1,5 +1,5 @@
-"""The GCP readiness gate: the gateway's guest attribute (mesh.readymark --cloud gcp) and pulumi up's wait and
-address move (mesh.gcpgate), against tests/gce_fake.py (a local server following the documented REST protocol:
+"""The GCP readiness gate: the gateway's guest attribute (wg_mesh.readymark --cloud gcp) and pulumi up's wait and
+address move (wg_mesh.gcpgate), against tests/gce_fake.py (a local server following the documented REST protocol:
 no Compute Engine emulator exists)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mesh import gcp, gcpgate, metrics, readygate, readymark, userdata
-from mesh.stackfile import read_raw
 from tests import gce_fake
 from tests.conftest import REPO, ProgramRun, run_program
 from tests.gce_fake import PROJECT, REGION, TOKEN, ZONE, Cloud, Vm
+from wg_mesh import gcp, gcpgate, metrics, readygate, readymark, userdata
+from wg_mesh.stackfile import read_raw
 
 STATIC = "34.1.2.3"
 OLD, NEW = "gw-old", "gw-new"
@@ -126,7 +126,7 @@ def test_the_command_line_the_program_runs(url: str, cloud: Cloud, tmp_path: Pat
     assert cloud.vms[OLD].nat_ip == STATIC
     cloud.vms[NEW].attributes["wg-mesh/ready"] = "true"
     done = subprocess.run(
-        [sys.executable, "-m", "mesh.readygate", *argv, "--timeout", "5"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "wg_mesh.readygate", *argv, "--timeout", "5"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     assert f"{INSTANCE} ready after" in done.stdout and "static address moved" in done.stdout
@@ -172,7 +172,7 @@ def test_the_routes_and_the_icmp_rule_follow_the_gate(applied: ProgramRun) -> No
     address = applied.named("gcp:compute/address:Address", "gcp-euw3-address")
     assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
     assert gate.inputs["create"].split() == [
-        ".venv/bin/python", "-m", "mesh.readygate", "gcp", "--impersonate", "deployer@proj.iam.gserviceaccount.com",
+        ".venv/bin/python", "-m", "wg_mesh.readygate", "gcp", "--impersonate", "deployer@proj.iam.gserviceaccount.com",
         "--timeout", "900", "--address", address.outputs["selfLink"], "--instance", instance.outputs["selfLink"],
     ]  # fmt: skip
     assert not gate.secret_inputs  # nothing secret in the command line (pulumi preview shows it)
@@ -205,7 +205,7 @@ def test_gcp_user_data_marks_the_gateway_ready_with_the_same_script(applied: Pro
     data = yaml.safe_load(applied.sites["gcp-euw3"].user_data.value)
     assert data["runcmd"][-2] == ["python3", userdata.READY_SCRIPT_PATH, "--cloud", "gcp"]
     (script,) = [f for f in data["write_files"] if f["path"] == userdata.READY_SCRIPT_PATH]
-    assert metrics.unpack(script["content"]) == (REPO / "mesh" / "readymark.py").read_text()
+    assert metrics.unpack(script["content"]) == (REPO / "wg_mesh" / "readymark.py").read_text()
 
 
 @pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed")

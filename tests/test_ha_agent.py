@@ -1,4 +1,4 @@
-"""An HA gateway's agent (mesh.gateway.agent with agent.json's `ha`): its config, standby start, role changes through
+"""An HA gateway's agent (wg_mesh.gateway.agent with agent.json's `ha`): its config, standby start, role changes through
 the document pipeline, the local health checks (a hung `wg`, forwarding off, wg0 down), /healthz over HTTP, and the
 planned handover on SIGTERM of the real process."""
 
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from mesh.gateway.agent import load_config
-from mesh.gateway.apply import Paths
-from mesh.gateway.ha_health import HealthServer, LocalChecks, TunnelProbe, latest_handshakes, run_command
-from mesh.gateway.wgconf import parse_wg_quick_conf
 from tests.agent_fake import FakeHost, Keys, base_plan
 from tests.test_agent import Store, make
 from tests.test_ha_machine import AWS
+from wg_mesh.gateway.agent import load_config
+from wg_mesh.gateway.apply import Paths
+from wg_mesh.gateway.ha_health import HealthServer, LocalChecks, TunnelProbe, latest_handshakes, run_command
+from wg_mesh.gateway.wgconf import parse_wg_quick_conf
 
 BASE = {"site": "aws-use1", "source": {"kind": "file", "document": "/d", "private_key": "/k"}}
 
@@ -63,7 +63,7 @@ def test_an_ha_gateway_starts_standby_and_changes_role_through_the_applier(tmp_p
 
 
 def test_agent_with_ha_config_starts_standby(tmp_path: Path) -> None:
-    from mesh.gateway.agent import Agent
+    from wg_mesh.gateway.agent import Agent
 
     config = load_config(json.dumps({**BASE, "ha": AWS}))
     agent = Agent(config, Store("", ""), FakeHost(), Paths.under(str(tmp_path)), lambda _: None)
@@ -175,7 +175,7 @@ def test_sigterm_turns_healthz_off_and_exits_cleanly(tmp_path: Path) -> None:
     argv = [
         sys.executable,
         "-m",
-        "mesh.gateway.agent",
+        "wg_mesh.gateway.agent",
         "--config",
         str(tmp_path / "agent.json"),
         "--root",

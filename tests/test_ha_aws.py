@@ -1,4 +1,4 @@
-"""The AWS side of HA (mesh.gateway.ha_aws, ha_run) against moto in server mode on 127.0.0.1 (a real AWS API
+"""The AWS side of HA (wg_mesh.gateway.ha_aws, ha_run) against moto in server mode on 127.0.0.1 (a real AWS API
 emulator: DynamoDB conditional writes, EC2 addresses and route tables) and an IMDSv2 server on loopback following
 AWS's documented protocol (PUT /latest/api/token, then GETs with X-aws-ec2-metadata-token). Two gateways race for
 the lease; a takeover moves the Elastic IP and every route of the remote ranges; two controllers (the agent's real
@@ -16,11 +16,11 @@ from typing import Any, ClassVar
 import boto3
 import pytest
 
-from mesh.gateway.ha import Lease, Settings, parse_ha
-from mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface
-from mesh.gateway.ha_run import Controller, remote_ranges
-from mesh.lab.awsmodel import create_lease_table
 from tests.agent_fake import base_plan
+from wg_mesh.gateway.ha import Lease, Settings, parse_ha
+from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface
+from wg_mesh.gateway.ha_run import Controller, remote_ranges
+from wg_mesh.lab.awsmodel import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
 
@@ -362,7 +362,7 @@ def test_active_cut_off_from_the_lease_writes_nothing_and_demotes_on_the_new_hol
 def test_the_new_active_re_arms_only_peers_without_a_handshake_since_the_promotion(
     cloud: Cloud, tmp_path: Path
 ) -> None:
-    """The kick (mesh.gateway.ha_kick): a lost first initiation would wait REKEY_TIMEOUT (5 s) for wireguard-go's
+    """The kick (wg_mesh.gateway.ha_kick): a lost first initiation would wait REKEY_TIMEOUT (5 s) for wireguard-go's
     retry; the new active re-arms and pings, every second, each peer still without a handshake since it promoted."""
     ctls, gws, clock = controllers(cloud, tmp_path)
     keys = [p.public_key for p in base_plan().peers]
@@ -394,8 +394,9 @@ def test_the_new_active_re_arms_only_peers_without_a_handshake_since_the_promoti
 
 
 def test_the_labs_lease_table_has_the_programs_key() -> None:
-    """The lab, the bench and these tests seed moto with mesh.lab.awsmodel's table: keyed as the program declares it."""
-    from mesh import aws_ha
-    from mesh.lab import awsmodel
+    """The lab, the bench and these tests seed moto with wg_mesh.lab.awsmodel's table, keyed as the program
+    declares it."""
+    from wg_mesh import aws_ha
+    from wg_mesh.lab import awsmodel
 
     assert awsmodel.LEASE_KEY == aws_ha.LEASE_KEY

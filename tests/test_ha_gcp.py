@@ -1,4 +1,4 @@
-"""The GCP side of HA (mesh.gateway.ha_gcp, ha_run) against tests/gce_fake.py (the documented Compute REST subset,
+"""The GCP side of HA (wg_mesh.gateway.ha_gcp, ha_run) against tests/gce_fake.py (the documented Compute REST subset,
 extended for HA: zonal VMs in two zones, regionBackendServices.getHealth, the metadata server's name, zone and
 token). Google's probers are not modelled here: the test sets the health they would report."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from mesh.gateway.ha import Settings, parse_ha
-from mesh.gateway.ha_gcp import GcpHa, Metadata
-from mesh.gateway.ha_run import Controller
 from tests import gce_fake
 from tests.gce_fake import PROJECT, REGION, Cloud, Vm
 from tests.test_ha_aws import FakeGateway
+from wg_mesh.gateway.ha import Settings, parse_ha
+from wg_mesh.gateway.ha_gcp import GcpHa, Metadata
+from wg_mesh.gateway.ha_run import Controller
 
 IP, EPHEMERAL_A, EPHEMERAL_B = "203.0.113.7", "198.51.100.1", "198.51.100.2"
 ZONES = {"a": "europe-west3-a", "b": "europe-west3-b"}

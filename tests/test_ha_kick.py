@@ -1,9 +1,9 @@
-"""The kick after a promotion (mesh.gateway.ha_kick): which peers are stale, and the schedule (a second after the
+"""The kick after a promotion (wg_mesh.gateway.ha_kick): which peers are stale, and the schedule (a second after the
 promotion, every second, only while some peer has no handshake since, at most `for_s`)."""
 
 from __future__ import annotations
 
-from mesh.gateway.ha_kick import Kick, stale_peers
+from wg_mesh.gateway.ha_kick import Kick, stale_peers
 
 HEAD = "priv\tpub\t51820\toff\n"
 

@@ -1,4 +1,4 @@
-"""The HA state machine (mesh.gateway.ha), pure: a fake clock, an in-test lease store with DynamoDB's conditional
+"""The HA state machine (wg_mesh.gateway.ha), pure: a fake clock, an in-test lease store with DynamoDB's conditional
 write semantics (compare-and-swap on one item), and an address that has at most one holder (as EC2's). Each
 scenario of docs/ha.md section 7 runs both gateways of a pair tick by tick and checks the invariant at every tick:
 never two gateways that the cloud lets carry traffic, and never a cloud write outside the write window."""
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mesh.gateway.ha import (
+from wg_mesh.gateway.ha import (
     Claim,
     Demote,
     Health,
@@ -423,8 +423,8 @@ def test_parse_ha_names_the_bad_field(raw: object, field: str) -> None:
 
 
 def test_the_programs_ha_objects_parse() -> None:
-    """The contract with the program (mesh.ha.aws_ha / gcp_ha write agent.json's `ha`): what it writes, we read."""
-    from mesh import ha as program
+    """The contract with the program (wg_mesh.ha.aws_ha / gcp_ha write agent.json's `ha`): what it writes, we read."""
+    from wg_mesh import ha as program
 
     aws = parse_ha(program.aws_ha("b", "us-east-1", "wg-mesh-x-lease", "eipalloc-1", ["rtb-1"]))
     assert (aws.gateway, aws.health_port, aws.lease_table, aws.route_table_ids) == (

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from mesh.gateway import ship
-from mesh.gateway.pmtu_heal import overlay_address
 from tests.agent_fake import Keys, base_plan, doc_text
 from tests.test_agent_netns import Gateway, install, pytestmark  # noqa: F401 (the same root/tool skips)
 from tests.test_agent_netns import gateway as gateway  # the fixture
 from tests.test_ha_machine import AWS
+from wg_mesh.gateway import ship
+from wg_mesh.gateway.pmtu_heal import overlay_address
 
 SNIPPET = """
 import json, sys, time
@@ -130,7 +130,7 @@ def test_a_standby_attempt_holds_the_promotions_initiation_back_and_rearm_releas
     """wireguard-go (device/send.go) sends an initiation only 5 s (REKEY_TIMEOUT) after its last attempt for that
     peer, and a packet routed into a standby's wg0 is an attempt (it fails: no endpoint). So the promotion's ping does
     not initiate to that peer (0 bytes sent, an initiation is 148) while it does to a peer never tried; removing and
-    re-adding the peer (`Agent.rearm`, the kick of mesh/gateway/ha_kick.py) makes the next one leave at once."""
+    re-adding the peer (`Agent.rearm`, the kick of wg_mesh/gateway/ha_kick.py) makes the next one leave at once."""
     gw = standby
     (go,) = gw.wireguard_go()
     for argv in (("link", "add", "v0", "type", "veth", "peer", "name", "v1"), ("link", "set", "v1", "up"),

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mesh.gateway.apply import Paths
-from mesh.gateway.wgconf import parse_wg_quick_conf, wg_quick_conf
 from tests.agent_fake import FakeHost, Keys, base_plan
 from tests.test_agent import applied
+from wg_mesh.gateway.apply import Paths
+from wg_mesh.gateway.wgconf import parse_wg_quick_conf, wg_quick_conf
 
 
 def test_standby_conf_has_peers_without_endpoint_or_keepalive() -> None:
@@ -56,7 +56,7 @@ def test_demotion_and_promotion_are_level_triggered_syncs(tmp_path: Path) -> Non
 
 
 def test_rearm_removes_and_re_adds_only_the_named_peers_of_the_active(tmp_path: Path) -> None:
-    """The kick's re-arm (mesh.gateway.ha_kick): the named peers removed, then the ordinary sync re-adds them with
+    """The kick's re-arm (wg_mesh.gateway.ha_kick): the named peers removed, then the ordinary sync re-adds them with
     their endpoint (a new wireguard-go peer initiates on its next packet); the others are untouched."""
     keys, host, logs = Keys(), FakeHost(), []
     paths = Paths.under(str(tmp_path))

@@ -24,14 +24,14 @@ from typing import Any
 import pytest
 import yaml
 
-from mesh import live, metrics, render, topology, userdata, wgkey
-from mesh.__main__ import main
-from mesh.config import MeshConfig, load_mesh
-from mesh.gateway import wgconf
-from mesh.lab import cloudinit
-from mesh.lab.build import redact_keys
-from mesh.lab.checks import LabOptions
-from mesh.lab.netns import (
+from wg_mesh import live, metrics, render, topology, userdata, wgkey
+from wg_mesh.__main__ import main
+from wg_mesh.config import MeshConfig, load_mesh
+from wg_mesh.gateway import wgconf
+from wg_mesh.lab import cloudinit
+from wg_mesh.lab.build import redact_keys
+from wg_mesh.lab.checks import LabOptions
+from wg_mesh.lab.netns import (
     STATE_DIR,
     LabState,
     find_labs,
@@ -41,7 +41,7 @@ from mesh.lab.netns import (
     proc_start_time,
     teardown,
 )
-from mesh.lab.plan import (
+from wg_mesh.lab.plan import (
     LAB_PROJECT,
     LAB_PUBLIC_RANGE,
     NETNS_PATTERN,
@@ -51,8 +51,8 @@ from mesh.lab.plan import (
     plan_lab,
     render_artifacts,
 )
-from mesh.lab.run import run_lab
-from mesh.stackfile import load
+from wg_mesh.lab.run import run_lab
+from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
@@ -80,7 +80,7 @@ def raw_mesh(name: str) -> dict[str, Any]:
 
 def run_mesh(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mesh", *args],
+        [sys.executable, "-m", "wg_mesh", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -158,9 +158,9 @@ def test_link_mtu_fault_changes_the_link_not_the_config() -> None:
 
 
 def test_artifacts_are_what_pulumi_up_renders_with_only_the_public_addresses_replaced() -> None:
-    """The lab's user data is what the Pulumi components render (mesh.component) for the lab's directory;
+    """The lab's user data is what the Pulumi components render (wg_mesh.component) for the lab's directory;
     rendered for the clouds' addresses instead, it differs only in the peers' Endpoint lines."""
-    from mesh import component  # the Pulumi side: importing it is enough to call its pure rendering steps
+    from wg_mesh import component  # the Pulumi side: importing it is enough to call its pure rendering steps
 
     cfg = user_data_stack("prod")
     plan = plan_lab(cfg, PREFIX)
@@ -203,7 +203,7 @@ def test_artifacts_are_what_pulumi_up_renders_with_only_the_public_addresses_rep
 
 
 def test_live_artifacts_are_what_pulumi_up_renders_and_hold_no_peer_and_no_key() -> None:
-    """delivery: live: the user data is the component's (mesh.component: render_live_user_data for the site's
+    """delivery: live: the user data is the component's (wg_mesh.component: render_live_user_data for the site's
     stores), named for the lab's project and stack; neither a key nor a peer's address is in it."""
     cfg = stack("prod")
     assert cfg.delivery == "live"
@@ -389,7 +389,7 @@ def test_not_root_exits_2_with_a_clear_message() -> None:
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": "/tmp"}
     for args in (["--stack", "dev"], ["down"]):
-        cmd = [*as_nobody, sys.executable, "-m", "mesh", "lab", *args]
+        cmd = [*as_nobody, sys.executable, "-m", "wg_mesh", "lab", *args]
         result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, check=False, timeout=60)
         if result.returncode == 126:
             pytest.skip(f"nobody cannot run {sys.executable} here")
@@ -560,7 +560,7 @@ def wait_for(condition: Any, timeout: float = 60) -> Any:
 
 def start_lab_in_background() -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mesh", "lab", "--stack", "prod"],
+        [sys.executable, "-m", "wg_mesh", "lab", "--stack", "prod"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -2,7 +2,7 @@
 seed). Pure tests of what a container is given and what the boot checks expect; as root with systemd-nspawn and
 mmdebstrap, every stack file booted for real, and deliberately broken user data that must fail at the right check.
 
-The image is built once per machine and cached (mesh/lab/image.py: CACHE_DIR); the first run builds it.
+The image is built once per machine and cached (wg_mesh/lab/image.py: CACHE_DIR); the first run builds it.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from mesh import metrics, render
-from mesh.lab.checks import LabOptions
-from mesh.lab.image import REPO_MOUNT, missing_boot_tools
-from mesh.lab.netns import STATE_DIR, find_labs, list_netns, missing_requirements, proc_start_time
-from mesh.lab.nspawn import CGROUP_PARENT, cgroup2_root
-from mesh.lab.plan import LabFaults, LabKeys, plan_lab, render_artifacts
-from mesh.lab.run import run_lab
-from mesh.lab.seed import GCE_SYSCTL_PATH, image_files, network_config, user_data_facts
-from mesh.stackfile import load
+from wg_mesh import metrics, render
+from wg_mesh.lab.checks import LabOptions
+from wg_mesh.lab.image import REPO_MOUNT, missing_boot_tools
+from wg_mesh.lab.netns import STATE_DIR, find_labs, list_netns, missing_requirements, proc_start_time
+from wg_mesh.lab.nspawn import CGROUP_PARENT, cgroup2_root
+from wg_mesh.lab.plan import LabFaults, LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.run import run_lab
+from wg_mesh.lab.seed import GCE_SYSCTL_PATH, image_files, network_config, user_data_facts
+from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
@@ -89,7 +89,7 @@ def test_boot_checks_read_their_expectations_from_the_user_data() -> None:
 
 
 def test_boot_without_its_tools_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mesh.lab import image
+    from wg_mesh.lab import image
 
     monkeypatch.setattr(image.shutil, "which", lambda tool, path=None: None)
     problems = missing_boot_tools()
@@ -101,7 +101,7 @@ def test_boot_without_its_tools_says_what_to_install(monkeypatch: pytest.MonkeyP
 
 def run_mesh(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mesh", *args],
+        [sys.executable, "-m", "wg_mesh", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -206,7 +206,7 @@ def test_boot_tunnel_failure_is_a_cloud_init_error_and_shows_in_the_metrics(nspa
 @needs_boot
 def test_interrupted_boot_lab_stops_its_containers(nspawn_before: set[int]) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mesh", "lab", "--boot", "--stack", "dev"],
+        [sys.executable, "-m", "wg_mesh", "lab", "--boot", "--stack", "dev"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -240,7 +240,7 @@ def test_interrupted_boot_lab_stops_its_containers(nspawn_before: set[int]) -> N
 
 
 def test_progress_counts_every_boot_check() -> None:
-    from mesh.lab import bootchecks, run
+    from wg_mesh.lab import bootchecks, run
 
     assert run.BOOT_CHECK_STEPS == len(bootchecks.TITLES) == len(BOOT_CHECKS)
     assert list(bootchecks.TITLES) == BOOT_CHECKS

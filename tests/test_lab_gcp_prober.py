@@ -1,14 +1,14 @@
-"""The lab's model of Google's health checking and of the ILB's failover policy (mesh/lab/gcpprober.py): pure, with a
-fake clock. The thresholds are the program's (mesh.ha.HEALTH_CHECK, which mesh.gcp_ha declares): a model with
+"""The lab's model of Google's health checking and of the ILB's failover policy (wg_mesh/lab/gcpprober.py): pure, with a
+fake clock. The thresholds are the program's (wg_mesh.ha.HEALTH_CHECK, which wg_mesh.gcp_ha declares): a model with
 another threshold fails these tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from mesh import ha as mesh_ha
-from mesh.ha import GcpFailoverPolicy, GcpHealthCheck
-from mesh.lab.gcpprober import HEALTHY, UNHEALTHY, Prober, next_hop
+from wg_mesh import ha as mesh_ha
+from wg_mesh.ha import GcpFailoverPolicy, GcpHealthCheck
+from wg_mesh.lab.gcpprober import HEALTHY, UNHEALTHY, Prober, next_hop
 
 CHECK = mesh_ha.HEALTH_CHECK
 

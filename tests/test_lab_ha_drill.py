@@ -1,4 +1,4 @@
-"""The HA drill (mesh/lab/hadrill.py, harun.py, issue 11): its judgement and the sampler's invariant, pure; its
+"""The HA drill (wg_mesh/lab/hadrill.py, harun.py, issue 11): its judgement and the sampler's invariant, pure; its
 docs/benchmarks.md section (bench/hafailover.py); the drill itself on the ha stack (integration, root)."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from bench.hafailover import section
-from mesh.lab.drillrun import DrillReport, run_drill
-from mesh.lab.hadrill import STEPS, Sampler, judge
-from mesh.lab.harun import ha_sites, pick, run_ha_drill
-from mesh.lab.netns import LabError, Node, find_labs, list_netns, missing_requirements
-from mesh.lab.plan import plan_lab
-from mesh.stackfile import load
 from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
+from wg_mesh.lab.drillrun import DrillReport, run_drill
+from wg_mesh.lab.hadrill import STEPS, Sampler, judge
+from wg_mesh.lab.harun import ha_sites, pick, run_ha_drill
+from wg_mesh.lab.netns import LabError, Node, find_labs, list_netns, missing_requirements
+from wg_mesh.lab.plan import plan_lab
+from wg_mesh.stackfile import load
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")
 REPLIES = [(100 + i * 0.01, i) for i in range(300) if not 120 <= i < 150]  # 30 pings lost from 101.2 s

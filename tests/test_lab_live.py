@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from mesh.gateway import document, ship
-from mesh.lab import cloudinit
-from mesh.lab.controlplane import agent_env, documents
-from mesh.lab.live import live_configs
-from mesh.lab.plan import GatewayArtifacts, LabKeys, plan_lab, render_artifacts
-from mesh.stackfile import load
+from wg_mesh.gateway import document, ship
+from wg_mesh.lab import cloudinit
+from wg_mesh.lab.controlplane import agent_env, documents
+from wg_mesh.lab.live import live_configs
+from wg_mesh.lab.plan import GatewayArtifacts, LabKeys, plan_lab, render_artifacts
+from wg_mesh.stackfile import load
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = """[Unit]

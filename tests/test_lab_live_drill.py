@@ -1,4 +1,4 @@
-"""The live drill (mesh/lab/drill.py, drillrun.py, traffic.py): its judgement, pure; the drill itself on the prod
+"""The live drill (wg_mesh/lab/drill.py, drillrun.py, traffic.py): its judgement, pure; the drill itself on the prod
 stack (integration, root) once the stack delivers peers live, in namespaces and on booted gateways (`--boot`: the
 agent as the systemd service cloud-init starts); its docs/benchmarks.md section (bench/meshchange.py)."""
 
@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from bench.meshchange import section
-from mesh.lab.drill import judge, metric, parse_metrics, pick_sites
-from mesh.lab.drillrun import DrillReport, run_drill
-from mesh.lab.live import live_configs
-from mesh.lab.netns import LabState, Node, find_labs, missing_requirements
-from mesh.lab.plan import LabKeys, plan_lab, render_artifacts
-from mesh.lab.traffic import Pinger, Stream
-from mesh.stackfile import load
 from tests.test_lab_boot import CANNOT_BOOT, nspawn_pids, run_mesh
+from wg_mesh.lab.drill import judge, metric, parse_metrics, pick_sites
+from wg_mesh.lab.drillrun import DrillReport, run_drill
+from wg_mesh.lab.live import live_configs
+from wg_mesh.lab.netns import LabState, Node, find_labs, missing_requirements
+from wg_mesh.lab.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.traffic import Pinger, Stream
+from wg_mesh.stackfile import load
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM = """# HELP wgmesh_agent_applied_generation x

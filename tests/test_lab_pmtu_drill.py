@@ -1,4 +1,4 @@
-"""The path-MTU drill (mesh/lab/pmtudrill.py, issue 14): its judgement and the fault's commands, pure; the drill on
+"""The path-MTU drill (wg_mesh/lab/pmtudrill.py, issue 14): its judgement and the fault's commands, pure; the drill on
 the prod stack (integration, root): a black hole between two sites mid-transfer, detected, healed and alerted within
 two minutes by the agents as shipped, the stream resuming, the other paths untouched; its docs/benchmarks.md section
 (bench/pathmtu.py)."""
@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from bench.pathmtu import section
-from mesh.lab import pmtudrill
-from mesh.lab.drillrun import DrillReport, run_drill
-from mesh.lab.netns import find_labs
-from mesh.lab.plan import plan_lab
 from tests.test_lab_live_drill import CANNOT_RUN, PROD, pinger, stream
+from wg_mesh.lab import pmtudrill
+from wg_mesh.lab.drillrun import DrillReport, run_drill
+from wg_mesh.lab.netns import find_labs
+from wg_mesh.lab.plan import plan_lab
 
 UNTOUCHED = {"aws-use1->vps-fra": True, "gcp-euw3->vps-fra": True, "vps-fra->aws-use1": True, "vps-fra->gcp-euw3": True}
 

@@ -1,4 +1,5 @@
-"""The gateway metrics script (mesh/wgmetrics.py) on captured outputs, and the cloud-init additions that install it."""
+"""The gateway metrics script (wg_mesh/wgmetrics.py) on captured outputs, and the cloud-init additions that install
+it."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mesh import metrics, render, userdata, wgkey, wgmetrics
-from mesh.config import load_mesh
-from mesh.stackfile import load, read_raw
-from mesh.topology import PeerAddress, interface_plan
+from wg_mesh import metrics, render, userdata, wgkey, wgmetrics
+from wg_mesh.config import load_mesh
+from wg_mesh.stackfile import load, read_raw
+from wg_mesh.topology import PeerAddress, interface_plan
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "gateway"
@@ -41,7 +42,7 @@ def private_key() -> str:
 
 
 def prod_mapping() -> wgmetrics.Mapping:
-    """The mapping of the captured gateway (prod's aws-use1), rendered by mesh.metrics."""
+    """The mapping of the captured gateway (prod's aws-use1), rendered by wg_mesh.metrics."""
     cfg = load(REPO / "Pulumi.prod.yaml")
     directory = {
         "aws-use1": PeerAddress("192.0.2.1", AWS_KEY),
@@ -405,7 +406,7 @@ def test_extras_install_node_exporter_script_mapping_and_timer() -> None:
     }
     script = files["/usr/local/sbin/wg-mesh-metrics"]
     assert script.encoding == "gz+b64"
-    assert metrics.unpack(script.content) == (REPO / "mesh" / "wgmetrics.py").read_text()
+    assert metrics.unpack(script.content) == (REPO / "wg_mesh" / "wgmetrics.py").read_text()
     assert script.permissions == "0755"
     assert all(f.owner == "root:root" for f in extras.files)
 
@@ -508,8 +509,9 @@ AWS_USER_DATA_LIMIT = 16384  # bytes, before base64: EC2 refuses more
 
 
 def test_committed_packed_script_is_the_source() -> None:
-    """mesh/wgmetrics.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1 after editing the script."""
-    packed = REPO / "mesh" / metrics.PACKED_SCRIPT
+    """wg_mesh/wgmetrics.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1 after editing the
+    script."""
+    packed = REPO / "wg_mesh" / metrics.PACKED_SCRIPT
     if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1" and metrics.unpack(packed.read_text()) != metrics.script_source():
         packed.write_text(metrics.pack(metrics.script_source()))
     assert metrics.unpack(metrics.packed_script()) == metrics.script_source(), (
@@ -554,7 +556,7 @@ def test_user_data_with_metrics_fits_aws(stack: str, private_key: str) -> None:
 def test_the_compacted_script_the_live_user_data_ships_runs(tmp_path: Path) -> None:
     """ship.compact drops docstrings: the live user data's wg-mesh-metrics crashed on `__doc__.splitlines()` at every
     run (booted prod: wg-mesh-metrics.service failed on every gateway, no metrics file). It must start."""
-    from mesh.gateway import ship
+    from wg_mesh.gateway import ship
 
     script = tmp_path / "wg-mesh-metrics"
     script.write_text(ship.compact(metrics.script_source()))

@@ -1,6 +1,6 @@
 """Prometheus rules, scrape job and Grafana dashboard: rendered from the topology, committed, proven with promtool.
 
-The committed files under monitoring/<stack>/ must equal a fresh `python -m mesh monitoring` run; regenerate on
+The committed files under monitoring/<stack>/ must equal a fresh `python -m wg_mesh monitoring` run; regenerate on
 purpose with `WG_MESH_UPDATE_GOLDEN=1 python -m pytest tests/test_monitoring.py` and review the diff.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from mesh import monitoring, wgmetrics
-from mesh.config import load_mesh
-from mesh.gateway import agent, ha_run, pmtu
-from mesh.stackfile import load, read_raw
-from mesh.topology import peer_names
+from wg_mesh import monitoring, wgmetrics
+from wg_mesh.config import load_mesh
+from wg_mesh.gateway import agent, ha_run, pmtu
+from wg_mesh.stackfile import load, read_raw
+from wg_mesh.topology import peer_names
 
 REPO = Path(__file__).resolve().parent.parent
 MONITORING = REPO / "monitoring"
@@ -91,7 +91,7 @@ def all_rules(stack: str) -> Iterator[dict[str, Any]]:
 @pytest.mark.parametrize("stack", STACKS)
 def test_committed_output_matches_a_fresh_render(stack: str, tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mesh", "monitoring", "--stack", stack, "--out", str(tmp_path)],
+        [sys.executable, "-m", "wg_mesh", "monitoring", "--stack", stack, "--out", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -115,7 +115,7 @@ def test_monitoring_cli_reports_config_errors(tmp_path: Path) -> None:
     bad = tmp_path / "Pulumi.bad.yaml"
     bad.write_text(yaml.safe_dump({"config": {"wg-mesh:mesh": {"overlay_cidr": "10.200.0.0/24", "sites": []}}}))
     result = subprocess.run(
-        [sys.executable, "-m", "mesh", "monitoring", "--file", str(bad), "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "wg_mesh", "monitoring", "--file", str(bad), "--out", str(tmp_path / "out")],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -339,7 +339,7 @@ def test_ha_gateways_are_scraped_by_their_vpc_addresses(tmp_path: Path) -> None:
             monitoring.parse_ha_gateways(json.dumps(bad), cfg)
     path = tmp_path / "ha_gateways.json"
     path.write_text(json.dumps(output))
-    argv = [sys.executable, "-m", "mesh", "monitoring", "--stack", "ha", "--out", str(tmp_path / "out")]
+    argv = [sys.executable, "-m", "wg_mesh", "monitoring", "--stack", "ha", "--out", str(tmp_path / "out")]
     done = subprocess.run([*argv, "--ha-gateways", str(path)], cwd=REPO, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "10.10.1.10:9100" in (tmp_path / "out" / monitoring.SCRAPE_FILE).read_text()

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from mesh.config import ConfigError, load_mesh
-from mesh.stackfile import read_raw
+from wg_mesh.config import ConfigError, load_mesh
+from wg_mesh.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 

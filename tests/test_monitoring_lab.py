@@ -1,7 +1,7 @@
 """Lab drills: the dev mesh in namespaces, each gateway with our metrics script and a real node-exporter, a real
 Prometheus with the shipped rules; break a gateway and measure the time until the alert fires.
 
-What cloud-init does with `mesh.metrics.metrics_extras` is carried out in each gateway's namespaces: the mapping in
+What cloud-init does with `wg_mesh.metrics.metrics_extras` is carried out in each gateway's namespaces: the mapping in
 its private /etc, the script (decoded from the user data's gz+b64) and the textfile directory in its private /run
 (the lab shares /usr and /var with the host, so /usr/local/sbin and /var/lib/prometheus move there), node-exporter
 with the shipped ARGS (only the textfile collector, to keep the lab light), and a 1 s loop instead of the 15 s timer.
@@ -33,12 +33,12 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-from mesh import metrics, monitoring
-from mesh.lab.build import BuiltLab, build, ip, veth, wg_quick
-from mesh.lab.netns import Node, missing_requirements, new_state, teardown
-from mesh.lab.plan import LabKeys, plan_lab, render_artifacts
-from mesh.lab.run import new_prefix
-from mesh.stackfile import load
+from wg_mesh import metrics, monitoring
+from wg_mesh.lab.build import BuiltLab, build, ip, veth, wg_quick
+from wg_mesh.lab.netns import Node, missing_requirements, new_state, teardown
+from wg_mesh.lab.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.run import new_prefix
+from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = "dev"
@@ -93,7 +93,7 @@ class MonitoredLab:
     def doctor(self, site: str) -> tuple[int, dict[str, Any]]:
         node = self.lab.gateways[site]
         result = node.run(
-            [sys.executable, "-m", "mesh", "doctor", "--json"], check=False, env={"PYTHONPATH": str(REPO)}
+            [sys.executable, "-m", "wg_mesh", "doctor", "--json"], check=False, env={"PYTHONPATH": str(REPO)}
         )
         return result.returncode, json.loads(result.stdout)
 

@@ -1,4 +1,4 @@
-"""The path-MTU monitor (mesh/gateway/pmtu*.py) against a model of the network and of wg0's routes: detection
+"""The path-MTU monitor (wg_mesh/gateway/pmtu*.py) against a model of the network and of wg0's routes: detection
 with hysteresis, the search, the heal's exact commands, growing back, unanswered peers, and the metrics."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from mesh.gateway import agent, pmtu_heal
-from mesh.gateway.pmtu import METRIC_NAMES, PathMonitor, PathWatch, overlay_address
-from mesh.gateway.pmtu_probe import SMALL_SIZE, Settings, ping_argv, search
-from mesh.gateway.wgconf import InterfacePlan, Peer
+from wg_mesh.gateway import agent, pmtu_heal
+from wg_mesh.gateway.pmtu import METRIC_NAMES, PathMonitor, PathWatch, overlay_address
+from wg_mesh.gateway.pmtu_probe import SMALL_SIZE, Settings, ping_argv, search
+from wg_mesh.gateway.wgconf import InterfacePlan, Peer
 
 PLAN = InterfacePlan(
     site="aws-use1",

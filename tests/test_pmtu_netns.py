@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from mesh.gateway.pmtu import PathMonitor
-from mesh.gateway.pmtu_probe import Runner, Settings
-from mesh.gateway.wgconf import InterfacePlan, Peer, wg_quick_conf
+from wg_mesh.gateway.pmtu import PathMonitor
+from wg_mesh.gateway.pmtu_probe import Runner, Settings
+from wg_mesh.gateway.wgconf import InterfacePlan, Peer, wg_quick_conf
 
 TOOLS = ("ip", "iptables", "wg", "wg-quick", "wireguard-go", "ping", "nsenter", "python3")
 pytestmark = [

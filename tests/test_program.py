@@ -19,17 +19,17 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from mesh import awsfacts, render, topology, wgkey
-from mesh.aws import SG_DESCRIPTION_CHARS, ami_architecture
-from mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, load_mesh
-from mesh.gcp import image_family
-from mesh.stackfile import read_raw
 from tests.conftest import (
     STACK_FILES,
     ProgramRun,
     Recorded,
     run_program,
 )
+from wg_mesh import awsfacts, render, topology, wgkey
+from wg_mesh.aws import SG_DESCRIPTION_CHARS, ami_architecture
+from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, load_mesh
+from wg_mesh.gcp import image_family
+from wg_mesh.stackfile import read_raw
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_SG = "aws:ec2/securityGroup:SecurityGroup"

@@ -11,9 +11,6 @@ from typing import Any
 
 import pytest
 
-from mesh import awsfacts
-from mesh.config import AwsSite, ConfigError, load_mesh
-from mesh.stackfile import read_raw
 from tests.conftest import NOT_OFFERED_TYPE, REPO, STACK_FILES, ProgramRun, RecordingMocks, run_program
 from tests.test_program import (
     AWS_EIP,
@@ -26,6 +23,9 @@ from tests.test_program import (
     mesh_of,
     site_raw,
 )
+from wg_mesh import awsfacts
+from wg_mesh.config import AwsSite, ConfigError, load_mesh
+from wg_mesh.stackfile import read_raw
 
 
 def test_gateway_boots_only_after_its_subnet_reaches_the_internet(applied: ProgramRun) -> None:

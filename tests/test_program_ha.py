@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from mesh.config import AwsSite, GcpSite
-from mesh.stackfile import read_raw
 from tests.conftest import REPO, ProgramRun, Recorded, run_program
 from tests.test_program import (
     AWS_INSTANCE,
@@ -21,6 +19,8 @@ from tests.test_program import (
     mesh_of,
 )
 from tests.test_program_live import day_two
+from wg_mesh.config import AwsSite, GcpSite
+from wg_mesh.stackfile import read_raw
 
 HA_STACK = REPO / "Pulumi.ha.yaml"
 STACK = "ha"

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from mesh import ha
 from tests.conftest import ProgramRun
 from tests.test_program import AWS_INSTANCE, AWS_ROUTE, user_data_input
 from tests.test_program_ha import (
@@ -24,6 +23,7 @@ from tests.test_program_ha import (
     single,
     sites,
 )
+from wg_mesh import ha
 
 
 @pytest.fixture(scope="module")

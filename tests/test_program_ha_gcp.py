@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from mesh import ha
 from tests.conftest import ProgramRun
 from tests.test_program import GCP_FIREWALL, GCP_INSTANCE, GCP_ROUTE
 from tests.test_program_ha import (
@@ -26,6 +25,7 @@ from tests.test_program_ha import (
     run,
     sites,
 )
+from wg_mesh import ha
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,6 @@ import pytest
 import yaml
 
 from bench import meshgen
-from mesh import live, render, topology, userdata, wgkey, wgmetrics
-from mesh.config import AwsSite, ConfigError, GcpSite, StaticSite, load_mesh
-from mesh.gateway import bootstrap, document, ship
-from mesh.stackfile import read_raw
 from tests.conftest import STACK_FILES, ProgramRun, Recorded, run_program, with_delivery
 from tests.test_program import (
     AWS_INSTANCE,
@@ -31,6 +27,10 @@ from tests.test_program import (
     strings_in,
     user_data_input,
 )
+from wg_mesh import live, render, topology, userdata, wgkey, wgmetrics
+from wg_mesh.config import AwsSite, ConfigError, GcpSite, StaticSite, load_mesh
+from wg_mesh.gateway import bootstrap, document, ship
+from wg_mesh.stackfile import read_raw
 
 SSM_PARAMETER = "aws:ssm/parameter:Parameter"
 SM_SECRET = "aws:secretsmanager/secret:Secret"

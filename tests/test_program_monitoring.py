@@ -11,10 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from mesh import metrics, render, topology, wgmetrics
-from mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
-from mesh.gcp import gateway_tag, stack_scope
-from mesh.stackfile import read_raw
 from tests.conftest import STACK_FILES, ProgramRun, run_program
 from tests.test_program import (
     AWS_INSTANCE,
@@ -27,6 +23,10 @@ from tests.test_program import (
     strings_in,
     user_data_input,
 )
+from wg_mesh import metrics, render, topology, wgmetrics
+from wg_mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
+from wg_mesh.gcp import gateway_tag, stack_scope
+from wg_mesh.stackfile import read_raw
 
 MONITORING_CIDRS = ["10.50.0.0/24", "203.0.113.10/32"]
 EXPORTER_PORT = 9200

@@ -1,4 +1,4 @@
-"""Other languages (mesh.provider): the schema Pulumi's Python SDK infers from Mesh's annotations, checked without
+"""Other languages (wg_mesh.provider): the schema Pulumi's Python SDK infers from Mesh's annotations, checked without
 the Pulumi CLI, in process and as the plugin serves it over the provider protocol (GetSchema on loopback)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 import grpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-from mesh import __version__
-from mesh.args import INPUT_KEYS
-from mesh.mesh import MESH_TYPE
-from mesh.provider import schema
 from tests.conftest import REPO
+from wg_mesh import __version__
+from wg_mesh.args import INPUT_KEYS
+from wg_mesh.mesh import MESH_TYPE
+from wg_mesh.provider import schema
 
 PLUGIN = REPO / "provider"
 

@@ -1,7 +1,7 @@
 """The AWS readiness gate against a real AWS API emulator: moto in server mode on loopback.
 
-The gateway side (mesh.readymark: IMDSv2 and Ubuntu's botocore, CreateTags) and the operator side
-(mesh.readygate: boto3 DescribeInstances) talk to the same moto server, which also serves the instance
+The gateway side (wg_mesh.readymark: IMDSv2 and Ubuntu's botocore, CreateTags) and the operator side
+(wg_mesh.readygate: boto3 DescribeInstances) talk to the same moto server, which also serves the instance
 metadata paths; only the emulator's instance id is set to the instance the test launched there.
 """
 
@@ -17,9 +17,9 @@ import pytest
 import yaml
 from moto.instance_metadata import responses as moto_imds
 
-from mesh import metrics, readygate, readymark, userdata
-from mesh.stackfile import read_raw
 from tests.conftest import REPO, ProgramRun, run_program
+from wg_mesh import metrics, readygate, readymark, userdata
+from wg_mesh.stackfile import read_raw
 
 REGION = "us-east-1"
 
@@ -122,11 +122,11 @@ EIP_ASSOC = "aws:ec2/eipAssociation:EipAssociation"
 
 
 def test_the_committed_packed_gateway_script_is_the_source() -> None:
-    packed = (REPO / "mesh" / userdata.READY_PACKED).read_text()
-    assert metrics.unpack(packed) == (REPO / "mesh" / "readymark.py").read_text(), (
-        "mesh/readymark.py changed: repack it with "
-        'python -c \'from mesh import metrics; print(metrics.pack(open("mesh/readymark.py").read()), end="")\' '
-        "> mesh/readymark.py.gz.b64"
+    packed = (REPO / "wg_mesh" / userdata.READY_PACKED).read_text()
+    assert metrics.unpack(packed) == (REPO / "wg_mesh" / "readymark.py").read_text(), (
+        "wg_mesh/readymark.py changed: repack it with "
+        'python -c \'from wg_mesh import metrics; print(metrics.pack(open("wg_mesh/readymark.py").read()), end="")\' '
+        "> wg_mesh/readymark.py.gz.b64"
     )
 
 
@@ -142,12 +142,12 @@ def applied_dev() -> ProgramRun:
 
 def test_aws_user_data_marks_the_gateway_ready_as_its_last_step(applied_dev: ProgramRun) -> None:
     aws_data = yaml.safe_load(applied_dev.sites["aws-use1"].user_data.value)
-    # The last step before cloud-init's final check that every unit it set up is active (mesh.render).
+    # The last step before cloud-init's final check that every unit it set up is active (wg_mesh.render).
     assert aws_data["runcmd"][-2] == ["python3", userdata.READY_SCRIPT_PATH, "--region", "us-east-1"]
     assert "python3-botocore" in aws_data["packages"]
     (script,) = [f for f in aws_data["write_files"] if f["path"] == userdata.READY_SCRIPT_PATH]
     assert (script["permissions"], script["encoding"]) == ("0755", "gz+b64")
-    assert metrics.unpack(script["content"]) == (REPO / "mesh" / "readymark.py").read_text()
+    assert metrics.unpack(script["content"]) == (REPO / "wg_mesh" / "readymark.py").read_text()
     gcp_data = yaml.safe_load(applied_dev.sites["gcp-euw3"].user_data.value)  # the same script, GCP's mark
     assert gcp_data["runcmd"][-2] == ["python3", userdata.READY_SCRIPT_PATH, "--cloud", "gcp"]
 
@@ -167,7 +167,7 @@ def test_the_address_and_routes_move_only_after_the_gate(applied_dev: ProgramRun
     instance = applied_dev.named("aws:ec2/instance:Instance", "aws-use1-instance")
     assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
     assert gate.inputs["create"].split() == [
-        ".venv/bin/python", "-m", "mesh.readygate", "--region", "us-east-1", "--profile", "net",
+        ".venv/bin/python", "-m", "wg_mesh.readygate", "--region", "us-east-1", "--profile", "net",
         "--role-arn", "arn:aws:iam::123456789012:role/deploy", "--timeout", "900", "--instance-id", instance.id,
     ]  # fmt: skip
     assert applied_dev.depends_on(COMMAND, "aws-use1-ready", "aws:ec2/instance:Instance", "aws-use1-instance")

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mesh import render, wgkey
-from mesh.config import MeshConfig
-from mesh.stackfile import load
-from mesh.topology import PeerAddress, interface_plan
 from tests.golden import assert_golden
+from wg_mesh import render, wgkey
+from wg_mesh.config import MeshConfig
+from wg_mesh.stackfile import load
+from wg_mesh.topology import PeerAddress, interface_plan
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = sorted(REPO.glob("Pulumi.*.yaml"))

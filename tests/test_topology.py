@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mesh.config import MeshConfig, load_mesh
-from mesh.stackfile import load
-from mesh.topology import (
+from wg_mesh.config import MeshConfig, load_mesh
+from wg_mesh.stackfile import load
+from wg_mesh.topology import (
     PeerAddress,
     allowed_ips,
     clamped_mss,

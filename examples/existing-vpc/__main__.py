@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_gcp as gcp
 
-from mesh import Mesh, MeshArgs, SiteArgs
+from wg_mesh import Mesh, MeshArgs, SiteArgs
 
 AWS_REGION, AWS_CIDR = "us-east-1", "10.10.0.0/16"
 GCP_PROJECT, GCP_REGION, GCP_CIDR = "example-project-1", "europe-west3", "10.20.0.0/16"

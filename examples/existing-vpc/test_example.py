@@ -1,4 +1,4 @@
-"""The example under Pulumi's mocks (mesh.testing), in preview and in update: the mesh is wired into the program's
+"""The example under Pulumi's mocks (wg_mesh.testing), in preview and in update: the mesh is wired into the program's
 own networks. Runs with unittest (CI runs it against the installed wheel, outside the source tree) or pytest."""
 
 import functools
@@ -6,8 +6,8 @@ import unittest
 from pathlib import Path
 from typing import Any
 
-import mesh
-from mesh.testing import ProgramRun, Recorded, execute, new_run
+import wg_mesh
+from wg_mesh.testing import ProgramRun, Recorded, execute, new_run
 
 PROGRAM = Path(__file__).resolve().parent / "__main__.py"
 GCP_CIDR = "10.20.0.0/16"
@@ -97,7 +97,7 @@ class ExamplePreview(unittest.TestCase):
 class InstalledPackage(unittest.TestCase):
     def test_which_package_runs(self) -> None:
         """Printed, not asserted: CI checks the path itself (the installed wheel, not the source tree)."""
-        print(f"wg-mesh package under test: {Path(mesh.__file__).parent}")
+        print(f"wg-mesh package under test: {Path(wg_mesh.__file__).parent}")
 
 
 if __name__ == "__main__":

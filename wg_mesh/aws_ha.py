@@ -1,0 +1,112 @@
+"""An AWS site with `gateways: 2` (docs/ha.md 5): what the pair shares besides the site's identity.
+
+- The lease table: DynamoDB, on demand, hash key `site` (S); the agents' arbiter (docs/ha.md 5.3). On-demand: two
+  gateways renewing or polling a few times a second is a steady, small load, billed per request unit, no capacity to
+  plan (https://aws.amazon.com/dynamodb/pricing/on-demand/).
+- A DynamoDB gateway VPC endpoint on the gateway subnets' route table (created networks), so that the lease works
+  without any public address (docs/ha.md 5.5); "There is no additional charge for using gateway endpoints"
+  (https://docs.aws.amazon.com/vpc/latest/userguide/vpce-gateway.html).
+- The site and stack tags on each gateway's primary ENI: the agent's AssociateAddress permission is scoped by them
+  (wg_mesh.aws_iam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags do not
+  reach it (hashicorp/terraform-provider-aws#45887; terraform-aws-modules/terraform-aws-ec2-instance#478 tags it with
+  aws_ec2_tag, as here).
+- The `ha` object of each gateway's agent.json (wg_mesh.ha) and each gateway role's HA policy.
+
+Failover itself is the agent's (wg_mesh/gateway/ha*.py): Pulumi creates no EipAssociation for an HA site and leaves the
+routes' target to the active gateway.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from wg_mesh import aws_iam, ha
+from wg_mesh.config import AwsSite
+
+LEASE_KEY = "site"  # the hash key of the lease item {site, holder, epoch, counter} (HA.md)
+
+
+def lease_table(name: str, table_name: str, opts: pulumi.ResourceOptions) -> aws.dynamodb.Table:
+    return aws.dynamodb.Table(
+        f"{name}-lease",
+        name=table_name,
+        billing_mode="PAY_PER_REQUEST",
+        hash_key=LEASE_KEY,
+        attributes=[aws.dynamodb.TableAttributeArgs(name=LEASE_KEY, type="S")],
+        opts=opts,
+    )
+
+
+def dynamodb_endpoint(
+    name: str, site: AwsSite, vpc_id: pulumi.Input[str], route_table_id: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> aws.ec2.VpcEndpoint:
+    """A gateway endpoint: a prefix-list route in the gateway subnets' table to DynamoDB in the site's region."""
+    return aws.ec2.VpcEndpoint(
+        f"{name}-dynamodb",
+        vpc_id=vpc_id,
+        service_name=f"com.amazonaws.{site.region}.dynamodb",
+        vpc_endpoint_type="Gateway",
+        route_table_ids=[route_table_id],
+        tags={"Name": f"wg-mesh-{site.name}-dynamodb"},
+        opts=opts,
+    )
+
+
+def tag_interface(prefix: str, site: AwsSite, instance: aws.ec2.Instance, opts: pulumi.ResourceOptions) -> None:
+    """The site and stack tags on the instance's primary ENI (see the module docstring)."""
+    for suffix, key, value in (("site", aws_iam.SITE_TAG, site.name), ("stack", aws_iam.STACK_TAG, pulumi.get_stack())):
+        aws.ec2.Tag(
+            f"{prefix}-eni-{suffix}",
+            resource_id=instance.primary_network_interface_id,
+            key=key,
+            value=value,
+            opts=opts,
+        )
+
+
+def _ha_object(letter: str, site: AwsSite, table: str, values: dict[str, Any]) -> dict[str, Any]:
+    return ha.aws_ha(letter, site.region, table, values["allocation_id"], values["route_table_ids"])
+
+
+def ha_object(
+    letter: str,
+    site: AwsSite,
+    table: str,
+    allocation_id: pulumi.Input[str],
+    route_table_ids: list[pulumi.Input[str]],
+) -> pulumi.Output[dict[str, Any]]:
+    values = pulumi.Output.all(allocation_id=allocation_id, route_table_ids=pulumi.Output.all(*route_table_ids))
+    return values.apply(functools.partial(_ha_object, letter, site, table))
+
+
+def _policy(site: AwsSite, stack: str, table: str, values: dict[str, Any]) -> str:
+    return aws_iam.ha_policy(
+        site.region,
+        values["account"],
+        site.name,
+        stack,
+        values["allocation_id"],
+        list(values["route_table_ids"]),
+        table,
+    )
+
+
+def policy(
+    site: AwsSite,
+    table: str,
+    allocation_id: pulumi.Input[str],
+    route_table_ids: list[pulumi.Input[str]],
+    opts: pulumi.ResourceOptions,
+) -> pulumi.Output[str]:
+    """The HA policy (wg_mesh.aws_iam.ha_policy) with the account the site's provider deploys to."""
+    account = aws.get_caller_identity_output(
+        opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider)
+    ).account_id
+    values = pulumi.Output.all(
+        account=account, allocation_id=allocation_id, route_table_ids=pulumi.Output.all(*route_table_ids)
+    )
+    return values.apply(functools.partial(_policy, site, pulumi.get_stack(), table))

@@ -1,0 +1,187 @@
+"""An AWS gateway's instance profile: what the instance itself may do with its role's credentials.
+
+Always: mark itself ready (one tag, `wg-mesh:ready`, on instances of its own site and stack, from an
+instance's credentials only) - the readiness gate that holds the Elastic IP and the routes until then.
+With `delivery: live`: read its own private key parameter and peer document secret (wg_mesh.aws_live).
+With `operator_access: cloud`: the AWS managed policy AmazonSSMManagedInstanceCore, so operators reach the
+gateway through Systems Manager Session Manager (no SSH port, no key pair).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from wg_mesh import awsfacts
+from wg_mesh.readymark import READY_TAG, READY_VALUE
+
+SITE_TAG = "wg-mesh-site"
+STACK_TAG = "wg-mesh-stack"
+# AWS managed policy for the SSM Agent (Session Manager, Run Command): AWS Systems Manager docs,
+# "Configure instance permissions required for Systems Manager".
+SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"
+
+
+def trust_policy(service_principal: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service_principal}, "Action": "sts:AssumeRole"}],
+        }
+    )
+
+
+def ready_policy(region: str, site_name: str, stack: str) -> str:
+    """CreateTags for exactly the ready tag, on instances tagged with this site and stack, from an instance.
+
+    `ec2:ResourceTag/...` scopes the target instances, `aws:RequestTag`/`aws:TagKeys` the tag written, and
+    `ec2:SourceInstanceARN` (set only for requests signed with an instance's role credentials; EC2 docs,
+    "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
+    """
+    partition = awsfacts.partition(region)
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "MarkOwnSiteReady",
+                    "Effect": "Allow",
+                    "Action": "ec2:CreateTags",
+                    "Resource": f"arn:{partition}:ec2:{region}:*:instance/*",
+                    "Condition": {
+                        "StringEquals": {
+                            f"ec2:ResourceTag/{SITE_TAG}": site_name,
+                            f"ec2:ResourceTag/{STACK_TAG}": stack,
+                            f"aws:RequestTag/{READY_TAG}": READY_VALUE,
+                        },
+                        "ForAllValues:StringEquals": {"aws:TagKeys": [READY_TAG]},
+                        "Null": {"ec2:SourceInstanceARN": "false"},
+                    },
+                }
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def ha_policy(
+    region: str, account: str, site_name: str, stack: str, allocation_id: str, route_table_ids: list[str], table: str
+) -> str:
+    """gateways: 2 (docs/ha.md 5.4): claim the site's Elastic IP, move the site's routes, hold the site's lease.
+
+    Resource types and condition keys from the Service Authorization Reference (EC2:
+    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, DynamoDB:
+    .../list_amazondynamodb.html): AssociateAddress names `elastic-ip`, `instance` and `network-interface`, each scoped
+    here to the site's own (the EIP by its allocation id; instances and ENIs by the site and stack tags, the ENIs
+    tagged by wg_mesh.aws_ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires
+    `route-table*` and has no resource type for the new target, so only the tables can be pinned. DescribeAddresses and
+    DescribeRouteTables are List actions WITHOUT resource types: they take `"Resource": "*"` only, the one documented
+    exception to "exact ARNs" here, narrowed by the `ec2:Region` condition. GetItem/PutItem/UpdateItem require
+    `table*`; `dynamodb:LeadingKeys` restricts them to the item of this site."""
+    partition = awsfacts.partition(region)
+    ec2 = f"arn:{partition}:ec2:{region}:{account}"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ClaimSiteAddress",
+                    "Effect": "Allow",
+                    "Action": "ec2:AssociateAddress",
+                    "Resource": [
+                        f"{ec2}:elastic-ip/{allocation_id}",
+                        f"{ec2}:instance/*",
+                        f"{ec2}:network-interface/*",
+                    ],
+                    "Condition": {
+                        "StringEquals": {
+                            f"aws:ResourceTag/{SITE_TAG}": site_name,
+                            f"aws:ResourceTag/{STACK_TAG}": stack,
+                        },
+                        "Null": {"ec2:SourceInstanceARN": "false"},
+                    },
+                },
+                {
+                    "Sid": "MoveSiteRoutes",
+                    "Effect": "Allow",
+                    "Action": "ec2:ReplaceRoute",
+                    "Resource": [f"{ec2}:route-table/{table_id}" for table_id in route_table_ids],
+                },
+                {
+                    # Documented exception: List actions without resource types (Service Authorization Reference).
+                    "Sid": "ReadAddressAndRoutes",
+                    "Effect": "Allow",
+                    "Action": ["ec2:DescribeAddresses", "ec2:DescribeRouteTables"],
+                    "Resource": "*",
+                    "Condition": {"StringEquals": {"ec2:Region": region}},
+                },
+                {
+                    "Sid": "SiteLease",
+                    "Effect": "Allow",
+                    "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                    "Resource": f"arn:{partition}:dynamodb:{region}:{account}:table/{table}",
+                    "Condition": {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [site_name]}},
+                },
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def managed_policy_arn(region: str, policy: str) -> str:
+    return f"arn:{awsfacts.partition(region)}:iam::aws:policy/{policy}"
+
+
+def gateway_profile(
+    name: str,
+    region: str,
+    site_name: str,
+    operator_access: bool,
+    opts: pulumi.ResourceOptions,
+    store_policy: pulumi.Input[str] | None = None,
+    ha_policy: pulumi.Input[str] | None = None,
+) -> aws.iam.InstanceProfile:
+    """The role, its policies and the instance profile of one gateway; children of `opts.parent`.
+
+    store_policy (delivery: live): read access to the gateway's own key parameter and document secret
+    (wg_mesh.live.store_policy). ha_policy (gateways: 2): `ha_policy` above, for this gateway's agent."""
+    principal = aws.get_service_principal_output(
+        service_name="ec2",
+        region=region,
+        opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider),
+    ).name
+    role = aws.iam.Role(
+        f"{name}-role",
+        description=f"wg-mesh gateway {site_name}",
+        assume_role_policy=principal.apply(trust_policy),
+        opts=opts,
+    )
+    policies: list[pulumi.Resource] = [
+        aws.iam.RolePolicy(
+            f"{name}-ready",
+            role=role.id,
+            policy=ready_policy(region, site_name, pulumi.get_stack()),
+            opts=opts,
+        )
+    ]
+    if store_policy is not None:
+        policies.append(aws.iam.RolePolicy(f"{name}-stores", role=role.id, policy=store_policy, opts=opts))
+    if ha_policy is not None:
+        policies.append(aws.iam.RolePolicy(f"{name}-ha", role=role.id, policy=ha_policy, opts=opts))
+    if operator_access:
+        policies.append(
+            aws.iam.RolePolicyAttachment(
+                f"{name}-ssm",
+                role=role.name,
+                policy_arn=managed_policy_arn(region, SSM_CORE_POLICY),
+                opts=opts,
+            )
+        )
+    # The instance (which depends on the profile) boots with its permissions already in place.
+    return aws.iam.InstanceProfile(
+        f"{name}-profile",
+        role=role.name,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=policies)),
+    )

@@ -1,0 +1,93 @@
+"""delivery: live on AWS: the stores a gateway's agent reads (wg_mesh.live names them).
+
+- The private key: an SSM Parameter Store `SecureString`, standard tier (free; 4 KB is plenty for 44 characters),
+  encrypted with the AWS managed key aws/ssm. Rotating the key (`key_epoch`) updates the parameter in place.
+- The peer document: a Secrets Manager secret (its value holds 64 KB; SSM's standard parameters stop at 4 KB and
+  advanced ones at 8 KB, and a 64-site document is ~15 KB). A changed document is a new secret version in place:
+  the agent polls GetSecretValue and applies it; the instance is untouched.
+
+- The agent's package: a second Secrets Manager secret (wg_mesh.gateway.bootstrap; EC2's 16 KB of user data hold only
+  its bootstrap). Its value is the same for every site and changes only with a new agent release, which also changes
+  the SHA-256 pinned in the user data.
+
+The gateway's role may read exactly these three ARNs (wg_mesh.live.store_policy). The instance depends on all of them,
+so that its first boot's bootstrap and `wg-mesh-agent --once` find the package, the document and the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from wg_mesh import live, userdata
+from wg_mesh.config import AwsSite
+
+PARAMETER_TYPE = "SecureString"
+PARAMETER_TIER = "Standard"
+
+
+@dataclass(frozen=True)
+class AwsStores:
+    parameter: aws.ssm.Parameter
+    secret: aws.secretsmanager.Secret
+    version: aws.secretsmanager.SecretVersion
+    bundle: aws.secretsmanager.Secret
+    bundle_version: aws.secretsmanager.SecretVersion
+    policy: pulumi.Output[str]  # the role policy naming exactly the parameter's and the two secrets' ARNs
+
+    @property
+    def resources(self) -> list[pulumi.Resource]:
+        """What the instance's first boot needs in place."""
+        return [self.parameter, self.version, self.bundle_version]
+
+
+def create_stores(
+    name: str,
+    site: AwsSite,
+    private_key: pulumi.Output[str],
+    document: pulumi.Output[str],
+    opts: pulumi.ResourceOptions,
+) -> AwsStores:
+    """The site's key parameter and document secret; children of `opts.parent`, with its provider."""
+    project, stack = pulumi.get_project(), pulumi.get_stack()
+    parameter = aws.ssm.Parameter(
+        f"{name}-private-key",
+        name=live.aws_private_key_parameter(project, stack, site.name),
+        description=f"wg-mesh {project}/{stack}: {site.name}'s WireGuard private key (read by its wg-mesh-agent)",
+        type=PARAMETER_TYPE,
+        tier=PARAMETER_TIER,
+        value=private_key,  # secret (wg_mesh.keys)
+        opts=opts,
+    )
+    secret = aws.secretsmanager.Secret(
+        f"{name}-peers",
+        name=live.aws_document_secret(project, stack, site.name),
+        description=f"wg-mesh {project}/{stack}: {site.name}'s peer document (read by its wg-mesh-agent)",
+        # Derived data (`pulumi up` writes it again): deleted at once, so a removed site can come back under its name
+        # (a recovery window would hold the name for 7-30 days).
+        recovery_window_in_days=0,
+        opts=opts,
+    )
+    version = aws.secretsmanager.SecretVersion(
+        f"{name}-peers-version",
+        secret_id=secret.id,
+        secret_string=document,
+        # A document names its site's public key: written after the key it names, so an agent never holds a document
+        # whose key it cannot fetch yet (it would refuse it with reason `key` and retry, but need not).
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[parameter])),
+    )
+    bundle = aws.secretsmanager.Secret(
+        f"{name}-agent",
+        name=live.aws_bundle_secret(project, stack, site.name),
+        description=f"wg-mesh {project}/{stack}: the wg-mesh-agent package {site.name}'s user data installs",
+        recovery_window_in_days=0,
+        opts=opts,
+    )
+    bundle_version = aws.secretsmanager.SecretVersion(
+        f"{name}-agent-version", secret_id=bundle.id, secret_string=userdata.aws_agent_bundle(), opts=opts
+    )
+    arns = {"parameter": parameter.arn, "secret": secret.arn, "bundle": bundle.arn}
+    policy = pulumi.Output.all(**arns).apply(live.store_policy_of)
+    return AwsStores(parameter, secret, version, bundle, bundle_version, policy)

@@ -1,0 +1,138 @@
+"""What every site component (AWS, GCP, static) shares: its output shape and its rendered config.
+
+A site's wg0.conf needs its own private key and every peer's public address and key (the mesh's
+*directory*). Rendering happens in one `apply` over those values, with the pure functions of
+`wg_mesh.topology` and `wg_mesh.render`; the result holds the private key, so it is a secret.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, cast
+
+import pulumi
+
+from wg_mesh import live, render, topology, userdata
+from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
+from wg_mesh.keys import WireGuardKey
+from wg_mesh.topology import PeerAddress
+
+Directory = pulumi.Output[dict[str, PeerAddress]]
+
+
+class SiteComponent(pulumi.ComponentResource):
+    """The base of every site component (AwsGateway, GcpGateway, StaticSite): one output shape for all clouds."""
+
+    key: WireGuardKey
+    public_ip: pulumi.Output[str]
+    overlay_ip: pulumi.Output[str]
+    public_key: pulumi.Output[str]
+    wg_config: pulumi.Output[str]  # secret
+    user_data: pulumi.Output[str]  # secret in user-data mode (it embeds wg0.conf); live: public, nothing secret in it
+    document: pulumi.Output[str] | None  # delivery: live: the site's peer document (public keys and addresses only)
+
+    def _create_identity(
+        self,
+        name: str,
+        mesh: MeshConfig,
+        site: AwsSite | GcpSite | StaticSite,
+        directory: Directory,
+    ) -> None:
+        """The site's key pair and its rendered wg0.conf and cloud-init: the same on every cloud."""
+        self.key = WireGuardKey(
+            f"{name}-key", site.key_epoch, pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), kept(mesh))
+        )
+        self.public_key = self.key.public_key
+        self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
+        self.wg_config = wg_config(mesh, site.name, self.key, directory)
+        if mesh.delivery == "live":
+            # Nothing peer- or key-dependent: the peers and the key reach the gateway through the stores.
+            self.document = peer_document(mesh, site.name, self.key, directory)
+            source = live.agent_source(site, pulumi.get_project(), pulumi.get_stack())
+            self.user_data = pulumi.Output.from_input(userdata.render_live_user_data(mesh, site.name, source))
+        else:
+            self.document = None
+            self.user_data = user_data(mesh, site.name, self.wg_config, directory)
+
+    def _ha_user_data(self, mesh: MeshConfig, site: AwsSite | GcpSite, ha: pulumi.Output[Any]) -> pulumi.Output[str]:
+        """gateways: 2: the live user data with the gateway's `ha` object in agent.json (wg_mesh.ha). Public: the object
+        names cloud resources only, and like the rest of live user data nothing peer- or key-dependent."""
+        source = live.agent_source(site, pulumi.get_project(), pulumi.get_stack())
+        return ha.apply(functools.partial(_render_ha_user_data, mesh, site.name, source))
+
+    def _register_site_outputs(self, **cloud_outputs: pulumi.Output[str]) -> None:
+        self.register_outputs(
+            {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key, **cloud_outputs}
+        )
+
+
+def _render_ha_user_data(mesh: MeshConfig, site_name: str, source: dict[str, Any], ha: dict[str, Any]) -> str:
+    return userdata.render_live_user_data(mesh, site_name, source, ha=ha)
+
+
+def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
+    """Options for what other environments remember (public addresses, keys): protected when `protect: true`.
+
+    Protected resources cannot be deleted, by `pulumi destroy` or by a site that disappeared from the config,
+    until `pulumi state unprotect` (Pulumi docs, "Resource option: protect"). Not retain_on_delete: a
+    deliberate removal must release the address, not leave it allocated and billed outside any state.
+    """
+    return pulumi.ResourceOptions(protect=mesh.protect)
+
+
+def site_options(site: AwsSite | GcpSite | StaticSite) -> pulumi.ResourceOptions:
+    """A site component's options: its previous names as aliases. Child names start with the site's name,
+    so Pulumi carries the alias over to each child (`inherited_child_alias` in the Pulumi SDK): a renamed
+    site keeps its address and key."""
+    return pulumi.ResourceOptions(aliases=[pulumi.Alias(name=old) for old in site.previous_names])
+
+
+def _render_wg_conf(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:
+    plan = topology.interface_plan(mesh, site_name, values["directory"])
+    return render.wg_quick_conf(plan, values["private_key"])
+
+
+def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Directory) -> pulumi.Output[str]:
+    """The site's wg0.conf (secret)."""
+    values = pulumi.Output.all(private_key=key.private_key, directory=directory)
+    return pulumi.Output.secret(values.apply(functools.partial(_render_wg_conf, mesh, site_name)))
+
+
+def peer_document(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Directory) -> pulumi.Output[str]:
+    """The site's peer document (delivery: live), from the directory and its own public key."""
+    values = pulumi.Output.all(directory=directory, public_key=key.public_key)
+    return values.apply(functools.partial(live.document_of, mesh, site_name))
+
+
+def _render_user_data(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:
+    return userdata.render_user_data(mesh, site_name, values["wg_conf"], values["directory"])
+
+
+def user_data(
+    mesh: MeshConfig, site_name: str, wg_conf: pulumi.Output[str], directory: Directory
+) -> pulumi.Output[str]:
+    """The `#cloud-config` that installs and starts the site's wg0 and its metrics, then the cloud's own last
+    steps (wg_mesh.userdata: e.g. AWS's readiness mark). Secret: it embeds wg0.conf."""
+    values = pulumi.Output.all(wg_conf=wg_conf, directory=directory)
+    return pulumi.Output.secret(values.apply(functools.partial(_render_user_data, mesh, site_name)))
+
+
+def monitoring_ranges(mesh: MeshConfig) -> list[str]:
+    """Who may scrape a gateway's node-exporter from outside the mesh: `monitoring_cidrs` (none by default)."""
+    return [str(cidr) for cidr in mesh.monitoring_cidrs]
+
+
+def peer_source_ranges(mesh: MeshConfig, site_name: str, directory: Directory) -> pulumi.Output[list[str]]:
+    """The peers' public /32s: the only sources allowed to the site's WireGuard port."""
+    return directory.apply(functools.partial(topology.peer_source_ranges, mesh, site_name))
+
+
+def given(value: str | Deferred) -> pulumi.Input[str]:
+    """An existing network's id as the resources take it: the plain string of a stack file, or the user's own
+    `pulumi.Input` that the model carried as Deferred (wg_mesh.args)."""
+    return cast("pulumi.Input[str]", value.value) if isinstance(value, Deferred) else value
+
+
+def cidr_slug(cidr: object) -> str:
+    """`10.10.0.0/16` -> `10-10-0-0-16`, for readable, stable resource names."""
+    return str(cidr).replace(".", "-").replace("/", "-")

@@ -1,0 +1,237 @@
+"""The mesh configuration: one pydantic model for the `wg-mesh:mesh` stack config key.
+
+Everything a user can get wrong is caught here, before a single resource is declared.
+`load_mesh` returns a valid `MeshConfig` or raises `ConfigError` carrying *every* problem,
+each prefixed with its field path (`sites[1].overlay_ip: ...`). The sites' models are in wg_mesh.sites,
+the rules between fields and sites in wg_mesh.rules.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from wg_mesh.messages import EXPECTED, describe, quote
+from wg_mesh.rules import (
+    SiteFacts,
+    cross_site_problems,
+    ha_delivery_problems,
+    lenient,
+    monitoring_problems,
+    previous_name_problems,
+    site_rule_problems,
+)
+from wg_mesh.sites import (
+    GCP_ARM_MACHINE_SERIES,
+    MAX_TUNNEL_MTU,
+    MIN_TUNNEL_MTU,
+    WIREGUARD_IPV4_OVERHEAD,
+    AwsSite,
+    CloudSite,
+    ConfigError,
+    Deferred,
+    GcpSite,
+    MonitoringCidr,
+    Port,
+    Site,
+    SiteBase,
+    StaticSite,
+    Strict,
+    UsableCidr,
+    parse_network,
+)
+
+# --- the mesh ---------------------------------------------------------------------------
+
+
+class MeshConfig(Strict):
+    overlay_cidr: UsableCidr
+    listen_port: Port = 51820
+    mtu: Literal["auto"] | Annotated[int, Field(ge=MIN_TUNNEL_MTU, le=MAX_TUNNEL_MTU)] = "auto"
+    persistent_keepalive: int = Field(default=25, ge=0, le=65535)
+    masquerade: bool = False
+    sites: list[Site] = Field(min_length=2)
+    # Who may scrape the gateways' node-exporter on exporter_port (TCP), besides the mesh itself: none by default.
+    monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
+    exporter_port: Port = 9100
+    # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
+    # AWS: Session Manager), never through a port open to the internet. none: no access path at all.
+    operator_access: Literal["none", "cloud"] = "none"
+    # Pulumi `protect` on what other environments remember: public addresses and keys (on in Pulumi.prod.yaml).
+    protect: bool = False
+    # How a gateway gets its peers and its private key (README, "Delivery"). user-data: in the user data, read once at
+    # first boot (a peer change replaces the gateway). live: the cloud's own stores, read by wg-mesh-agent on the
+    # gateway and applied in place; nothing that replaces a gateway depends on the peers or on any key.
+    delivery: Literal["user-data", "live"] = "user-data"
+
+    @model_validator(mode="after")
+    def _mesh_wide(self) -> MeshConfig:
+        problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
+        problems += previous_name_problems([site.__dict__ for site in self.sites])
+        problems += ha_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
+        problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
+        problems += monitoring_problems(self.monitoring_cidrs)
+        if problems:
+            raise ConfigError(problems)
+        return self
+
+    def site(self, name: str) -> AwsSite | GcpSite | StaticSite:
+        for site in self.sites:
+            if site.name == name:
+                return site
+        raise KeyError(name)
+
+    def masquerades(self, site: SiteBase) -> bool:
+        return self.masquerade if site.masquerade is None else site.masquerade
+
+
+# --- loading and error reporting ---------------------------------------------------------
+
+_SITE_FIELDS = {
+    tag: set(model.model_fields) for tag, model in (("aws", AwsSite), ("gcp", GcpSite), ("static", StaticSite))
+}
+
+
+def _format_loc(loc: Iterable[int | str]) -> str:
+    out = ""
+    parts = list(loc)
+    for k, part in enumerate(parts):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif k > 0 and isinstance(parts[k - 1], int) and part in _SITE_FIELDS and parts[0] == "sites":
+            continue  # pydantic's discriminator tag: not something the user wrote
+        elif part.startswith("function-") or part in ("literal['auto']", "constrained-int", "int"):
+            continue  # union branch labels
+        else:
+            out += f".{part}" if out else part
+    return out or "(top level)"
+
+
+def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
+    loc = tuple(err["loc"])
+    path = _format_loc(loc)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        known: Iterable[str] = MeshConfig.model_fields
+        if len(loc) >= 2 and loc[0] == "sites" and isinstance(loc[1], int):
+            known = _SITE_FIELDS.get(site_tags.get(loc[1], ""), set().union(*_SITE_FIELDS.values()))
+        hint = difflib.get_close_matches(key, list(known), n=1)
+        return f"{path}: unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+    if kind == "missing":
+        return f"{path}: required"
+    if loc[:1] == ("mtu",):
+        return f"mtu: {quote(err['input'])} is neither 'auto' nor an integer in {MIN_TUNNEL_MTU}..{MAX_TUNNEL_MTU}"
+    if kind in EXPECTED:
+        return f"{path}: expected {EXPECTED[kind]}, got {describe(err.get('input'))}"
+    if kind in ("less_than_equal", "greater_than_equal") and isinstance(err.get("input"), int):
+        bound = err["ctx"].get("le", err["ctx"].get("ge"))
+        side = "above the maximum" if kind == "less_than_equal" else "below the minimum"
+        return f"{path}: {err['input']} is {side} {bound}"
+    if loc == ("sites",) and kind == "too_short":
+        return f"sites: a mesh needs at least two sites, got {len(err['input'])}"
+    if kind == "union_tag_invalid":
+        return f"{path}.cloud: {quote(err['input'].get('cloud'))} is not one of 'aws', 'gcp', 'static'"
+    if kind == "union_tag_not_found":
+        return f"{path}.cloud: required (one of 'aws', 'gcp', 'static')"
+    msg = str(err["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix) :]
+    return f"{path}: {msg}"
+
+
+_DEFERRED_BRANCH = f"is-instance[{Deferred.__name__}]"
+
+
+def _problems_from(exc: ValidationError, raw_sites: Any) -> list[str]:
+    tags = {}
+    if isinstance(raw_sites, list):
+        tags = {i: str(s.get("cloud")) for i, s in enumerate(raw_sites) if isinstance(s, dict)}
+    problems: list[str] = []
+    for err in exc.errors():
+        if err["loc"] and err["loc"][-1] == _DEFERRED_BRANCH:
+            continue  # the other branch of `str | Deferred`: its own error says what is wrong with the plain value
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, ConfigError):
+            problems.extend(ctx_error.problems)
+        else:
+            problem = _format_error(err, tags)
+            if problem not in problems:
+                problems.append(problem)
+    return problems
+
+
+def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
+    """Validate the raw `wg-mesh:mesh` value; raise ConfigError listing every problem.
+
+    check_limits: also refuse a mesh whose gateways' user data would not fit the clouds' limits (the
+    benchmarks turn it off to chart sizes past them)."""
+    if not isinstance(raw, dict):
+        raise ConfigError([f"(top level): expected a mapping with overlay_cidr and sites, got {type(raw).__name__}"])
+    try:
+        cfg = MeshConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = _problems_from(exc, raw.get("sites"))
+    else:
+        if check_limits:
+            from wg_mesh.userdata import size_problems  # renders user data: imports topology, which imports this
+
+            if limits := size_problems(cfg):
+                raise ConfigError(limits)
+        return cfg
+
+    # Field errors stop pydantic before the mesh-wide checks. Run those on whatever fields did
+    # parse, so that a user fixing a typo is not surprised by a second round of problems.
+    overlay = lenient(parse_network, raw.get("overlay_cidr"))
+    raw_sites = raw.get("sites")
+    if isinstance(raw_sites, list):
+        rules = [p for i, site in enumerate(raw_sites) if isinstance(site, dict) for p in site_rule_problems(i, site)]
+        problems.extend(p for p in rules if p not in problems)
+        renames = previous_name_problems([site if isinstance(site, dict) else {} for site in raw_sites])
+        problems.extend(p for p in renames if p not in problems)
+        sites = [site if isinstance(site, dict) else {} for site in raw_sites]
+        ha = ha_delivery_problems(sites, raw.get("delivery", "user-data"))
+        problems.extend(p for p in ha if p not in problems)
+    if overlay is not None and isinstance(raw_sites, list):
+        mtu = raw.get("mtu", "auto")
+        valid = isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_TUNNEL_MTU <= mtu <= MAX_TUNNEL_MTU
+        mtu = mtu if valid or mtu == "auto" else "invalid"  # invalid: reported above, no MTU checks
+        facts = [SiteFacts.from_raw(site) for site in raw_sites]
+        problems.extend(p for p in cross_site_problems(overlay, facts, mtu) if p not in problems)
+    raise ConfigError(problems)
+
+
+def summary(cfg: MeshConfig) -> str:
+    """One line describing a valid mesh, for `python -m wg_mesh validate`."""
+    from wg_mesh.topology import tunnel_mtu
+
+    clouds = ", ".join(f"{s.name} ({s.cloud}{', 2 gateways' if s.gateways > 1 else ''})" for s in cfg.sites)
+    return (
+        f"ok: {len(cfg.sites)} sites [{clouds}], overlay {cfg.overlay_cidr}, "
+        f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}, delivery {cfg.delivery}"
+    )
+
+
+__all__ = [
+    "GCP_ARM_MACHINE_SERIES",
+    "WIREGUARD_IPV4_OVERHEAD",
+    "AwsSite",
+    "CloudSite",
+    "ConfigError",
+    "Deferred",
+    "GcpSite",
+    "MeshConfig",
+    "Site",
+    "StaticSite",
+    "cross_site_problems",
+    "load_mesh",
+    "summary",
+]

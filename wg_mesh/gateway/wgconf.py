@@ -1,0 +1,162 @@
+"""A gateway's wg-quick(8) configuration from plain values: the interface plan, its rules and its text.
+
+Standard library only, like everything in wg_mesh.gateway: this module ships to every gateway inside the agent
+(`wg-mesh-agent`), which renders wg0.conf from the peer document with exactly these functions, and the
+Pulumi program renders user data with them too (wg_mesh.render, wg_mesh.topology re-export the names). One
+renderer for both delivery modes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    public_key: str
+    allowed_ips: tuple[str, ...]
+    endpoint: str
+    persistent_keepalive: int
+
+
+@dataclass(frozen=True)
+class InterfacePlan:
+    """Everything in a site's wg0.conf except its private key."""
+
+    site: str
+    address: str
+    listen_port: int
+    mtu: int
+    mss: int
+    masquerade: bool
+    peers: tuple[Peer, ...]
+    # /32s allowed to send to listen_port, filtered on the host itself; empty = no host filter (cloud gateways:
+    # their security group / firewall rule admits only these already).
+    listen_sources: tuple[str, ...] = ()
+
+
+INTERFACE = "wg0"
+WG_CONF_PATH = f"/etc/wireguard/{INTERFACE}.conf"
+SYSCTL_SETTINGS = {
+    "net.ipv4.ip_forward": "1",
+    # While wg0 is down a gateway routes a LAN host's packets back out of the same interface, and would send
+    # it an ICMP redirect to its default router that Linux hosts cache for minutes: traffic stays black-holed
+    # after the tunnel is back. Routers in a mesh don't send redirects.
+    "net.ipv4.conf.all.send_redirects": "0",
+    "net.ipv4.conf.default.send_redirects": "0",
+    # Loose reverse-path filtering (RFC 3704): GCE's 60-gce-network-security.conf sets strict mode (1), which drops
+    # a packet whose source would not be routed back out of the interface it came in on -- the case for traffic
+    # that enters through wg0 or a VPC NIC on asymmetric paths. The kernel uses max(all, interface), so `all` = 2
+    # makes every interface, existing ones included, at least loose; 2 still drops sources with no route at all.
+    "net.ipv4.conf.all.rp_filter": "2",
+    "net.ipv4.conf.default.rp_filter": "2",
+}
+# The kernel ORs `all` with each interface's own send_redirects, so interfaces that already exist are set too.
+NO_REDIRECTS_ON_EXISTING_INTERFACES = 'for conf in /proc/sys/net/ipv4/conf/*/send_redirects; do echo 0 > "$conf"; done'
+LINK_LOCAL = "169.254.0.0/16"  # RFC 3927; the clouds' metadata servers live at 169.254.169.254
+# The interface that holds the default route, looked up when the rule is added or removed:
+# ens5 on AWS Nitro, ens4 on GCE, something else on a VPS. wg-quick strips '#' comments, so no '#'.
+DEFAULT_ROUTE_DEV = (
+    "$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == \"dev\") {print $(i + 1); exit}}')"
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One iptables rule that wg-quick adds on up and deletes on down."""
+
+    table: str
+    chain: str
+    spec: str
+    first: bool = False  # insert at the top, so a distribution's trailing DROP cannot shadow it
+
+    def command(self, up: bool) -> str:
+        verb = ("-I" if self.first else "-A") if up else "-D"
+        return f"iptables -t {self.table} {verb} {self.chain} {self.spec}"
+
+
+def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
+    """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name)."""
+    clamp = f"-p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss {plan.mss + 1}:65535 -j TCPMSS --set-mss {plan.mss}"
+    pmtu_clamp = "-p tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu"
+    rules = [
+        Rule("filter", "FORWARD", "-i %i -j ACCEPT", first=True),
+        Rule("filter", "FORWARD", "-o %i -j ACCEPT", first=True),
+        # Both directions: a 9001-MTU AWS host offers MSS 8961 and must be told the tunnel's.
+        Rule("mangle", "FORWARD", f"-o %i {clamp}"),
+        Rule("mangle", "FORWARD", f"-i %i {clamp}"),
+        # And to the route's MTU, which is the tunnel's until the path-MTU heal (wg_mesh.gateway.pmtu_heal) lowers
+        # the routes to one peer: TCP to that peer then adapts. TCPMSS never raises an MSS, so the constant
+        # clamp above stays the upper bound; `-i` uses the MTU of the route back to the sender.
+        Rule("mangle", "FORWARD", f"-o %i {pmtu_clamp}"),
+        Rule("mangle", "FORWARD", f"-i %i {pmtu_clamp}"),
+        # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
+        # metadata server, with the instance's credentials): dropped in raw PREROUTING, before routing, so both the
+        # forwarded and the locally delivered path are covered and no filter-table rule can shadow it. The
+        # gateway's own requests to the metadata server do not come in on wg0 and are unaffected.
+        Rule("raw", "PREROUTING", f"-i %i -d {LINK_LOCAL} -j DROP", first=True),
+    ]
+    if plan.listen_sources:
+        # Only the peers' addresses may send to the WireGuard port (static sites: no cloud firewall in front).
+        # Inserted first, then each ACCEPT above it; the rest of the host's traffic is untouched.
+        rules.append(Rule("filter", "INPUT", f"-p udp --dport {plan.listen_port} -j DROP", first=True))
+        rules += [
+            Rule("filter", "INPUT", f"-p udp --dport {plan.listen_port} -s {source} -j ACCEPT", first=True)
+            for source in plan.listen_sources
+        ]
+    if plan.masquerade:
+        rules.append(Rule("nat", "POSTROUTING", f'-o "{DEFAULT_ROUTE_DEV}" -j MASQUERADE'))
+    return rules
+
+
+ROLES = ("active", "standby")
+
+
+def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -> str:
+    """The wg-quick(8) configuration of one site. `role` (HA sites, docs/ha.md section 3): a `standby` gateway's
+    peers have no Endpoint and no PersistentKeepalive, so it never sends a handshake or keepalive and cannot make a
+    remote peer roam to it; `active` is the normal configuration (a single gateway is always active)."""
+    if role not in ROLES:
+        raise ValueError(f"role: {role!r} is not active or standby")
+    rules = forwarding_rules(plan)
+    lines = [
+        f"# wg-mesh site {plan.site}: generated, do not edit (changes are overwritten by pulumi up)",
+        "[Interface]",
+        f"Address = {plan.address}",
+        f"ListenPort = {plan.listen_port}",
+        f"MTU = {plan.mtu}",
+        f"PrivateKey = {private_key}",
+        *(f"PostUp = sysctl -q -w {key}={value}" for key, value in SYSCTL_SETTINGS.items()),
+        f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}",
+        *(f"PostUp = {rule.command(up=True)}" for rule in rules),
+        *(f"PostDown = {rule.command(up=False)}" for rule in rules),
+    ]
+    for peer in plan.peers:
+        lines += [
+            "",
+            f"# {peer.name}",
+            "[Peer]",
+            f"PublicKey = {peer.public_key}",
+            f"AllowedIPs = {', '.join(peer.allowed_ips)}",
+        ]
+        if role == "active":
+            lines += [f"Endpoint = {peer.endpoint}", f"PersistentKeepalive = {peer.persistent_keepalive}"]
+    return "\n".join(lines) + "\n"
+
+
+def parse_wg_quick_conf(text: str) -> list[tuple[str, dict[str, list[str]]]]:
+    """Sections of a wg-quick file as (name, {key: [values]}), for tests, the lab and doctor."""
+    sections: list[tuple[str, dict[str, list[str]]]] = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            sections.append((line[1:-1], {}))
+            continue
+        key, _, value = line.partition("=")
+        if not sections:
+            raise ValueError(f"{raw!r} is outside any section")
+        sections[-1][1].setdefault(key.strip(), []).append(value.strip())
+    return sections

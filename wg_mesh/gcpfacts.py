@@ -1,0 +1,53 @@
+"""Plain facts about GCP that the GcpGateway component decides on: images and boot disks per machine type.
+
+Pure (no Pulumi); wg_mesh.gcp re-exports them.
+"""
+
+from __future__ import annotations
+
+from wg_mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite
+
+UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
+ARM_MACHINE_FAMILIES = GCP_ARM_MACHINE_SERIES
+# Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
+# faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
+# the third-generation A3, H3, Z3, all fourth-generation ones (C4, C4A, C4D, N4, N4A, N4D, M4, X4, ...) and newer
+# ones -- takes Hyperdisk only. Compute Engine API reference, AttachedDiskInitializeParams.diskType: "For C3,
+# C3D, and M3 the default is Balanced Persistent Disk (pd-balanced). For other third-generation machine series
+# like A3, H3, Z3, all fourth-generation types like C4, N4, M4, and newer machine series, the default is
+# Hyperdisk Balanced" (https://cloud.google.com/compute/docs/reference/rest/v1/instances).
+PERSISTENT_DISK_SERIES = frozenset(
+    {"e2", "f1", "g1", "n1", "n2", "n2d", "t2d", "t2a", "c2", "c2d", "m1", "m2", "a2", "g2", "c3", "c3d", "m3"}
+)
+PD_BOOT_DISK = "pd-balanced"
+HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
+
+
+def machine_architecture(machine_type: str) -> str:
+    return "arm64" if machine_series(machine_type) in ARM_MACHINE_FAMILIES else "amd64"
+
+
+def image_family(machine_type: str) -> str:
+    """The Ubuntu 24.04 LTS image family matching the machine type's CPU architecture."""
+    return UBUNTU_IMAGE.format(arch=machine_architecture(machine_type))
+
+
+def boot_image(site: GcpSite) -> str:
+    """The pinned `image`, or the family. A family does not drift into replacements: the provider compares it with
+    the instance's resolved image by name pattern (terraform-provider-google DiskImageDiffSuppress, its cases in
+    google/services/compute/resource_compute_disk_test.go: family
+    `ubuntu-2404-lts-amd64` matches image `ubuntu-2404-noble-amd64-v20240423`), so a second preview after `up` stays
+    empty when Canonical publishes a new image. But every replacement (new user data) boots the family's newest image
+    at that moment; `image` pins it, and changing `image` is the deliberate roll (the boot image forces a new
+    instance)."""
+    return site.image if site.image is not None else image_family(site.instance_type)
+
+
+def machine_series(machine_type: str) -> str:
+    """`n2-standard-8` -> `n2`, `c4a-highcpu-4` -> `c4a`, `e2-micro` -> `e2`."""
+    return machine_type.split("-", 1)[0].lower()
+
+
+def boot_disk_type(machine_type: str) -> str:
+    """pd-balanced where the machine series takes Persistent Disk, hyperdisk-balanced everywhere else."""
+    return PD_BOOT_DISK if machine_series(machine_type) in PERSISTENT_DISK_SERIES else HYPERDISK_BOOT_DISK

@@ -1,0 +1,139 @@
+"""`delivery: live`, the pure part: where each site's peer document and private key live, what its agent is told,
+and the document itself. No Pulumi here: the cloud components (wg_mesh.aws_live, wg_mesh.gcp_live, wg_mesh.static)
+create the stores from these names, the user data (wg_mesh.userdata) tells the agent the same names, the lab uses both.
+
+Every name depends on the Pulumi project and stack and the site's name only: never on the peers, the MTU or a key,
+so that the user data, which holds them, stays the same when the mesh changes (nothing replaces a gateway).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from wg_mesh import topology
+from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
+from wg_mesh.gateway import document, ship
+from wg_mesh.topology import PeerAddress
+
+# GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp, REPLACE_ON).
+GCP_ATTRIBUTE = "wg-mesh-peers"
+# Where an operator puts a static site's document and key (0600); NOT wgmetrics.MAPPING_PATH (peers.json).
+STATIC_DOCUMENT_PATH = ship.DOCUMENT_PATH
+STATIC_PRIVATE_KEY_PATH = ship.PRIVATE_KEY_PATH
+# Stores' limits on one value: Secrets Manager's SecretString (Secrets Manager API reference, SecretValueEntry:
+# SecretString "Maximum length of 65536"), a GCE metadata value (Compute API, Metadata items: "less than or equal to
+# 262144 bytes").
+DOCUMENT_LIMITS = {"aws": 65536, "gcp": 262144}
+GCP_SA_PREFIX = "wg-mesh-"
+GCP_SA_HASH_CHARS = 16  # account_id: 6-30 characters, [a-z]([-a-z0-9]*[a-z0-9]); 8 + 16 = 24
+SCOPE_CHARS = 8
+
+
+def scope(project: str, stack: str) -> str:
+    """A short, stable id of the Pulumi project and stack (the same as wg_mesh.gcp.stack_scope)."""
+    return hashlib.sha256(f"{project}/{stack}".encode()).hexdigest()[:SCOPE_CHARS]
+
+
+def aws_document_secret(project: str, stack: str, site: str) -> str:
+    """The Secrets Manager secret holding the site's document (SSM standard parameters stop at 4 KB, advanced
+    ones at 8 KB: a 64-site document is ~15 KB; a secret holds 64 KB)."""
+    return f"wg-mesh/{project}/{stack}/{site}/peers"
+
+
+def aws_bundle_secret(project: str, stack: str, site: str) -> str:
+    """The Secrets Manager secret holding the agent's package (wg_mesh.gateway.bootstrap): ~20 KB of base64, past SSM's
+    8 KB; not secret, but the same store, role and API as the document, so no bucket and no second permission model."""
+    return f"wg-mesh/{project}/{stack}/{site}/agent"
+
+
+def aws_private_key_parameter(project: str, stack: str, site: str) -> str:
+    """The SSM Parameter Store SecureString holding the site's private key (standard tier: free, 4 KB)."""
+    return f"/wg-mesh/{project}/{stack}/{site}/private-key"
+
+
+def gcp_key_secret_id(project: str, stack: str, site: str) -> str:
+    return f"wg-mesh-{scope(project, stack)}-{site}-key"
+
+
+def gcp_service_account_id(project: str, stack: str, site: str) -> str:
+    """The gateway's own service account: unique per project, stack and site, within GCP's 30 characters."""
+    digest = hashlib.sha256(f"{project}/{stack}/{site}".encode()).hexdigest()[:GCP_SA_HASH_CHARS]
+    return GCP_SA_PREFIX + digest
+
+
+def agent_source(site: AwsSite | GcpSite | StaticSite, project: str, stack: str) -> dict[str, Any]:
+    """The `source` of the site's /etc/wg-mesh/agent.json (LIVE.md): where its agent reads the document and key."""
+    if isinstance(site, AwsSite):
+        return ship.aws_source(
+            site.region,
+            aws_document_secret(project, stack, site.name),
+            aws_private_key_parameter(project, stack, site.name),
+            aws_bundle_secret(project, stack, site.name),
+        )
+    if isinstance(site, GcpSite):
+        secret = gcp_key_secret_id(project, stack, site.name)
+        return ship.gcp_source(f"projects/{site.project}/secrets/{secret}/versions/latest", GCP_ATTRIBUTE)
+    return ship.file_source()
+
+
+def peer_document(cfg: MeshConfig, site_name: str, directory: Mapping[str, PeerAddress], public_key: str) -> str:
+    """The site's peer document (wg_mesh.gateway.document): its interface plan and its own public key."""
+    return document.encode(topology.interface_plan(cfg, site_name, directory), public_key)
+
+
+def document_of(cfg: MeshConfig, site_name: str, values: Mapping[str, Any]) -> str:
+    """`peer_document` over Output.all(directory=..., public_key=...)'s resolved values."""
+    return peer_document(cfg, site_name, values["directory"], values["public_key"])
+
+
+# Every Parameter Store action that returns a parameter's value (Service Authorization Reference, AWS Systems Manager).
+PARAMETER_READS = ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParameters", "ssm:GetParametersByPath"]
+
+
+def store_policy(parameter_arn: str, secret_arn: str, bundle_arn: str) -> str:
+    """The AWS gateway's read access: its own key parameter, its own document secret and its own agent bundle, by
+    exact ARN, nothing else.
+
+    No kms:Decrypt statement: both are encrypted with the AWS managed keys (aws/ssm, aws/secretsmanager), whose key
+    policies allow their use through the service to every principal of the account ("The AWS managed key for
+    Parameter Store (aws/ssm) grants Decrypt permission to all IAM principals in the AWS account": AWS Systems Manager
+    user guide, "Restricting decryption of SecureString parameter values",
+    https://docs.aws.amazon.com/systems-manager/latest/userguide/ps-restrict-decryption.html).
+
+    That same key is why one statement denies reading any other parameter: with `operator_access: cloud` the role
+    also has AWS's managed AmazonSSMManagedInstanceCore, which allows ssm:GetParameter(s) on every resource, and every
+    principal of the account may decrypt with aws/ssm, so without the deny a gateway could read the other gateways'
+    keys in its account. An explicit deny wins over any allow."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ReadOwnPrivateKey",
+                    "Effect": "Allow",
+                    "Action": "ssm:GetParameter",
+                    "Resource": parameter_arn,
+                },
+                {
+                    "Sid": "NoOtherParameter",
+                    "Effect": "Deny",
+                    "Action": PARAMETER_READS,
+                    "NotResource": parameter_arn,
+                },
+                {
+                    "Sid": "ReadOwnPeerDocumentAndAgent",
+                    "Effect": "Allow",
+                    "Action": "secretsmanager:GetSecretValue",
+                    "Resource": [secret_arn, bundle_arn],
+                },
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def store_policy_of(values: Mapping[str, str]) -> str:
+    return store_policy(values["parameter"], values["secret"], values["bundle"])

@@ -1,0 +1,366 @@
+"""Prometheus rules and scrape config for a mesh, rendered from the same topology as the gateways.
+
+Pure text out. `python -m wg_mesh monitoring --stack NAME --out DIR` writes them; monitoring/<stack>/ holds the
+committed output for the shipped stacks, and monitoring/tests/ proves the rules with `promtool test rules`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wg_mesh import wgmetrics
+from wg_mesh.config import MeshConfig
+from wg_mesh.topology import peer_names
+
+JOB = "wg-mesh"
+RULES_FILE = "wg-mesh.rules.yml"
+SCRAPE_FILE = "prometheus-scrape.yml"
+HANDSHAKE_STALE_SECONDS = wgmetrics.HANDSHAKE_STALE_SECONDS
+NEVER_CONNECTED_FOR = "3m"  # a fresh gateway handshakes within seconds; 3 minutes of nothing is a fault
+METRICS_STALE_SECONDS = 60  # four missed runs of the 15 s timer
+SENDING_BYTES_PER_SECOND = 1024  # a peer "sends" above keepalives and handshakes (a few bytes per second)
+RECEIVED_FRACTION = 0.1  # ... and the receiving side "gets nothing" below a tenth of that
+RATE_WINDOW = "5m"
+# delivery: live (wg_mesh.gateway.agent). AWS polls every 10 s, GCP's metadata watch returns at least once a minute:
+# a gateway that has not read its store for 3 minutes cannot follow the mesh any more.
+AGENT_FETCH_STALE_SECONDS = 180
+AGENT_LAG_FOR = "2m"  # the issue's bound: applied generation behind the desired one for more than 2 minutes
+AGENT_LOG = "journalctl -u wg-mesh-agent"
+# Issue #14: fire within 2 minutes of a path shrinking: a probe every 15 s (agent.PMTU_SECONDS), a scrape and an
+# evaluation every 15 s, and 1m of consecutive "small passes, full fails" (a single lost ping is not a black hole).
+PATH_MTU_FOR = "1m"
+
+# HA sites (issue 11, docs/ha.md section 10): both gateways of a site export the per-peer series with the same `site`
+# (they differ in `instance`, the scrape target); only the active one has tunnels, so the per-peer alerts drop the
+# series of a gateway that says it is standby. A single gateway exports no wgmesh_ha_role: nothing is dropped.
+NOT_STANDBY = "unless on (site, instance) (wgmesh_ha_role == 0)"
+HA_NO_ACTIVE_FOR = "15s"
+HA_NO_STANDBY_FOR = "2m"
+HA_FLAP_WINDOW = "15m"
+HA_FLAP_CLAIMS = 2
+
+# Recorded series (also what the dashboard may use).
+EXPECTED_SITE = "site:wgmesh_expected"
+EXPECTED_PEER = "site_peer:wgmesh_expected"
+RECEIVE_RATE = f"site_peer:wgmesh_peer_receive_bytes:rate{RATE_WINDOW}"
+TRANSMIT_RATE = f"site_peer:wgmesh_peer_transmit_bytes:rate{RATE_WINDOW}"
+SENT_BY_PEER_RATE = f"site_peer:wgmesh_peer_sent_by_peer_bytes:rate{RATE_WINDOW}"
+DOCTOR = "sudo python3 -m wg_mesh.doctor"
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    expr: str
+    summary: str
+    description: str
+    severity: str = "critical"
+    for_: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def rule(self) -> dict[str, Any]:
+        rule: dict[str, Any] = {"alert": self.name, "expr": self.expr}
+        if self.for_:
+            rule["for"] = self.for_
+        rule["labels"] = {"severity": self.severity}
+        rule["annotations"] = {"summary": self.summary, "description": self.description}
+        return rule
+
+
+def alerts() -> list[Alert]:
+    """The alerts: the same for every mesh (the topology enters through the recorded expectations)."""
+    return [
+        Alert(
+            "WgMeshHandshakeStale",
+            f"(\n  (time() - wgmesh_peer_latest_handshake_seconds > {HANDSHAKE_STALE_SECONDS})\n"
+            f"  and wgmesh_peer_latest_handshake_seconds > 0\n)\n{NOT_STANDBY}",
+            "{{ $labels.site }}: last handshake with {{ $labels.peer_site }} {{ $value | humanizeDuration }} ago",
+            "WireGuard rekeys every 2 minutes while a tunnel is alive, so a handshake older than "
+            f"{HANDSHAKE_STALE_SECONDS} s means the tunnel to {{{{ $labels.peer_site }}}} is down. "
+            f"Check `sudo wg show wg0` on both gateways; run `{DOCTOR}` on {{{{ $labels.site }}}}.",
+        ),
+        Alert(
+            "WgMeshPeerUnreachable",
+            f"wgmesh_peer_latest_handshake_seconds == 0\n{NOT_STANDBY}",
+            "{{ $labels.site }} has never completed a handshake with {{ $labels.peer_site }}",
+            "The endpoint of {{ $labels.peer_site }} does not answer: its UDP port is closed to "
+            "{{ $labels.site }}, its public address changed, or the keys do not match. "
+            f"Run `{DOCTOR}` on {{{{ $labels.site }}}}.",
+            for_=NEVER_CONNECTED_FOR,
+        ),
+        Alert(
+            "WgMeshPeerMissing",
+            f"(\n  {EXPECTED_PEER}\n  unless on (site, peer_site) wgmesh_peer_latest_handshake_seconds\n)\n"
+            "and on (site) wgmesh_metrics_last_run_timestamp_seconds",
+            "{{ $labels.site }} has no WireGuard peer for {{ $labels.peer_site }}",
+            "The mesh topology expects {{ $labels.peer_site }} as a peer of {{ $labels.site }}, but the gateway's "
+            "wg0 does not have it (WireGuard stopped, or a config that does not match the stack). "
+            f"Run `{DOCTOR}` on {{{{ $labels.site }}}}.",
+            for_="1m",
+        ),
+        Alert(
+            "WgMeshForwardingDisabled",
+            "wgmesh_ip_forward_enabled == 0",
+            "{{ $labels.site }}: IP forwarding is off",
+            "net.ipv4.ip_forward is 0 on the gateway of {{ $labels.site }}: handshakes can stay fresh while no "
+            "traffic crosses the gateway. `sudo sysctl -w net.ipv4.ip_forward=1`, then find what turned it off "
+            "(/etc/sysctl.d/).",
+            for_="30s",
+        ),
+        Alert(
+            "WgMeshInterfaceDown",
+            "wgmesh_interface_up == 0",
+            "{{ $labels.site }}: {{ $labels.interface }} is missing or down",
+            "`sudo systemctl status wg-quick@{{ $labels.interface }}` and `journalctl -u "
+            "wg-quick@{{ $labels.interface }}` on the gateway of {{ $labels.site }}.",
+            for_="30s",
+        ),
+        Alert(
+            "WgMeshRouteMissing",
+            "wgmesh_route_present == 0\nunless on (site) wgmesh_interface_up == 0",
+            "{{ $labels.site }}: no route sends {{ $labels.prefix }} ({{ $labels.peer_site }}) into "
+            "{{ $labels.interface }}",
+            "Traffic for {{ $labels.prefix }} leaves the gateway of {{ $labels.site }} another way (or is dropped). "
+            f"`ip route get` on the gateway shows where it goes; run `{DOCTOR}`.",
+            for_="1m",
+        ),
+        Alert(
+            "WgMeshNoTrafficFromPeer",
+            f"{RECEIVE_RATE}\n  < on (site, peer_site) ({RECEIVED_FRACTION} * {SENT_BY_PEER_RATE})\n"
+            f"and on (site, peer_site) {SENT_BY_PEER_RATE} > {SENDING_BYTES_PER_SECOND}",
+            "{{ $labels.site }} receives {{ $value | humanize }}B/s from {{ $labels.peer_site }}, which is sending",
+            "{{ $labels.peer_site }} reports sending to {{ $labels.site }}, but {{ $labels.site }} receives less than "
+            f"{RECEIVED_FRACTION:.0%} of it: packets are lost on the way (a firewall or NAT between the gateways, "
+            "or a stale endpoint). Compare `sudo wg show wg0 transfer` on both gateways.",
+            for_="2m",
+        ),
+        Alert(
+            "WgMeshExporterDown",
+            f'{EXPECTED_SITE} unless on (site) (up{{job="{JOB}"}} == 1)',
+            "{{ $labels.site }}: Prometheus cannot scrape the gateway's node-exporter",
+            "The gateway of {{ $labels.site }} is down, its node-exporter is stopped, or the firewall does not admit "
+            "Prometheus (monitoring_cidrs, exporter_port). Without it, no other wg-mesh alert can fire for this site.",
+            severity="warning",
+            for_="1m",
+        ),
+        Alert(
+            "WgMeshAgentApplyFailing",
+            "wgmesh_agent_last_apply_success == 0",
+            "{{ $labels.site }}: the gateway agent does not apply the mesh's desired configuration",
+            "wg-mesh-agent on {{ $labels.site }} refused or failed to apply the document it read (the running "
+            "configuration stays as it was): wgmesh_agent_apply_failures_total says why (parse, site, no_peers, "
+            f"generation, key, apply). `{AGENT_LOG}` on the gateway; then `pulumi up` again.",
+            for_="1m",
+        ),
+        Alert(
+            "WgMeshAgentGenerationLag",
+            "wgmesh_agent_desired_generation != wgmesh_agent_applied_generation",
+            "{{ $labels.site }}: the gateway runs an older mesh configuration than the one published",
+            "The document published in the site's store (generation {{ $value }}) has not been applied for "
+            f"{AGENT_LAG_FOR}: peers added, removed or rotated since are not in effect on {{{{ $labels.site }}}}. "
+            f"`{AGENT_LOG}` on the gateway.",
+            for_=AGENT_LAG_FOR,
+        ),
+        Alert(
+            "WgMeshAgentFetchStale",
+            f"time() - wgmesh_agent_last_fetch_timestamp_seconds > {AGENT_FETCH_STALE_SECONDS}",
+            "{{ $labels.site }}: the gateway agent has not read its store for {{ $value | humanizeDuration }}",
+            "wg-mesh-agent on {{ $labels.site }} is stopped or cannot read the document (AWS: the instance role's "
+            "access to its Secrets Manager secret; GCP: the metadata server; static: /etc/wg-mesh/document.json). "
+            f"Mesh changes do not reach this gateway. `systemctl status wg-mesh-agent` and `{AGENT_LOG}`.",
+            severity="warning",
+        ),
+        Alert(
+            "WgMeshPathMtuBlackHole",
+            'max without (size) (\n  wgmesh_path_probe_ok{size="small"} == 1\n'
+            '  and on (site, peer_site) wgmesh_path_probe_ok{size="full"} == 0\n)',
+            "{{ $labels.site }}: full-size packets to {{ $labels.peer_site }} vanish while small ones pass",
+            "A path-MTU black hole: the internet path from {{ $labels.site }} toward {{ $labels.peer_site }} carries "
+            "less than the tunnel's MTU + 60 bytes and drops ICMP 'fragmentation needed', so bulk TCP, UDP and QUIC "
+            "stall while handshakes stay fresh. The agent lowers the route MTU to that peer (wgmesh_path_mtu_healed, "
+            "wgmesh_path_mtu_bytes: what passes); for good, lower the mesh's `mtu`. "
+            f"`{DOCTOR}` on {{{{ $labels.site }}}} names the size that passes.",
+            for_=PATH_MTU_FOR,
+        ),
+        Alert(
+            "WgMeshHaNoActive",
+            "sum by (site) (wgmesh_ha_role) == 0",
+            "{{ $labels.site }}: neither gateway is active",
+            "Both gateways of the HA site {{ $labels.site }} report standby: nobody forwards the site's traffic. "
+            "Either both fail their health checks (wgmesh_ha_healthy; `curl http://GATEWAY:9181/healthz` says which "
+            "check) or the arbiter is unreachable (AWS: the DynamoDB lease table; GCP: the Compute API). "
+            f"`{AGENT_LOG}` on both gateways.",
+            for_=HA_NO_ACTIVE_FOR,
+        ),
+        Alert(
+            "WgMeshHaTwoActive",
+            "sum by (site) (wgmesh_ha_role) > 1",
+            "{{ $labels.site }}: both gateways say they are active",
+            "Must never happen: only the gateway holding the site's address carries traffic, and the other one "
+            "demotes itself when it sees that. A short overlap while one of them cannot reach the cloud API is "
+            f"possible; if it lasts, `{AGENT_LOG}` on both and compare with the address holder in the cloud console.",
+        ),
+        Alert(
+            "WgMeshHaNoHealthyStandby",
+            "group by (site) (wgmesh_ha_role)\nunless on (site)\n"
+            "  (wgmesh_ha_role == 0 and on (site, instance) wgmesh_ha_healthy == 1)",
+            "{{ $labels.site }} runs without a healthy standby gateway",
+            "The HA site {{ $labels.site }} has no standby that passes its health checks (stopped, unhealthy, or not "
+            "scraped): the next failure of the active gateway is an outage. Look at the standby's "
+            f"wgmesh_ha_healthy, `/healthz` and `{AGENT_LOG}`.",
+            severity="warning",
+            for_=HA_NO_STANDBY_FOR,
+        ),
+        Alert(
+            "WgMeshHaFlapping",
+            f"sum by (site) (increase(wgmesh_ha_failovers_total[{HA_FLAP_WINDOW}])) > {HA_FLAP_CLAIMS}",
+            "{{ $labels.site }}: the active gateway changed {{ $value | humanize }} times in 15 minutes",
+            "The gateways of {{ $labels.site }} keep handing over (wgmesh_ha_failovers_total by reason): a health "
+            "check that flaps, a gateway that keeps restarting, or an arbiter that is intermittently unreachable. "
+            f"`{AGENT_LOG}` on both gateways.",
+            severity="warning",
+        ),
+        Alert(
+            "WgMeshMetricsStale",
+            f"time() - wgmesh_metrics_last_run_timestamp_seconds > {METRICS_STALE_SECONDS}",
+            "{{ $labels.site }}: WireGuard metrics are {{ $value | humanizeDuration }} old",
+            "wg-mesh-metrics.timer has not refreshed the textfile: `systemctl status wg-mesh-metrics.timer "
+            "wg-mesh-metrics.service` on the gateway of {{ $labels.site }}.",
+            severity="warning",
+        ),
+    ]
+
+
+# What each site's peers say they send to it: a per-site-pair rate with `site` and `peer_site` swapped.
+_SWAP_SITES = """sum without (sender) (
+  label_replace(
+    label_replace(
+      label_replace(METRIC, "sender", "$1", "site", "(.*)"),
+      "site", "$1", "peer_site", "(.*)"
+    ),
+    "peer_site", "$1", "sender", "(.*)"
+  )
+)"""
+
+
+def _rate(metric: str, record: str) -> dict[str, Any]:
+    return {"record": record, "expr": f"sum by (site, peer_site) (rate({metric}[{RATE_WINDOW}]))"}
+
+
+def rules(cfg: MeshConfig) -> dict[str, Any]:
+    topology: list[dict[str, Any]] = []
+    for site in cfg.sites:
+        topology.append({"record": EXPECTED_SITE, "expr": "vector(1)", "labels": {"site": site.name}})
+    for site in cfg.sites:
+        for peer in peer_names(cfg, site.name):
+            labels = {"site": site.name, "peer_site": peer}
+            topology.append({"record": EXPECTED_PEER, "expr": "vector(1)", "labels": labels})
+    # What each site's peers say they send to it: the transmit rate with site and peer_site swapped.
+    throughput = [
+        _rate("wgmesh_peer_receive_bytes_total", RECEIVE_RATE),
+        _rate("wgmesh_peer_transmit_bytes_total", TRANSMIT_RATE),
+        {"record": SENT_BY_PEER_RATE, "expr": _SWAP_SITES.replace("METRIC", TRANSMIT_RATE)},
+    ]
+    return {
+        "groups": [
+            {"name": "wg-mesh-topology", "rules": topology},
+            {"name": "wg-mesh-throughput", "rules": throughput},
+            {"name": "wg-mesh-alerts", "rules": [alert.rule() for alert in alerts()]},
+        ]
+    }
+
+
+def parse_ha_gateways(text: str, cfg: MeshConfig) -> dict[str, dict[str, str]]:
+    """The stack output `ha_gateways` (`pulumi stack output ha_gateways --json`: {site: {a: IP, b: IP}}), checked
+    against the stack; ValueError naming what is wrong."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"ha_gateways: not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ValueError("ha_gateways: not an object of site -> {a: IP, b: IP}")
+    names = {site.name for site in cfg.sites}
+    found: dict[str, dict[str, str]] = {}
+    for site, gateways in raw.items():
+        if site not in names:
+            raise ValueError(f"ha_gateways.{site}: no such site in this stack")
+        if not isinstance(gateways, dict) or not gateways:
+            raise ValueError(f"ha_gateways.{site}: not an object of gateway -> IP")
+        for letter, ip in gateways.items():
+            try:
+                ipaddress.IPv4Address(ip)
+            except (ValueError, TypeError):
+                raise ValueError(f"ha_gateways.{site}.{letter}: {ip!r} is not an IPv4 address") from None
+        found[site] = {str(k): str(v) for k, v in gateways.items()}
+    return found
+
+
+def scrape_config(cfg: MeshConfig, ha_gateways: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """One target per gateway: the overlay address; for an HA site given in `ha_gateways` (the stack output), each
+    gateway's VPC address instead, labelled with its letter (both share the overlay address, which only the active
+    answers through the mesh; docs/ha.md section 10)."""
+    targets: list[dict[str, Any]] = []
+    for site in cfg.sites:
+        gateways = (ha_gateways or {}).get(site.name)
+        if gateways:
+            targets += [
+                {"targets": [f"{ip}:{cfg.exporter_port}"], "labels": {"site": site.name, "gateway": letter}}
+                for letter, ip in sorted(gateways.items())
+            ]
+        else:
+            targets.append({"targets": [f"{site.overlay_ip}:{cfg.exporter_port}"], "labels": {"site": site.name}})
+    # honor_labels: our series carry `site` themselves; node-exporter's own series get it from the target.
+    return {"scrape_configs": [{"job_name": JOB, "honor_labels": True, "static_configs": targets}]}
+
+
+def render_rules(cfg: MeshConfig, source: str) -> str:
+    header = (
+        f"# wg-mesh Prometheus rules for {source}: generated by `python -m wg_mesh monitoring`, do not edit.\n"
+        "# Load with `rule_files:` in prometheus.yml; the scrape job must be the one in "
+        f"{SCRAPE_FILE} (job {JOB!r}, label `site`).\n"
+    )
+    return header + _dump(rules(cfg))
+
+
+def render_scrape_config(
+    cfg: MeshConfig, source: str, ha_gateways: Mapping[str, Mapping[str, str]] | None = None
+) -> str:
+    header = (
+        f"# wg-mesh scrape job for {source}: generated by `python -m wg_mesh monitoring`, do not edit.\n"
+        "# Paste under scrape_configs: in prometheus.yml. Targets are the gateways' overlay addresses, which any\n"
+        "# site's networks reach through the mesh. A Prometheus outside the mesh scrapes the gateways' own addresses\n"
+        f"# instead, and must be in monitoring_cidrs (the firewalls open port {cfg.exporter_port} only to those).\n"
+    )
+    return header + _dump(scrape_config(cfg, ha_gateways))
+
+
+def write(
+    cfg: MeshConfig, source: str, out: Path, ha_gateways: Mapping[str, Mapping[str, str]] | None = None
+) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / RULES_FILE, out / SCRAPE_FILE]
+    written[0].write_text(render_rules(cfg, source))
+    written[1].write_text(render_scrape_config(cfg, source, ha_gateways))
+    return written
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, multi-line strings as `|` blocks, keys in insertion order."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1000, default_flow_style=False)

@@ -1,0 +1,98 @@
+"""Who peers with whom, what each peer may send, which routes point at a gateway, which MTU.
+
+Plain data in, plain data out: no Pulumi, no I/O. The cloud components, the renderers and the
+lab all take their decisions from here, so the clouds and the lab cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from ipaddress import IPv4Network
+
+from wg_mesh.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PREFIX  # re-exported
+from wg_mesh.addressing import gateway_subnet as gateway_subnet
+from wg_mesh.addressing import standby_gateway_subnet as standby_gateway_subnet
+from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, StaticSite
+from wg_mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
+from wg_mesh.gateway.wgconf import Peer as Peer
+
+IPV4_TCP_HEADERS = 40  # IPv4 (20) + TCP (20): MSS = MTU - 40
+
+
+@dataclass(frozen=True)
+class PeerAddress:
+    """What the rest of the mesh must know about a site once its address and key exist."""
+
+    public_ip: str
+    public_key: str
+
+
+def tunnel_mtu(cfg: MeshConfig) -> int:
+    """The MTU of every wg0 in the mesh: explicit, or the smallest underlay minus WireGuard's overhead."""
+    if cfg.mtu != "auto":
+        return int(cfg.mtu)
+    return min(site.underlay_mtu for site in cfg.sites) - WIREGUARD_IPV4_OVERHEAD
+
+
+def clamped_mss(mtu: int) -> int:
+    return mtu - IPV4_TCP_HEADERS
+
+
+def peer_names(cfg: MeshConfig, name: str) -> list[str]:
+    """A full mesh: every other site, in config order."""
+    cfg.site(name)  # KeyError for an unknown site
+    return [site.name for site in cfg.sites if site.name != name]
+
+
+def allowed_ips(cfg: MeshConfig, name: str) -> tuple[str, ...]:
+    """What a site's peers accept from it and route to it: its overlay /32 and its CIDRs."""
+    site = cfg.site(name)
+    return (f"{site.overlay_ip}/32", *(str(cidr) for cidr in site.cidrs))
+
+
+def remote_ranges(cfg: MeshConfig, name: str) -> list[IPv4Network]:
+    """The overlay and every other site's CIDRs.
+
+    A site's route tables send these to its gateway, and its network admits them as sources.
+    """
+    remote = [cidr for peer in peer_names(cfg, name) for cidr in cfg.site(peer).cidrs]
+    return [cfg.overlay_cidr, *remote]
+
+
+def static_endpoints(cfg: MeshConfig) -> dict[str, str]:
+    """Public addresses that are known from config alone (static sites)."""
+    return {site.name: str(site.endpoint) for site in cfg.sites if isinstance(site, StaticSite)}
+
+
+def peer_source_ranges(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> list[str]:
+    """The /32s allowed to reach a gateway's WireGuard port: its peers' public addresses only."""
+    return sorted({f"{directory[peer].public_ip}/32" for peer in peer_names(cfg, name)})
+
+
+def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> InterfacePlan:
+    site = cfg.site(name)
+    mtu = tunnel_mtu(cfg)
+    missing = [peer for peer in peer_names(cfg, name) if peer not in directory]
+    if missing:
+        raise KeyError(f"no public address/key known for {', '.join(missing)}")
+    peers = tuple(
+        Peer(
+            name=peer,
+            public_key=directory[peer].public_key,
+            allowed_ips=allowed_ips(cfg, peer),
+            endpoint=f"{directory[peer].public_ip}:{cfg.listen_port}",
+            persistent_keepalive=cfg.persistent_keepalive,
+        )
+        for peer in peer_names(cfg, name)
+    )
+    return InterfacePlan(
+        site=name,
+        address=f"{site.overlay_ip}/{cfg.overlay_cidr.prefixlen}",
+        listen_port=cfg.listen_port,
+        mtu=mtu,
+        mss=clamped_mss(mtu),
+        masquerade=cfg.masquerades(site),
+        peers=peers,
+        listen_sources=tuple(peer_source_ranges(cfg, name, directory)) if isinstance(site, StaticSite) else (),
+    )
