@@ -53,10 +53,13 @@ def pick(sites: tuple[SitePlan, ...], pairs: list[str], chosen: str | None = Non
 
 
 def wait_replies(pinger: Pinger, since: float, timeout: float) -> bool:
+    """True once a reply came after `since`; False after `timeout`; LabError when ping is gone."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pinger.replied_since(since):
             return True
+        if (exited := pinger.exited()) is not None:
+            raise LabError(exited)
         time.sleep(0.1)
     return False
 
@@ -123,8 +126,12 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
             step(f"traffic: ping every 10 ms and a TCP stream, host {p.name} -> host {s.name}")
             drill = HaDrill(cloud, s.name, step, peer=(lab.machines[p.name].node, keys.public[s.name]),
                             steps=steps)  # fmt: skip
-            if drill.steady() is None:
-                raise LabError(f"{s.name}: the pair never became steady: {drill.roles()}, cloud {cloud.latest}")
+            # P's host routes to S through P's active: a pair's (the cloud model's routes) are blackholes until it
+            # is steady, and ping exits at once on a blackhole route (traffic.Pinger.exited)
+            steadies = [(s.name, drill)] + ([(p.name, HaDrill(cloud, p.name, step))] if p.name in pairs else [])
+            for name, pair in steadies:
+                if pair.steady() is None:
+                    raise LabError(f"{name}: the pair never became steady: {pair.roles()}, cloud {cloud.latest}")
             pinger = Pinger(lab.hosts[p.name], state, p.host_ns, str(s.host_ip.ip))
             since = time.time()
             pinger.start()

@@ -29,6 +29,7 @@ STREAM_PORT = 5002
 STREAM_RATE = 1 << 20  # bytes a second: steady, and light on the two CPUs wireguard-go shares with the lab
 STALL_NOTE_S = 0.05
 LOST_AT_MAX = 10
+OTHER_LINES = 3
 _REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from .* icmp_seq=(\d+)")
 
 
@@ -39,6 +40,7 @@ class Pinger:
     netns: str
     target: str
     replies: list[tuple[float, int]] = field(default_factory=list)  # (epoch, icmp_seq)
+    said: list[str] = field(default_factory=list)  # ping's other lines, the last OTHER_LINES (why it stopped)
     _proc: subprocess.Popen[str] | None = None
     _reader: threading.Thread | None = None
 
@@ -52,6 +54,8 @@ class Pinger:
             for line in self._proc.stdout:
                 if m := _REPLY.match(line):
                     self.replies.append((float(m.group(1)), int(m.group(2))))
+                elif line.strip():
+                    self.said[:] = [*self.said[-(OTHER_LINES - 1) :], line.strip()]
 
         self._reader = threading.Thread(target=collect, daemon=True)
         self._reader.start()
@@ -61,6 +65,16 @@ class Pinger:
             stop(self._proc)
         if self._reader is not None:
             self._reader.join(2)
+
+    def exited(self) -> str | None:
+        """None while ping runs; else its exit status and last words. iputils ping exits at once when the first
+        route lookup fails (`connect: Invalid argument` on a blackhole route, `Network is unreachable`), so a
+        pinger started before its host's route exists is dead, not waiting."""
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        if self._reader is not None:
+            self._reader.join(2)
+        return f"ping {self.target} exited ({self._proc.returncode}): {'; '.join(self.said) or 'no output'}"
 
     def replied_since(self, t: float) -> bool:
         return any(at > t for at, _ in self.replies[-50:])
