@@ -17,7 +17,10 @@ Per site, as in the clouds:
 * A cloud gateway's NIC holds a private VPC address; its public address exists only as DNAT+SNAT in
   the internet namespace (Elastic IP / external IP). A static gateway holds its public address.
 * MTUs: AWS VPC (gateway NIC, host NIC) 9001 with the internet path at `underlay_mtu` (1500);
-  GCP VPC and its path at `underlay_mtu` (1460); a static uplink at `underlay_mtu`.
+  GCP VPC at `underlay_mtu` (1460, up to 8896) and its internet path at that, at most 1460; a static uplink at
+  `underlay_mtu`.
+* Private paths (`private_paths`, privatepath.py): a link between the member sites' VPC routers at the path's MTU,
+  routing only the far gateway's private address; the directory carries each cloud gateway's private address.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 from wg_mesh import live, render, topology, userdata, wgkey
 from wg_mesh.config import MeshConfig, StaticSite
+from wg_mesh.lab.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
 from wg_mesh.topology import PeerAddress
 
 LAB_PUBLIC_RANGE = IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range, never routed on the internet
@@ -36,6 +40,7 @@ PUBLIC_POOL = IPv4Network("198.18.0.0/16")  # site i's public address: PUBLIC_PO
 TRANSIT_POOL = IPv4Network("198.19.0.0/16")  # one /30 per site between its uplink and the internet
 TRANSIT_PREFIX = 30
 AWS_VPC_MTU = 9001  # jumbo frames inside an AWS VPC; the internet path is underlay_mtu
+GCP_INTERNET_MTU = 1460  # a GCP VPC may run 8896 inside (underlay_mtu); its internet path stays at most 1460
 STATIC_LAN_MTU = 1500
 BROKEN_LISTEN_PORT = "51820x"  # a typo wg(8) refuses ("Servname not supported"); 65536 it would accept
 
@@ -131,6 +136,7 @@ class LabPlan:
     mss: int
     listen_port: int
     faults: LabFaults
+    private_links: tuple[PrivateLink, ...] = ()
 
     @property
     def namespaces(self) -> tuple[str, ...]:
@@ -141,6 +147,18 @@ class LabPlan:
             if site.name == name:
                 return site
         raise KeyError(name)
+
+    def private_link(self, a: str, b: str) -> PrivateLink | None:
+        """The private link between two sites, if a private path joins them."""
+        return link_between(self.private_links, a, b)
+
+    def peer_mtu(self, a: str, b: str) -> int:
+        """The tunnel MTU between two sites: the private path's MTU - 60, else the internet tunnel MTU."""
+        link = self.private_link(a, b)
+        return self.tunnel_mtu if link is None else link.tunnel_mtu
+
+    def peer_mss(self, a: str, b: str) -> int:
+        return self.peer_mtu(a, b) - IPV4_TCP_HEADERS
 
     def directory(self, public_keys: Mapping[str, str]) -> dict[str, PeerAddress]:
         """The mesh directory `interface_plan` takes, with the lab's public addresses."""
@@ -207,10 +225,12 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
             problems.append(f"sites[{i}].cidrs[0]: {exc}")
             continue
         transit_internet, transit_site = _transit(i)
+        internet_mtu = site.underlay_mtu
         if site.cloud == "aws":
             nic_mtu, real = AWS_VPC_MTU, "Elastic IP"
         elif site.cloud == "gcp":
             nic_mtu, real = site.underlay_mtu, "external IP"
+            internet_mtu = min(site.underlay_mtu, GCP_INTERNET_MTU)
         else:
             nic_mtu, real = max(STATIC_LAN_MTU, site.underlay_mtu), f"endpoint {site.endpoint}"
         sites.append(
@@ -231,13 +251,15 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
                 transit_site=transit_site if cloud else None,
                 internet_if=f"site{i}",
                 nic_mtu=nic_mtu,
-                uplink_mtu=faults.link_mtu.get(site.name, site.underlay_mtu),
+                uplink_mtu=faults.link_mtu.get(site.name, internet_mtu),
                 declared_underlay_mtu=site.underlay_mtu,
                 host_routes=tuple(topology.remote_ranges(cfg, site.name)),
                 gateways=2 if ha else 1,
                 standby_ns=f"{prefix}-gw-{site.name}-b" if ha else None,
             )
         )
+    links, link_problems = plan_private_links(cfg, sites)
+    problems += link_problems
     if problems:
         raise LabPlanError("; ".join(problems))
     mtu = topology.tunnel_mtu(cfg)
@@ -249,6 +271,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
         mss=topology.clamped_mss(mtu),
         listen_port=cfg.listen_port,
         faults=faults,
+        private_links=tuple(links),
     )
 
 
