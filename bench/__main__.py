@@ -5,6 +5,7 @@
     sudo python -m bench lab                data plane + IPsec vs WireGuard + recovery, in the lab
     sudo python -m bench mtu                MTU sweep, in the lab
     sudo python -m bench boot               booted gateways (lab --boot): boot-to-handshake, reboot, per stack
+    sudo python -m bench underlay           a jumbo private path next to an internet path (Pulumi.underlay.yaml)
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -96,6 +97,14 @@ def cmd_boot(args: argparse.Namespace) -> None:
     write_json(args.out, "boot", run_boot_bench(stacks, log, rebuild_image=args.rebuild_image, options=options))
 
 
+def cmd_underlay(args: argparse.Namespace) -> None:
+    from bench.underlay import STACK, run_underlay_bench
+    from wg_mesh.stackfile import load
+
+    rounds, size = (1, 4 * 1024 * 1024) if args.quick else (5, 64 * 1024 * 1024)
+    write_json(args.out, "underlay", run_underlay_bench(load(STACK), log, rounds=rounds, size=size))
+
+
 def cmd_environment(args: argparse.Namespace) -> None:
     from bench import environment
 
@@ -135,6 +144,7 @@ COMMANDS = {
     "lab": cmd_lab,
     "mtu": cmd_mtu,
     "boot": cmd_boot,
+    "underlay": cmd_underlay,
     "doc": cmd_doc,
 }
 
