@@ -176,6 +176,9 @@ class SiteBase(Strict):
     underlay_mtu: int = DEFAULT_STATIC_UNDERLAY_MTU  # each cloud sets its own default and bounds
     # Names this site had before: its address, key and other resources are carried over (Pulumi aliases).
     previous_names: list[str] = Field(default_factory=list)
+    # The gateway's address on a private path (private_paths, docs/underlay.md): a static site's must be given; a
+    # cloud gateway's is fixed to it (default: the 10th address of the gateway subnet wg-mesh creates).
+    private_ip: Address | None = None
 
     @field_validator("name")
     @classmethod
