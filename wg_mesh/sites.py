@@ -26,6 +26,10 @@ from wg_mesh import addressing, awsfacts, zones
 from wg_mesh.messages import bounded, one_line, quote
 
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
+# The internet carries 1500-byte packets at most, whatever a network's own MTU: a GCP network at 8896 sends
+# "packets larger than 1500 bytes ... dropped with an ICMP Fragmentation-Needed message if the packets are routed to
+# the Internet" (pulumi-gcp compute.Network, `mtu`). A jumbo underlay counts only on a private path (wg_mesh.underlay).
+INTERNET_MTU = 1500
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
 MAX_TUNNEL_MTU = 8920  # AWS in-VPC jumbo frames (9001) minus the overhead, rounded down
 DEFAULT_AWS_INSTANCE_TYPE = "c6i.2xlarge"

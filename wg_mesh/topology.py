@@ -17,13 +17,10 @@ from wg_mesh.addressing import standby_gateway_subnet as standby_gateway_subnet
 from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, StaticSite
 from wg_mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
 from wg_mesh.gateway.wgconf import Peer as Peer
+from wg_mesh.sites import INTERNET_MTU
 from wg_mesh.underlay import PrivatePath
 
 IPV4_TCP_HEADERS = 40  # IPv4 (20) + TCP (20): MSS = MTU - 40
-# The internet carries 1500-byte packets at most, whatever a network's own MTU: a GCP network at 8896 sends
-# "packets larger than 1500 bytes ... dropped with an ICMP Fragmentation-Needed message if the packets are routed to
-# the Internet" (pulumi-gcp compute.Network, `mtu`). A jumbo underlay counts only on a private path (underlay.py).
-INTERNET_MTU = 1500
 
 
 @dataclass(frozen=True)
