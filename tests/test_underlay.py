@@ -5,6 +5,7 @@ the fixed private addresses of the gateways and their firewalls."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -12,8 +13,11 @@ import pytest
 from tests.conftest import STACK_FILES, run_program
 from wg_mesh import topology
 from wg_mesh.config import ConfigError, load_mesh
+from wg_mesh.doctor_base import CommandResult, parse_conf
+from wg_mesh.doctor_path import path_checks
 from wg_mesh.gateway import document, pmtu_heal
 from wg_mesh.gateway.pmtu import PathMonitor
+from wg_mesh.gateway.pmtu_probe import SMALL_SIZE
 from wg_mesh.gateway.wgconf import endpoint_routes, parse_wg_quick_conf, route_mtus, wg_quick_conf
 from wg_mesh.stackfile import read_raw
 from wg_mesh.topology import PeerAddress
@@ -235,3 +239,29 @@ def test_without_private_paths_the_cloud_chooses_the_address_and_replaces_before
     assert "privateIp" not in run.named(AWS_INSTANCE, "aws-use1-instance").inputs
     assert not run.options(AWS_INSTANCE, "aws-use1-instance").delete_before_replace
     assert "networkIp" not in run.named(GCP_INSTANCE, "gcp-euw3-instance").inputs["networkInterfaces"][0]
+
+
+def test_doctor_probes_an_internet_peer_at_its_own_mtu() -> None:
+    cfg = load_mesh(prod_raw())
+    conf = parse_conf(wg_quick_conf(topology.interface_plan(cfg, "aws-use1", directory(cfg)), "PRIVATE"))
+    assert conf.mtu == 8836 and dict(conf.route_mtus) == {"192.168.50.0/24": 1440}
+    sizes = {p.name: conf.peer_mtu(p, 8836) for p in conf.peers}
+    assert sizes == {"gcp-euw3": 8836, "vps-fra": 1440}
+    probed: list[tuple[str, int]] = []
+
+    class Pings:
+        def run(self, argv: Sequence[str]) -> CommandResult:
+            probed.append((argv[-1], int(argv[argv.index("-s") + 1]) + 28))
+            return CommandResult(0, "", "")
+
+        def read(self, path: str) -> str:
+            raise FileNotFoundError(path)
+
+        def now(self) -> float:
+            return 0.0
+
+    checks = path_checks(Pings(), conf.peers, conf.mtu, conf.peer_mtu)
+    assert [c.status for c in checks] == ["ok", "ok"]
+    assert sorted(probed) == sorted(
+        [("10.200.0.2", SMALL_SIZE), ("10.200.0.2", 8836), ("10.200.0.3", SMALL_SIZE), ("10.200.0.3", 1440)]
+    )
