@@ -98,6 +98,10 @@ def test_a_valid_path_and_the_private_addresses_it_implies() -> None:
             "sites[2].private_ip: vps-fra is on no private path (private_paths), nothing uses it",
         ),
         (lambda r: r["sites"][0].update(gateways=2), "sites[0].gateways: 2 on private path 'use1-euw3'"),
+        (
+            lambda r: r["sites"][0].update(cidrs=["10.10.0.0/24"]),
+            "sites[0].cidrs[0]: 10.10.0.0/24 is the whole gateway",
+        ),
         (lambda r: r["private_paths"][0].update(kind="carrier-pigeon"), "private_paths[0].kind: "),
         (lambda r: r["private_paths"][0].update(colour="blue"), "private_paths[0].colour: unknown key"),
     ],

@@ -123,6 +123,12 @@ def _member_problems(where: str, path: str, site: AwsSite | GcpSite | StaticSite
             f"{where}.gateways: 2 on private path {quote(path)}: a private path does not follow a failover yet (the "
             "private address would have to move with the Elastic IP: docs/underlay.md section 6)"
         )
+    if not isinstance(site, StaticSite) and not _existing_network(site) and site.cidrs[0].prefixlen >= 24:
+        out.append(
+            f"{where}.cidrs[0]: {site.cidrs[0]} is the whole gateway subnet; on private path {quote(path)} the path "
+            "must carry a prefix more specific than the mesh's routes to the site (its gateway subnet, a /24 of a "
+            "larger CIDR): with equal prefixes AWS prefers the mesh's static route and the tunnel loops into itself"
+        )
     address = default_private_ip(site)
     field = f"{where}.private_ip"
     if address is None:
