@@ -77,7 +77,7 @@ def test_mtus_jumbo_vpc_and_path_internet_unchanged() -> None:
     plan = plan_lab(cfg, PREFIX)
     aws, gcp, vps = plan.sites
     # GCP's VPC at its underlay_mtu (8896) on the NICs; every internet uplink stays at 1500 / 1460.
-    assert [(s.nic_mtu, s.uplink_mtu) for s in plan.sites] == [(9001, 1500), (8896, 1460), (1500, 1500)]
+    assert [(s.nic_mtu, s.uplink_mtu) for s in plan.sites] == [(9001, 1500), (8896, 1500), (1500, 1500)]
     assert plan.peer_mtu(aws.name, gcp.name) == plan.peer_mtu(gcp.name, aws.name) == 8836
     assert plan.peer_mss(aws.name, gcp.name) == 8796
     for a, b in ((aws, vps), (gcp, vps)):

@@ -17,8 +17,8 @@ Per site, as in the clouds:
 * A cloud gateway's NIC holds a private VPC address; its public address exists only as DNAT+SNAT in
   the internet namespace (Elastic IP / external IP). A static gateway holds its public address.
 * MTUs: AWS VPC (gateway NIC, host NIC) 9001 with the internet path at `underlay_mtu` (1500);
-  GCP VPC at `underlay_mtu` (1460, up to 8896) and its internet path at that, at most 1460; a static uplink at
-  `underlay_mtu`.
+  GCP VPC at `underlay_mtu` (1460, up to 8896); a static uplink at `underlay_mtu`. The internet carries 1500 at
+  most (`sites.INTERNET_MTU`): a jumbo `underlay_mtu` counts on a private path only, as `topology.tunnel_mtu` has it.
 * Private paths (`private_paths`, privatepath.py): a link between the member sites' VPC routers at the path's MTU,
   routing only the far gateway's private address; the directory carries each cloud gateway's private address.
 """
@@ -33,6 +33,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from wg_mesh import live, render, topology, userdata, wgkey
 from wg_mesh.config import MeshConfig, StaticSite
 from wg_mesh.lab.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
+from wg_mesh.sites import INTERNET_MTU
 from wg_mesh.topology import PeerAddress
 
 LAB_PUBLIC_RANGE = IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range, never routed on the internet
@@ -40,7 +41,6 @@ PUBLIC_POOL = IPv4Network("198.18.0.0/16")  # site i's public address: PUBLIC_PO
 TRANSIT_POOL = IPv4Network("198.19.0.0/16")  # one /30 per site between its uplink and the internet
 TRANSIT_PREFIX = 30
 AWS_VPC_MTU = 9001  # jumbo frames inside an AWS VPC; the internet path is underlay_mtu
-GCP_INTERNET_MTU = 1460  # a GCP VPC may run 8896 inside (underlay_mtu); its internet path stays at most 1460
 STATIC_LAN_MTU = 1500
 BROKEN_LISTEN_PORT = "51820x"  # a typo wg(8) refuses ("Servname not supported"); 65536 it would accept
 
@@ -161,8 +161,16 @@ class LabPlan:
         return self.peer_mtu(a, b) - IPV4_TCP_HEADERS
 
     def directory(self, public_keys: Mapping[str, str]) -> dict[str, PeerAddress]:
-        """The mesh directory `interface_plan` takes, with the lab's public addresses."""
-        return {s.name: PeerAddress(public_ip=str(s.public_ip), public_key=public_keys[s.name]) for s in self.sites}
+        """The mesh directory `interface_plan` takes, with the lab's public addresses and each cloud gateway's private
+        address (a private-path peer's endpoint; a static site in a path is refused by `plan_lab`)."""
+        return {
+            s.name: PeerAddress(
+                public_ip=str(s.public_ip),
+                public_key=public_keys[s.name],
+                private_ip=str(s.gateway_ip.ip) if s.is_cloud else None,
+            )
+            for s in self.sites
+        }
 
 
 def site_addresses(cidr: IPv4Network, cloud: bool) -> tuple[IPv4Interface | None, IPv4Interface, IPv4Interface]:
@@ -214,6 +222,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
             problems.append(f"faults.link_mtu: {mtu} for {name} is below IPv4's minimum of 576")
 
     sites = []
+    private = topology.private_directory(cfg)
     for i, site in enumerate(cfg.sites):
         cloud = not isinstance(site, StaticSite)
         ha = site.name in ha_sites
@@ -224,13 +233,16 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
         except ValueError as exc:
             problems.append(f"sites[{i}].cidrs[0]: {exc}")
             continue
+        if cloud and site.name in private:  # a private-path gateway sits at its fixed private address
+            subnet, gateway = gateway.network, IPv4Interface(f"{private[site.name]}/{gateway.network.prefixlen}")
+            if gateway.ip not in subnet or gateway in (router, host):
+                problems.append(f"sites[{i}]: the lab cannot put {site.name}'s gateway at its private address")
         transit_internet, transit_site = _transit(i)
-        internet_mtu = site.underlay_mtu
+        internet_mtu = min(site.underlay_mtu, INTERNET_MTU)
         if site.cloud == "aws":
             nic_mtu, real = AWS_VPC_MTU, "Elastic IP"
         elif site.cloud == "gcp":
             nic_mtu, real = site.underlay_mtu, "external IP"
-            internet_mtu = min(site.underlay_mtu, GCP_INTERNET_MTU)
         else:
             nic_mtu, real = max(STATIC_LAN_MTU, site.underlay_mtu), f"endpoint {site.endpoint}"
         sites.append(

@@ -21,9 +21,11 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-WIREGUARD_OVERHEAD = 60  # IPv4 (20) + UDP (8) + WireGuard data header (32)
+if TYPE_CHECKING:
+    from wg_mesh.config import MeshConfig
+
 IPV4_TCP_HEADERS = 40
 LINK_POOL = IPv4Network("169.254.64.0/18")  # one /30 per link; 169.254.169.254 (metadata) lies outside
 LINK_PREFIX = 30
@@ -43,12 +45,9 @@ class PrivateLink:
     path: str
     kind: str
     mtu: int  # the path's underlay IP MTU
+    tunnel_mtu: int  # the pair's tunnel MTU (`PrivatePath.tunnel_mtu`: mtu - 60, at most 8920)
     a: LinkEnd
     b: LinkEnd
-
-    @property
-    def tunnel_mtu(self) -> int:
-        return self.mtu - WIREGUARD_OVERHEAD
 
     @property
     def sites(self) -> frozenset[str]:
@@ -85,7 +84,7 @@ def _link_net(n: int) -> IPv4Network:
     return net
 
 
-def plan_private_links(cfg: Any, sites: Sequence[Any]) -> tuple[list[PrivateLink], list[str]]:
+def plan_private_links(cfg: MeshConfig, sites: Sequence[Any]) -> tuple[list[PrivateLink], list[str]]:
     """The links for `cfg.private_paths` (every pair of a path's sites), and the problems (LabPlanError's text).
 
     `sites`: the `SitePlan`s (index, name, vpc_ns, gateway_ip, gateways). A static member, or an HA member, is a
@@ -93,7 +92,7 @@ def plan_private_links(cfg: Any, sites: Sequence[Any]) -> tuple[list[PrivateLink
     by_name = {s.name: s for s in sites}
     links: list[PrivateLink] = []
     problems: list[str] = []
-    for p, path in enumerate(getattr(cfg, "private_paths", None) or ()):
+    for p, path in enumerate(cfg.private_paths):
         members = [by_name.get(name) for name in path.sites]
         for name, member in zip(path.sites, members, strict=True):
             if member is None:
@@ -113,7 +112,7 @@ def plan_private_links(cfg: Any, sites: Sequence[Any]) -> tuple[list[PrivateLink
             for near, far, host in ((x, y, 1), (y, x, 2)):
                 address = IPv4Interface(f"{net[host]}/{LINK_PREFIX}")
                 ends.append(LinkEnd(near.name, near.vpc_ns, f"pp{far.index}", address, near.gateway_ip.ip))
-            links.append(PrivateLink(path.name, str(getattr(path, "kind", "")), int(path.mtu), ends[0], ends[1]))
+            links.append(PrivateLink(path.name, path.kind, path.mtu, path.tunnel_mtu, ends[0], ends[1]))
     return links, problems
 
 
