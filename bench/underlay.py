@@ -1,9 +1,9 @@
 """`sudo .venv/bin/python -m bench underlay`: a private path with a jumbo MTU next to an internet path, measured in one
 lab run (issue 13 item 3, docs/underlay.md section 5). Writes docs/bench/underlay.json; `bench doc` renders its section.
 
-The underlay stack (Pulumi.underlay.yaml, `delivery: live`: the lab's clouds and agents as in `mesh lab`): AWS and GCP
-joined by a private path (the lab's link between their VPC routers at the path's MTU, wg_mesh/lab/privatepath.py), a
-VPS over the internet. From the AWS workload host (9001-byte NIC):
+The underlay stack (examples/underlay/Pulumi.underlay.yaml, `delivery: live`: the lab's clouds and agents as in
+`mesh lab`): AWS and GCP joined by a private path (the lab's link between their VPC routers at the path's MTU,
+wg_mesh/lab/privatepath.py), a VPS over the internet. From the AWS workload host (9001-byte NIC):
 
 * bulk TCP (wg_mesh/lab/bulk.py: SHA-256-verified, the MSS each side saw) to the GCP host over the private path and
   to the VPS's host over the internet, alternating, `rounds` times each: Mbit/s per path, the ratio private/internet
@@ -38,7 +38,7 @@ from wg_mesh.lab.run import _Cleanup, new_prefix, signals_end_the_run
 from wg_mesh.lab.underlaycheck import link_counters, wg_endpoints
 
 REPO = Path(__file__).resolve().parent.parent
-STACK = REPO / "Pulumi.underlay.yaml"
+STACK = REPO / "examples" / "underlay" / "Pulumi.underlay.yaml"
 COUNTERS = ("IpFragCreates", "IpReasmReqds", "IpFragFails")
 KEEPALIVE_ALLOWANCE = 10  # packets per internet transfer on the private link: the private pair's keepalives, rekeys
 Log = Callable[[str], None]

@@ -56,8 +56,6 @@ from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
-# The underlay stack has its own lab test (test_lab_underlay.py: check 7 and the private pair's MTU).
-LAB_STACK_FILES = [p for p in STACK_FILES if p.name != "Pulumi.underlay.yaml"]
 PREFIX = "wgl0a1b"
 IFNAMSIZ = 15
 
@@ -425,7 +423,7 @@ def lab_processes(prefix: str) -> list[tuple[int, int | None]]:
 
 @pytest.mark.integration
 @needs_lab
-@pytest.mark.parametrize("stack_file", LAB_STACK_FILES, ids=[p.name for p in LAB_STACK_FILES])
+@pytest.mark.parametrize("stack_file", STACK_FILES, ids=[p.name for p in STACK_FILES])
 @pytest.mark.usefixtures("no_lab_left_behind")
 def test_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path) -> None:
     cfg = load(stack_file)

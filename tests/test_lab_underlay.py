@@ -1,6 +1,6 @@
 """The lab's private paths (issue 13, docs/underlay.md; wg_mesh/lab/privatepath.py, underlaycheck.py): the plan (pure)
-and, as root, the underlay stack built for real with check 7. The every-stack lab test leaves this stack to this file,
-and the booted every-stack test does not boot it (CI time)."""
+and, as root, the underlay stack (examples/underlay/Pulumi.underlay.yaml: outside the every-stack tests' glob) built for
+real with check 7."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from wg_mesh.lab.run import run_lab
 from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
-STACK = REPO / "Pulumi.underlay.yaml"
+STACK = REPO / "examples" / "underlay" / "Pulumi.underlay.yaml"
 PREFIX = "wgl0a1c"
 IFNAMSIZ = 15
 CANNOT_RUN = missing_requirements()
@@ -76,7 +76,7 @@ def test_mtus_jumbo_vpc_and_path_internet_unchanged() -> None:
     cfg = underlay()
     plan = plan_lab(cfg, PREFIX)
     aws, gcp, vps = plan.sites
-    # GCP's VPC at its underlay_mtu (8896) on the NICs; every internet uplink stays at 1500 / 1460.
+    # GCP's VPC at its underlay_mtu (8896) on the NICs; the internet carries 1500 at most (sites.INTERNET_MTU).
     assert [(s.nic_mtu, s.uplink_mtu) for s in plan.sites] == [(9001, 1500), (8896, 1500), (1500, 1500)]
     assert plan.peer_mtu(aws.name, gcp.name) == plan.peer_mtu(gcp.name, aws.name) == 8836
     assert plan.peer_mss(aws.name, gcp.name) == 8796
