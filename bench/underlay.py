@@ -133,7 +133,7 @@ def run_underlay_bench(
                 result["fragments"] = delta(frags, frags_after)
                 result["link_packets"] = {
                     key: sum(x[key] - y[key] for x, y in zip(link_after, link_before, strict=True))
-                    for key in ("wireguard", "all")
+                    for key in ("wireguard", "icmp", "all")
                 }
                 paths[name]["transfers"].append(result)
                 log(f"round {i + 1}/{rounds} {name} {a.name} -> {dst.name}: {result.get('mbps')} Mbit/s")
@@ -148,7 +148,7 @@ def run_underlay_bench(
             node: {c: sum(t["fragments"][node][c] for t in transfers if "fragments" in t) for c in COUNTERS}
             for node in (transfers[0].get("fragments") or {})
         }
-        path["link"] = {key: sum(t["link_packets"][key] for t in transfers) for key in ("wireguard", "all")}
+        path["link"] = {key: sum(t["link_packets"][key] for t in transfers) for key in ("wireguard", "icmp", "all")}
         path["all_verified"] = all(t.get("ok") for t in transfers)
     private, internet = paths["private"]["mbps_median"], paths["internet"]["mbps_median"]
     ratio = round(private / internet, 2) if private and internet else None

@@ -12,8 +12,11 @@ from wg_mesh.lab.netns import run
 from wg_mesh.lab.plan import BRIDGE, BRIDGE_GW_PORT, BRIDGE_HOST_PORT, NIC, VPC_UPLINK, LabPlan, SitePlan
 from wg_mesh.lab.privatepath import PrivateLink
 
-# Counting rules (no target) on a private link's outgoing side: WireGuard to the listen port, and everything.
+# Counting rules (no target) on a private link's outgoing side: WireGuard to the listen port, ICMP between the two
+# gateways (the errors about WireGuard's UDP: port unreachable while a peer's wg0 is down, fragmentation needed), and
+# everything.
 PRIVATE_WG_COMMENT, PRIVATE_ALL_COMMENT = "wg-mesh-lab private wireguard", "wg-mesh-lab private all"
+PRIVATE_ICMP_COMMENT = "wg-mesh-lab private gateway icmp"
 
 
 def ip(netns: str, *args: object) -> None:
@@ -106,11 +109,14 @@ def build_private_link(plan: LabPlan, link: PrivateLink) -> None:
     the far gateway's /32 over it (nothing else), and counters of what the routers forward onto it."""
     a, b = link.a, link.b
     veth(a.vpc_ns, a.interface, b.vpc_ns, b.interface, link.mtu)
-    for end in (a, b):
+    for end, far in link.ends():
         ip(end.vpc_ns, "address", "add", end.address, "dev", end.interface)
         wireguard = ("-p", "udp", "--dport", str(plan.listen_port))
         iptables(end.vpc_ns, "-A", "FORWARD", "-o", end.interface, *wireguard, "-m", "comment", "--comment",
                  PRIVATE_WG_COMMENT)  # fmt: skip
+        icmp = ("-p", "icmp", "-s", str(end.gateway_ip), "-d", str(far.gateway_ip))
+        iptables(end.vpc_ns, "-A", "FORWARD", "-o", end.interface, *icmp, "-m", "comment", "--comment",
+                 PRIVATE_ICMP_COMMENT)  # fmt: skip
         iptables(end.vpc_ns, "-A", "FORWARD", "-o", end.interface, "-m", "comment", "--comment", PRIVATE_ALL_COMMENT)
     for netns, destination, via, device in link.routes():
         ip(netns, "route", "add", destination, "via", via, "dev", device)

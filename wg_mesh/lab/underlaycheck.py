@@ -5,7 +5,8 @@ gateway-to-gateway WireGuard, the workloads keep going through the mesh.
               the data came over the private link: WireGuard's roaming would show the public address otherwise),
               every other peer at its public address (the internet)
 * link        what each VPC router forwarded onto the private link (iptables counters): WireGuard to the listen port
-              only (> 0), nothing else (0)
+              (> 0), ICMP between the two gateways (errors about WireGuard's UDP, e.g. port unreachable while the
+              recovery check has a wg0 down: counted, allowed), nothing else (0)
 * host routes every workload host's route to every remote host goes to its own gateway, never the private link
 * VPC routes  the only routes over a private link are the far gateway's /32, never a workload range
 """
@@ -15,11 +16,12 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping
+from ipaddress import IPv4Network
 from typing import Any
 
 from wg_mesh.lab.build import BuiltLab
 from wg_mesh.lab.checks import CheckResult
-from wg_mesh.lab.fabric import PRIVATE_ALL_COMMENT, PRIVATE_WG_COMMENT
+from wg_mesh.lab.fabric import PRIVATE_ALL_COMMENT, PRIVATE_ICMP_COMMENT, PRIVATE_WG_COMMENT
 from wg_mesh.lab.netns import Node, run
 from wg_mesh.lab.plan import LabKeys, SitePlan
 from wg_mesh.lab.privatepath import LinkEnd, PrivateLink
@@ -51,16 +53,18 @@ def expected_endpoint(lab: BuiltLab, peer: SitePlan, link: PrivateLink | None) -
 
 
 def link_counters(end: LinkEnd) -> dict[str, int]:
-    """Packets the VPC router of `end` forwarded onto the link: WireGuard, and all."""
+    """Packets the VPC router of `end` forwarded onto the link: WireGuard, ICMP between the gateways, and all."""
     argv = ["ip", "netns", "exec", end.vpc_ns, "iptables", "-w", "-n", "-v", "-x", "-L", "FORWARD"]
     out = run(argv, timeout=10).stdout
-    counts = {"wireguard": 0, "all": 0}
+    counts = {"wireguard": 0, "icmp": 0, "all": 0}
     for line in out.splitlines():
         fields = line.split()
         if not fields or not fields[0].isdigit() or end.interface not in fields:
             continue
         if f"/* {PRIVATE_WG_COMMENT} */" in line:
             counts["wireguard"] += int(fields[0])
+        elif f"/* {PRIVATE_ICMP_COMMENT} */" in line:
+            counts["icmp"] += int(fields[0])
         elif f"/* {PRIVATE_ALL_COMMENT} */" in line:
             counts["all"] += int(fields[0])
     return counts
@@ -76,7 +80,8 @@ def route_get(node: Node, target: str) -> tuple[str | None, str | None]:
 def link_routes(end: LinkEnd) -> list[str]:
     """The destinations routed over the link in this end's VPC router (without the link's own connected /30)."""
     out = run(["ip", "-n", end.vpc_ns, "-o", "route", "show", "dev", end.interface], timeout=10).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip() and "proto kernel" not in line]
+    lines = [line.split()[0] for line in out.splitlines() if line.strip() and "proto kernel" not in line]
+    return [str(IPv4Network(dst)) for dst in lines]  # `ip route` prints a /32 without its length
 
 
 def check_private_paths(lab: BuiltLab, keys: LabKeys) -> CheckResult:
@@ -97,15 +102,17 @@ def check_private_paths(lab: BuiltLab, keys: LabKeys) -> CheckResult:
     for link in plan.private_links:
         for near, far in link.ends():
             counts = link_counters(near)
-            other = counts["all"] - counts["wireguard"]
+            other = counts["all"] - counts["wireguard"] - counts["icmp"]
             routes = link_routes(near)
             good = counts["wireguard"] > 0 and other == 0 and routes == [f"{far.gateway_ip}/32"]
             links.append({"path": link.path, "from": near.site, "to": far.site, "mtu": link.mtu,
-                          "wireguard_packets": counts["wireguard"], "other_packets": other, "routes": routes,
+                          "wireguard_packets": counts["wireguard"], "gateway_icmp_packets": counts["icmp"],
+                          "other_packets": other, "routes": routes,
                           "ok": good})  # fmt: skip
             rows.append([f"VPC router {near.site} -> {far.site} ({near.interface}, MTU {link.mtu})",
                          f"routes {', '.join(routes) or 'none'}",
-                         f"WireGuard packets {counts['wireguard']}, other {other}", ok_text(good)])  # fmt: skip
+                         f"WireGuard packets {counts['wireguard']}, gateway ICMP {counts['icmp']}, other {other}",
+                         ok_text(good)])  # fmt: skip
     host_routes: list[dict[str, Any]] = []
     for a, b in itertools.permutations(plan.sites, 2):
         via, dev = route_get(lab.hosts[a.name], str(b.host_ip.ip))
