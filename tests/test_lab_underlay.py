@@ -95,6 +95,23 @@ def test_the_directory_carries_the_cloud_gateways_private_addresses() -> None:
         assert directory[site.name].public_ip == str(site.public_ip)
 
 
+def test_a_path_of_three_sites_links_every_pair_on_its_own_subnet_and_interfaces() -> None:
+    raw = raw_underlay()
+    site = {"name": "aws-usw2", "cloud": "aws", "region": "us-west-2", "overlay_ip": "10.200.0.4"}
+    raw["sites"].append({**site, "cidrs": ["10.20.0.0/16"]})
+    raw["private_paths"][0]["sites"].append("aws-usw2")
+    cfg = load_mesh(raw)
+    plan = plan_lab(cfg, PREFIX)
+    pairs = {link.sites for link in plan.private_links}
+    expected = (("aws-use1", "gcp-use4"), ("aws-use1", "aws-usw2"), ("gcp-use4", "aws-usw2"))
+    assert pairs == {frozenset(p) for p in expected}
+    assert len({link.a.address.network for link in plan.private_links}) == 3
+    names = [(end.vpc_ns, end.interface) for link in plan.private_links for end in (link.a, link.b)]
+    assert len(set(names)) == len(names) == 6
+    for link in plan.private_links:
+        assert plan.peer_mtu(link.a.site, link.b.site) == topology.peer_tunnel_mtu(cfg, link.a.site, link.b.site)
+
+
 def test_stacks_without_private_paths_get_no_link() -> None:
     for name in ("dev", "prod"):
         assert plan_lab(load(REPO / f"Pulumi.{name}.yaml"), PREFIX).private_links == ()
