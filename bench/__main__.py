@@ -1,11 +1,12 @@
 """`python -m bench COMMAND`: run the benchmarks and render docs/benchmarks.md from their JSON.
 
-    sudo .venv/bin/python -m bench all      setup, program scale, lab (data plane, IPsec, recovery), MTU sweep, doc
+    sudo .venv/bin/python -m bench all      setup, program scale, lab (data plane, IPsec, recovery), MTU sweep,
+                                            booted gateways, private underlay, doc
     python -m bench scale                   program scale under Pulumi mocks (no root needed)
     sudo python -m bench lab                data plane + IPsec vs WireGuard + recovery, in the lab
     sudo python -m bench mtu                MTU sweep, in the lab
     sudo python -m bench boot               booted gateways (lab --boot): boot-to-handshake, reboot, per stack
-    sudo python -m bench underlay           a jumbo private path next to an internet path (Pulumi.underlay.yaml)
+    sudo python -m bench underlay           a jumbo private path next to an internet path (examples/underlay)
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -130,6 +131,7 @@ def cmd_all(args: argparse.Namespace) -> None:
         cmd_lab(args)
         cmd_mtu(args)
         cmd_boot(args)
+        cmd_underlay(args)
     else:
         log("not root: the lab benchmarks (data plane, IPsec, recovery, MTU) need root; skipped")
     cmd_doc(args)
