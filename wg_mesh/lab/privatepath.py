@@ -93,6 +93,7 @@ def plan_private_links(cfg: MeshConfig, sites: Sequence[Any]) -> tuple[list[Priv
     links: list[PrivateLink] = []
     problems: list[str] = []
     for p, path in enumerate(cfg.private_paths):
+        before = len(problems)
         members = [by_name.get(name) for name in path.sites]
         for name, member in zip(path.sites, members, strict=True):
             if member is None:
@@ -104,7 +105,7 @@ def plan_private_links(cfg: MeshConfig, sites: Sequence[Any]) -> tuple[list[Priv
                 )
             elif member.gateways != 1:
                 problems.append(f"private_paths[{p}] ({path.name}): {name} has two gateways: not modelled by the lab")
-        if len(problems):
+        if len(problems) > before:
             continue
         for x, y in itertools.combinations(sorted((m for m in members if m is not None), key=lambda m: m.index), 2):
             net = _link_net(len(links))
