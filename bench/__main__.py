@@ -1,10 +1,12 @@
 """`python -m bench COMMAND`: run the benchmarks and render docs/benchmarks.md from their JSON.
 
-    sudo .venv/bin/python -m bench all      setup, program scale, lab (data plane, IPsec, recovery), MTU sweep, doc
+    sudo .venv/bin/python -m bench all      setup, program scale, lab (data plane, IPsec, recovery), MTU sweep,
+                                            booted gateways, private underlay, doc
     python -m bench scale                   program scale under Pulumi mocks (no root needed)
     sudo python -m bench lab                data plane + IPsec vs WireGuard + recovery, in the lab
     sudo python -m bench mtu                MTU sweep, in the lab
     sudo python -m bench boot               booted gateways (lab --boot): boot-to-handshake, reboot, per stack
+    sudo python -m bench underlay           a jumbo private path next to an internet path (examples/underlay)
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -96,6 +98,14 @@ def cmd_boot(args: argparse.Namespace) -> None:
     write_json(args.out, "boot", run_boot_bench(stacks, log, rebuild_image=args.rebuild_image, options=options))
 
 
+def cmd_underlay(args: argparse.Namespace) -> None:
+    from bench.underlay import STACK, run_underlay_bench
+    from wg_mesh.stackfile import load
+
+    rounds, size = (1, 4 * 1024 * 1024) if args.quick else (5, 64 * 1024 * 1024)
+    write_json(args.out, "underlay", run_underlay_bench(load(STACK), log, rounds=rounds, size=size))
+
+
 def cmd_environment(args: argparse.Namespace) -> None:
     from bench import environment
 
@@ -121,6 +131,7 @@ def cmd_all(args: argparse.Namespace) -> None:
         cmd_lab(args)
         cmd_mtu(args)
         cmd_boot(args)
+        cmd_underlay(args)
     else:
         log("not root: the lab benchmarks (data plane, IPsec, recovery, MTU) need root; skipped")
     cmd_doc(args)
@@ -135,6 +146,7 @@ COMMANDS = {
     "lab": cmd_lab,
     "mtu": cmd_mtu,
     "boot": cmd_boot,
+    "underlay": cmd_underlay,
     "doc": cmd_doc,
 }
 

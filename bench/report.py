@@ -36,6 +36,7 @@ SECTIONS = (
     "pathmtu",
     "hafailover",
     "hafailover-gcp",
+    "underlay",
 )
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
@@ -849,6 +850,7 @@ def commands(quick: bool) -> str:
         "sudo .venv/bin/python -m bench lab     # data plane, IPsec vs WireGuard, recovery\n"
         "sudo .venv/bin/python -m bench mtu     # MTU sweep\n"
         "sudo .venv/bin/python -m bench boot    # booted gateways (lab --boot), every stack file\n"
+        "sudo .venv/bin/python -m bench underlay  # a jumbo private path next to an internet path\n"
         "python -m bench doc                    # re-render this file and the plots from docs/bench/*.json\n"
         "```\n\n"
         "`bench all` installs what it needs when missing: Debian `strongswan-charon strongswan-swanctl "
@@ -902,6 +904,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         from bench.hafailover import section as section_hafailover
 
         parts.append(section_hafailover(data["hafailover"], data.get("hafailover-gcp")))
+    if "underlay" in data:
+        from bench.underlay import section as section_underlay
+
+        parts.append(section_underlay(data["underlay"]))
     return "\n".join(parts)
 
 

@@ -31,7 +31,13 @@ def test_the_schema_names_the_component_by_its_type_token() -> None:
     assert spec["name"] == "wg-mesh" and spec["version"] == __version__
     assert list(spec["resources"]) == [MESH_TYPE]  # the token the Python component registers
     assert mesh_resource(spec)["isComponent"] is True
-    assert set(spec["types"]) == {"wg-mesh:index:SiteArgs", "wg-mesh:index:SiteOutputs"}
+    assert set(spec["types"]) == {
+        "wg-mesh:index:SiteArgs",
+        "wg-mesh:index:SiteOutputs",
+        "wg-mesh:index:PrivatePathArgs",
+    }
+    paths = mesh_resource(spec)["inputProperties"]["privatePaths"]
+    assert paths["items"] == {"$ref": "#/types/wg-mesh:index:PrivatePathArgs", "plain": True}
 
 
 def test_inputs_are_the_stack_files_keys_with_the_network_ids_as_inputs() -> None:

@@ -11,7 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wg_mesh.args import MeshArgs, MeshConfigError, SiteArgs, SiteOutputs
+    from wg_mesh.args import MeshArgs, MeshConfigError, PrivatePathArgs, SiteArgs, SiteOutputs
     from wg_mesh.aws import AwsGateway
     from wg_mesh.config import ConfigError
     from wg_mesh.gcp import GcpGateway
@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Mesh": "wg_mesh.mesh",
     "MeshArgs": "wg_mesh.args",
+    "PrivatePathArgs": "wg_mesh.args",
     "SiteArgs": "wg_mesh.args",
     "SiteOutputs": "wg_mesh.args",
     "MeshConfigError": "wg_mesh.args",
@@ -38,6 +39,7 @@ __all__ = [
     "Mesh",
     "MeshArgs",
     "MeshConfigError",
+    "PrivatePathArgs",
     "SiteArgs",
     "SiteOutputs",
     "StaticSite",

@@ -35,6 +35,7 @@ class SiteArgs(TypedDict):
     key_epoch: NotRequired[int]
     underlay_mtu: NotRequired[int]
     previous_names: NotRequired[list[str]]
+    private_ip: NotRequired[str]  # on a private path (README, "Private paths")
     gateways: NotRequired[int]
     standby_zone: NotRequired[str]
     # aws and gcp
@@ -62,6 +63,15 @@ class SiteArgs(TypedDict):
     endpoint: NotRequired[str]
 
 
+class PrivatePathArgs(TypedDict):
+    """Sites that reach each other over a private path (README, "Private paths")."""
+
+    name: str
+    sites: list[str]
+    mtu: NotRequired[int]
+    kind: NotRequired[str]  # interconnect, peering, vpn or wan
+
+
 class MeshArgs(TypedDict):
     """The whole mesh: the keys of the stack file's `wg-mesh:mesh`."""
 
@@ -76,6 +86,7 @@ class MeshArgs(TypedDict):
     operator_access: NotRequired[str]
     protect: NotRequired[bool]
     delivery: NotRequired[str]
+    private_paths: NotRequired[list[PrivatePathArgs]]
 
 
 class SiteOutputs(TypedDict):

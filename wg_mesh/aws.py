@@ -184,7 +184,10 @@ class AwsGateway(component.SiteComponent):
             first_boot += [self.lease_table] if self.lease_table is not None else []
             # Gateway b is created (or replaced) only once a is ready: never both at once (docs/ha.md 9).
             first_boot += [self.ready] if letter != "a" else []
-            instance = self._instance(prefix, site, ami, keep_image, subnet_id, user_data, profile, first_boot, child)
+            fixed = component.fixed_private_ip(mesh, site)
+            instance = self._instance(
+                prefix, site, ami, keep_image, subnet_id, user_data, profile, first_boot, child, fixed
+            )
             if names is not None:
                 aws_ha.tag_interface(prefix, site, instance, child)
             if letter == "a":
@@ -240,6 +243,7 @@ class AwsGateway(component.SiteComponent):
         profile: aws.iam.InstanceProfile,
         first_boot: list[pulumi.Resource],
         child: pulumi.ResourceOptions,
+        private_ip: str | None = None,
     ) -> aws.ec2.Instance:
         """One gateway machine; both of an HA site are alike but for the subnet and the `ha` object's letter."""
         return aws.ec2.Instance(
@@ -248,6 +252,7 @@ class AwsGateway(component.SiteComponent):
             ami=ami,
             instance_type=site.instance_type,
             subnet_id=subnet_id,
+            private_ip=private_ip,  # fixed on a private path (docs/underlay.md): the address peers there reach
             vpc_security_group_ids=[self.security_group.id],
             # A public address from the first boot: cloud-init installs wireguard-tools from the Ubuntu
             # archive before the Elastic IP association (which needs the instance) can exist.
@@ -267,8 +272,9 @@ class AwsGateway(component.SiteComponent):
                 child,
                 pulumi.ResourceOptions.merge(
                     keep_image,
-                    # live: the first boot's `wg-mesh-agent --once` reads the document and the key.
-                    pulumi.ResourceOptions(depends_on=first_boot),
+                    # live: the first boot's `wg-mesh-agent --once` reads the document and the key. A fixed
+                    # private address is the old instance's until it is gone (README, "Private paths").
+                    pulumi.ResourceOptions(depends_on=first_boot, delete_before_replace=private_ip is not None),
                 ),
             ),
         )

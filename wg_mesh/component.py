@@ -80,6 +80,12 @@ def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions(protect=mesh.protect)
 
 
+def fixed_private_ip(mesh: MeshConfig, site: AwsSite | GcpSite) -> str | None:
+    """The gateway's fixed VPC address when the site is on a private path (docs/underlay.md), else None (the
+    cloud's choice)."""
+    return topology.private_directory(mesh).get(site.name)
+
+
 def site_options(site: AwsSite | GcpSite | StaticSite) -> pulumi.ResourceOptions:
     """A site component's options: its previous names as aliases. Child names start with the site's name,
     so Pulumi carries the alias over to each child (`inherited_child_alias` in the Pulumi SDK): a renamed

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from wg_mesh import underlay
 from wg_mesh.messages import EXPECTED, describe, quote
 from wg_mesh.rules import (
     SiteFacts,
@@ -70,6 +71,8 @@ class MeshConfig(Strict):
     # first boot (a peer change replaces the gateway). live: the cloud's own stores, read by wg-mesh-agent on the
     # gateway and applied in place; nothing that replaces a gateway depends on the peers or on any key.
     delivery: Literal["user-data", "live"] = "user-data"
+    # Sites that reach each other over a private path (docs/underlay.md): their private addresses, the path's MTU.
+    private_paths: list[underlay.PrivatePath] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:
@@ -78,6 +81,7 @@ class MeshConfig(Strict):
         problems += ha_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         problems += monitoring_problems(self.monitoring_cidrs)
+        problems += underlay.problems(self)
         if problems:
             raise ConfigError(problems)
         return self

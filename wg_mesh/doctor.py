@@ -386,7 +386,8 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, link_mtu: int 
             checks.append(Check("route", FAIL, error, "Is iproute2 installed?", site))
         else:
             checks.append(_routes(interface, peer, name, site, routes))
-    return checks + path_checks(host, tunnels, conf.mtu if conf is not None and conf.mtu else link_mtu)
+    mtu = conf.mtu if conf is not None and conf.mtu else link_mtu
+    return checks + path_checks(host, tunnels, mtu, conf.peer_mtu if conf is not None else None)
 
 
 # --- reports ---------------------------------------------------------------------------------------

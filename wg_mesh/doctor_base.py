@@ -9,8 +9,8 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
@@ -82,18 +82,27 @@ class WgConf:
     site: str | None
     mtu: int | None
     peers: tuple[ConfPeer, ...]
+    # prefix -> MTU of the PostUp's `ip -4 route replace P dev %i mtu N` (internet peers of a gateway whose wg0 is at
+    # a private path's jumbo MTU: wg_mesh.gateway.wgconf.route_mtus)
+    route_mtus: Mapping[str, int] = field(default_factory=dict)
+
+    def peer_mtu(self, peer: ConfPeer, default: int) -> int:
+        """The tunnel MTU towards `peer`: the lowest route MTU on its AllowedIPs, else `default` (wg0's)."""
+        return min((self.route_mtus[a] for a in peer.allowed_ips if a in self.route_mtus), default=default)
 
     def name_of(self, public_key: str) -> str | None:
         return next((p.name for p in self.peers if p.public_key == public_key), None)
 
 
 _SITE_HEADER = re.compile(r"^#\s*wg-mesh site ([^\s:]+)")
+_ROUTE_MTU = re.compile(r"ip -4 route replace (\S+) dev %i mtu (\d+)")
 
 
 def parse_conf(text: str) -> WgConf:
     """The parts doctor needs. PrivateKey is never kept; errors never quote a line."""
     site = None
     mtu = None
+    route_mtus: dict[str, int] = {}
     peers: list[ConfPeer] = []
     section = ""
     comment: str | None = None
@@ -138,9 +147,11 @@ def parse_conf(text: str) -> WgConf:
                 mtu = int(value)
             except ValueError:
                 raise ValueError(f"line {number}: MTU is not a number") from None
+        if section == "Interface" and key == "PostUp" and (route := _ROUTE_MTU.fullmatch(value.strip())):
+            route_mtus[route.group(1)] = int(route.group(2))
         current.setdefault(key, []).append(value.strip())
     close()
-    return WgConf(site=site, mtu=mtu, peers=tuple(peers))
+    return WgConf(site=site, mtu=mtu, peers=tuple(peers), route_mtus=route_mtus)
 
 
 def ago(seconds: float) -> str:

@@ -13,7 +13,7 @@ Standard library only, like the rest of doctor.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from wg_mesh.doctor_base import FAIL, OK, SKIP, WARN, Check, ConfPeer, Host
@@ -79,11 +79,16 @@ def _check(host: Host, peer: ConfPeer, mtu: int) -> Check:
     )
 
 
-def path_checks(host: Host, peers: Sequence[ConfPeer], mtu: int | None) -> list[Check]:
-    """One check per peer, in the given order (the caller passes the peers whose handshake is fresh)."""
+def path_checks(
+    host: Host, peers: Sequence[ConfPeer], mtu: int | None, peer_mtu: Callable[[ConfPeer, int], int] | None = None
+) -> list[Check]:
+    """One check per peer, in the given order (the caller passes the peers whose handshake is fresh), each at its
+    tunnel MTU: `peer_mtu(peer, mtu)` (WgConf.peer_mtu: an internet peer of a gateway on a private path has its own),
+    else `mtu`."""
     if not peers:
         return []
     if mtu is None:
         return [Check("path-mtu", SKIP, "the tunnel's MTU is unknown (no MTU in the config, no wg0)")]
+    full = mtu
     with ThreadPoolExecutor(max_workers=min(PARALLEL, len(peers))) as pool:
-        return list(pool.map(lambda peer: _check(host, peer, mtu), peers))
+        return list(pool.map(lambda peer: _check(host, peer, peer_mtu(peer, full) if peer_mtu else full), peers))

@@ -239,7 +239,10 @@ class GcpGateway(component.SiteComponent):
                 # Gateway b is created (or replaced) only once a is ready: never both at once (docs/ha.md 9).
                 account, first_boot = reader.service_account(), [reader.accessor, self.stores.version, self.ready]
             zone: pulumi.Input[str] = site.zone if letter == "a" else zone_b
-            instance = self._instance(prefix, site, zone, network, tag, gateway_metadata, account, first_boot, child)
+            fixed = component.fixed_private_ip(mesh, site)
+            instance = self._instance(
+                prefix, site, zone, network, tag, gateway_metadata, account, first_boot, child, fixed
+            )
             if letter == "a":
                 self.instance, self.user_data = instance, pulumi.Output.from_input(gateway_metadata["user-data"])
                 # Traffic moves to a (new) gateway only once it is ready and (single gateway) holds the static address.
@@ -311,6 +314,7 @@ class GcpGateway(component.SiteComponent):
         account: gcp.compute.InstanceServiceAccountArgs | None,
         first_boot: list[pulumi.Resource],
         child: pulumi.ResourceOptions,
+        private_ip: str | None = None,
     ) -> gcp.compute.Instance:
         """One gateway VM; both of an HA site are alike but for the zone, the account and the `ha` object's letter."""
         return gcp.compute.Instance(
@@ -332,7 +336,9 @@ class GcpGateway(component.SiteComponent):
                     network=network.network,
                     subnetwork=network.subnetwork,
                     # Ephemeral: cloud-init needs the Ubuntu archive before the gate gives it the static address.
-                    # The internal address is GCP's choice: a replacement runs next to the old gateway.
+                    # The internal address is GCP's choice (a replacement runs next to the old gateway), but on a
+                    # private path the fixed one peers there reach (docs/underlay.md).
+                    network_ip=private_ip,
                     access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
                 )
             ],
@@ -346,6 +352,8 @@ class GcpGateway(component.SiteComponent):
                     # cloud-init reads user-data once, at first boot: a new config needs a new instance, created
                     # before the old one is deleted (README, "Replacements").
                     replace_on_changes=[REPLACE_ON],
+                    # A fixed private address is the old instance's until it is gone (README, "Private paths").
+                    delete_before_replace=private_ip is not None,
                     # live: the first boot's `wg-mesh-agent --once` reads the key with the account's binding.
                     depends_on=first_boot or None,
                 ),

@@ -12,6 +12,7 @@ its typed outputs, which Pulumi's schema inference reads (wg_mesh.provider): no 
 annotations` in this module.
 """
 
+import functools
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -42,8 +43,11 @@ def _site(mesh: MeshConfig, site: Site, directory: Directory, opts: pulumi.Resou
     raise TypeError(f"unknown site kind {type(site).__name__}")
 
 
-def _directory(addresses: dict[str, Any]) -> dict[str, PeerAddress]:
-    return {name: PeerAddress(public_ip=v["public_ip"], public_key=v["public_key"]) for name, v in addresses.items()}
+def _directory(private: dict[str, str], addresses: dict[str, Any]) -> dict[str, PeerAddress]:
+    return {
+        name: PeerAddress(public_ip=v["public_ip"], public_key=v["public_key"], private_ip=private.get(name))
+        for name, v in addresses.items()
+    }
 
 
 def _one_site_outputs(site: Site, component: SiteComponent) -> pulumi.Output[dict[str, Any]]:
@@ -100,7 +104,7 @@ class Mesh(pulumi.ComponentResource):
             site_name: pulumi.Output.all(public_ip=site.public_ip, public_key=site.public_key)
             for site_name, site in self.sites.items()
         }
-        publish(pulumi.Output.all(**addresses).apply(_directory))
+        publish(pulumi.Output.all(**addresses).apply(functools.partial(_directory, topology.private_directory(config))))
 
         self.public_ips = pulumi.Output.all(**{n: s.public_ip for n, s in self.sites.items()})
         self.public_keys = pulumi.Output.all(**{n: s.public_key for n, s in self.sites.items()})

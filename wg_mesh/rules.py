@@ -19,6 +19,7 @@ from wg_mesh.sites import (
     DEFAULT_GCP_UNDERLAY_MTU,
     DEFAULT_STATIC_UNDERLAY_MTU,
     GCP_ARM_MACHINE_SERIES,
+    INTERNET_MTU,
     MAX_GATEWAYS,
     MAX_TUNNEL_MTU,
     MIN_TUNNEL_MTU,
@@ -232,11 +233,12 @@ def _auto_mtu_problems(sites: Sequence[SiteFacts]) -> list[str]:
     known = [(i, s) for i, s in enumerate(sites) if s.underlay_mtu is not None]
     if not known:
         return []
-    smallest = min(s.underlay_mtu for _, s in known if s.underlay_mtu is not None)
+    # the internet's 1500 at most (sites.INTERNET_MTU): a jumbo underlay counts on a private path only
+    smallest = min(min(s.underlay_mtu, INTERNET_MTU) for _, s in known if s.underlay_mtu is not None)
     auto = smallest - WIREGUARD_IPV4_OVERHEAD
     if MIN_TUNNEL_MTU <= auto <= MAX_TUNNEL_MTU:
         return []
-    names = ", ".join(f"sites[{i}] ({s.name})" for i, s in known if s.underlay_mtu == smallest)
+    names = ", ".join(f"sites[{i}] ({s.name})" for i, s in known if min(s.underlay_mtu or 0, INTERNET_MTU) == smallest)
     if auto < MIN_TUNNEL_MTU:
         return [
             f"mtu: auto gives {auto} (underlay_mtu {smallest} of {names} - {WIREGUARD_IPV4_OVERHEAD}), below the "

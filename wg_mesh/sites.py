@@ -26,6 +26,10 @@ from wg_mesh import addressing, awsfacts, zones
 from wg_mesh.messages import bounded, one_line, quote
 
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
+# The internet carries 1500-byte packets at most, whatever a network's own MTU: a GCP network at 8896 sends
+# "packets larger than 1500 bytes ... dropped with an ICMP Fragmentation-Needed message if the packets are routed to
+# the Internet" (pulumi-gcp compute.Network, `mtu`). A jumbo underlay counts only on a private path (wg_mesh.underlay).
+INTERNET_MTU = 1500
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
 MAX_TUNNEL_MTU = 8920  # AWS in-VPC jumbo frames (9001) minus the overhead, rounded down
 DEFAULT_AWS_INSTANCE_TYPE = "c6i.2xlarge"
@@ -176,6 +180,9 @@ class SiteBase(Strict):
     underlay_mtu: int = DEFAULT_STATIC_UNDERLAY_MTU  # each cloud sets its own default and bounds
     # Names this site had before: its address, key and other resources are carried over (Pulumi aliases).
     previous_names: list[str] = Field(default_factory=list)
+    # The gateway's address on a private path (private_paths, docs/underlay.md): a static site's must be given; a
+    # cloud gateway's is fixed to it (default: the 10th address of the gateway subnet wg-mesh creates).
+    private_ip: Address | None = None
 
     @field_validator("name")
     @classmethod

@@ -10,12 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
+from wg_mesh import underlay
 from wg_mesh.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PREFIX  # re-exported
 from wg_mesh.addressing import gateway_subnet as gateway_subnet
 from wg_mesh.addressing import standby_gateway_subnet as standby_gateway_subnet
 from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, StaticSite
 from wg_mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
 from wg_mesh.gateway.wgconf import Peer as Peer
+from wg_mesh.sites import INTERNET_MTU
+from wg_mesh.underlay import PrivatePath
 
 IPV4_TCP_HEADERS = 40  # IPv4 (20) + TCP (20): MSS = MTU - 40
 
@@ -26,13 +29,50 @@ class PeerAddress:
 
     public_ip: str
     public_key: str
+    private_ip: str | None = None  # its gateway's address on a private path (docs/underlay.md), if it is on one
+
+
+def private_directory(cfg: MeshConfig) -> dict[str, str]:
+    """Each private-path site's private address: plain config (given, or fixed in the gateway subnet), never an
+    output of the gateway, so the directory needs no instance and no cycle can form."""
+    on_path = {name for path in cfg.private_paths for name in path.sites}
+    found = {site.name: underlay.default_private_ip(site) for site in cfg.sites if site.name in on_path}
+    return {name: str(ip) for name, ip in found.items() if ip is not None}
+
+
+def path_between(cfg: MeshConfig, a: str, b: str) -> PrivatePath | None:
+    """The private path two sites share, or None (they meet over the internet)."""
+    return next((p for p in cfg.private_paths if a in p.sites and b in p.sites and a != b), None)
+
+
+def peer_tunnel_mtu(cfg: MeshConfig, name: str, peer: str) -> int:
+    """The tunnel MTU between two sites: their private path's, or the mesh's (internet)."""
+    path = path_between(cfg, name, peer)
+    return tunnel_mtu(cfg) if path is None else path.tunnel_mtu
+
+
+def site_tunnel_mtu(cfg: MeshConfig, name: str) -> int:
+    """A site's wg0 MTU: the largest of its peers' tunnel MTUs (the others get theirs on their routes: wgconf
+    route_mtus). Without private paths, the mesh's tunnel MTU."""
+    return max(peer_tunnel_mtu(cfg, name, peer) for peer in peer_names(cfg, name))
+
+
+def peer_endpoint_ip(cfg: MeshConfig, name: str, peer: str, directory: Mapping[str, PeerAddress]) -> str:
+    """Where `name` sends to `peer`: its private address on their shared path, else its public one."""
+    entry = directory[peer]
+    if path_between(cfg, name, peer) is None:
+        return entry.public_ip
+    if entry.private_ip is None:
+        raise KeyError(f"no private address known for {peer} (private path with {name})")
+    return entry.private_ip
 
 
 def tunnel_mtu(cfg: MeshConfig) -> int:
-    """The MTU of every wg0 in the mesh: explicit, or the smallest underlay minus WireGuard's overhead."""
+    """The internet tunnel MTU (every wg0 without private paths): explicit, or the smallest underlay (at most the
+    internet's 1500) minus WireGuard's overhead."""
     if cfg.mtu != "auto":
         return int(cfg.mtu)
-    return min(site.underlay_mtu for site in cfg.sites) - WIREGUARD_IPV4_OVERHEAD
+    return min(min(site.underlay_mtu, INTERNET_MTU) for site in cfg.sites) - WIREGUARD_IPV4_OVERHEAD
 
 
 def clamped_mss(mtu: int) -> int:
@@ -66,13 +106,14 @@ def static_endpoints(cfg: MeshConfig) -> dict[str, str]:
 
 
 def peer_source_ranges(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> list[str]:
-    """The /32s allowed to reach a gateway's WireGuard port: its peers' public addresses only."""
-    return sorted({f"{directory[peer].public_ip}/32" for peer in peer_names(cfg, name)})
+    """The /32s allowed to reach a gateway's WireGuard port: each peer's one source, its private address on a
+    shared private path, its public address otherwise."""
+    return sorted({f"{peer_endpoint_ip(cfg, name, peer, directory)}/32" for peer in peer_names(cfg, name)})
 
 
 def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> InterfacePlan:
     site = cfg.site(name)
-    mtu = tunnel_mtu(cfg)
+    mtu = site_tunnel_mtu(cfg, name)
     missing = [peer for peer in peer_names(cfg, name) if peer not in directory]
     if missing:
         raise KeyError(f"no public address/key known for {', '.join(missing)}")
@@ -81,8 +122,9 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
             name=peer,
             public_key=directory[peer].public_key,
             allowed_ips=allowed_ips(cfg, peer),
-            endpoint=f"{directory[peer].public_ip}:{cfg.listen_port}",
+            endpoint=f"{peer_endpoint_ip(cfg, name, peer, directory)}:{cfg.listen_port}",
             persistent_keepalive=cfg.persistent_keepalive,
+            mtu=peer_mtu if (peer_mtu := peer_tunnel_mtu(cfg, name, peer)) < mtu else None,
         )
         for peer in peer_names(cfg, name)
     )

@@ -185,7 +185,11 @@ def _placeholder_key(seed: str) -> str:
 
 
 def worst_case_directory(cfg: MeshConfig) -> dict[str, PeerAddress]:
-    return {site.name: PeerAddress(WORST_CASE_IP, _placeholder_key(f"public:{site.name}")) for site in cfg.sites}
+    private = {name: WORST_CASE_IP for name in topology.private_directory(cfg)}
+    return {
+        site.name: PeerAddress(WORST_CASE_IP, _placeholder_key(f"public:{site.name}"), private.get(site.name))
+        for site in cfg.sites
+    }
 
 
 def estimated_size(cfg: MeshConfig, site_name: str, exact: bool = False) -> int:

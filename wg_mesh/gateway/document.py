@@ -52,7 +52,11 @@ class Document:
 
 def _body(plan: InterfacePlan, public_key: str) -> dict[str, Any]:
     interface = asdict(plan)
-    interface["peers"] = [{**asdict(p), "allowed_ips": list(p.allowed_ips)} for p in plan.peers]
+    # a peer's `mtu` only when it has one (docs/underlay.md): a mesh without private paths keeps its documents' bytes
+    interface["peers"] = [
+        {k: v for k, v in {**asdict(p), "allowed_ips": list(p.allowed_ips)}.items() if k != "mtu" or v is not None}
+        for p in plan.peers
+    ]
     interface["listen_sources"] = list(plan.listen_sources)
     return {"format": FORMAT, "site": plan.site, "public_key": public_key, "interface": interface}
 
@@ -128,6 +132,7 @@ def _peer(raw: object, i: int) -> Peer:
         allowed_ips=tuple(_network(a, f"{what}.allowed_ips") for a in allowed),
         endpoint=_endpoint(raw.get("endpoint"), f"{what}.endpoint"),
         persistent_keepalive=_int(raw.get("persistent_keepalive"), 0, 65535, f"{what}.persistent_keepalive"),
+        mtu=None if raw.get("mtu") is None else _int(raw["mtu"], MIN_MTU, MAX_MTU, f"{what}.mtu"),
     )
 
 
@@ -143,6 +148,10 @@ def _plan(raw: object, site: str) -> InterfacePlan:
     _need(isinstance(peers_raw, list), "interface.peers: not a list")
     assert isinstance(peers_raw, list)
     peers = tuple(_peer(p, i) for i, p in enumerate(peers_raw))
+    above = [
+        p.name for p in peers if p.mtu is not None and p.mtu > _int(raw.get("mtu"), MIN_MTU, MAX_MTU, "interface.mtu")
+    ]
+    _need(not above, f"interface.peers: the MTU of {', '.join(above)} is above the interface's")
     keys = [p.public_key for p in peers]
     _need(len(set(keys)) == len(keys), "interface.peers: a public key appears twice")
     sources = raw.get("listen_sources", [])

@@ -88,13 +88,13 @@ class PathMonitor:
 
     def update_plan(self, plan: InterfacePlan) -> None:
         """A new peer set: known peers keep their state (unless the tunnel MTU changed), new ones start unknown."""
-        same_mtu = plan.mtu == self.plan.mtu
+        old_mtus = {p.name: self.plan.peer_mtu(p) for p in self.plan.peers}
         old = self.paths
         self.paths = {}
         for peer in plan.peers:
             address = overlay_address(plan, peer.name)
             kept = old.get(peer.name)
-            fresh = kept is None or kept.address != address or not same_mtu
+            fresh = kept is None or kept.address != address or old_mtus.get(peer.name) != plan.peer_mtu(peer)
             self.paths[peer.name] = PeerPath(peer.name, address) if fresh or kept is None else kept
         self.plan = plan
 
@@ -117,7 +117,7 @@ class PathMonitor:
         searches = []
         for peer, path in self.paths.items():
             at_pmtu = passed.get((peer, path.pmtu)) if path.pmtu is not None else None
-            result = Round(small=passed[(peer, SMALL_SIZE)], full=passed[(peer, self.plan.mtu)], at_pmtu=at_pmtu)
+            result = Round(small=passed[(peer, SMALL_SIZE)], full=passed[(peer, self.full(peer))], at_pmtu=at_pmtu)
             self.paths[peer], needed = step(path, result, s)
             if needed:
                 searches.append(peer)
@@ -130,13 +130,18 @@ class PathMonitor:
         done = self._heal(routes) if routes is not None else []
         return done, self.metrics()
 
+    def full(self, peer: str) -> int:
+        """The full size probed towards `peer`: its tunnel MTU (an internet peer of a gateway with a jumbo
+        private-path peer: its own, below wg0's; docs/underlay.md section 5)."""
+        return self.plan.peer_mtu(next(p for p in self.plan.peers if p.name == peer))
+
     def _sizes(self, path: PeerPath) -> list[int]:
-        sizes = [SMALL_SIZE, self.plan.mtu]
+        sizes = [SMALL_SIZE, self.full(path.peer)]
         return sizes if path.pmtu is None else [*sizes, path.pmtu]
 
     def _search(self, peer: str) -> int | None:
         address, s = self.paths[peer].address, self.settings
-        return search(lambda size: probe(self.runner, address, size, s.timeout), s.floor, self.plan.mtu, s.step)
+        return search(lambda size: probe(self.runner, address, size, s.timeout), s.floor, self.full(peer), s.step)
 
     def _routes(self) -> pmtu_heal.Routes | None:
         status, out = self.runner(pmtu_heal.show_routes_argv(INTERFACE))
@@ -186,7 +191,7 @@ class PathMonitor:
             if path.status is Status.BELOW_FLOOR:
                 add("wgmesh_path_mtu_bytes", labels, 0)
             elif path.pmtu is not None or path.status is not Status.UNANSWERED:
-                add("wgmesh_path_mtu_bytes", labels, path.pmtu or self.plan.mtu)
+                add("wgmesh_path_mtu_bytes", labels, path.pmtu or self.full(peer))
             add("wgmesh_path_mtu_healed", labels, peer in self.healed)
         lines = []
         for name, (kind, help_text) in METRICS.items():
@@ -228,7 +233,7 @@ class PathWatch:
         for peer in sorted(set(before) | set(monitor.healed)):
             mtu = monitor.healed.get(peer)
             if mtu is not None and before.get(peer) != mtu:
-                full = monitor.plan.mtu
+                full = monitor.full(peer)
                 self.log(f"path to {peer}: {full}-byte packets vanish, small ones pass: the routes to its AllowedIPs "
                          f"now carry MTU {mtu} (TCP's MSS follows, too big gets ICMP frag-needed)")  # fmt: skip
             elif mtu is None and peer in monitor.paths and monitor.paths[peer].pmtu is None:

@@ -86,11 +86,16 @@ def commands(plan: InterfacePlan, wanted: Mapping[str, int | None], routes: Rout
     for peer in plan.peers:
         want = wanted.get(peer.name)
         for prefix, connected in prefixes(plan, peer.name):
+            # restored: the route wg0.conf gives it (an internet peer of a jumbo gateway: its own MTU, route_mtus)
+            static = plan.peer_mtu(peer) if plan.peer_mtu(peer) < plan.mtu and not connected else None
             if want is not None and (prefix not in routes or routes[prefix] != want):
                 out.append(["ip", "-4", "route", "replace", prefix, *dev, "mtu", "lock", str(want)])
-            elif want is None and routes.get(prefix) is not None:
-                verb = ["del", prefix, *dev] if connected else ["replace", prefix, *dev]
-                out.append(["ip", "-4", "route", *verb])
+            elif want is None and routes.get(prefix) != static:
+                if static is not None:
+                    out.append(["ip", "-4", "route", "replace", prefix, *dev, "mtu", str(static)])
+                else:
+                    verb = ["del", prefix, *dev] if connected else ["replace", prefix, *dev]
+                    out.append(["ip", "-4", "route", *verb])
     return out
 
 
@@ -99,7 +104,7 @@ def adopted(plan: InterfacePlan, routes: Routes) -> dict[str, int]:
     found = {}
     for peer in plan.peers:
         mtus = [routes.get(prefix) for prefix, _ in prefixes(plan, peer.name)]
-        lowered = [m for m in mtus if m is not None and m < plan.mtu]
+        lowered = [m for m in mtus if m is not None and m < plan.peer_mtu(peer)]
         if lowered:
             found[peer.name] = min(lowered)
     return found

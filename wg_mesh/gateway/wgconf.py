@@ -8,6 +8,7 @@ renderer for both delivery modes.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 
@@ -18,6 +19,9 @@ class Peer:
     allowed_ips: tuple[str, ...]
     endpoint: str
     persistent_keepalive: int
+    # The tunnel MTU towards this peer when it is below the interface's (docs/underlay.md section 5: a gateway with a
+    # jumbo private-path peer has wg0 at that path's MTU; its internet peers' routes carry their own). None: wg0's.
+    mtu: int | None = None
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,10 @@ class InterfacePlan:
     # /32s allowed to send to listen_port, filtered on the host itself; empty = no host filter (cloud gateways:
     # their security group / firewall rule admits only these already).
     listen_sources: tuple[str, ...] = ()
+
+    def peer_mtu(self, peer: Peer) -> int:
+        """The tunnel MTU towards `peer`: its own (a route MTU on its AllowedIPs) or the interface's."""
+        return self.mtu if peer.mtu is None else peer.mtu
 
 
 INTERFACE = "wg0"
@@ -60,6 +68,45 @@ LINK_LOCAL = "169.254.0.0/16"  # RFC 3927; the clouds' metadata servers live at 
 DEFAULT_ROUTE_DEV = (
     "$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == \"dev\") {print $(i + 1); exit}}')"
 )
+# `via <router> dev <nic>` of the default route, for a peer's private endpoint (below).
+DEFAULT_ROUTE_VIA = (
+    '$(ip -4 route show default | awk \'{for (i = 1; i < NF; i++) if ($i == "via" || $i == "dev") '
+    'printf "%s %s ", $i, $(i + 1); exit}\')'
+)
+
+
+def endpoint_routes(plan: InterfacePlan) -> list[str]:
+    """Peers' endpoints that lie inside some peer's AllowedIPs (a private-path peer's private address is inside its
+    own site's CIDRs): without a host route through the NIC's router, wg-quick's route for those AllowedIPs would
+    send the encrypted UDP into wg0 itself (docs/underlay.md section 3). As /32 prefixes."""
+    allowed = [ipaddress.ip_network(a, strict=False) for p in plan.peers for a in p.allowed_ips]
+    hosts = (ipaddress.ip_address(p.endpoint.rpartition(":")[0]) for p in plan.peers)
+    return sorted({f"{h}/32" for h in hosts if any(h in n for n in allowed)}, key=ipaddress.ip_network)
+
+
+def route_mtus(plan: InterfacePlan) -> list[tuple[str, int]]:
+    """(prefix, MTU) for the AllowedIPs of peers whose tunnel MTU is below the interface's, outside wg0's own prefix
+    (those routes are wg-quick's; the overlay /32s inside it go by the connected route and the peer's MTU applies to
+    its sites' traffic, not to the probe address)."""
+    own = ipaddress.ip_interface(plan.address).network
+    out = []
+    for peer in plan.peers:
+        if peer.mtu is None or peer.mtu >= plan.mtu:
+            continue
+        for entry in peer.allowed_ips:
+            network = ipaddress.ip_network(entry, strict=False)
+            if not network.subnet_of(own):  # type: ignore[arg-type]
+                out.append((str(network), peer.mtu))
+    return out
+
+
+def route_hooks(plan: InterfacePlan) -> tuple[list[str], list[str]]:
+    """PostUp / PostDown commands for the routes above: endpoints through the NIC, lower MTUs on internet peers'
+    routes (`ip route replace`: idempotent; the agent runs the new ones when the document changes)."""
+    up = [f"ip -4 route replace {host} {DEFAULT_ROUTE_VIA}" for host in endpoint_routes(plan)]
+    down = [f"ip -4 route del {host}" for host in endpoint_routes(plan)]
+    up += [f"ip -4 route replace {prefix} dev %i mtu {mtu}" for prefix, mtu in route_mtus(plan)]
+    return up, down
 
 
 @dataclass(frozen=True)
@@ -120,6 +167,7 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
     if role not in ROLES:
         raise ValueError(f"role: {role!r} is not active or standby")
     rules = forwarding_rules(plan)
+    route_up, route_down = route_hooks(plan)
     lines = [
         f"# wg-mesh site {plan.site}: generated, do not edit (changes are overwritten by pulumi up)",
         "[Interface]",
@@ -130,7 +178,9 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
         *(f"PostUp = sysctl -q -w {key}={value}" for key, value in SYSCTL_SETTINGS.items()),
         f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}",
         *(f"PostUp = {rule.command(up=True)}" for rule in rules),
+        *(f"PostUp = {command}" for command in route_up),
         *(f"PostDown = {rule.command(up=False)}" for rule in rules),
+        *(f"PostDown = {command}" for command in route_down),
     ]
     for peer in plan.peers:
         lines += [

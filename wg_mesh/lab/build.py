@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wg_mesh.lab.fabric import build_cloud_site, build_host, ip, iptables, sysctl, veth
+from wg_mesh.lab.fabric import build_cloud_site, build_host, build_private_link, ip, iptables, sysctl, veth
 from wg_mesh.lab.machine import GatewayMachine, NamespaceGateway, redact_keys
 from wg_mesh.lab.netns import LabState, Node, run
 from wg_mesh.lab.plan import GatewayArtifacts, LabPlan, SitePlan
@@ -95,6 +95,9 @@ def build(
         if gateway.plugged:  # else its start() builds the host (a booted VPS's LAN is its container's veth)
             build_host(site)
         lab.hosts[site.name] = Node(site.host_ns)
+    for link in plan.private_links:
+        step(f"private path {link.path}: {link.a.site} <-> {link.b.site} at MTU {link.mtu}")
+        build_private_link(plan, link)
 
     for site in plan.sites:
         if start is not None and site.name not in start:

@@ -70,7 +70,7 @@ def bulk_transfer(lab: BuiltLab, src: SitePlan, dst: SitePlan, size: int) -> dic
     sent = json.loads(result.stdout)
     received = sent.pop("server")
     verified = received["bytes"] == sent["bytes"] and received["sha256"] == sent["sha256"]
-    clamped = max(sent["mss"], received["mss"]) <= lab.plan.mss
+    clamped = max(sent["mss"], received["mss"]) <= lab.plan.peer_mss(src.name, dst.name)
     return {
         "from": src.name,
         "to": dst.name,

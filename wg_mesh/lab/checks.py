@@ -9,6 +9,9 @@
 5. throughput  iperf3 host -> host through two gateways, gateway -> gateway over the tunnel and over the
                bare underlay
 6. recovery    `wg-quick down` / `up` on one gateway while pinging through it every 10 ms
+7. private_paths  (stacks with `private_paths` only, underlaycheck.py) the private-path peers' endpoints are their
+               private addresses, the private links carry WireGuard only, the hosts route through their gateway
+Per pair, the tunnel MTU is the private path's MTU - 60 where one joins the two sites, else the internet tunnel MTU.
 """
 
 from __future__ import annotations
@@ -203,10 +206,9 @@ def largest_payload(node: Node, target: str, low: int, high: int) -> int:
 
 
 def probe_path_mtu(lab: BuiltLab) -> list[dict[str, Any]]:
-    expected = lab.plan.tunnel_mtu - ICMP_IPV4_HEADERS
-
     def probe(pair: tuple[SitePlan, SitePlan]) -> dict[str, Any]:
         src, dst = pair
+        expected = lab.plan.peer_mtu(src.name, dst.name) - ICMP_IPV4_HEADERS
         node, target = lab.hosts[src.name], str(dst.host_ip.ip)
         fits, _ = df_ping(node, target, expected)
         over_ok, over_output = df_ping(node, target, expected + 1)
@@ -220,7 +222,8 @@ def probe_path_mtu(lab: BuiltLab) -> list[dict[str, Any]]:
             biggest = largest_payload(node, target, expected + 1, src.nic_mtu - ICMP_IPV4_HEADERS)
         else:
             biggest = expected
-        return {"from": src.name, "to": dst.name, "max_payload": biggest, "over_refused_cleanly": clean}
+        return {"from": src.name, "to": dst.name, "max_payload": biggest, "expected_max_payload": expected,
+                "over_refused_cleanly": clean}  # fmt: skip
 
     return parallel(probe, ordered_pairs(lab))
 
@@ -241,21 +244,27 @@ def check_path_mtu(
     expected = computed - ICMP_IPV4_HEADERS
     rows = []
     for p in probes:
-        good = p["max_payload"] == expected and p["over_refused_cleanly"]
+        good = p["max_payload"] == p["expected_max_payload"] and p["over_refused_cleanly"]
         refused = "ICMP frag needed" if p["over_refused_cleanly"] else "black hole / passed"
         largest = "no path" if p["max_payload"] is None else str(p["max_payload"])
-        rows.append([f"{p['from']} -> {p['to']}", largest, f"+1: {refused}", ok_text(good)])
+        want = "" if p["expected_max_payload"] == expected else f" (private path: {p['expected_max_payload']})"
+        rows.append([f"{p['from']} -> {p['to']}{want}", largest, f"+1: {refused}", ok_text(good)])
     deltas = {site: {c: after[site][c] - before[site][c] for c in FRAG_COUNTERS} for site in before}
     for site, delta in deltas.items():
         clean = not any(delta.values())
         counters = ", ".join(f"{name} +{value}" for name, value in delta.items())
         rows.append([f"gateway {site}: fragments during checks 4-5", "", counters, ok_text(clean)])
-    measured = [p["max_payload"] for p in probes]
+    internet = [p for p in probes if p["expected_max_payload"] == expected] or probes
+    measured = [p["max_payload"] for p in internet]
     maximum = None if None in measured or not measured else min(measured)
-    probes_ok = all(p["max_payload"] == expected and p["over_refused_cleanly"] for p in probes)
+    probes_ok = all(p["max_payload"] == p["expected_max_payload"] and p["over_refused_cleanly"] for p in probes)
     no_fragments = not any(v for delta in deltas.values() for v in delta.values())
     largest = "no path for some pairs" if maximum is None else str(maximum)
     summary = f"tunnel MTU {computed}: largest unfragmented ICMP payload {largest} (expected {expected})"
+    for link in lab.plan.private_links:
+        over = [p for p in probes if {p["from"], p["to"]} == link.sites]
+        found = "/".join(sorted({str(p["max_payload"]) for p in over}))
+        summary += f"; private path {link.path} (tunnel MTU {link.tunnel_mtu}): {found}"
     if not no_fragments:
         summary += "; the gateways fragmented packets (the underlay carries less than the tunnel needs)"
     return CheckResult(
@@ -286,7 +295,7 @@ def check_bulk_tcp(lab: BuiltLab, options: LabOptions) -> CheckResult:
         if "error" in r:
             rows.append([f"{r['from']} -> {r['to']}", "-", "-", r["error"].strip().splitlines()[-1], "FAIL"])
             continue
-        mss = f"{r['mss_sender']} / {r['mss_receiver']} (<= {lab.plan.mss})"
+        mss = f"{r['mss_sender']} / {r['mss_receiver']} (<= {lab.plan.peer_mss(r['from'], r['to'])})"
         check = "sha256 match" if r["verified"] else "sha256 MISMATCH"
         rows.append([f"{r['from']} -> {r['to']}", f"{r['bytes'] / 2**20:.0f} MiB", mss, check, ok_text(r["ok"])])
     ok = all(r["ok"] for r in results)
@@ -441,4 +450,10 @@ def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable
     path_mtu = timed("path_mtu", lambda: check_path_mtu(lab, probe_path_mtu(lab), before, after))
     step("6/6 recovery")
     recovery = timed("recovery", lambda: check_recovery(lab, options))
-    return [handshakes, ping, path_mtu, bulk, throughput, recovery]
+    results = [handshakes, ping, path_mtu, bulk, throughput, recovery]
+    if lab.plan.private_links:
+        from wg_mesh.lab.underlaycheck import KEY, TITLE, check_private_paths
+
+        step("7/7 private paths")
+        results.append(timed(KEY, lambda: check_private_paths(lab, keys), {KEY: TITLE}))
+    return results

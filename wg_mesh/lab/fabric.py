@@ -10,6 +10,13 @@ from __future__ import annotations
 from wg_mesh.lab.haplan import HaSite, chain_setup, ha_site, nat_rules
 from wg_mesh.lab.netns import run
 from wg_mesh.lab.plan import BRIDGE, BRIDGE_GW_PORT, BRIDGE_HOST_PORT, NIC, VPC_UPLINK, LabPlan, SitePlan
+from wg_mesh.lab.privatepath import PrivateLink
+
+# Counting rules (no target) on a private link's outgoing side: WireGuard to the listen port, ICMP between the two
+# gateways (the errors about WireGuard's UDP: port unreachable while a peer's wg0 is down, fragmentation needed), and
+# everything.
+PRIVATE_WG_COMMENT, PRIVATE_ALL_COMMENT = "wg-mesh-lab private wireguard", "wg-mesh-lab private all"
+PRIVATE_ICMP_COMMENT = "wg-mesh-lab private gateway icmp"
 
 
 def ip(netns: str, *args: object) -> None:
@@ -95,3 +102,21 @@ def build_host(site: SitePlan) -> None:
     ip(site.host_ns, "address", "add", site.host_ip, "dev", NIC)
     for cidr in site.host_routes:
         ip(site.host_ns, "route", "add", cidr, "via", site.gateway_ip.ip)
+
+
+def build_private_link(plan: LabPlan, link: PrivateLink) -> None:
+    """A private path between two VPC routers (privatepath.py): the veth at the path's MTU, link-local addresses,
+    the far gateway's /32 over it (nothing else), and counters of what the routers forward onto it."""
+    a, b = link.a, link.b
+    veth(a.vpc_ns, a.interface, b.vpc_ns, b.interface, link.mtu)
+    for end, far in link.ends():
+        ip(end.vpc_ns, "address", "add", end.address, "dev", end.interface)
+        wireguard = ("-p", "udp", "--dport", str(plan.listen_port))
+        iptables(end.vpc_ns, "-A", "FORWARD", "-o", end.interface, *wireguard, "-m", "comment", "--comment",
+                 PRIVATE_WG_COMMENT)  # fmt: skip
+        icmp = ("-p", "icmp", "-s", str(end.gateway_ip), "-d", str(far.gateway_ip))
+        iptables(end.vpc_ns, "-A", "FORWARD", "-o", end.interface, *icmp, "-m", "comment", "--comment",
+                 PRIVATE_ICMP_COMMENT)  # fmt: skip
+        iptables(end.vpc_ns, "-A", "FORWARD", "-o", end.interface, "-m", "comment", "--comment", PRIVATE_ALL_COMMENT)
+    for netns, destination, via, device in link.routes():
+        ip(netns, "route", "add", destination, "via", via, "dev", device)

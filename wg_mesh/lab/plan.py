@@ -17,7 +17,10 @@ Per site, as in the clouds:
 * A cloud gateway's NIC holds a private VPC address; its public address exists only as DNAT+SNAT in
   the internet namespace (Elastic IP / external IP). A static gateway holds its public address.
 * MTUs: AWS VPC (gateway NIC, host NIC) 9001 with the internet path at `underlay_mtu` (1500);
-  GCP VPC and its path at `underlay_mtu` (1460); a static uplink at `underlay_mtu`.
+  GCP VPC at `underlay_mtu` (1460, up to 8896); a static uplink at `underlay_mtu`. The internet carries 1500 at
+  most (`sites.INTERNET_MTU`): a jumbo `underlay_mtu` counts on a private path only, as `topology.tunnel_mtu` has it.
+* Private paths (`private_paths`, privatepath.py): a link between the member sites' VPC routers at the path's MTU,
+  routing only the far gateway's private address; the directory carries each cloud gateway's private address.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 from wg_mesh import live, render, topology, userdata, wgkey
 from wg_mesh.config import MeshConfig, StaticSite
+from wg_mesh.lab.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
+from wg_mesh.sites import INTERNET_MTU
 from wg_mesh.topology import PeerAddress
 
 LAB_PUBLIC_RANGE = IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range, never routed on the internet
@@ -131,6 +136,7 @@ class LabPlan:
     mss: int
     listen_port: int
     faults: LabFaults
+    private_links: tuple[PrivateLink, ...] = ()
 
     @property
     def namespaces(self) -> tuple[str, ...]:
@@ -142,9 +148,29 @@ class LabPlan:
                 return site
         raise KeyError(name)
 
+    def private_link(self, a: str, b: str) -> PrivateLink | None:
+        """The private link between two sites, if a private path joins them."""
+        return link_between(self.private_links, a, b)
+
+    def peer_mtu(self, a: str, b: str) -> int:
+        """The tunnel MTU between two sites: the private path's MTU - 60, else the internet tunnel MTU."""
+        link = self.private_link(a, b)
+        return self.tunnel_mtu if link is None else link.tunnel_mtu
+
+    def peer_mss(self, a: str, b: str) -> int:
+        return self.peer_mtu(a, b) - IPV4_TCP_HEADERS
+
     def directory(self, public_keys: Mapping[str, str]) -> dict[str, PeerAddress]:
-        """The mesh directory `interface_plan` takes, with the lab's public addresses."""
-        return {s.name: PeerAddress(public_ip=str(s.public_ip), public_key=public_keys[s.name]) for s in self.sites}
+        """The mesh directory `interface_plan` takes, with the lab's public addresses and each cloud gateway's private
+        address (a private-path peer's endpoint; a static site in a path is refused by `plan_lab`)."""
+        return {
+            s.name: PeerAddress(
+                public_ip=str(s.public_ip),
+                public_key=public_keys[s.name],
+                private_ip=str(s.gateway_ip.ip) if s.is_cloud else None,
+            )
+            for s in self.sites
+        }
 
 
 def site_addresses(cidr: IPv4Network, cloud: bool) -> tuple[IPv4Interface | None, IPv4Interface, IPv4Interface]:
@@ -196,6 +222,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
             problems.append(f"faults.link_mtu: {mtu} for {name} is below IPv4's minimum of 576")
 
     sites = []
+    private = topology.private_directory(cfg)
     for i, site in enumerate(cfg.sites):
         cloud = not isinstance(site, StaticSite)
         ha = site.name in ha_sites
@@ -206,7 +233,12 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
         except ValueError as exc:
             problems.append(f"sites[{i}].cidrs[0]: {exc}")
             continue
+        if cloud and site.name in private:  # a private-path gateway sits at its fixed private address
+            subnet, gateway = gateway.network, IPv4Interface(f"{private[site.name]}/{gateway.network.prefixlen}")
+            if gateway.ip not in subnet or gateway in (router, host):
+                problems.append(f"sites[{i}]: the lab cannot put {site.name}'s gateway at its private address")
         transit_internet, transit_site = _transit(i)
+        internet_mtu = min(site.underlay_mtu, INTERNET_MTU)
         if site.cloud == "aws":
             nic_mtu, real = AWS_VPC_MTU, "Elastic IP"
         elif site.cloud == "gcp":
@@ -231,13 +263,15 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
                 transit_site=transit_site if cloud else None,
                 internet_if=f"site{i}",
                 nic_mtu=nic_mtu,
-                uplink_mtu=faults.link_mtu.get(site.name, site.underlay_mtu),
+                uplink_mtu=faults.link_mtu.get(site.name, internet_mtu),
                 declared_underlay_mtu=site.underlay_mtu,
                 host_routes=tuple(topology.remote_ranges(cfg, site.name)),
                 gateways=2 if ha else 1,
                 standby_ns=f"{prefix}-gw-{site.name}-b" if ha else None,
             )
         )
+    links, link_problems = plan_private_links(cfg, sites)
+    problems += link_problems
     if problems:
         raise LabPlanError("; ".join(problems))
     mtu = topology.tunnel_mtu(cfg)
@@ -249,6 +283,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
         mss=topology.clamped_mss(mtu),
         listen_port=cfg.listen_port,
         faults=faults,
+        private_links=tuple(links),
     )
 
 

@@ -61,6 +61,7 @@ class LabReport:
                 "clamped_mss": self.plan.mss,
                 "fragmentation": mtu.get("fragmentation"),
             },
+            "private_links": [link.to_json() for link in self.plan.private_links],
             "throughput_mbps": self._data("throughput").get("throughput_mbps"),
             "recovery_ms": self._data("recovery").get("recovery_ms"),
             "checks": {c.key: {"ok": c.ok, "summary": c.summary, "seconds": c.seconds, **c.data} for c in self.checks},
@@ -119,6 +120,11 @@ def topology_table(plan: LabPlan) -> Table:
         "Public addresses: the lab's own replace the clouds' (1:1 NAT to the gateway's private address) and the "
         "static endpoints (held by the gateway) in every rendered Endpoint; nothing else in the rendered files changes."
     )
+    for link in plan.private_links:
+        table.caption += (
+            f"\nPrivate path {link.path} ({link.kind}): {link.a.site} <-> {link.b.site}, a link between their VPC "
+            f"routers at MTU {link.mtu} (tunnel MTU {link.tunnel_mtu}) routing only the gateways' private addresses."
+        )
     table.caption_justify = "left"
     return table
 
