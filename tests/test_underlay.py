@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import test_program as program_tests  # a module, not its tests: nothing is collected twice
 from tests.conftest import STACK_FILES, run_program
 from wg_mesh import topology
 from wg_mesh.config import ConfigError, load_mesh
@@ -23,6 +25,7 @@ from wg_mesh.stackfile import read_raw
 from wg_mesh.topology import PeerAddress
 
 KEY = "A" * 43 + "="
+EXAMPLE_STACK = Path(__file__).resolve().parent.parent / "examples" / "underlay" / "Pulumi.underlay.yaml"
 PATH = {"name": "use1-euw3", "sites": ["aws-use1", "gcp-euw3"], "mtu": 8896}
 
 
@@ -269,3 +272,18 @@ def test_doctor_probes_an_internet_peer_at_its_own_mtu() -> None:
     assert sorted(probed) == sorted(
         [("10.200.0.2", SMALL_SIZE), ("10.200.0.2", 8836), ("10.200.0.3", SMALL_SIZE), ("10.200.0.3", 1440)]
     )
+
+
+@pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
+def test_the_underlay_example_stack_runs_under_mocks_and_leaks_no_key(preview: bool) -> None:
+    """examples/underlay/Pulumi.underlay.yaml (kept out of the root's every-stack tests: README "Private paths"): the
+    program runs it, the path's gateways are fixed to their private addresses, and the key-material scan of every
+    stack file (tests/test_program.py) finds nothing public."""
+    raw = read_raw(EXAMPLE_STACK)
+    assert isinstance(raw, dict) and raw["private_paths"][0]["sites"] == ["aws-use1", "gcp-use4"]
+    run = run_program(raw, preview=preview, stack="underlay")
+    assert run.error is None, run.error
+    assert run.named(AWS_INSTANCE, "aws-use1-instance").inputs["privateIp"] == "10.10.0.10"
+    assert run.named(GCP_INSTANCE, "gcp-use4-instance").inputs["networkInterfaces"][0]["networkIp"] == "10.100.0.10"
+    if not preview:
+        program_tests.test_no_private_key_appears_anywhere_public(run)
