@@ -14,7 +14,7 @@ import pytest
 from tests import test_program as program_tests  # a module, not its tests: nothing is collected twice
 from tests.conftest import STACK_FILES, run_program
 from wg_mesh import topology
-from wg_mesh.config import ConfigError, load_mesh
+from wg_mesh.config import ConfigError, load_mesh, summary
 from wg_mesh.doctor_base import CommandResult, parse_conf
 from wg_mesh.doctor_path import path_checks
 from wg_mesh.gateway import document, pmtu_heal
@@ -125,6 +125,11 @@ def test_a_static_member_needs_its_private_address_outside_the_overlay_and_not_i
     assert "sites[2].private_ip: 10.200.0.77 is inside the overlay (10.200.0.0/24)" in problems(raw)
     raw["sites"][2]["private_ip"] = "172.16.9.5"
     assert load_mesh(raw).private_paths[0].sites[-1] == "vps-fra"
+
+
+def test_validate_names_the_path_and_its_tunnel_mtu() -> None:
+    line = summary(load_mesh(prod_raw()))
+    assert "tunnel MTU 1440, private path use1-euw3 (aws-use1, gcp-euw3: tunnel MTU 8836), delivery live" in line
 
 
 def test_an_existing_network_needs_the_address_given() -> None:
