@@ -135,6 +135,19 @@ def test_adding_and_removing_a_peer_syncs_and_routes_without_restarting(keys: Ke
     assert not any(argv[0] == "wg-quick" and argv[1] in ("up", "down") for argv in host.commands)
 
 
+def test_a_larger_mtu_goes_on_after_the_routes_and_hooks(keys: Keys, paths: Paths) -> None:
+    """A private path raising wg0 to a jumbo MTU (docs/underlay.md): the internet peers' route MTUs (PostUp hooks)
+    are in place before the link carries the larger MTU; a smaller MTU goes on first (the test below)."""
+    host, logs = FakeHost(), []
+    store, agent = applied(keys, paths, host, logs)
+    store.text = doc_text(with_mtu(base_plan(), 1420), keys)
+    assert agent.cycle()
+    mutating = host.mutating()
+    assert mutating[-1] == ["ip", "link", "set", "dev", "wg0", "mtu", "1420"]
+    assert [argv[:2] for argv in mutating[2:-1]] == [["bash", "-c"]] * 4  # the MSS clamp swapped before
+    assert host.mtu == 1420
+
+
 def test_an_mtu_change_sets_the_link_and_swaps_the_mss_clamp(keys: Keys, paths: Paths) -> None:
     host, logs = FakeHost(), []
     store, agent = applied(keys, paths, host, logs)

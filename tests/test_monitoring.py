@@ -21,7 +21,7 @@ import yaml
 
 from wg_mesh import monitoring, wgmetrics
 from wg_mesh.config import load_mesh
-from wg_mesh.gateway import agent, ha_run, pmtu
+from wg_mesh.gateway import agent, fallback, ha_run, pmtu
 from wg_mesh.stackfile import load, read_raw
 from wg_mesh.topology import peer_names
 
@@ -77,6 +77,7 @@ def test_metric_names_extractor() -> None:
 def known_metrics() -> set[str]:
     recorded = {rule["record"] for stack in STACKS for rule in all_rules(stack) if "record" in rule}
     exported = set(wgmetrics.METRICS) | set(agent.METRICS) | set(pmtu.METRICS) | set(ha_run.METRICS)
+    exported |= set(fallback.METRICS)
     return exported | recorded | PROMETHEUS_SERIES
 
 

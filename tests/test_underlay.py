@@ -14,7 +14,7 @@ import pytest
 from tests import test_program as program_tests  # a module, not its tests: nothing is collected twice
 from tests.conftest import STACK_FILES, run_program
 from wg_mesh import topology
-from wg_mesh.config import ConfigError, load_mesh
+from wg_mesh.config import ConfigError, load_mesh, summary
 from wg_mesh.doctor_base import CommandResult, parse_conf
 from wg_mesh.doctor_path import path_checks
 from wg_mesh.gateway import document, pmtu_heal
@@ -127,6 +127,11 @@ def test_a_static_member_needs_its_private_address_outside_the_overlay_and_not_i
     assert load_mesh(raw).private_paths[0].sites[-1] == "vps-fra"
 
 
+def test_validate_names_the_path_and_its_tunnel_mtu() -> None:
+    line = summary(load_mesh(prod_raw()))
+    assert "tunnel MTU 1440, private path use1-euw3 (aws-use1, gcp-euw3: tunnel MTU 8836), delivery live" in line
+
+
 def test_an_existing_network_needs_the_address_given() -> None:
     raw = prod_raw()
     raw["sites"][0].update(vpc_id="vpc-0a1b2c3d", subnet_id="subnet-0a1b2c3d", route_table_ids=["rtb-0a1b2c3d"])
@@ -146,9 +151,13 @@ def test_the_pair_on_the_path_uses_private_endpoints_and_the_jumbo_mtu_the_rest_
     assert aws.mtu == 8836 and aws.mss == 8796
     peers = {p.name: p for p in aws.peers}
     assert peers["gcp-euw3"].endpoint == "10.100.0.10:51820" and peers["gcp-euw3"].mtu is None
+    assert peers["gcp-euw3"].fallback_endpoint == "203.0.113.2:51820" and peers["vps-fra"].fallback_endpoint is None
     # the VPS is an internet peer: its own MTU on its routes, the mesh's internet tunnel MTU
     assert peers["vps-fra"].endpoint == "203.0.113.3:51820" and peers["vps-fra"].mtu == topology.tunnel_mtu(cfg)
-    assert topology.peer_source_ranges(cfg, "aws-use1", d) == ["10.100.0.10/32", "203.0.113.3/32"]
+    # the path peer from its private address and, for the fallback, its public one; the VPS from its public one
+    assert topology.peer_source_ranges(cfg, "aws-use1", d) == ["10.100.0.10/32", "203.0.113.2/32", "203.0.113.3/32"]
+    assert topology.path_probe_sources(cfg, "aws-use1") == ["10.100.0.10/32"]
+    assert topology.path_probe_sources(cfg, "vps-fra") == []
     # the VPS has no private path: its plan is the one it has without private paths
     assert topology.interface_plan(cfg, "vps-fra", d) == topology.interface_plan(plain, "vps-fra", d)
     assert topology.peer_source_ranges(cfg, "vps-fra", d) == ["203.0.113.1/32", "203.0.113.2/32"]
@@ -184,9 +193,11 @@ def test_the_document_carries_a_peer_mtu_only_where_there_is_one() -> None:
     plan = topology.interface_plan(cfg, "aws-use1", directory(cfg))
     text = document.encode(plan, KEY)
     assert text.count('"mtu":') == 2  # the interface's and the VPS's
+    assert text.count('"fallback_endpoint":"203.0.113.2:51820"') == 1
     assert document.decode(text, "aws-use1").plan == plan
     vps = topology.interface_plan(cfg, "vps-fra", directory(cfg))
     assert document.encode(vps, KEY).count('"mtu":') == 1  # no private path: the bytes it always had
+    assert "fallback_endpoint" not in document.encode(vps, KEY)
     broken = text.replace('"mtu":1440', '"mtu":9000')
     body = document.json.loads(broken)
     body["generation"] = document.generation_of(body)
@@ -197,15 +208,7 @@ def test_the_document_carries_a_peer_mtu_only_where_there_is_one() -> None:
 def test_path_mtu_probes_each_peer_at_its_own_tunnel_mtu_and_a_heal_restores_its_route_mtu() -> None:
     cfg = load_mesh(prod_raw())
     plan = topology.interface_plan(cfg, "aws-use1", directory(cfg))
-    probed: list[int] = []
-
-    def runner(argv: list[str]) -> tuple[int, str]:
-        if argv[0] == "ping":
-            probed.append(int(argv[argv.index("-s") + 1]) + 28)
-            return 0, ""
-        return 0, ""
-
-    monitor = PathMonitor(plan, runner)
+    monitor = PathMonitor(plan, lambda argv: (0, ""))  # not ticked: its sizes and the heal's commands are pure
     assert monitor.full("gcp-euw3") == 8836 and monitor.full("vps-fra") == 1440
     routes = {"192.168.50.0/24": 1352, "10.100.0.0/16": None}  # a heal from before: the VPS's route lowered
     assert pmtu_heal.adopted(plan, routes) == {"vps-fra": 1352}
@@ -235,9 +238,13 @@ def test_the_gateways_get_their_fixed_private_addresses_and_admit_each_other_fro
     assert gcp.inputs["networkInterfaces"][0]["networkIp"] == "10.100.0.10"
     assert run.options(GCP_INSTANCE, "gcp-euw3-instance").delete_before_replace
     (wireguard,) = [i for i in run.named(AWS_SG, "aws-use1-sg").inputs["ingress"] if i["protocol"] == "udp"]
-    assert "10.100.0.10/32" in wireguard["cidrBlocks"] and len(wireguard["cidrBlocks"]) == 2
-    firewalls = [r for r in run.of_type(GCP_FIREWALL) if "10.10.0.10/32" in r.inputs.get("sourceRanges", [])]
-    assert len(firewalls) == 1 and len(firewalls[0].inputs["sourceRanges"]) == 2
+    assert "10.100.0.10/32" in wireguard["cidrBlocks"] and len(wireguard["cidrBlocks"]) == 3
+    (icmp,) = [i for i in run.named(AWS_SG, "aws-use1-sg").inputs["ingress"] if i["protocol"] == "icmp"]
+    assert (icmp["fromPort"], icmp["toPort"], icmp["cidrBlocks"]) == (8, 0, ["10.100.0.10/32"])
+    wireguard_rule = run.named(GCP_FIREWALL, "gcp-euw3-fw-wireguard").inputs
+    assert "10.10.0.10/32" in wireguard_rule["sourceRanges"] and len(wireguard_rule["sourceRanges"]) == 3
+    probe_rule = run.named(GCP_FIREWALL, "gcp-euw3-fw-path-probe").inputs
+    assert probe_rule["sourceRanges"] == ["10.10.0.10/32"] and probe_rule["allows"] == [{"protocol": "icmp"}]
 
 
 def test_without_private_paths_the_cloud_chooses_the_address_and_replaces_before_deleting() -> None:

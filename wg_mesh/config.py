@@ -218,9 +218,12 @@ def summary(cfg: MeshConfig) -> str:
     from wg_mesh.topology import tunnel_mtu
 
     clouds = ", ".join(f"{s.name} ({s.cloud}{', 2 gateways' if s.gateways > 1 else ''})" for s in cfg.sites)
+    paths = "".join(
+        f", private path {p.name} ({', '.join(p.sites)}: tunnel MTU {p.tunnel_mtu})" for p in cfg.private_paths
+    )
     return (
         f"ok: {len(cfg.sites)} sites [{clouds}], overlay {cfg.overlay_cidr}, "
-        f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}, delivery {cfg.delivery}"
+        f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}{paths}, delivery {cfg.delivery}"
     )
 
 

@@ -80,7 +80,7 @@ class Mesh(pulumi.ComponentResource):
     public_keys: pulumi.Output[dict[str, str]]
     """Each site's WireGuard public key."""
     tunnel_mtu: pulumi.Output[int]
-    """The MTU of every site's wg0."""
+    """The internet tunnel MTU (a site on a private path runs wg0 at its largest peer's: README)."""
     site_outputs: pulumi.Output[dict[str, SiteOutputs]]
     """Per site: what a program needs to wire the rest of itself to it."""
 

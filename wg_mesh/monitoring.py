@@ -36,6 +36,9 @@ AGENT_LOG = "journalctl -u wg-mesh-agent"
 # Issue #14: fire within 2 minutes of a path shrinking: a probe every 15 s (agent.PMTU_SECONDS), a scrape and an
 # evaluation every 15 s, and 1m of consecutive "small passes, full fails" (a single lost ping is not a black hole).
 PATH_MTU_FOR = "1m"
+# Issue 13 (docs/underlay.md 7): a private-path peer the agent moved to its public endpoint. Short outages of a path
+# are what the fallback is for; one that lasts a quarter of an hour costs internet egress and wants its owner.
+UNDERLAY_PUBLIC_FOR = "15m"
 
 # HA sites (issue 11, docs/ha.md section 10): both gateways of a site export the per-peer series with the same `site`
 # (they differ in `instance`, the scrape target); only the active one has tunnels, so the per-peer alerts drop the
@@ -188,6 +191,19 @@ def alerts() -> list[Alert]:
             "wgmesh_path_mtu_bytes: what passes); for good, lower the mesh's `mtu`. "
             f"`{DOCTOR}` on {{{{ $labels.site }}}} names the size that passes.",
             for_=PATH_MTU_FOR,
+        ),
+        Alert(
+            "WgMeshUnderlayOnInternet",
+            'wgmesh_underlay_path{path="public"} == 1',
+            "{{ $labels.site }} reaches {{ $labels.peer_site }} over the internet, not their private path",
+            "The agent on {{ $labels.site }} moved the tunnel to {{ $labels.peer_site }} onto its public endpoint: "
+            "neither the tunnel nor a direct ping of the peer's private address crossed the private path for 3 probes "
+            "(wgmesh_underlay_fallbacks_total counts the moves; it moves back by itself once the path answers). The "
+            "traffic still flows, encrypted, but over the internet: internet egress prices and its MTU. Check the "
+            "interconnect / peering / VPN and its routes to the gateway subnets; "
+            f"`{AGENT_LOG}` on {{{{ $labels.site }}}}.",
+            for_=UNDERLAY_PUBLIC_FOR,
+            severity="warning",
         ),
         Alert(
             "WgMeshHaNoActive",

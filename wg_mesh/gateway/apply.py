@@ -264,9 +264,11 @@ class Applier:
             self._must(["wg", "syncconf", iface, "/dev/stdin"], stripped)
             changes.append("wg syncconf")
         mtu = re.search(r" mtu (\d+) ", link)
-        if mtu is None or int(mtu.group(1)) != doc.plan.mtu:
-            self._must(["ip", "link", "set", "dev", iface, "mtu", str(doc.plan.mtu)])
-            changes.append(f"mtu {mtu.group(1) if mtu else '?'} -> {doc.plan.mtu}")
+        # A larger MTU goes on last, after the routes and their hooks: a private path's jumbo wg0 (docs/underlay.md)
+        # must not carry internet peers' traffic before their routes have their own MTU. A smaller one goes first.
+        raising = mtu is not None and int(mtu.group(1)) < doc.plan.mtu
+        if not raising and (mtu is None or int(mtu.group(1)) != doc.plan.mtu):
+            changes.append(self._set_mtu(mtu.group(1) if mtu else "?", doc.plan.mtu))
         addresses = re.findall(r" inet (\S+)", self._must(["ip", "-4", "-o", "address", "show", "dev", iface]).stdout)
         if addresses != [doc.plan.address]:  # a new overlay address: the new one first, then the old ones go
             if doc.plan.address not in addresses:
@@ -290,7 +292,13 @@ class Applier:
         for command in [c for c in old_down if c not in down] + new_up:
             if self._hook(command.replace("%i", iface)):
                 changes.append(f"hook: {command}")
+        if raising and mtu is not None:
+            changes.append(self._set_mtu(mtu.group(1), doc.plan.mtu))
         return changes
+
+    def _set_mtu(self, old: str, new: int) -> str:
+        self._must(["ip", "link", "set", "dev", self.interface, "mtu", str(new)])
+        return f"mtu {old} -> {new}"
 
     def _hook(self, command: str) -> bool:
         """Run one hook as wg-quick does (bash, after replacing %i: the masquerade rule has a $(...) in it). An

@@ -38,7 +38,8 @@ PACKAGE = bootstrap.PACKAGE
 # module (imported when agent.json names that kind); a test checks the closure.
 MODULES = (
     "__init__.py", "wgconf.py", "document.py", "mapping.py", "apply.py", "sources.py",
-    "pmtu_probe.py", "pmtu_heal.py", "pmtu.py", "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "agent.py",
+    "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
+    "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "agent.py",
 )  # fmt: skip
 # each cloud's source and HA adapter (ha_run imports the adapter of agent.json's ha.cloud only)
 SOURCE_MODULES = {"aws": ("source_aws.py", "ha_aws.py"), "gcp": ("source_gcp.py", "ha_gcp.py"), "file": ()}
