@@ -151,9 +151,13 @@ def test_the_pair_on_the_path_uses_private_endpoints_and_the_jumbo_mtu_the_rest_
     assert aws.mtu == 8836 and aws.mss == 8796
     peers = {p.name: p for p in aws.peers}
     assert peers["gcp-euw3"].endpoint == "10.100.0.10:51820" and peers["gcp-euw3"].mtu is None
+    assert peers["gcp-euw3"].fallback_endpoint == "203.0.113.2:51820" and peers["vps-fra"].fallback_endpoint is None
     # the VPS is an internet peer: its own MTU on its routes, the mesh's internet tunnel MTU
     assert peers["vps-fra"].endpoint == "203.0.113.3:51820" and peers["vps-fra"].mtu == topology.tunnel_mtu(cfg)
-    assert topology.peer_source_ranges(cfg, "aws-use1", d) == ["10.100.0.10/32", "203.0.113.3/32"]
+    # the path peer from its private address and, for the fallback, its public one; the VPS from its public one
+    assert topology.peer_source_ranges(cfg, "aws-use1", d) == ["10.100.0.10/32", "203.0.113.2/32", "203.0.113.3/32"]
+    assert topology.path_probe_sources(cfg, "aws-use1") == ["10.100.0.10/32"]
+    assert topology.path_probe_sources(cfg, "vps-fra") == []
     # the VPS has no private path: its plan is the one it has without private paths
     assert topology.interface_plan(cfg, "vps-fra", d) == topology.interface_plan(plain, "vps-fra", d)
     assert topology.peer_source_ranges(cfg, "vps-fra", d) == ["203.0.113.1/32", "203.0.113.2/32"]
@@ -189,9 +193,11 @@ def test_the_document_carries_a_peer_mtu_only_where_there_is_one() -> None:
     plan = topology.interface_plan(cfg, "aws-use1", directory(cfg))
     text = document.encode(plan, KEY)
     assert text.count('"mtu":') == 2  # the interface's and the VPS's
+    assert text.count('"fallback_endpoint":"203.0.113.2:51820"') == 1
     assert document.decode(text, "aws-use1").plan == plan
     vps = topology.interface_plan(cfg, "vps-fra", directory(cfg))
     assert document.encode(vps, KEY).count('"mtu":') == 1  # no private path: the bytes it always had
+    assert "fallback_endpoint" not in document.encode(vps, KEY)
     broken = text.replace('"mtu":1440', '"mtu":9000')
     body = document.json.loads(broken)
     body["generation"] = document.generation_of(body)
@@ -232,9 +238,13 @@ def test_the_gateways_get_their_fixed_private_addresses_and_admit_each_other_fro
     assert gcp.inputs["networkInterfaces"][0]["networkIp"] == "10.100.0.10"
     assert run.options(GCP_INSTANCE, "gcp-euw3-instance").delete_before_replace
     (wireguard,) = [i for i in run.named(AWS_SG, "aws-use1-sg").inputs["ingress"] if i["protocol"] == "udp"]
-    assert "10.100.0.10/32" in wireguard["cidrBlocks"] and len(wireguard["cidrBlocks"]) == 2
-    firewalls = [r for r in run.of_type(GCP_FIREWALL) if "10.10.0.10/32" in r.inputs.get("sourceRanges", [])]
-    assert len(firewalls) == 1 and len(firewalls[0].inputs["sourceRanges"]) == 2
+    assert "10.100.0.10/32" in wireguard["cidrBlocks"] and len(wireguard["cidrBlocks"]) == 3
+    (icmp,) = [i for i in run.named(AWS_SG, "aws-use1-sg").inputs["ingress"] if i["protocol"] == "icmp"]
+    assert (icmp["fromPort"], icmp["toPort"], icmp["cidrBlocks"]) == (8, 0, ["10.100.0.10/32"])
+    wireguard_rule = run.named(GCP_FIREWALL, "gcp-euw3-fw-wireguard").inputs
+    assert "10.10.0.10/32" in wireguard_rule["sourceRanges"] and len(wireguard_rule["sourceRanges"]) == 3
+    probe_rule = run.named(GCP_FIREWALL, "gcp-euw3-fw-path-probe").inputs
+    assert probe_rule["sourceRanges"] == ["10.10.0.10/32"] and probe_rule["allows"] == [{"protocol": "icmp"}]
 
 
 def test_without_private_paths_the_cloud_chooses_the_address_and_replaces_before_deleting() -> None:

@@ -108,6 +108,21 @@ class AwsGateway(component.SiteComponent):
                     to_port=port,
                     cidr_blocks=component.peer_source_ranges(mesh, site.name, args.directory),
                 ),
+                *(
+                    [
+                        # Echo request (ICMP type 8, code 0; an SG's from_port/to_port are type/code for ICMP): the
+                        # agent's direct probe of the private path (wg_mesh.gateway.fallback). Replies are stateful.
+                        aws.ec2.SecurityGroupIngressArgs(
+                            description="ICMP echo from the private-path peers (their agents' path probe)",
+                            protocol="icmp",
+                            from_port=8,
+                            to_port=0,
+                            cidr_blocks=probes,
+                        )
+                    ]
+                    if (probes := topology.path_probe_sources(mesh, site.name))
+                    else []
+                ),
                 aws.ec2.SecurityGroupIngressArgs(
                     description="traffic from the site networks, to forward into the mesh",
                     protocol=ALL_PROTOCOLS,

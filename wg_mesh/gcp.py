@@ -174,6 +174,14 @@ class GcpGateway(component.SiteComponent):
             source_ranges=component.peer_source_ranges(mesh, site.name, args.directory),
             target_tags=[tag],
         )
+        if probes := topology.path_probe_sources(mesh, site.name):
+            firewall(
+                "path-probe",
+                "ICMP from the private-path peers (their agents' path probe, wg_mesh.gateway.fallback)",
+                [gcp.compute.FirewallAllowArgs(protocol="icmp")],
+                source_ranges=probes,
+                target_tags=[tag],
+            )
         firewall(
             "forward",
             "traffic from the site's networks to the gateway, to forward",

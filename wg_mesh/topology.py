@@ -106,9 +106,18 @@ def static_endpoints(cfg: MeshConfig) -> dict[str, str]:
 
 
 def peer_source_ranges(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> list[str]:
-    """The /32s allowed to reach a gateway's WireGuard port: each peer's one source, its private address on a
-    shared private path, its public address otherwise."""
-    return sorted({f"{peer_endpoint_ip(cfg, name, peer, directory)}/32" for peer in peer_names(cfg, name)})
+    """The /32s allowed to reach a gateway's WireGuard port: each peer's public address, and a peer on a shared
+    private path its private address too (the path, and the public one while the path is down: docs/underlay.md 7)."""
+    sources = {f"{directory[peer].public_ip}/32" for peer in peer_names(cfg, name)}
+    sources |= {f"{peer_endpoint_ip(cfg, name, peer, directory)}/32" for peer in peer_names(cfg, name)}
+    return sorted(sources)
+
+
+def path_probe_sources(cfg: MeshConfig, name: str) -> list[str]:
+    """The private /32s of a site's private-path peers: their agents ping this gateway's private address directly
+    (outside the tunnel) to see whether the path is up (wg_mesh.gateway.fallback); firewalls admit ICMP from them."""
+    private = private_directory(cfg)
+    return sorted({f"{private[p]}/32" for p in peer_names(cfg, name) if path_between(cfg, name, p) and p in private})
 
 
 def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> InterfacePlan:
@@ -125,6 +134,9 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
             endpoint=f"{peer_endpoint_ip(cfg, name, peer, directory)}:{cfg.listen_port}",
             persistent_keepalive=cfg.persistent_keepalive,
             mtu=peer_mtu if (peer_mtu := peer_tunnel_mtu(cfg, name, peer)) < mtu else None,
+            fallback_endpoint=f"{directory[peer].public_ip}:{cfg.listen_port}"
+            if path_between(cfg, name, peer)
+            else None,
         )
         for peer in peer_names(cfg, name)
     )

@@ -52,9 +52,15 @@ class Document:
 
 def _body(plan: InterfacePlan, public_key: str) -> dict[str, Any]:
     interface = asdict(plan)
-    # a peer's `mtu` only when it has one (docs/underlay.md): a mesh without private paths keeps its documents' bytes
+    # a peer's `mtu` and `fallback_endpoint` only when it has them (docs/underlay.md): a mesh without private paths
+    # keeps its documents' bytes
+    optional = ("mtu", "fallback_endpoint")
     interface["peers"] = [
-        {k: v for k, v in {**asdict(p), "allowed_ips": list(p.allowed_ips)}.items() if k != "mtu" or v is not None}
+        {
+            k: v
+            for k, v in {**asdict(p), "allowed_ips": list(p.allowed_ips)}.items()
+            if k not in optional or v is not None
+        }
         for p in plan.peers
     ]
     interface["listen_sources"] = list(plan.listen_sources)
@@ -133,6 +139,9 @@ def _peer(raw: object, i: int) -> Peer:
         endpoint=_endpoint(raw.get("endpoint"), f"{what}.endpoint"),
         persistent_keepalive=_int(raw.get("persistent_keepalive"), 0, 65535, f"{what}.persistent_keepalive"),
         mtu=None if raw.get("mtu") is None else _int(raw["mtu"], MIN_MTU, MAX_MTU, f"{what}.mtu"),
+        fallback_endpoint=None
+        if raw.get("fallback_endpoint") is None
+        else _endpoint(raw["fallback_endpoint"], f"{what}.fallback_endpoint"),
     )
 
 

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from . import pmtu_heal
+from . import fallback, pmtu_heal
 from .pmtu_heal import overlay_address
 from .pmtu_probe import SMALL_SIZE, PeerPath, Round, Runner, Settings, Status, found, probe, search, step
 from .wgconf import INTERFACE, InterfacePlan
@@ -217,6 +217,7 @@ class PathWatch:
         self.plan, self.write, self.log, self.seconds = plan, write, log, seconds
         self.settings, self.runner = settings or Settings(), runner
         self.monitor: PathMonitor | None = None
+        self.underlay: dict[str, fallback.Route] = {}  # private-path peers: which endpoint they are on
         self.last_error = ""
 
     def tick(self, now: float) -> None:
@@ -240,7 +241,36 @@ class PathWatch:
                 self.log(f"path to {peer}: full-size packets pass again; its routes carry the tunnel's MTU")
         if monitor.heal_failures > failures:
             self.log(f"path-MTU heal: {monitor.heal_failures - failures} of {len(done)} ip route commands failed")
-        self.write(text)
+        self.write(text + self._underlay(monitor))
+
+    def _underlay(self, monitor: PathMonitor) -> str:
+        """The private paths' fallback to the internet (wg_mesh.gateway.fallback): a direct ping of each path peer's
+        private address, the verdicts with this tick's tunnel probes, the switches; its metrics text."""
+        s, plan = self.settings, monitor.plan
+        self.underlay = fallback.routes(plan, self.underlay)
+        if not self.underlay:
+            return ""
+        peers = list(self.underlay.values())
+        with ThreadPoolExecutor(max_workers=max(1, min(s.parallel, len(peers)))) as pool:
+            direct = list(
+                pool.map(lambda r: probe(self.runner, fallback.host(r.private), SMALL_SIZE, s.timeout), peers)
+            )
+        status, out = self.runner(["wg", "show", INTERFACE, "endpoints"])
+        running = fallback.parse_endpoints(out) if status == 0 else {}
+        for before, private_ok in zip(peers, direct, strict=True):
+            path = monitor.paths.get(before.peer)
+            after = fallback.step(before, path.small_ok if path else None, private_ok, s.fail_after, s.pass_after)
+            failed = [argv for argv in fallback.commands(before, after, running) if self.runner(argv)[0] != 0]
+            if failed:  # kept as it was: the next tick decides again
+                self.log(f"underlay: `wg set` towards {before.peer} failed; trying again at the next probe")
+                continue
+            if after.on != before.on and after.on == fallback.PUBLIC:
+                self.log(f"underlay: {before.peer} unreachable over the private path ({fallback.host(before.private)})"
+                         f" for {s.fail_after} probes: public endpoint {after.public}")  # fmt: skip
+            elif after.on != before.on:
+                self.log(f"underlay: private path to {before.peer} back: endpoint {after.private}")
+            self.underlay[before.peer] = after
+        return "\n".join(fallback.metric_lines({"site": plan.site}, self.underlay)) + "\n"
 
     def run(self, stop: threading.Event, clock: Callable[[], float] = time.time) -> None:
         while True:

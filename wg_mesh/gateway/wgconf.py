@@ -22,6 +22,8 @@ class Peer:
     # The tunnel MTU towards this peer when it is below the interface's (docs/underlay.md section 5: a gateway with a
     # jumbo private-path peer has wg0 at that path's MTU; its internet peers' routes carry their own). None: wg0's.
     mtu: int | None = None
+    # A private-path peer's public HOST:PORT, used while the path is down (wg_mesh.gateway.fallback); None: none.
+    fallback_endpoint: str | None = None
 
 
 @dataclass(frozen=True)
