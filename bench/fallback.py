@@ -289,6 +289,7 @@ def section(data: dict[str, Any]) -> str:
         f"SHA-256-verified TCP stream (1 MB/s) run from {a}'s host to {b}'s host for the whole drill; a sampler reads "
         "both gateways' `wgmesh_underlay_path` metric and `wg show wg0 endpoints` every 0.2 s. The fault: "
         f"`{data['fault']}` (the link stays up, nothing crosses it), then the two rules deleted.\n",
+        *([f"**{data['workaround']}**\n"] if data.get("workaround") else []),
         f"Steady state: endpoints {', '.join(f'{k}: {v}' for k, v in steady['endpoints'].items())}; "
         f"{steady['pings']['lost']} pings lost.\n",
         "| phase | first agent switched (metric) | both `wg show` endpoints | pings flow again | longest ping gap "
@@ -300,7 +301,7 @@ def section(data: dict[str, Any]) -> str:
         (f"link restored → private (after {ticks} passing ticks)", back, stream["longest_stall_restore_ms"]),
     ):
         pings = p["pings"]
-        resumed = _s(pings["resumed_s"]) if pings["lost"] else "no gap"
+        resumed = _s(pings["resumed_s"]) if pings["lost"] else "no loss"
         out.append(
             f"| {title} | {_s(p['first_agent_switched_s'])} | {_s(p['both_endpoints_s'])} | {resumed} "
             f"| {_ms(pings['longest_gap_ms'])} | {pings['lost']} | {_ms(stall)} |"
@@ -316,21 +317,25 @@ def section(data: dict[str, Any]) -> str:
         f"{'verified' if stream['verified'] else '**not verified**'} ({(stream['bytes'] or 0) / 2**20:.0f} MiB). "
         f"Bench {data['duration_s']:.0f} s, {'passed' if data['ok'] else '**FAILED**'}.\n\n"
         f"What the lab figure is made of: {ticks} consecutive failing ticks of {t} s. The first failing tick falls "
-        f"anywhere in the {t} s after the cut, so the switch comes {lab_lo} to {lab_hi} s after it, plus the "
-        "probes' own timeouts on each failing tick (a failing ping waits for its deadline). The switch itself is one "
-        "`wg set ... endpoint`: the session's keys stay valid, so packets go to the new endpoint at once (a "
-        "handshake, one round trip, only when the session is due for a rekey), and the far gateway roams on the "
+        f"anywhere in the {t} s after the cut, so the switch comes about {lab_lo} to {lab_hi} s after it, plus the "
+        "probes' own timeouts on each failing tick (a failing ping waits for its deadline); the times above are "
+        "sampled every 0.2 s. iputils ping sends less often while no reply comes, so the pings lost are fewer than "
+        "the gap over 10 ms; the stream's stall is longer than the ping gap: TCP's retransmission backoff. The "
+        "switch itself is one `wg set ... endpoint`: the session's keys stay valid, so packets go to the new "
+        "endpoint at once (a handshake, one round trip, only when the session is due for a rekey), and the far "
+        "gateway roams on the "
         "first authenticated packet from the new address. The switch back needs the direct private ping to pass "
         f"{ticks} ticks; both paths carry traffic meanwhile, so its ping gap should be about nothing.\n\n"
         f"With the shipped `pmtu_seconds: {data['default_pmtu_seconds']}` the outage is **computed, not measured**: "
-        f"{def_lo} to {def_hi} s until the switch, plus the same probe timeouts; the switch back {def_lo} to "
+        f"{def_lo} to {def_hi} s until the switch, plus the same probe timeouts; the switch back about {def_lo} to "
         f"{def_hi} s after the link returns (no outage then). A shorter `pmtu_seconds` (5..300) shortens both and "
         "probes more often.\n\n"
         "Not modelled: how real interconnects fail. Here the link is a veth whose packets are dropped, all of them, "
         "both ways, at once. A BGP session going down withdraws the route (the direct ping then fails fast or takes "
         "another route), an LACP member or a single attachment of a redundant pair going away loses capacity, not the "
-        "path (the agent must not and does not switch while probes pass), and brownouts (partial loss, flaps shorter "
-        f"than {ticks} ticks) reset the agent's count with one passing probe, so they are ridden out on the private "
+        "path (the agent must not switch while probes pass: not exercised here), and brownouts (partial loss, "
+        f"flaps shorter than {ticks} ticks) reset the agent's count with one passing probe, so they are ridden "
+        "out on the private "
         "path. The lab's gateways are wireguard-go on two shared cores; the timings above are the agent's ticks, "
         "not the CPU.\n"
     )

@@ -114,7 +114,7 @@ def test_section_states_the_override_the_computed_default_and_what_is_not_modell
     assert "`pmtu_seconds` is 5" in text and "computed, not measured" in text
     assert "30 to 45 s" in text and "10 to 15 s" in text
     assert "| 13.2 s | 13.6 s | 13.3 s | 13300 ms | 1320 | 13900 ms |" in text
-    assert "no gap" in text  # the switch back lost nothing
+    assert "no loss" in text  # the switch back lost nothing
     assert "BGP" in text and "LACP" in text
     assert "gcp-use4 metric **never**" in text
 
