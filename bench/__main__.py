@@ -7,6 +7,8 @@
     sudo python -m bench mtu                MTU sweep, in the lab
     sudo python -m bench boot               booted gateways (lab --boot): boot-to-handshake, reboot, per stack
     sudo python -m bench underlay           a jumbo private path next to an internet path (examples/underlay)
+    sudo python -m bench underlay --fallback  the private path cut and restored: the switch to the public
+                                            endpoints and back (agents' pmtu_seconds 5 for the run)
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -102,8 +104,19 @@ def cmd_underlay(args: argparse.Namespace) -> None:
     from bench.underlay import STACK, run_underlay_bench
     from wg_mesh.stackfile import load
 
+    if args.fallback:
+        cmd_underlay_fallback(args)
+        return
     rounds, size = (1, 4 * 1024 * 1024) if args.quick else (5, 64 * 1024 * 1024)
     write_json(args.out, "underlay", run_underlay_bench(load(STACK), log, rounds=rounds, size=size))
+
+
+def cmd_underlay_fallback(args: argparse.Namespace) -> None:
+    from bench.fallback import run_fallback_bench
+    from bench.underlay import STACK
+    from wg_mesh.stackfile import load
+
+    write_json(args.out, "underlay-fallback", run_fallback_bench(load(STACK), log))
 
 
 def cmd_environment(args: argparse.Namespace) -> None:
@@ -132,6 +145,7 @@ def cmd_all(args: argparse.Namespace) -> None:
         cmd_mtu(args)
         cmd_boot(args)
         cmd_underlay(args)
+        cmd_underlay_fallback(args)
     else:
         log("not root: the lab benchmarks (data plane, IPsec, recovery, MTU) need root; skipped")
     cmd_doc(args)
@@ -147,6 +161,7 @@ COMMANDS = {
     "mtu": cmd_mtu,
     "boot": cmd_boot,
     "underlay": cmd_underlay,
+    "underlay-fallback": cmd_underlay_fallback,
     "doc": cmd_doc,
 }
 
@@ -161,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="program scale: runs per size")
     parser.add_argument("--no-ipsec", action="store_true", help="lab: skip the strongSwan comparison")
     parser.add_argument("--no-plots", action="store_true", help="doc: tables only")
+    parser.add_argument("--fallback", action="store_true", help="underlay: the private path's fallback drill")
     parser.add_argument("--rebuild-image", action="store_true", help="boot: rebuild the cached image (to time it)")
     args = parser.parse_args(argv)
     args.out = args.out.resolve()

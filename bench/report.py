@@ -851,6 +851,7 @@ def commands(quick: bool) -> str:
         "sudo .venv/bin/python -m bench mtu     # MTU sweep\n"
         "sudo .venv/bin/python -m bench boot    # booted gateways (lab --boot), every stack file\n"
         "sudo .venv/bin/python -m bench underlay  # a jumbo private path next to an internet path\n"
+        "sudo .venv/bin/python -m bench underlay --fallback  # the private path cut and restored\n"
         "python -m bench doc                    # re-render this file and the plots from docs/bench/*.json\n"
         "```\n\n"
         "`bench all` installs what it needs when missing: Debian `strongswan-charon strongswan-swanctl "
@@ -908,6 +909,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         from bench.underlay import section as section_underlay
 
         parts.append(section_underlay(data["underlay"]))
+    if "underlay-fallback" in data:
+        from bench.fallback import section as section_fallback
+
+        parts.append(section_fallback(data["underlay-fallback"]))
     return "\n".join(parts)
 
 

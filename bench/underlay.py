@@ -33,7 +33,7 @@ from wg_mesh.lab.bulk import bulk_transfer
 from wg_mesh.lab.checks import ICMP_IPV4_HEADERS, df_ping, refused_cleanly
 from wg_mesh.lab.live import control_plane_hook, live_configs
 from wg_mesh.lab.netns import LabError, Node, missing_requirements, new_state, run
-from wg_mesh.lab.plan import LabKeys, SitePlan, plan_lab, render_artifacts
+from wg_mesh.lab.plan import GatewayArtifacts, LabKeys, SitePlan, plan_lab, render_artifacts
 from wg_mesh.lab.run import _Cleanup, new_prefix, signals_end_the_run
 from wg_mesh.lab.underlaycheck import link_counters, wg_endpoints
 
@@ -45,14 +45,22 @@ Log = Callable[[str], None]
 
 
 @contextlib.contextmanager
-def live_lab(cfg: MeshConfig, log: Log, handshake_timeout: float = 30.0) -> Iterator[tuple[BuiltLab, LabKeys]]:
-    """The stack in the lab with its clouds' stores and agents (as `mesh lab` builds it); always torn down."""
+def live_lab(
+    cfg: MeshConfig,
+    log: Log,
+    handshake_timeout: float = 30.0,
+    adjust: Callable[[dict[str, GatewayArtifacts]], dict[str, GatewayArtifacts]] | None = None,
+) -> Iterator[tuple[BuiltLab, LabKeys]]:
+    """The stack in the lab with its clouds' stores and agents (as `mesh lab` builds it); always torn down.
+    `adjust`: changes the rendered gateways' artifacts for one run (bench/fallback.py: the agents' pmtu_seconds)."""
     problems = missing_requirements()
     if problems:
         raise LabError("; ".join(problems))
     plan = plan_lab(cfg, new_prefix())
     keys = LabKeys.generate(cfg)
     artifacts = render_artifacts(cfg, plan, keys)
+    if adjust is not None:
+        artifacts = adjust(artifacts)
     configs = live_configs(artifacts)
     state = new_state(plan.prefix, "bench underlay")
     state.save()
