@@ -37,6 +37,7 @@ SECTIONS = (
     "hafailover",
     "hafailover-gcp",
     "underlay",
+    "underlay-fallback",
 )
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
