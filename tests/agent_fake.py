@@ -8,14 +8,16 @@ change, so a test sees both the exact command sequence and its effect. No root, 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.test_render import REPO, fake_public_key
-from wg_mesh import wgkey
+from wg_mesh import signing, wgkey
 from wg_mesh.gateway.apply import Result
-from wg_mesh.gateway.document import encode
+from wg_mesh.gateway.document import encode_body
+from wg_mesh.gateway.trust import Trust
 from wg_mesh.gateway.wgconf import InterfacePlan, Peer, parse_wg_quick_conf
 from wg_mesh.stackfile import load
 from wg_mesh.topology import PeerAddress, interface_plan
@@ -66,8 +68,37 @@ class Keys:
         return wgkey.public_key(self.private)
 
 
+# The test mesh's signing key (a fixed seed: tests only) and what aws-use1's agent.json says (Pulumi.prod.yaml).
+SEED = bytes(range(32))
+SCOPE = "wg-mesh/prod"
+TRUST = Trust(
+    signing_key=signing.verify_key_b64(SEED),
+    scope=SCOPE,
+    site=SITE,
+    cidrs=("10.10.0.0/16",),
+    overlay="10.200.0.0/24",
+    address="10.200.0.1/24",
+    masquerade=False,
+)
+TRUST_JSON = dataclasses.asdict(TRUST) | {"cidrs": list(TRUST.cidrs)}  # agent.json's `trust` object
+_serials = itertools.count(1_700_000_000)  # every document a test makes is newer than the one before
+
+
+def next_serial() -> int:
+    return next(_serials)
+
+
+def sign(payload: str, seed: bytes = SEED) -> str:
+    return signing.sign(payload, seed)
+
+
+def signed(plan: InterfacePlan, public_key: str, *, serial: int | None = None, scope: str = SCOPE) -> str:
+    """The signed document of `plan` (what the program stores), the next serial unless given."""
+    return sign(encode_body(plan, public_key, scope=scope, serial=next_serial() if serial is None else serial))
+
+
 def doc_text(plan: InterfacePlan, keys: Keys) -> str:
-    return encode(plan, keys.public)
+    return signed(plan, keys.public)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from typing import Any
 
 from .apply import APPLY_REASON, KEY_REASON, Applier, ApplyError, Paths, Runner, atomic_write, hooks, read_text, redact
 from .apply import run_command as default_runner
-from .document import REASONS, Document, DocumentError, decode
+from .document import REASONS, Document, DocumentError, Trust, decode, parse_trust
 from .ha import HaConfig, parse_ha
 from .pmtu import PathWatch, Settings
 from .sources import FetchError, Source, make_source
@@ -49,6 +49,9 @@ METRICS: dict[str, tuple[str, str]] = {  # name -> (type, help), in output order
 class Config:
     site: str
     source: dict[str, Any]
+    # What every document is checked against (wg_mesh.gateway.trust): required in agent.json; None only in tests
+    # that never decode (a None trust refuses every document, reason `signature`)
+    trust: Trust | None = None
     interface: str = INTERFACE
     poll_seconds: int = 10
     pmtu_seconds: int = PMTU_SECONDS  # path-MTU probes every this many seconds (wg_mesh.gateway.pmtu); 0: none
@@ -77,7 +80,12 @@ def load_config(text: str) -> Config:
     if not isinstance(heal, bool):
         raise ValueError(f"pmtu_heal: {heal!r} is not true or false")
     ha = parse_ha(raw["ha"]) if "ha" in raw else None
-    return Config(site, source, interface, poll, pmtu, heal, ha)
+    if "trust" not in raw:
+        raise ValueError("trust: missing (the signing key and the site's facts every document is checked against)")
+    trust = parse_trust(raw["trust"])
+    if trust.site != site:
+        raise ValueError(f"trust.site: {trust.site!r} is not this gateway's site {site!r}")
+    return Config(site, source, trust, interface, poll, pmtu, heal, ha)
 
 
 @dataclass
@@ -113,16 +121,6 @@ def metrics_text(site: str, status: Status) -> str:
 
 def log_stderr(message: str) -> None:
     print(f"wg-mesh-agent: {message}", file=sys.stderr, flush=True)
-
-
-def desired_generation(text: str) -> int | None:
-    """The generation a fetched text claims, if it is a JSON object with an integer one (refused or not)."""
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return None
-    generation = body.get("generation") if isinstance(body, dict) else None
-    return generation if isinstance(generation, int) and not isinstance(generation, bool) else None
 
 
 class Agent:
@@ -176,6 +174,22 @@ class Agent:
             state = {}
         return state if isinstance(state, dict) else {}
 
+    def applied_serial(self) -> int:
+        """The serial of the document that runs (the state file): no older one is ever applied again (replay)."""
+        serial = self.state.get("applied_serial", 0)
+        return serial if isinstance(serial, int) and not isinstance(serial, bool) and serial >= 0 else 0
+
+    def _decode(self, text: str) -> Document:
+        if self.config.trust is None:
+            raise DocumentError("signature", "agent.json has no trust: no document can be verified")
+        generation = self.state.get("applied_generation")
+        return decode(
+            text,
+            self.config.trust,
+            min_serial=self.applied_serial(),  # `now`: the wall clock (self.clock is the metrics' and tests')
+            applied_generation=generation if isinstance(generation, int) and self.applied_serial() else None,
+        )
+
     def _fail(self, reason: str, message: str) -> bool:
         self.status.failures[reason] += 1
         self.status.last_success = 0
@@ -200,13 +214,13 @@ class Agent:
             self.problem(f"fetching the peer document failed: {exc}")
             return False
         self.status.last_fetch = self.clock()
-        claimed = desired_generation(text)
-        if claimed is not None:
-            self.status.desired_generation = claimed
         try:
-            doc = decode(text, self.config.site)
+            doc = self._decode(text)
         except DocumentError as exc:
+            if exc.generation is not None:  # only a signed document's claim is a metric
+                self.status.desired_generation = exc.generation
             return self._fail(exc.reason, str(exc))
+        self.status.desired_generation = doc.generation
         saved = self.state.get("hooks")
         applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
         try:
@@ -221,8 +235,12 @@ class Agent:
             return self._fail(exc.reason, str(exc))
         except OSError as exc:
             return self._fail(APPLY_REASON, f"{exc.__class__.__name__}: {exc}")
-        if changes or self.state.get("applied_generation") != doc.generation:
-            self.state = {"applied_generation": doc.generation, "hooks": list(hooks(read_text(self.paths.wg_conf)))}
+        if changes or self.state.get("applied_generation") != doc.generation or self.applied_serial() != doc.serial:
+            self.state = {
+                "applied_generation": doc.generation,
+                "applied_serial": doc.serial,
+                "hooks": list(hooks(read_text(self.paths.wg_conf))),
+            }
             try:
                 atomic_write(self.paths.state, json.dumps(self.state) + "\n", 0o644)
             except OSError as exc:
@@ -283,8 +301,10 @@ class Agent:
             return None
         from .ha_run import Controller, cloud_factory
 
-        ha, site = self.config.ha, self.config.site
-        return Controller(site, ha, self, cloud_factory(site, ha), interface=self.config.interface)
+        ha, site, trust = self.config.ha, self.config.site, self.config.trust
+        if trust is None:
+            raise ValueError("trust: missing (an HA gateway writes routes only towards what it allows)")
+        return Controller(site, ha, self, cloud_factory(site, ha, trust), interface=self.config.interface, trust=trust)
 
     def once(self, timeout_s: float, sleep: Callable[[float], None] = time.sleep) -> int:
         give_up = time.monotonic() + timeout_s

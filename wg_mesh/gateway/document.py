@@ -1,45 +1,67 @@
-"""The peer document: everything a gateway's wg0.conf holds except its private key, as one JSON text.
+"""The peer document: everything a gateway's wg0.conf holds except its private key, signed, as one JSON text.
 
 In `delivery: live` the Pulumi program writes one document per site into the cloud's store (AWS Secrets Manager,
 GCE instance metadata, a file on a static site) and the gateway agent (wg_mesh.gateway.agent) reads, checks and
-applies it. Both sides use this module: `encode` in `pulumi up`, `decode` on the gateway.
+applies it. The program encodes (`encode_body`) and signs (wg_mesh.signing); the gateway `decode`s: standard
+library, and python3-nacl (Ubuntu 24.04) imported only to verify.
 
-The generation is derived from the content (the first 48 bits of its SHA-256, exact in a float64 metric), so the
-same mesh always gives the same document and a second `pulumi up` changes nothing; it also catches a document
-that was damaged on the way (`generation` no longer matches). Generations are ids, not counters: "applied equals
+The document is a DSSE envelope (https://github.com/secure-systems-lab/dsse, envelope.md and protocol.md):
+`{"payloadType": PAYLOAD_TYPE, "payload": base64(body), "signatures": [{"keyid": ..., "sig": base64(Ed25519)}]}`,
+the signature over PAE = b"DSSEv1 <len(type)> <type> <len(body)> <body>". The body is canonical JSON (sorted keys,
+no spaces, ASCII): format, scope ("project/stack"), site, serial (unix seconds of the content's stamp: a gateway
+never goes back to a lower one), public_key, key_at, interface, generation. The generation is a content id (the
+first 48 bits of the SHA-256 of the body without generation and serial, exact in a float64 metric): "applied equals
 desired" is what the agent and the alerts compare.
+
+A gateway treats every fetched text as hostile: `decode` never raises anything but DocumentError (with a reason, the
+`reason` label of wgmesh_agent_apply_failures_total) and reads nothing it has not bounded: the size before any
+parse, the nesting depth before json.loads, every count and string after, and the signature before the body.
+Stricter than DSSE's "consumers MUST ignore unrecognized fields": we are the only producer, so an unknown field is
+a refusal. Then the invariants of wg_mesh.gateway.trust, which no signature can override.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import ipaddress
-import json
+import re
+import time
 from dataclasses import asdict, dataclass
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
+from .signed import FORMAT_MISMATCH as FORMAT_MISMATCH
+from .signed import GENERATION as GENERATION
+from .signed import INVALID as INVALID
+from .signed import MAX_BYTES as MAX_BYTES
+from .signed import MAX_DEPTH as MAX_DEPTH
+from .signed import NO_PEERS as NO_PEERS
+from .signed import PARSE as PARSE
+from .signed import PAYLOAD_TYPE as PAYLOAD_TYPE
+from .signed import REASONS as REASONS
+from .signed import REPLAY as REPLAY
+from .signed import SCOPE_MISMATCH as SCOPE_MISMATCH
+from .signed import SIGNATURE as SIGNATURE
+from .signed import UNSAFE as UNSAFE
+from .signed import WRONG_SITE as WRONG_SITE
+from .signed import DocumentError as DocumentError
+from .signed import canonical as canonical
+from .signed import envelope as envelope
+from .signed import load_json as load_json
+from .signed import pae as pae
+from .signed import verified_payload as verified_payload
+from .trust import MAX_MTU, MIN_MTU, SCOPE, plan_problem
+from .trust import Trust as Trust
+from .trust import is_key as is_key
+from .trust import parse_trust as parse_trust
+from .trust import unsafe_destination as unsafe_destination
 from .wgconf import InterfacePlan, Peer
 
-FORMAT = "wg-mesh.peers/1"
+FORMAT = "wg-mesh.peers/2"
 GENERATION_HEX_DIGITS = 12  # 48 bits: a float64 metric holds it exactly
-MIN_MTU, MAX_MTU = 1280, 65535 - 80
-
-# Why a document was refused (the `reason` label of wgmesh_agent_apply_failures_total).
-PARSE = "parse"  # not JSON, or not an object
-FORMAT_MISMATCH = "format"  # another format or version
-WRONG_SITE = "site"  # written for another site
-NO_PEERS = "no_peers"  # would remove every peer
-INVALID = "invalid"  # a field has the wrong type or value
-GENERATION = "generation"  # the content does not match its generation (damaged, or edited by hand)
-REASONS = (PARSE, FORMAT_MISMATCH, WRONG_SITE, NO_PEERS, INVALID, GENERATION)
-
-
-class DocumentError(ValueError):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+MAX_PEERS, MAX_ALLOWED_IPS, MAX_STRING = 512, 64, 128
+MAX_SERIAL = 2**53
+SERIAL_AHEAD_S = 86400  # a serial further ahead of the gateway's clock is a deployer's broken clock: refused, or
+# the gateway would refuse every correct document after it as a replay
 
 
 @dataclass(frozen=True)
@@ -48,54 +70,85 @@ class Document:
     generation: int
     public_key: str  # the site's own public key: the private key fetched from the store must match it
     plan: InterfacePlan
+    serial: int = 0
+    key_at: int | None = None  # from when public_key is the site's key (zero-loss rotation); None: now
 
 
-def _body(plan: InterfacePlan, public_key: str) -> dict[str, Any]:
-    interface = asdict(plan)
-    # a peer's `mtu` and `fallback_endpoint` only when it has them (docs/underlay.md): a mesh without private paths
-    # keeps its documents' bytes
-    optional = ("mtu", "fallback_endpoint")
+# --- the deployer's side ---------------------------------------------------------------------------------------
+
+PEER_OPTIONAL = ("mtu", "fallback_endpoint", "key_at")  # only when set: a mesh without them keeps its bytes
+
+
+def _interface(plan: InterfacePlan) -> dict[str, Any]:
+    interface = {k: v for k, v in asdict(plan).items() if k != "site"}
     interface["peers"] = [
-        {
-            k: v
-            for k, v in {**asdict(p), "allowed_ips": list(p.allowed_ips)}.items()
-            if k not in optional or v is not None
-        }
+        {k: v for k, v in asdict(p).items() if k not in PEER_OPTIONAL or v is not None}
+        | {"allowed_ips": list(p.allowed_ips)}
         for p in plan.peers
     ]
     interface["listen_sources"] = list(plan.listen_sources)
-    return {"format": FORMAT, "site": plan.site, "public_key": public_key, "interface": interface}
-
-
-def _canonical(body: dict[str, Any]) -> str:
-    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return interface
 
 
 def generation_of(body: dict[str, Any]) -> int:
-    content = {k: v for k, v in body.items() if k != "generation"}
-    return int(hashlib.sha256(_canonical(content).encode()).hexdigest()[:GENERATION_HEX_DIGITS], 16)
+    content = {k: v for k, v in body.items() if k not in ("generation", "serial")}
+    return int(hashlib.sha256(canonical(content).encode()).hexdigest()[:GENERATION_HEX_DIGITS], 16)
+
+
+def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int, key_at: int | None = None) -> str:
+    """The payload of a site's document: canonical JSON, the same bytes for the same mesh and serial."""
+    body: dict[str, Any] = {"format": FORMAT, "scope": scope, "site": plan.site, "public_key": public_key}
+    body["interface"] = _interface(plan)
+    if key_at is not None:
+        body["key_at"] = key_at
+    body["generation"] = generation_of(body)
+    body["serial"] = serial
+    return canonical(body)
 
 
 def encode(plan: InterfacePlan, public_key: str) -> str:
-    """The document of one site: canonical JSON (sorted keys, no spaces), the same bytes for the same mesh."""
-    body = _body(plan, public_key)
-    body["generation"] = generation_of(body)
-    return _canonical(body)
+    """TRANSITIONAL, for wg_mesh.live until it signs (encode_body + wg_mesh.signing.sign, with the stamp's serial
+    and the stack's scope): the unsigned body, which every gateway refuses (reason `signature`). Remove with it."""
+    return encode_body(plan, public_key, scope="unsigned/unsigned", serial=1)
 
 
-def is_key(value: object) -> bool:
-    """A WireGuard key as wg(8) prints it: 32 bytes, base64 (44 characters)."""
-    if not isinstance(value, str) or len(value) != 44:
-        return False
-    try:
-        return len(base64.b64decode(value, validate=True)) == 32
-    except (binascii.Error, ValueError):
-        return False
+# --- the body --------------------------------------------------------------------------------------------------
+
+BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "interface", "generation"}
+INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources"}
+PEER_KEYS = {"name", "public_key", "allowed_ips", "endpoint", "persistent_keepalive", *PEER_OPTIONAL}
 
 
-def _need(condition: bool, message: str) -> None:
+def _need(condition: bool, message: str, reason: str = INVALID) -> None:
     if not condition:
-        raise DocumentError(INVALID, message)
+        raise DocumentError(reason, message)
+
+
+def _strings_clean(value: Any, where: str = "body") -> None:
+    """Every string (keys included) printable ASCII and short: no control, format or line-separator character
+    (U+2028 and U+0085 end a line for str.splitlines, NUL ends a C string) can reach a file, a command or a log."""
+    if isinstance(value, str):
+        _need(value.isascii() and value.isprintable(), f"{where}: a string with a control or non-ASCII character",
+              UNSAFE)  # fmt: skip
+        _need(len(value) <= MAX_STRING, f"{where}: a string of {len(value)} characters", UNSAFE)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _strings_clean(key, where)
+            _strings_clean(item, f"{where}.{key}" if key.isascii() and key.isprintable() else where)
+    elif isinstance(value, list):
+        _need(len(value) <= MAX_PEERS * 2, f"{where}: a list of {len(value)} items")
+        for item in value:
+            _strings_clean(item, where)
+
+
+def _fields(raw: object, what: str, allowed: set[str], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    _need(isinstance(raw, dict), f"{what}: not an object")
+    assert isinstance(raw, dict)
+    unknown = sorted(set(raw) - allowed)
+    _need(not unknown, f"{what}: unknown field {unknown[0] if unknown else ''!r}")
+    missing = sorted(allowed - set(raw) - set(optional))
+    _need(not missing, f"{what}: no {missing[0] if missing else ''!r}")
+    return raw
 
 
 def _int(value: object, low: int, high: int, what: str) -> int:
@@ -107,96 +160,137 @@ def _int(value: object, low: int, high: int, what: str) -> int:
 def _network(value: object, what: str) -> str:
     _need(isinstance(value, str), f"{what}: {value!r} is not a string")
     try:
-        return str(ipaddress.IPv4Network(str(value), strict=True))
+        network = str(IPv4Network(str(value), strict=True))
     except ValueError as exc:
         raise DocumentError(INVALID, f"{what}: {exc}") from None
+    _need(network == value and "/" in network, f"{what}: {value!r} is not written as {network}")
+    return network
 
 
 def _endpoint(value: object, what: str) -> str:
-    _need(isinstance(value, str) and value.count(":") == 1, f"{what}: {value!r} is not HOST:PORT")
+    """IPv4 literal ':' port, the port 1..65535 in ASCII digits without a leading zero (`²` is a digit to Python)."""
+    _need(isinstance(value, str) and value.count(":") == 1, f"{what}: {value!r} is not IPV4:PORT")
     host, _, port = str(value).partition(":")
     try:
-        ipaddress.IPv4Address(host)
+        address = IPv4Address(host)
     except ValueError:
         raise DocumentError(INVALID, f"{what}: {host!r} is not an IPv4 address") from None
-    _need(port.isdigit() and 1 <= int(port) <= 65535, f"{what}: port {port!r}")
-    return str(value)
+    _need(str(address) == host, f"{what}: {host!r} is not written as {address}")
+    _need(re.fullmatch(r"[1-9][0-9]{0,4}", port) is not None and int(port) <= 65535, f"{what}: port {port!r}")
+    return f"{address}:{int(port)}"
 
 
-def _peer(raw: object, i: int) -> Peer:
+def _peer(raw: object, i: int, interface_mtu: int) -> Peer:
     what = f"peers[{i}]"
-    _need(isinstance(raw, dict), f"{what}: not an object")
-    assert isinstance(raw, dict)
-    _need(isinstance(raw.get("name"), str) and bool(raw["name"]), f"{what}.name: {raw.get('name')!r}")
-    _need(is_key(raw.get("public_key")), f"{what}.public_key: not a WireGuard key")
-    allowed = raw.get("allowed_ips")
-    _need(isinstance(allowed, list) and bool(allowed), f"{what}.allowed_ips: not a non-empty list")
-    assert isinstance(allowed, list)
+    peer = _fields(raw, what, PEER_KEYS, PEER_OPTIONAL)
+    _need(isinstance(peer["name"], str) and bool(peer["name"]), f"{what}.name: {peer['name']!r}")
+    _need(is_key(peer["public_key"]), f"{what}.public_key: not a WireGuard key")
+    allowed = peer["allowed_ips"]
+    _need(isinstance(allowed, list) and 0 < len(allowed) <= MAX_ALLOWED_IPS,
+          f"{what}.allowed_ips: not a list of 1..{MAX_ALLOWED_IPS} prefixes")  # fmt: skip
+    mtu = None if peer.get("mtu") is None else _int(peer["mtu"], MIN_MTU, MAX_MTU, f"{what}.mtu")
+    _need(mtu is None or mtu <= interface_mtu, f"interface.peers: the MTU of {peer['name']} is above the interface's")
+    key_at = peer.get("key_at")
     return Peer(
-        name=raw["name"],
-        public_key=raw["public_key"],
+        name=peer["name"],
+        public_key=peer["public_key"],
         allowed_ips=tuple(_network(a, f"{what}.allowed_ips") for a in allowed),
-        endpoint=_endpoint(raw.get("endpoint"), f"{what}.endpoint"),
-        persistent_keepalive=_int(raw.get("persistent_keepalive"), 0, 65535, f"{what}.persistent_keepalive"),
-        mtu=None if raw.get("mtu") is None else _int(raw["mtu"], MIN_MTU, MAX_MTU, f"{what}.mtu"),
+        endpoint=_endpoint(peer["endpoint"], f"{what}.endpoint"),
+        persistent_keepalive=_int(peer["persistent_keepalive"], 0, 65535, f"{what}.persistent_keepalive"),
+        mtu=mtu,
         fallback_endpoint=None
-        if raw.get("fallback_endpoint") is None
-        else _endpoint(raw["fallback_endpoint"], f"{what}.fallback_endpoint"),
+        if peer.get("fallback_endpoint") is None
+        else _endpoint(peer["fallback_endpoint"], f"{what}.fallback_endpoint"),
+        key_at=None if key_at is None else _int(key_at, 0, MAX_SERIAL, f"{what}.key_at"),
     )
 
 
 def _plan(raw: object, site: str) -> InterfacePlan:
-    _need(isinstance(raw, dict), "interface: not an object")
-    assert isinstance(raw, dict)
-    address = raw.get("address")
+    interface = _fields(raw, "interface", INTERFACE_KEYS, ("listen_sources",))
+    address = interface["address"]
     try:
-        ipaddress.IPv4Interface(str(address))
+        parsed = str(IPv4Interface(str(address) if isinstance(address, str) else "-"))
     except ValueError:
         raise DocumentError(INVALID, f"interface.address: {address!r}") from None
-    peers_raw = raw.get("peers")
-    _need(isinstance(peers_raw, list), "interface.peers: not a list")
-    assert isinstance(peers_raw, list)
-    peers = tuple(_peer(p, i) for i, p in enumerate(peers_raw))
-    above = [
-        p.name for p in peers if p.mtu is not None and p.mtu > _int(raw.get("mtu"), MIN_MTU, MAX_MTU, "interface.mtu")
-    ]
-    _need(not above, f"interface.peers: the MTU of {', '.join(above)} is above the interface's")
-    keys = [p.public_key for p in peers]
+    _need(parsed == address and "/" in parsed, f"interface.address: {address!r} is not written as ADDRESS/PREFIX")
+    mtu = _int(interface["mtu"], MIN_MTU, MAX_MTU, "interface.mtu")
+    peers_raw, sources = interface["peers"], interface.get("listen_sources", [])
+    _need(
+        isinstance(peers_raw, list) and len(peers_raw) <= MAX_PEERS,
+        f"interface.peers: not a list of at most {MAX_PEERS}",
+    )
+    _need(isinstance(sources, list) and len(sources) <= 2 * MAX_PEERS, "interface.listen_sources: not a list")
+    peers = tuple(_peer(p, i, mtu) for i, p in enumerate(peers_raw))
+    keys, names = [p.public_key for p in peers], [p.name for p in peers]
     _need(len(set(keys)) == len(keys), "interface.peers: a public key appears twice")
-    sources = raw.get("listen_sources", [])
-    _need(isinstance(sources, list), "interface.listen_sources: not a list")
-    _need(isinstance(raw.get("masquerade"), bool), "interface.masquerade: not true/false")
+    _need(len(set(names)) == len(names), "interface.peers: a name appears twice")
+    _need(isinstance(interface["masquerade"], bool), "interface.masquerade: not true/false")
     return InterfacePlan(
         site=site,
         address=str(address),
-        listen_port=_int(raw.get("listen_port"), 1, 65535, "interface.listen_port"),
-        mtu=_int(raw.get("mtu"), MIN_MTU, MAX_MTU, "interface.mtu"),
-        mss=_int(raw.get("mss"), MIN_MTU - 40, MAX_MTU - 40, "interface.mss"),
-        masquerade=raw["masquerade"],
+        listen_port=_int(interface["listen_port"], 1, 65535, "interface.listen_port"),
+        mtu=mtu,
+        mss=_int(interface["mss"], MIN_MTU - 40, mtu - 40, "interface.mss"),
+        masquerade=interface["masquerade"],
         peers=peers,
         listen_sources=tuple(_network(s, "interface.listen_sources") for s in sources),
     )
 
 
-def decode(text: str | bytes, site: str) -> Document:
-    """The document for `site`, checked; DocumentError (with its reason) for anything a gateway must refuse."""
+def decode(
+    text: str | bytes,
+    trust: Trust,
+    *,
+    min_serial: int = 0,
+    now: float | None = None,
+    applied_generation: int | None = None,
+) -> Document:
+    """The document for trust.site, verified and checked; DocumentError (with its reason) for anything a gateway must
+    refuse, and never any other exception. `min_serial`: the serial of the running document (persisted by the
+    agent); with `applied_generation` (its generation) the same serial is accepted only for the same content."""
+    payload = verified_payload(text, trust)
+    body = load_json(payload, "payload")
+    _need(isinstance(body, dict), "payload: not a JSON object", PARSE)
+    claimed = body.get("generation")
     try:
-        body = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DocumentError(PARSE, f"not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise DocumentError(PARSE, f"not a JSON object but {type(body).__name__}")
-    if body.get("format") != FORMAT:
-        raise DocumentError(FORMAT_MISMATCH, f"format {body.get('format')!r}, this agent reads {FORMAT!r}")
-    if body.get("site") != site:
-        raise DocumentError(WRONG_SITE, f"written for site {body.get('site')!r}, this gateway is {site!r}")
-    generation = body.get("generation")
-    if generation != generation_of(body):
-        raise DocumentError(GENERATION, f"generation {generation!r} does not match the content")
-    _need(is_key(body.get("public_key")), "public_key: not a WireGuard key")
-    plan = _plan(body.get("interface"), site)
-    if not plan.peers:
-        raise DocumentError(NO_PEERS, "no peers: applying it would cut the site off the mesh")
-    if any(p.public_key == body["public_key"] for p in plan.peers):
-        raise DocumentError(INVALID, "a peer has the site's own public key")
-    return Document(site=site, generation=int(generation), public_key=body["public_key"], plan=plan)
+        return _document(body, payload, trust, min_serial, time.time() if now is None else now, applied_generation)
+    except DocumentError as exc:
+        if isinstance(claimed, int) and not isinstance(claimed, bool) and 0 <= claimed < 2**48:
+            exc.generation = claimed
+        raise
+
+
+def _document(
+    body: dict[str, Any], payload: bytes, trust: Trust, min_serial: int, now: float, applied_generation: int | None
+) -> Document:
+    _strings_clean(body)
+    _need(body.get("format") == FORMAT, f"format {body.get('format')!r}, this agent reads {FORMAT!r}", FORMAT_MISMATCH)
+    _fields(body, "body", BODY_KEYS, ("key_at",))
+    _need(canonical(body).encode() == payload, "payload: not canonical JSON", PARSE)
+    _need(isinstance(body["scope"], str) and SCOPE.fullmatch(body["scope"]) is not None, "scope: not PROJECT/STACK")
+    _need(
+        body["scope"] == trust.scope, f"written for {body['scope']!r}, this gateway is {trust.scope!r}", SCOPE_MISMATCH
+    )
+    _need(body["site"] == trust.site, f"written for site {body['site']!r}, this gateway is {trust.site!r}", WRONG_SITE)
+    generation = _int(body["generation"], 0, 2**48 - 1, "generation")
+    _need(generation == generation_of(body), f"generation {generation:012x} does not match the content", GENERATION)
+    serial = _int(body["serial"], 1, MAX_SERIAL, "serial")
+    _need(serial <= now + SERIAL_AHEAD_S, f"serial {serial} is more than a day ahead of this gateway's clock")
+    _need(serial >= min_serial, f"serial {serial} is older than the running document's {min_serial}", REPLAY)
+    same = serial != min_serial or applied_generation in (None, generation)
+    _need(same, f"serial {serial} is the running document's, with other content", REPLAY)
+    _need(is_key(body["public_key"]), "public_key: not a WireGuard key")
+    key_at = body.get("key_at")
+    plan = _plan(body["interface"], trust.site)
+    _need(bool(plan.peers), "no peers: applying it would cut the site off the mesh", NO_PEERS)
+    _need(all(p.public_key != body["public_key"] for p in plan.peers), "a peer has the site's own public key")
+    problem = plan_problem(plan, trust)
+    _need(problem is None, str(problem), UNSAFE)
+    return Document(
+        site=trust.site,
+        generation=generation,
+        public_key=body["public_key"],
+        plan=plan,
+        serial=serial,
+        key_at=None if key_at is None else _int(key_at, 0, MAX_SERIAL, "key_at"),
+    )

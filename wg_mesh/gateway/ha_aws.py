@@ -13,7 +13,13 @@ no retries: the controller samples every 0.5 s and a slow answer is "unreachable
   interface holds it (AWS may charge a remap to the same instance; moto refuses reassociation unless asked) [1].
 - Routes: `DescribeRouteTables(RouteTableIds)`, then `ReplaceRoute(RouteTableId, DestinationCidrBlock,
   NetworkInterfaceId)` for every route of a remote range whose target is another interface [2][3]; in parallel,
-  at most `PARALLEL` calls in flight (EC2 throttles per account and Region with token buckets [5]).
+  at most `PARALLEL` calls in flight (EC2 throttles per account and Region with token buckets [5]). IAM has no
+  condition key on a route's destination, so this code is the only guard: a destination is written only when
+  `unsafe_destination` (wg_mesh.gateway.trust, against agent.json's trust) finds nothing, checked again right
+  before each ReplaceRoute, and only over a route whose target is an interface or instance (the other gateway's)
+  or a blackhole: a route to an internet, NAT, transit, virtual private or local gateway, a peering connection, a
+  VPC endpoint... is never ours to take (`replaceable`; the Route shape: EC2 API reference, "Route",
+  https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Route.html).
 - Own instance id and primary ENI from IMDSv2 (PUT /latest/api/token, then meta-data/instance-id, mac,
   network/interfaces/macs/<mac>/interface-id) at AWS_EC2_METADATA_SERVICE_ENDPOINT (botocore's documented
   override; default http://169.254.169.254/).
@@ -28,11 +34,27 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .ha import NONE, Lease
+from .trust import Trust, unsafe_destination
 
 PARALLEL = 8
 METADATA_URL = "http://169.254.169.254/"
 IMDS_TIMEOUT_S = 2.0
 CONFLICT = "ConditionalCheckFailedException"
+
+
+# A Route's own attributes (not its target); the targets we may take over (the other gateway's interface or
+# instance; InstanceOwnerId comes with InstanceId). Any other key is another kind of target and the route stays.
+ROUTE_ATTRIBUTES = frozenset({"DestinationCidrBlock", "Origin", "State"})
+OUR_TARGETS = frozenset({"NetworkInterfaceId", "InstanceId", "InstanceOwnerId"})
+
+
+def replaceable(route: dict[str, Any]) -> bool:
+    """Whether a route's current target may be replaced by our interface: an interface or instance (the other
+    gateway), or a blackhole whose target is gone; never a propagated route or any other kind of target."""
+    targets = set(route) - ROUTE_ATTRIBUTES
+    if targets - OUR_TARGETS or route.get("Origin", "CreateRoute") != "CreateRoute":
+        return False
+    return bool(targets & {"NetworkInterfaceId", "InstanceId"}) or route.get("State") == "blackhole"
 
 
 class Unreachable(Exception):
@@ -67,9 +89,18 @@ class AwsHa:
     """One gateway's calls. `eni`: its own primary interface (own_interface())."""
 
     def __init__(
-        self, region: str, table: str, site: str, me: str, allocation_id: str, route_tables: Iterable[str], eni: str
+        self,
+        region: str,
+        table: str,
+        site: str,
+        me: str,
+        allocation_id: str,
+        route_tables: Iterable[str],
+        eni: str,
+        *,
+        trust: Trust,
     ) -> None:
-        self.region, self.table, self.site, self.me = region, table, site, me
+        self.region, self.table, self.site, self.me, self.trust = region, table, site, me, trust
         self.allocation_id, self.route_tables, self.eni = allocation_id, tuple(route_tables), eni
         self.endpoint = os.environ.get("AWS_ENDPOINT_URL") or None  # as source_aws (bookworm's botocore 1.29)
         self._clients: dict[str, Any] = {}
@@ -188,14 +219,17 @@ class AwsHa:
         )
 
     def wrong_routes(self, ranges: Iterable[str]) -> list[tuple[str, str]]:
-        """(table, destination) of every route of `ranges` in our tables whose target is not our interface."""
-        wanted = set(ranges)
+        """(table, destination) of every route of `ranges` in our tables whose target is not our interface, that we
+        may replace (`replaceable`) towards a destination the trust allows."""
+        wanted = {r for r in ranges if unsafe_destination(r, self.trust) is None}
         tables = self._call("ec2", "describe_route_tables", RouteTableIds=list(self.route_tables))
         return sorted(
             (table["RouteTableId"], route["DestinationCidrBlock"])
             for table in tables.get("RouteTables", [])
             for route in table.get("Routes", [])
-            if route.get("DestinationCidrBlock") in wanted and route.get("NetworkInterfaceId") != self.eni
+            if route.get("DestinationCidrBlock") in wanted
+            and route.get("NetworkInterfaceId") != self.eni
+            and replaceable(route)
         )
 
     def reconcile(self, ranges: Iterable[str], may_write: Callable[[], bool]) -> list[str]:
@@ -213,6 +247,8 @@ class AwsHa:
             if not may_write():
                 return ""  # the window closed meanwhile: the next renewal reopens it, the next reconcile retries
             table, cidr = target
+            if unsafe_destination(cidr, self.trust) is not None:
+                return ""  # never reached (wrong_routes filters); the last check before the write, all the same
             self._call(
                 "ec2", "replace_route", RouteTableId=table, DestinationCidrBlock=cidr, NetworkInterfaceId=self.eni
             )

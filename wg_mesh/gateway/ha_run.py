@@ -41,6 +41,7 @@ from .ha import (
 from .ha_health import HealthServer, LocalChecks, Run, TunnelProbe, run_command
 from .ha_kick import Kick
 from .pmtu_heal import overlay_address
+from .trust import Trust, unsafe_destination
 from .wgconf import INTERFACE, InterfacePlan
 
 METRICS: dict[str, tuple[str, str]] = {
@@ -86,6 +87,21 @@ def remote_ranges(plan: InterfacePlan) -> list[str]:
     return ranges
 
 
+def safe_ranges(plan: InterfacePlan, trust: Trust | None) -> tuple[list[str], list[str]]:
+    """(remote ranges the route tables may send to this gateway, refusals with their reasons): the document's ranges
+    (verified, after its invariants) checked once more against agent.json's trust; none at all without a trust."""
+    if trust is None:
+        return [], ["no trust in agent.json: no route is written"]
+    ranges, refused = [], []
+    for cidr in remote_ranges(plan):
+        problem = unsafe_destination(cidr, trust)
+        if problem is None:
+            ranges.append(cidr)
+        else:
+            refused.append(problem)
+    return ranges, refused
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -102,8 +118,10 @@ class Controller:
         settings: Settings | None = None,
         interface: str = INTERFACE,
         wall: Callable[[], float] = time.time,
+        trust: Trust | None = None,
     ) -> None:
         self.site, self.config, self.host, self.run, self.clock, self.wall = site, config, host, run, clock, wall
+        self.trust = trust  # what a route destination is checked against (None: no route is ever written)
         self.make_cloud: Callable[[], Any] = cloud
         self.cloud: Any = None  # made on the first tick that can (IMDS, metadata may lag)
         arbiter = "lease" if config.cloud == "aws" else "health"
@@ -305,7 +323,10 @@ class Controller:
         try:
             plan = self.host.plan
             if plan is not None:
-                changed = self.cloud.reconcile(remote_ranges(plan), lambda: self.machine.may_write(self.clock()))
+                ranges, refused = safe_ranges(plan, self.trust)
+                if refused:
+                    self.problem(f"HA: routes refused: {'; '.join(refused)}")
+                changed = self.cloud.reconcile(ranges, lambda: self.machine.may_write(self.clock()))
                 if changed:
                     self.host.log(f"HA: moved to this gateway: {', '.join(changed)}")
         except Exception as exc:
@@ -355,8 +376,9 @@ class Controller:
             self.host.write_ha_metrics(self.metrics_text())
 
 
-def cloud_factory(site: str, config: HaConfig) -> Callable[[], Any]:
-    """The adapter of agent.json's ha.cloud, made when first needed (only that cloud's module ships)."""
+def cloud_factory(site: str, config: HaConfig, trust: Trust) -> Callable[[], Any]:
+    """The adapter of agent.json's ha.cloud, made when first needed (only that cloud's module ships). GCP writes no
+    route (the internal load balancer follows the health check), AWS checks every destination against `trust`."""
 
     def make() -> Any:
         if config.cloud == "aws":
@@ -364,7 +386,7 @@ def cloud_factory(site: str, config: HaConfig) -> Callable[[], Any]:
 
             _, eni = own_interface()
             return AwsHa(config.region, config.lease_table, site, config.gateway, config.allocation_id,
-                         config.route_table_ids, eni)  # fmt: skip
+                         config.route_table_ids, eni, trust=trust)  # fmt: skip
         from .ha_gcp import GcpHa
 
         return GcpHa(config)

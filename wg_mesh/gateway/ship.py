@@ -7,8 +7,10 @@ API (wg_mesh.userdata calls these; nothing here depends on the peer set or on an
   unchanged, a test compares the syntax trees).
 - `bundle(kind) -> (json bytes, sha256)`: the same modules as one bundle (wg_mesh.gateway.bootstrap), for a source
   with a `bundle_secret` (AWS): its user data ships only `boot_files` and the bundle is a Secrets Manager secret.
-- `agent_config(site, source, poll_seconds=10) -> str`: /etc/wg-mesh/agent.json (0644, no secret); `source` is
-  one of `aws_source(...)`, `gcp_source(...)`, `file_source()` (plain dicts).
+- `agent_config(site, source, poll_seconds=10, ha=None, *, trust) -> str`: /etc/wg-mesh/agent.json (0644, no
+  secret); `source` is one of `aws_source(...)`, `gcp_source(...)`, `file_source()` (plain dicts); `trust` the
+  object every document is checked against (wg_mesh.gateway.trust.parse_trust checks it here already): the agent
+  refuses to start without it (exit 2).
 - `config_file(site, source, poll_seconds) -> (path, text, mode)`, `unit_file() -> (path, text, mode)`.
 - `unit_text() -> str`: wg-mesh-agent.service (After=wg-quick@wg0.service, Restart=always).
 - `once_command(timeout_s=300, bundled=False) -> list[str]`: the argv cloud-init runs BEFORE `systemctl enable
@@ -31,13 +33,14 @@ from importlib import resources
 from typing import Any
 
 from . import bootstrap
+from .trust import parse_trust
 
 LIB_DIR = bootstrap.LIB_DIR
 PACKAGE = bootstrap.PACKAGE
 # The agent's import closure (agent -> apply, sources -> document, mapping -> wgconf) and each source kind's own
 # module (imported when agent.json names that kind); a test checks the closure.
 MODULES = (
-    "__init__.py", "wgconf.py", "document.py", "mapping.py", "apply.py", "sources.py",
+    "__init__.py", "wgconf.py", "trust.py", "document.py", "mapping.py", "apply.py", "sources.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
     "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "agent.py",
 )  # fmt: skip
@@ -139,21 +142,38 @@ def file_source(document: str = DOCUMENT_PATH, private_key: str = PRIVATE_KEY_PA
 
 
 def agent_config(
-    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+    site: str,
+    source: dict[str, Any],
+    poll_seconds: int = POLL_SECONDS,
+    ha: dict[str, Any] | None = None,
+    *,
+    trust: dict[str, Any] | None = None,
 ) -> str:
-    """`ha`: the gateway's high-availability settings (gateways: 2; /work/wt/HA.md, wg_mesh.ha); absent otherwise."""
+    """`ha`: the gateway's high-availability settings (gateways: 2; /work/wt/HA.md, wg_mesh.ha); absent otherwise.
+    `trust`: agent.json's `trust` object (wg_mesh.gateway.trust: signing_key, scope, site, cidrs, overlay, address,
+    masquerade), checked here (ValueError) so a bad one fails `pulumi up`, not the gateway. The agent needs it: an
+    agent.json without one is a config error (exit 2); None only for the callers that do not write one yet."""
     body = {"site": site, "interface": "wg0", "poll_seconds": poll_seconds, "source": source}
     if ha is not None:
         body["ha"] = ha
+    if trust is not None:
+        if parse_trust(trust).site != site:
+            raise ValueError(f"trust.site: {trust.get('site')!r} is not {site!r}")
+        body["trust"] = trust
     if source.get("bundle_secret"):
         body["bundle_sha256"] = bundle(str(source["kind"]))[1]  # the pin: bootstrap refuses any other bundle
     return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
 
 def config_file(
-    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+    site: str,
+    source: dict[str, Any],
+    poll_seconds: int = POLL_SECONDS,
+    ha: dict[str, Any] | None = None,
+    *,
+    trust: dict[str, Any] | None = None,
 ) -> tuple[str, str, str]:
-    return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha), "0644")
+    return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha, trust=trust), "0644")
 
 
 # The unit's hardening: the agent changes wg0, routes and iptables (CAP_NET_ADMIN, CAP_NET_RAW; iptables' lock and
@@ -204,8 +224,13 @@ def once_command(timeout_s: int = 300, bundled: bool = False) -> list[str]:
 
 
 def files(
-    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+    site: str,
+    source: dict[str, Any],
+    poll_seconds: int = POLL_SECONDS,
+    ha: dict[str, Any] | None = None,
+    *,
+    trust: dict[str, Any] | None = None,
 ) -> list[tuple[str, str, str]]:
     kind = str(source.get("kind"))
     package = package_files(kind, BOOT_MODULES) if source.get("bundle_secret") else package_files(kind)
-    return [*package, config_file(site, source, poll_seconds, ha), unit_file()]
+    return [*package, config_file(site, source, poll_seconds, ha, trust=trust), unit_file()]

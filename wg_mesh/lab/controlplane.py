@@ -268,9 +268,11 @@ class ControlPlane:
             write_atomic(self.root / "gce" / site / "attributes" / source["attribute"], text.encode(), 0o644)
         else:
             self._static_file(site, source["document"], text.encode())
-        try:
-            generation: int | None = document.decode(text, site).generation
-        except document.DocumentError:
+        try:  # the agent's own check: the trust of its agent.json (none yet: no generation)
+            generation: int | None = document.decode(
+                text, document.parse_trust(self.configs[site].get("trust"))
+            ).generation
+        except ValueError:  # DocumentError too
             generation = None
         return Published(site, generation, time.monotonic())
 
