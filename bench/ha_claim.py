@@ -14,6 +14,7 @@ Prints a table and the JSON line per route count.
 from __future__ import annotations
 
 import argparse
+import base64
 import ipaddress
 import json
 import os
@@ -45,10 +46,13 @@ def _setup(url: str, routes: int, table: str) -> tuple[Any, list[str], dict[str,
 
 def measure(url: str, routes: int, runs: int) -> dict[str, Any]:
     from wg_mesh.gateway.ha_aws import AwsHa
+    from wg_mesh.gateway.trust import Trust
 
     table = f"bench-ha-{routes}-{time.monotonic_ns()}"
     _, ranges, enis, allocation, rtb = _setup(url, routes, table)
-    gws = {g: AwsHa(REGION, table, "site", g, allocation, [rtb], enis[g]) for g in "ab"}
+    # what the site's agent.json would say: its own ranges apart from the remote ones (172.16/12), any signing key
+    trust = Trust(base64.b64encode(bytes(32)).decode(), "bench/ha", "site", ("10.0.0.0/16",), "100.96.0.0/24")
+    gws = {g: AwsHa(REGION, table, "site", g, allocation, [rtb], enis[g], trust=trust) for g in "ab"}
     gws["a"].claim(None)
     gws["a"].reconcile(ranges, lambda: True)
     poll, claim, reconcile = [], [], []

@@ -7,16 +7,19 @@ change, so a test sees both the exact command sequence and its effect. No root, 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.test_render import REPO, fake_public_key
 from wg_mesh import signing, wgkey
 from wg_mesh.gateway.apply import Result
-from wg_mesh.gateway.document import encode_body
+from wg_mesh.gateway.document import canonical, encode_body, generation_of
 from wg_mesh.gateway.trust import Trust
 from wg_mesh.gateway.wgconf import InterfacePlan, Peer, parse_wg_quick_conf
 from wg_mesh.stackfile import load
@@ -99,6 +102,20 @@ def signed(plan: InterfacePlan, public_key: str, *, serial: int | None = None, s
 
 def doc_text(plan: InterfacePlan, keys: Keys) -> str:
     return signed(plan, keys.public)
+
+
+def body_of(text: str) -> dict[str, Any]:
+    """The (signed) body of an envelope, without any check: for tests that edit one and sign it again."""
+    body: dict[str, Any] = json.loads(base64.b64decode(json.loads(text)["payload"]))
+    return body
+
+
+def resign(body: dict[str, Any], *, reseal: bool = True, seed: bytes = SEED) -> str:
+    """`body` (edited) signed again; `reseal`: with the generation of its new content."""
+    body = dict(body)
+    if reseal:
+        body["generation"] = generation_of(body)
+    return sign(canonical(body), seed)
 
 
 @dataclass

@@ -13,7 +13,20 @@ from typing import ClassVar
 
 import pytest
 
-from tests.agent_fake import SITE, FakeHost, Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
+from tests.agent_fake import (
+    SITE,
+    TRUST,
+    TRUST_JSON,
+    FakeHost,
+    Keys,
+    base_plan,
+    body_of,
+    doc_text,
+    resign,
+    with_mtu,
+    with_peer,
+    without_peer,
+)
 from wg_mesh import metrics, wgmetrics
 from wg_mesh.gateway import mapping
 from wg_mesh.gateway.agent import Agent, Config, main
@@ -51,7 +64,7 @@ def paths(tmp_path: Path) -> Paths:
 
 
 def make(store: Store, host: FakeHost, paths: Paths, logs: list[str]) -> Agent:
-    config = Config(site=SITE, source={"kind": "test"}, pmtu_seconds=0)  # the probes: tests/test_pmtu*.py
+    config = Config(site=SITE, source={"kind": "test"}, trust=TRUST, pmtu_seconds=0)  # the probes: test_pmtu*.py
     return Agent(config, store, host, paths, logs.append, clock=lambda: 1000.0)
 
 
@@ -86,7 +99,7 @@ def test_first_run_without_wg0_writes_the_files_only(keys: Keys, paths: Paths) -
     assert stat.S_IMODE(conf.stat().st_mode) == 0o600
     assert Path(paths.mapping).read_text() == mapping.peer_mapping(base_plan())
     assert mapping.MAPPING_PATH == wgmetrics.MAPPING_PATH == metrics.MAPPING_PATH
-    generation = json.loads(store.text)["generation"]
+    generation = body_of(store.text)["generation"]
     assert metric(paths, "wgmesh_agent_applied_generation") == generation
     assert metric(paths, "wgmesh_agent_desired_generation") == generation
     assert metric(paths, "wgmesh_agent_last_apply_success") == 1
@@ -188,8 +201,8 @@ def test_rotation_waits_for_the_store_then_applies_the_new_key(keys: Keys, paths
     assert Path(paths.wg_conf).read_text() == old_conf
     assert metric(paths, "wgmesh_agent_apply_failures_total", reason="key") == 1
     assert metric(paths, "wgmesh_agent_last_apply_success") == 0
-    assert metric(paths, "wgmesh_agent_desired_generation") == json.loads(store.text)["generation"]
-    assert metric(paths, "wgmesh_agent_applied_generation") != json.loads(store.text)["generation"]
+    assert metric(paths, "wgmesh_agent_desired_generation") == body_of(store.text)["generation"]
+    assert metric(paths, "wgmesh_agent_applied_generation") != body_of(store.text)["generation"]
 
     store.key = new.private
     assert agent.cycle()
@@ -206,11 +219,11 @@ def test_a_refused_document_keeps_the_running_config(keys: Keys, paths: Paths, t
     host, logs = FakeHost(), []
     store, agent = applied(keys, paths, host, logs)
     files = {p: Path(p).read_bytes() for p in (paths.wg_conf, paths.mapping, paths.state)}
-    body = json.loads(store.text)
+    body = body_of(store.text)
     if text == "GENERATION":
-        text = json.dumps({**body, "generation": body["generation"] + 1})
+        text = resign({**body, "generation": body["generation"] + 1}, reseal=False)
     elif text == "SITE":
-        text = doc_text(base_plan(), keys).replace(f'"site":"{SITE}"', '"site":"gcp-euw3"')
+        text = resign({**body_of(doc_text(base_plan(), keys)), "site": "gcp-euw3"})
     elif text == "PEERLESS":
         text = doc_text(without_peer(without_peer(base_plan(), "gcp-euw3"), "vps-fra"), keys)
     store.text = text
@@ -293,15 +306,15 @@ def test_command_line_once_with_a_file_source(keys: Keys, tmp_path: Path, capsys
     os.chmod(tmp_path / "private.key", 0o600)
     config = tmp_path / "agent.json"
     source = {"kind": "file", "document": str(tmp_path / "document.json"), "private_key": str(tmp_path / "private.key")}
-    config.write_text(json.dumps({"site": SITE, "poll_seconds": 10, "source": source}))
+    config.write_text(json.dumps({"site": SITE, "poll_seconds": 10, "source": source, "trust": TRUST_JSON}))
     root = tmp_path / "root"
     host = FakeHost()
     assert main(["--config", str(config), "--once", "--root", str(root)], runner=host) == 0
     assert (root / "etc/wireguard/wg0.conf").read_text() == wg_quick_conf(base_plan(), keys.private)
     (tmp_path / "document.json").write_text("{}")
     assert main(["--config", str(config), "--once", "--timeout", "0", "--root", str(root)], runner=host) == 1
-    assert "refused (format)" in capsys.readouterr().err
-    config.write_text(json.dumps({"site": SITE, "poll_seconds": 0, "source": source}))
+    assert "refused (signature)" in capsys.readouterr().err
+    config.write_text(json.dumps({"site": SITE, "poll_seconds": 0, "source": source, "trust": TRUST_JSON}))
     assert main(["--config", str(config), "--once"], runner=host) == 2
     assert "poll_seconds" in capsys.readouterr().err
 
@@ -345,6 +358,10 @@ def test_a_new_overlay_address_replaces_the_old_one(keys: Keys, paths: Paths) ->
     store, agent = applied(keys, paths, host, logs)
     moved = dataclasses.replace(base_plan(), address="10.200.0.9/24")
     store.text = doc_text(moved, keys)
+    assert not agent.cycle() and host.mutating() == []  # agent.json pins the address: refused (unsafe)
+    assert metric(paths, "wgmesh_agent_apply_failures_total", reason="unsafe") == 1
+    # re-addressed in the stack: the user data (agent.json) changes too, and the agent restarts with it
+    agent.config = dataclasses.replace(agent.config, trust=dataclasses.replace(TRUST, address="10.200.0.9/24"))
     assert agent.cycle()
     assert host.mutating()[2:] == [
         ["ip", "-4", "address", "add", "10.200.0.9/24", "dev", "wg0"],

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_fake import Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
+from tests.agent_fake import TRUST_JSON, Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
 from wg_mesh.gateway import ship
 from wg_mesh.gateway.wgconf import WG_CONF_PATH, wg_quick_conf
 from wg_mesh.lab.netns import pids_in_netns, proc_start_time
@@ -112,7 +112,7 @@ def gateway() -> Iterator[Gateway]:
 def install(gw: Gateway, document: str, private_key: str) -> None:
     for path, text, _mode in ship.package_files("file"):
         gw.write(path, text)
-    gw.write(ship.CONFIG_PATH, ship.agent_config("aws-use1", ship.file_source()))
+    gw.write(ship.CONFIG_PATH, ship.agent_config("aws-use1", ship.file_source(), trust=TRUST_JSON))
     gw.write(ship.DOCUMENT_PATH, document)
     gw.write(ship.PRIVATE_KEY_PATH, private_key + "\n", 0o600)
 
@@ -177,7 +177,7 @@ def test_the_daemon_follows_the_document(gateway: Gateway, tmp_path: Path) -> No
     """The service's own loop (no --once): a changed file source is applied within a poll interval."""
     gw, keys = gateway, Keys()
     install(gw, doc_text(base_plan(), keys), keys.private)
-    gw.write(ship.CONFIG_PATH, ship.agent_config("aws-use1", ship.file_source(), poll_seconds=1))
+    gw.write(ship.CONFIG_PATH, ship.agent_config("aws-use1", ship.file_source(), poll_seconds=1, trust=TRUST_JSON))
     assert gw.agent().returncode == 0
     gw.run("WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go", "wg-quick", "up", "wg0")
     argv = [

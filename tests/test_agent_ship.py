@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_fake import SITE, Keys, base_plan, doc_text
+from tests.agent_fake import SITE, TRUST_JSON, Keys, base_plan, doc_text
 from wg_mesh.gateway import agent, ship, sources
 
 GATEWAY = Path(ship.__file__).parent
@@ -46,7 +46,8 @@ def closure_of(start: list[str], others: set[str]) -> set[str]:
             closure.add(module)
             relative, absolute = imports(module)
             todo += relative
-            assert absolute <= set(sys.stdlib_module_names) | {"__future__", "botocore"}, module
+            # Ubuntu 24.04's python3-botocore (AWS) and python3-nacl (the signature: wg_mesh.gateway.signed)
+            assert absolute <= set(sys.stdlib_module_names) | {"__future__", "botocore", "nacl"}, module
     return closure
 
 
@@ -110,7 +111,8 @@ def test_the_shipped_package_runs_once_under_the_system_python(tmp_path: Path) -
     (tmp_path / "document.json").write_text(doc_text(base_plan(), keys))
     (tmp_path / "private.key").write_text(keys.private)
     config = tmp_path / "agent.json"
-    text = ship.agent_config(SITE, ship.file_source(str(tmp_path / "document.json"), str(tmp_path / "private.key")))
+    source = ship.file_source(str(tmp_path / "document.json"), str(tmp_path / "private.key"))
+    text = ship.agent_config(SITE, source, trust=TRUST_JSON)
     config.write_text(text.replace('"wg0"', '"wgmesh-absent"'))  # an interface this host surely lacks
     root = tmp_path / "root"
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(lib)}
@@ -172,10 +174,17 @@ def test_systemd_accepts_the_unit(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", SOURCES)
 def test_the_config_is_what_the_agent_reads(kind: str) -> None:
-    path, text, mode = ship.config_file("gcp-euw3", SOURCES[kind], 7)
+    trust = {**TRUST_JSON, "site": "gcp-euw3"}
+    path, text, mode = ship.config_file("gcp-euw3", SOURCES[kind], 7, trust=trust)
     assert (path, mode) == ("/etc/wg-mesh/agent.json", "0644")
     config = agent.load_config(text)
     assert (config.site, config.interface, config.poll_seconds, config.source) == ("gcp-euw3", "wg0", 7, SOURCES[kind])
+    assert config.trust is not None and config.trust.site == "gcp-euw3" and json.loads(text)["trust"] == trust
+    without = {k: v for k, v in json.loads(text).items() if k != "trust"}
+    with pytest.raises(ValueError, match="trust: missing"):  # the agent exits 2 (test_agent.py)
+        agent.load_config(json.dumps(without))
+    with pytest.raises(ValueError, match=r"trust\.site"):
+        ship.config_file("aws-use1", SOURCES[kind], 7, trust=trust)
     source = sources.make_source(config.source)
     assert source.pushes == (kind == "gcp")
     assert json.loads(text)["source"]["kind"] == kind

@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.agent_fake import SITE, FakeHost, Keys, base_plan, doc_text, with_peer
+from tests.agent_fake import SITE, TRUST, TRUST_JSON, FakeHost, Keys, base_plan, doc_text, with_peer
 from tests.test_agent_ship import SYSTEM_PYTHON, install
 from wg_mesh import userdata
 from wg_mesh.gateway import ship
@@ -68,7 +68,7 @@ def test_aws_source_reads_the_secret_and_the_secure_string(aws: tuple[Any, Any],
 
     logs: list[str] = []
     host = FakeHost()
-    agent = Agent(Config(site=SITE, source={}), source, host, Paths.under(str(tmp_path)), logs.append)
+    agent = Agent(Config(site=SITE, source={}, trust=TRUST), source, host, Paths.under(str(tmp_path)), logs.append)
     assert agent.cycle()
     added = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
     secrets.put_secret_value(SecretId=SECRET, SecretString=added)
@@ -209,7 +209,7 @@ def test_gcp_agent_applies_what_the_metadata_server_pushes(gce: tuple[Gce, str],
     state.secrets[KEY_SECRET] = keys.private
     logs: list[str] = []
     agent = Agent(
-        Config(site=SITE, source={}),
+        Config(site=SITE, source={}, trust=TRUST),
         GcpSource(KEY_SECRET, metadata_url=url),
         FakeHost(),
         Paths.under(str(tmp_path)),
@@ -264,7 +264,7 @@ def test_the_shipped_agent_under_debian_python_and_botocore(aws: tuple[Any, Any]
     ssm.put_parameter(Name=parameter, Value=keys.private, Type="SecureString", Overwrite=True)
     lib = install(tmp_path, "aws")
     config = tmp_path / "agent.json"
-    text = ship.agent_config(SITE, ship.aws_source(REGION, name, parameter))
+    text = ship.agent_config(SITE, ship.aws_source(REGION, name, parameter), trust=TRUST_JSON)
     config.write_text(text.replace('"wg0"', '"wgmesh-absent"'))  # an interface this host surely lacks: files only
     env = {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "PATH"}
     argv = [SYSTEM_PYTHON, "-m", f"{ship.PACKAGE}.agent", "--config", str(config), "--once", "--timeout", "10"]
@@ -298,7 +298,7 @@ def test_an_aws_first_boot_installs_the_bundle_then_applies(aws: tuple[Any, Any]
     secrets.create_secret(Name=bundle, SecretString=tampered)
     lib = install(tmp_path, "aws", ship.BOOT_MODULES)
     config = tmp_path / "agent.json"
-    text = ship.agent_config(SITE, ship.aws_source(REGION, name, parameter, bundle))
+    text = ship.agent_config(SITE, ship.aws_source(REGION, name, parameter, bundle), trust=TRUST_JSON)
     config.write_text(text.replace('"wg0"', '"wgmesh-absent"'))  # an interface this host surely lacks: files only
     env = {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "PATH"}
     boot = [SYSTEM_PYTHON, "-m", f"{ship.PACKAGE}.bootstrap", "--config", str(config), "--lib", str(lib)]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_fake import FakeHost, Keys, base_plan
+from tests.agent_fake import TRUST_JSON, FakeHost, Keys, base_plan
 from tests.test_agent import Store, make
 from tests.test_ha_machine import AWS
 from wg_mesh.gateway.agent import load_config
@@ -25,7 +25,7 @@ from wg_mesh.gateway.apply import Paths
 from wg_mesh.gateway.ha_health import HealthServer, LocalChecks, TunnelProbe, latest_handshakes, run_command
 from wg_mesh.gateway.wgconf import parse_wg_quick_conf
 
-BASE = {"site": "aws-use1", "source": {"kind": "file", "document": "/d", "private_key": "/k"}}
+BASE = {"site": "aws-use1", "source": {"kind": "file", "document": "/d", "private_key": "/k"}, "trust": TRUST_JSON}
 
 
 def test_agent_json_without_ha_is_a_single_gateway() -> None:

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 import boto3
 import pytest
 
-from tests.agent_fake import base_plan
+from tests.agent_fake import TRUST, base_plan
 from wg_mesh.gateway.ha import Lease, Settings, parse_ha
-from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface
-from wg_mesh.gateway.ha_run import Controller, remote_ranges
+from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface, replaceable
+from wg_mesh.gateway.ha_run import Controller, remote_ranges, safe_ranges
 from wg_mesh.lab.awsmodel import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
@@ -37,7 +37,7 @@ class Cloud:
     table: str
 
     def adapter(self, me: str) -> AwsHa:
-        return AwsHa(REGION, self.table, SITE, me, self.allocation, self.tables, self.enis[me])
+        return AwsHa(REGION, self.table, SITE, me, self.allocation, self.tables, self.enis[me], trust=TRUST)
 
     def eip_holder(self) -> str | None:
         eni = self.ec2.describe_addresses(AllocationIds=[self.allocation])["Addresses"][0].get("NetworkInterfaceId")
@@ -149,11 +149,56 @@ def test_takeover_moves_the_elastic_ip_and_every_route(cloud: Cloud) -> None:
     }
 
 
+def test_routes_are_taken_only_towards_safe_destinations_and_from_interfaces(cloud: Cloud) -> None:
+    """IAM cannot limit ReplaceRoute by destination: the adapter itself never writes a default route or half of one,
+    a reserved range or one inside the site's own CIDRs, whatever the ranges it is given, and never takes a route
+    whose target is a gateway (here an internet gateway) rather than the other gateway's interface."""
+    ec2, table = cloud.ec2, cloud.tables[0]
+    vpc = ec2.describe_route_tables(RouteTableIds=[table])["RouteTables"][0]["VpcId"]
+    igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+    ec2.replace_route(RouteTableId=table, DestinationCidrBlock=cloud.ranges[1], GatewayId=igw)
+    hostile = ["0.0.0.0/1", "128.0.0.0/1", "169.254.169.254/32", "10.10.5.0/24"]
+    for cidr in hostile:
+        ec2.create_route(RouteTableId=table, DestinationCidrBlock=cidr, NetworkInterfaceId=cloud.enis["a"])
+    b = cloud.adapter("b")
+    assert b.claim(None) is not None
+    b.reconcile([*cloud.ranges, "0.0.0.0/0", *hostile], lambda: True)
+
+    routes = {
+        r["DestinationCidrBlock"]: r
+        for r in ec2.describe_route_tables(RouteTableIds=[table])["RouteTables"][0]["Routes"]
+    }
+    assert routes["0.0.0.0/0"]["NetworkInterfaceId"] == cloud.enis["b"]  # as the fixture made it (not by us)
+    assert all(routes[c]["NetworkInterfaceId"] == cloud.enis["a"] for c in hostile)  # never moved
+    assert routes[cloud.ranges[1]].get("GatewayId") == igw  # not an interface: left alone
+    assert all(routes[c]["NetworkInterfaceId"] == cloud.enis["b"] for c in cloud.ranges if c != cloud.ranges[1])
+    ranges, refused = safe_ranges(base_plan(), TRUST)
+    assert ranges == cloud.ranges and refused == []
+    assert safe_ranges(base_plan(), None)[0] == []  # no trust: no route at all
+
+
+def test_only_an_interface_instance_or_blackhole_target_is_replaceable() -> None:
+    """The Route shape of DescribeRouteTables (EC2 API reference, "Route")."""
+    assert replaceable({"DestinationCidrBlock": "10.1.0.0/16", "NetworkInterfaceId": "eni-1", "Origin": "CreateRoute",
+                        "State": "active"})  # fmt: skip
+    assert replaceable({"DestinationCidrBlock": "10.1.0.0/16", "InstanceId": "i-1", "InstanceOwnerId": "1",
+                        "NetworkInterfaceId": "eni-1", "Origin": "CreateRoute", "State": "blackhole"})  # fmt: skip
+    assert replaceable({"DestinationCidrBlock": "10.1.0.0/16", "Origin": "CreateRoute", "State": "blackhole"})
+    for target in ("GatewayId", "NatGatewayId", "TransitGatewayId", "VpcPeeringConnectionId", "LocalGatewayId",
+                   "CarrierGatewayId", "EgressOnlyInternetGatewayId", "CoreNetworkArn", "IpAddress"):  # fmt: skip
+        assert not replaceable({"DestinationCidrBlock": "10.1.0.0/16", target: "x-1", "State": "blackhole"})
+    assert not replaceable({"DestinationCidrBlock": "10.1.0.0/16", "GatewayId": "vpce-1", "NetworkInterfaceId": "e"})
+    assert not replaceable({"DestinationCidrBlock": "10.1.0.0/16", "NetworkInterfaceId": "eni-1",
+                            "Origin": "EnableVgwRoutePropagation"})  # fmt: skip
+    assert not replaceable({"DestinationCidrBlock": "10.1.0.0/16", "State": "active"})
+
+
 def test_an_unreachable_api_is_not_a_lost_lease(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard: nothing listens
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    gw = AwsHa(REGION, TABLE, SITE, "a", "eipalloc-1", ["rtb-1"], "eni-1")
+    gw = AwsHa(REGION, TABLE, SITE, "a", "eipalloc-1", ["rtb-1"], "eni-1", trust=TRUST)
     for call in (gw.read_lease, lambda: gw.renew(1), gw.holder, lambda: gw.claim(None)):
         with pytest.raises(Unreachable):
             call()
@@ -264,7 +309,7 @@ def controllers(cloud: Cloud, tmp_path: Path) -> tuple[dict[str, Controller], di
         )  # fmt: skip
         gws[g] = FakeGateway(tmp_path, eip_holder=cloud.eip_holder)
         ctl = Controller(SITE, config, gws[g], lambda g=g: cloud.adapter(g), gws[g].run, lambda: clock[0], Settings(),
-                         wall=lambda: WALL + clock[0])  # fmt: skip
+                         wall=lambda: WALL + clock[0], trust=TRUST)  # fmt: skip
         ctl.checks.forward_path = str(forward)
         ctls[g] = ctl
     return ctls, gws, clock
@@ -348,7 +393,7 @@ def test_active_cut_off_from_the_lease_writes_nothing_and_demotes_on_the_new_hol
                 raise Unreachable("dynamodb: connect timeout")
             return super()._call(service, operation, **kwargs)
 
-    ctls["a"].cloud = CutOff(REGION, cloud.table, SITE, "a", cloud.allocation, cloud.tables, real.eni)
+    ctls["a"].cloud = CutOff(REGION, cloud.table, SITE, "a", cloud.allocation, cloud.tables, real.eni, trust=TRUST)
     cut["on"] = True
     run_for(ctls, clock, 4)
     assert ctls["b"].machine.role == "active" and cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}

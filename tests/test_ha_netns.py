@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.agent_fake import Keys, base_plan, doc_text
+from tests.agent_fake import TRUST_JSON, Keys, base_plan, doc_text
 from tests.test_agent_netns import Gateway, install, pytestmark  # noqa: F401 (the same root/tool skips)
 from tests.test_agent_netns import gateway as gateway  # the fixture
 from tests.test_ha_machine import AWS
@@ -56,7 +56,7 @@ def agent(gw: Gateway, *roles: str) -> str:
 def standby(gateway: Gateway) -> Iterator[Gateway]:
     keys = Keys()
     install(gateway, doc_text(base_plan(), keys), keys.private)
-    config = json.loads(ship.agent_config("aws-use1", ship.file_source()))
+    config = json.loads(ship.agent_config("aws-use1", ship.file_source(), trust=TRUST_JSON))
     gateway.write(ship.CONFIG_PATH, json.dumps({**config, "ha": AWS}))
     done = gateway.agent()
     assert done.returncode == 0, done.stderr
