@@ -156,11 +156,12 @@ def test_every_store_holds_the_sites_document_and_its_own_key(before_after: tupl
         cfg = mesh_of(run)
         directory = {n: topology.PeerAddress(v.public_ip.value, v.public_key.value) for n, v in run.sites.items()}
         for site in cfg.sites:
-            doc = document.decode(stored_document(run, site), site.name)
-            assert doc.plan == topology.interface_plan(cfg, site.name, directory)
-            assert doc.public_key == run.sites[site.name].public_key.value
+            public_key = run.sites[site.name].public_key.value
+            plan = topology.interface_plan(cfg, site.name, directory)
+            # TRANSITIONAL (document v2): unsigned until wg_mesh.live signs (document.encode's note)
+            assert stored_document(run, site) == document.encode(plan, public_key)
             key = stored_key(run, site)
-            assert key == run.sites[site.name].private_key.value and wgkey.public_key(key) == doc.public_key
+            assert key == run.sites[site.name].private_key.value and wgkey.public_key(key) == public_key
         assert run.exports["static_site_documents"].secret and run.exports["static_site_private_keys"].secret
 
 

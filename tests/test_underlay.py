@@ -5,6 +5,7 @@ the fixed private addresses of the gateways and their firewalls."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests import test_program as program_tests  # a module, not its tests: nothing is collected twice
+from tests.agent_fake import SCOPE, TRUST, resign, sign
 from tests.conftest import STACK_FILES, run_program
 from wg_mesh import topology
 from wg_mesh.config import ConfigError, load_mesh, summary
@@ -43,7 +45,7 @@ def prod_raw(**changes: Any) -> dict[str, Any]:
 def directory(cfg: Any) -> dict[str, PeerAddress]:
     private = topology.private_directory(cfg)
     return {
-        s.name: PeerAddress(f"203.0.113.{i + 1}", KEY[: -2 - i] + "B" * (i + 1) + "=", private.get(s.name))
+        s.name: PeerAddress(f"203.0.113.{i + 1}", KEY[: -2 - i] + "B" * i + "E=", private.get(s.name))
         for i, s in enumerate(cfg.sites)
     }
 
@@ -191,18 +193,17 @@ def test_the_internet_mtu_is_at_most_1500_whatever_a_network_s_own() -> None:
 def test_the_document_carries_a_peer_mtu_only_where_there_is_one() -> None:
     cfg = load_mesh(prod_raw())
     plan = topology.interface_plan(cfg, "aws-use1", directory(cfg))
-    text = document.encode(plan, KEY)
+    text = document.encode_body(plan, KEY, scope=SCOPE, serial=1)
     assert text.count('"mtu":') == 2  # the interface's and the VPS's
     assert text.count('"fallback_endpoint":"203.0.113.2:51820"') == 1
-    assert document.decode(text, "aws-use1").plan == plan
+    assert document.decode(sign(text), TRUST).plan == plan
     vps = topology.interface_plan(cfg, "vps-fra", directory(cfg))
-    assert document.encode(vps, KEY).count('"mtu":') == 1  # no private path: the bytes it always had
-    assert "fallback_endpoint" not in document.encode(vps, KEY)
-    broken = text.replace('"mtu":1440', '"mtu":9000')
-    body = document.json.loads(broken)
-    body["generation"] = document.generation_of(body)
+    vps_text = document.encode_body(vps, KEY, scope=SCOPE, serial=1)
+    assert vps_text.count('"mtu":') == 1  # no private path: the bytes it always had
+    assert "fallback_endpoint" not in vps_text
+    broken = json.loads(text.replace('"mtu":1440', '"mtu":8900'))
     with pytest.raises(document.DocumentError, match="the MTU of vps-fra is above the interface's"):
-        document.decode(document._canonical(body), "aws-use1")
+        document.decode(resign(broken), TRUST)
 
 
 def test_path_mtu_probes_each_peer_at_its_own_tunnel_mtu_and_a_heal_restores_its_route_mtu() -> None:

@@ -36,7 +36,8 @@ FORBIDDEN = tuple(IPv4Network(n) for n in ("0.0.0.0/8", "127.0.0.0/8", "169.254.
 
 
 def is_key(value: object) -> bool:
-    """A WireGuard (or Ed25519) key as wg(8) prints it: 32 bytes in canonical base64, 44 characters."""
+    """A WireGuard (or Ed25519) key as wg(8) prints it: 32 bytes in canonical base64, 44 characters (the unused low
+    bits of the last character zero: one key, one spelling, so comparisons of keys are comparisons of strings)."""
     if not isinstance(value, str) or len(value) != KEY_CHARS or not value.isascii():
         return False
     try:
