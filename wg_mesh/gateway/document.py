@@ -83,6 +83,39 @@ def encode(plan: InterfacePlan, public_key: str) -> str:
     return _canonical(body)
 
 
+# --- v2 (STAND-IN for helper A's module: /work/wt/SPEC-20.md section 1, the functions the program calls) -----------
+FORMAT_V2 = "wg-mesh.peers/2"
+PAYLOAD_TYPE = "application/vnd.wg-mesh.peers+json;version=2"
+
+
+def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int, key_at: int | None = None) -> str:
+    """The payload of a site's v2 document: canonical JSON; the generation is over the body without it and serial."""
+    body: dict[str, Any] = {**_body(plan, public_key), "format": FORMAT_V2, "scope": scope}
+    if key_at is not None:
+        body["key_at"] = key_at
+    body["generation"] = generation_of(body)
+    body["serial"] = serial
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def pae(payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding of the payload: what the signature covers."""
+    kind = PAYLOAD_TYPE.encode()
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def envelope(payload: str, keyid: str, sig_b64: str) -> str:
+    return json.dumps(
+        {
+            "payloadType": PAYLOAD_TYPE,
+            "payload": base64.b64encode(payload.encode()).decode("ascii"),
+            "signatures": [{"keyid": keyid, "sig": sig_b64}],
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
 def is_key(value: object) -> bool:
     """A WireGuard key as wg(8) prints it: 32 bytes, base64 (44 characters)."""
     if not isinstance(value, str) or len(value) != 44:

@@ -139,21 +139,35 @@ def file_source(document: str = DOCUMENT_PATH, private_key: str = PRIVATE_KEY_PA
 
 
 def agent_config(
-    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+    site: str,
+    source: dict[str, Any],
+    poll_seconds: int = POLL_SECONDS,
+    ha: dict[str, Any] | None = None,
+    *,
+    trust: dict[str, Any] | None = None,
 ) -> str:
-    """`ha`: the gateway's high-availability settings (gateways: 2; /work/wt/HA.md, wg_mesh.ha); absent otherwise."""
+    """`ha`: the gateway's high-availability settings (gateways: 2; /work/wt/HA.md, wg_mesh.ha); absent otherwise.
+    `trust` (STAND-IN for helper A's parameter, /work/wt/SPEC-20.md section 2): what the agent checks documents
+    against (the mesh's signing key, scope, site, CIDRs, overlay)."""
     body = {"site": site, "interface": "wg0", "poll_seconds": poll_seconds, "source": source}
     if ha is not None:
         body["ha"] = ha
+    if trust is not None:
+        body["trust"] = trust
     if source.get("bundle_secret"):
         body["bundle_sha256"] = bundle(str(source["kind"]))[1]  # the pin: bootstrap refuses any other bundle
     return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
 
 def config_file(
-    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+    site: str,
+    source: dict[str, Any],
+    poll_seconds: int = POLL_SECONDS,
+    ha: dict[str, Any] | None = None,
+    *,
+    trust: dict[str, Any] | None = None,
 ) -> tuple[str, str, str]:
-    return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha), "0644")
+    return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha, trust=trust), "0644")
 
 
 # The unit's hardening: the agent changes wg0, routes and iptables (CAP_NET_ADMIN, CAP_NET_RAW; iptables' lock and
@@ -204,8 +218,13 @@ def once_command(timeout_s: int = 300, bundled: bool = False) -> list[str]:
 
 
 def files(
-    site: str, source: dict[str, Any], poll_seconds: int = POLL_SECONDS, ha: dict[str, Any] | None = None
+    site: str,
+    source: dict[str, Any],
+    poll_seconds: int = POLL_SECONDS,
+    ha: dict[str, Any] | None = None,
+    *,
+    trust: dict[str, Any] | None = None,
 ) -> list[tuple[str, str, str]]:
     kind = str(source.get("kind"))
     package = package_files(kind, BOOT_MODULES) if source.get("bundle_secret") else package_files(kind)
-    return [*package, config_file(site, source, poll_seconds, ha), unit_file()]
+    return [*package, config_file(site, source, poll_seconds, ha, trust=trust), unit_file()]
