@@ -240,10 +240,18 @@ ESTIMATE_PROJECT = "wg-mesh"
 ESTIMATE_STACK = "s" * 64
 
 
+def estimate_trust(
+    cfg: MeshConfig, site: AwsSite | GcpSite | StaticSite, project: str = ESTIMATE_PROJECT, stack: str = ESTIMATE_STACK
+) -> dict[str, Any]:
+    """agent.json's `trust` with a random-looking verify key (44 characters, as a real one): for estimates and
+    renderings outside `pulumi up` (the real key exists only in the stack's state)."""
+    return live.trust(cfg, site, project, stack, _placeholder_key("signing"))
+
+
 def live_user_data_size(cfg: MeshConfig, site: AwsSite | GcpSite, exact: bool = False) -> int:
     """The delivered size of a site's live user data: the same for any number of sites (no peer in it)."""
     source = live.agent_source(site, ESTIMATE_PROJECT, ESTIMATE_STACK)
-    trust = live.trust(cfg, site, ESTIMATE_PROJECT, ESTIMATE_STACK, _placeholder_key("signing"))
+    trust = estimate_trust(cfg, site)
     return delivered_size(site.cloud, render_live_user_data(cfg, site.name, source, trust=trust), exact)
 
 
