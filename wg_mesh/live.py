@@ -39,7 +39,7 @@ def scope(project: str, stack: str) -> str:
 
 def aws_document_secret(project: str, stack: str, site: str) -> str:
     """The Secrets Manager secret holding the site's document (SSM standard parameters stop at 4 KB, advanced
-    ones at 8 KB: a 64-site document is ~15 KB; a secret holds 64 KB)."""
+    ones at 8 KB: a 64-site document is ~17 KB signed; a secret holds 64 KB)."""
     return f"wg-mesh/{project}/{stack}/{site}/peers"
 
 
