@@ -117,6 +117,20 @@ def test_a_mesh_change_leaves_every_instance_input_byte_identical(before_after: 
         )
 
 
+def test_a_mesh_change_leaves_every_static_sites_cloud_init_as_it_is(
+    before_after: tuple[ProgramRun, ProgramRun],
+) -> None:
+    """A static site's cloud-init (its agent, agent.json with the pinned signing key) is what its operator ran once:
+    a mesh change must not ask for it again."""
+    before, after = before_after
+    statics = [s.name for s in mesh_of(before).sites if isinstance(s, StaticSite)]
+    if not statics:
+        pytest.skip("no static site in this stack")
+    old, new = (run.exports["static_site_cloud_init"].value for run in (before, after))
+    assert all(old[name] == new[name] for name in statics)
+    assert all("signing_key" in old[name] for name in statics)
+
+
 def test_a_mesh_change_changes_every_store(before_after: tuple[ProgramRun, ProgramRun]) -> None:
     before, after = before_after
     for site in cloud_sites_of(before):
