@@ -38,12 +38,13 @@ def live_sizes() -> dict[str, int]:
     for site in cfg.sites:
         if isinstance(site, AwsSite | GcpSite) and site.cloud not in sizes:
             source = live.agent_source(site, PROJECT, STACK)
+            trust = userdata.estimate_trust(cfg, site, PROJECT, STACK)
             sizes[site.cloud] = userdata.delivered_size(
-                site.cloud, userdata.render_live_user_data(cfg, site.name, source), True
+                site.cloud, userdata.render_live_user_data(cfg, site.name, source, trust=trust), True
             )
             if isinstance(site, AwsSite):
                 whole = {k: v for k, v in source.items() if k != "bundle_secret"}
-                text = userdata.render_live_user_data(cfg, site.name, whole)
+                text = userdata.render_live_user_data(cfg, site.name, whole, trust=trust)
                 sizes["aws-whole"] = userdata.delivered_size("aws", text, True)
     return sizes
 

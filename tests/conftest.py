@@ -70,6 +70,9 @@ class ProgramRun(_Run):
 
     raw: Any = None
     sites: dict[str, SiteValues] = field(default_factory=dict)
+    stack: str = "test"
+    signing_seed: Resolved | None = None  # delivery: live: the Mesh's SigningKey.seed (base64), resolved
+    verify_key: Resolved | None = None  # and its verify_key
 
     def private_keys(self) -> list[str]:
         keys = [s.private_key.value for s in self.sites.values()]
@@ -81,6 +84,9 @@ async def _collect_sites(run: _Run) -> None:
     assert isinstance(run, ProgramRun)
     meshes = [v for v in run.namespace.values() if isinstance(v, Mesh)]
     assert len(meshes) == 1, "__main__.py should build exactly one Mesh"
+    if meshes[0].signing_key is not None:
+        run.signing_seed = await resolve(meshes[0].signing_key.seed)
+        run.verify_key = await resolve(meshes[0].signing_key.verify_key)
     for site in meshes[0].config.sites:
         component = meshes[0].sites[site.name]
         run.sites[site.name] = SiteValues(
@@ -97,7 +103,7 @@ async def _collect_sites(run: _Run) -> None:
 def run_program(raw: Any, *, preview: bool, stack: str = "test") -> ProgramRun:
     """Run __main__.py with `wg-mesh:mesh` = raw. A RunError is returned in `.error`; anything else raises."""
     mocks = RecordingMocks(preview)
-    run = ProgramRun(preview=preview, mocks=mocks, monitor=RecordingMonitor(mocks), raw=raw)
+    run = ProgramRun(preview=preview, mocks=mocks, monitor=RecordingMonitor(mocks), raw=raw, stack=stack)
     try:
         execute(
             run,

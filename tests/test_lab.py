@@ -212,7 +212,11 @@ def test_live_artifacts_are_what_pulumi_up_renders_and_hold_no_peer_and_no_key()
     lab = render_artifacts(cfg, plan, keys)
     for site in plan.sites:
         source = live.agent_source(cfg.site(site.name), LAB_PROJECT, PREFIX)
-        assert lab[site.name].user_data == userdata.render_live_user_data(cfg, site.name, source, cloud_steps=False)
+        trust = live.trust(cfg, cfg.site(site.name), LAB_PROJECT, PREFIX, keys.verify_key)
+        assert lab[site.name].trust == trust
+        rendered = userdata.render_live_user_data(cfg, site.name, source, trust=trust, cloud_steps=False)
+        assert lab[site.name].user_data == rendered
+        assert base64.b64encode(keys.signing).decode() not in rendered and keys.signing.hex() not in rendered
         assert not any(key in lab[site.name].user_data for key in (*keys.private.values(), *keys.public.values()))
         assert not any(str(p.public_ip) in lab[site.name].user_data for p in plan.sites)
 

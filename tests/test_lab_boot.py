@@ -244,3 +244,17 @@ def test_progress_counts_every_boot_check() -> None:
 
     assert run.BOOT_CHECK_STEPS == len(bootchecks.TITLES) == len(BOOT_CHECKS)
     assert list(bootchecks.TITLES) == BOOT_CHECKS
+
+
+def test_every_live_gateway_installs_python3_nacl_and_the_package_source_follows_its_list(tmp_path: Path) -> None:
+    """The agent verifies documents with Ubuntu's PyNaCl: every live gateway's user data installs it, so the booted
+    lab's package source (keyed on the user data's package list) holds it, and a new list is a new source."""
+    from wg_mesh import userdata
+    from wg_mesh.lab import image as images
+
+    for site in ("aws-use1", "gcp-euw3", "vps-fra"):
+        assert userdata.VERIFY_PACKAGE in user_data_facts(user_data("prod", site)).packages, site
+    image = images.Image(tmp_path / "root", None, 0)
+    facts = user_data_facts(user_data("prod", "vps-fra"))
+    without = [p for p in facts.packages if p != userdata.VERIFY_PACKAGE]
+    assert images.repo_key(image, facts.packages, facts.apt_files) != images.repo_key(image, without, facts.apt_files)

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from wg_mesh.gateway import document, ship
+from tests.signed import verified_body
+from wg_mesh.gateway import ship
 from wg_mesh.lab import cloudinit
-from wg_mesh.lab.controlplane import agent_env, documents
+from wg_mesh.lab.controlplane import agent_env, documents, published_generation
 from wg_mesh.lab.live import live_configs
 from wg_mesh.lab.plan import GatewayArtifacts, LabKeys, plan_lab, render_artifacts
 from wg_mesh.stackfile import load
@@ -97,17 +98,25 @@ def test_environment_file_syntax() -> None:
     assert "AWS" not in agent_env({"kind": "file"})
 
 
-def test_documents_describe_the_mesh_of_the_named_sites_only() -> None:
+def test_documents_describe_the_mesh_of_the_named_sites_only_signed_with_the_key_the_user_data_pins() -> None:
     cfg = load(ROOT / "Pulumi.prod.yaml")
     plan = plan_lab(cfg, "wgl0000")
     keys = LabKeys.generate(cfg)
-    two = documents(cfg, plan, keys.public, ["aws-use1", "gcp-euw3"])
-    three = documents(cfg, plan, keys.public, [s.name for s in cfg.sites])
+    trust = live_configs(render_artifacts(cfg, plan, keys))["aws-use1"]["trust"]
+    assert trust["signing_key"] == keys.verify_key and trust["scope"] == "wg-mesh-lab/wgl0000"
+    signed = {"scope": trust["scope"], "serial": 1_767_225_600, "seed": keys.signing}
+    two = documents(cfg, plan, keys.public, ["aws-use1", "gcp-euw3"], **signed)
+    three = documents(cfg, plan, keys.public, [s.name for s in cfg.sites], **signed)
     assert set(two) == {"aws-use1", "gcp-euw3"}
-    a2, a3 = document.decode(two["aws-use1"], "aws-use1"), document.decode(three["aws-use1"], "aws-use1")
-    assert [p.name for p in a2.plan.peers] == ["gcp-euw3"]
-    assert sorted(p.name for p in a3.plan.peers) == ["gcp-euw3", "vps-fra"]
-    assert a2.generation != a3.generation and a3.public_key == keys.public["aws-use1"]
+    a2, a3 = verified_body(two["aws-use1"], trust), verified_body(three["aws-use1"], trust)
+    assert [p["name"] for p in a2["interface"]["peers"]] == ["gcp-euw3"]
+    assert sorted(p["name"] for p in a3["interface"]["peers"]) == ["gcp-euw3", "vps-fra"]
+    assert a2["generation"] != a3["generation"] and a3["public_key"] == keys.public["aws-use1"]
+    assert published_generation(three["aws-use1"], trust) == a3["generation"]
+    # what the lab's bookkeeping counts as not applicable: another site's, another key's, not a document
+    assert published_generation(three["gcp-euw3"], trust) is None
+    assert published_generation(three["aws-use1"], {**trust, "signing_key": LabKeys.generate(cfg).verify_key}) is None
+    assert published_generation('{"format": "wg-mesh.peers/1", "site": ', trust) is None
 
 
 def test_user_data_mode_is_not_live_and_a_half_live_mesh_is_refused() -> None:

@@ -95,12 +95,16 @@ def sha(text: str) -> str:
 
 
 def test_each_gateway_reads_its_own_store_through_the_lab_internet(session: Session) -> None:
-    plane = ControlPlane(session.lab, CONFIGS)
+    plane = ControlPlane(session.lab, CONFIGS, session.keys.signing)
     plane.start()
     for site, node in session.lab.gateways.items():
         plane.provision(site, node)
     published = plane.publish(session.cfg, session.keys.private, session.keys.public, CONFIGS)
-    docs = documents(session.cfg, session.plan, session.keys.public, CONFIGS)
+    # what publish() wrote, again: the same serial and key, and Ed25519 signatures are deterministic
+    scope, seed = CONFIGS[AWS]["trust"]["scope"], session.keys.signing
+    docs = documents(
+        session.cfg, session.plan, session.keys.public, CONFIGS, scope=scope, serial=plane.serial, seed=seed
+    )
     assert {site: p.generation is not None for site, p in published.items()} == dict.fromkeys(CONFIGS, True)
 
     aws = in_gateway(session, AWS, AWS_CLIENT, CONFIGS[AWS]["source"]["document_secret"],

@@ -8,6 +8,7 @@ and secret versions, the `wg-mesh-peers` metadata key) change.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from pathlib import Path
@@ -18,6 +19,7 @@ import yaml
 
 from bench import meshgen
 from tests.conftest import STACK_FILES, ProgramRun, Recorded, run_program, with_delivery
+from tests.signed import verified_body
 from tests.test_program import (
     AWS_INSTANCE,
     GCP_INSTANCE,
@@ -31,6 +33,7 @@ from wg_mesh import live, render, topology, userdata, wgkey, wgmetrics
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, StaticSite, load_mesh
 from wg_mesh.gateway import bootstrap, document, ship
 from wg_mesh.stackfile import read_raw
+from wg_mesh.testing import FAKE_STAMP_BASE
 
 SSM_PARAMETER = "aws:ssm/parameter:Parameter"
 SM_SECRET = "aws:secretsmanager/secret:Secret"
@@ -114,6 +117,20 @@ def test_a_mesh_change_leaves_every_instance_input_byte_identical(before_after: 
         )
 
 
+def test_a_mesh_change_leaves_every_static_sites_cloud_init_as_it_is(
+    before_after: tuple[ProgramRun, ProgramRun],
+) -> None:
+    """A static site's cloud-init (its agent, agent.json with the pinned signing key) is what its operator ran once:
+    a mesh change must not ask for it again."""
+    before, after = before_after
+    statics = [s.name for s in mesh_of(before).sites if isinstance(s, StaticSite)]
+    if not statics:
+        pytest.skip("no static site in this stack")
+    old, new = (run.exports["static_site_cloud_init"].value for run in (before, after))
+    assert all(old[name] == new[name] for name in statics)
+    assert all("signing_key" in old[name] for name in statics)
+
+
 def test_a_mesh_change_changes_every_store(before_after: tuple[ProgramRun, ProgramRun]) -> None:
     before, after = before_after
     for site in cloud_sites_of(before):
@@ -151,30 +168,66 @@ def stored_key(run: ProgramRun, site: AwsSite | GcpSite | StaticSite) -> str:
     return str(run.exports["static_site_private_keys"].value[site.name])
 
 
-def test_every_store_holds_the_sites_document_and_its_own_key(before_after: tuple[ProgramRun, ProgramRun]) -> None:
+def agent_json(run: ProgramRun, site: AwsSite | GcpSite | StaticSite) -> dict[str, Any]:
+    """The site's /etc/wg-mesh/agent.json, from the user data the gateway (or the static site's operator) gets."""
+    files = {f["path"]: f for f in live_user_data(run, site)["write_files"]}
+    config = json.loads(files[ship.CONFIG_PATH]["content"])
+    assert isinstance(config, dict)
+    return config
+
+
+def test_every_store_holds_the_sites_signed_document_and_its_own_key(
+    before_after: tuple[ProgramRun, ProgramRun],
+) -> None:
+    """Every live document in the stores (AWS secret, GCE metadata, a static site's stack output) verifies against
+    the key pinned in that site's agent.json, and says what topology says."""
     for run in before_after:
         cfg = mesh_of(run)
         directory = {n: topology.PeerAddress(v.public_ip.value, v.public_key.value) for n, v in run.sites.items()}
         for site in cfg.sites:
-            public_key = run.sites[site.name].public_key.value
+            trust = agent_json(run, site)["trust"]
+            body = verified_body(stored_document(run, site), trust)
             plan = topology.interface_plan(cfg, site.name, directory)
-            # TRANSITIONAL (document v2): unsigned until wg_mesh.live signs (document.encode's note)
-            assert stored_document(run, site) == document.encode(plan, public_key)
+            public_key = run.sites[site.name].public_key.value
+            assert body == json.loads(
+                document.encode_body(plan, public_key, scope=trust["scope"], serial=body["serial"])
+            )
+            assert body["scope"] == f"wg-mesh/{run.stack}" and body["serial"] >= FAKE_STAMP_BASE
             key = stored_key(run, site)
-            assert key == run.sites[site.name].private_key.value and wgkey.public_key(key) == public_key
+            assert key == run.sites[site.name].private_key.value and wgkey.public_key(key) == body["public_key"]
         assert run.exports["static_site_documents"].secret and run.exports["static_site_private_keys"].secret
 
 
+def key_material_forms(raw_base64: str) -> list[str]:
+    """32 bytes of key material as it could leak: base64 (standard and URL-safe), hex, lower and upper case."""
+    raw = base64.b64decode(raw_base64)
+    return [raw_base64, base64.urlsafe_b64encode(raw).decode(), raw.hex(), raw.hex().upper()]
+
+
 def test_key_material_is_secret_everywhere(before_after: tuple[ProgramRun, ProgramRun]) -> None:
+    """No private key and no document signing seed in plain text anywhere: no public input, stack output, component
+    output, user data, document (its base64 payload decoded too) or command line."""
     for run in before_after:
-        keys = run.private_keys() + [r.outputs["base64"] for r in run.of_type(RANDOM_BYTES)]
+        assert run.signing_seed is not None and run.signing_seed.secret and run.signing_seed.known
+        assert run.verify_key is not None and not run.verify_key.secret
+        randoms = run.of_type(RANDOM_BYTES)
+        assert any(r.name == "mesh-signing-key-random" for r in randoms)
+        keys = [
+            form for k in run.private_keys() + [r.outputs["base64"] for r in randoms] for form in key_material_forms(k)
+        ]
+        assert run.signing_seed.value in keys
         for typ, field in ((SSM_PARAMETER, "value"), (GCP_SECRET_VERSION, "secretData")):
             for store in run.of_type(typ):
                 assert field in store.secret_inputs, store.name
         public: list[tuple[str, Any]] = [(f"{r.type} {r.name}", r.public_inputs()) for r in run.resources]
+        public += [(f"{r.type} {r.name} outputs", r.outputs) for r in run.resources if r.type != RANDOM_BYTES]
         public += [(f"stack output {k}", v.value) for k, v in run.exports.items() if not v.secret]
+        public += [(f"component {urn}", outputs) for urn, outputs in run.monitor.component_outputs.items()]
         public += [(f"{n}.user_data", v.user_data.value) for n, v in run.sites.items()]
-        public += [(f"{n}.document", stored_document(run, mesh_of(run).site(n))) for n in run.sites]
+        for name in run.sites:
+            text = stored_document(run, mesh_of(run).site(name))
+            payload = base64.b64decode(json.loads(text)["payload"]).decode()
+            public += [(f"{name}.document", text), (f"{name}.document payload", payload)]
         for where, value in public:
             for text in strings_in(value):
                 assert not any(key in text for key in keys), f"key material in {where}"
@@ -267,7 +320,7 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
         config = json.loads(files[ship.CONFIG_PATH]["content"])
         assert config["site"] == site.name
         source = config["source"]
-        for path, text, mode in ship.files(site.name, source, ha=config.get("ha")):
+        for path, text, mode in ship.files(site.name, source, ha=config.get("ha"), trust=config["trust"]):
             assert (files[path]["content"], files[path]["permissions"]) == (text, mode)
         assert files[ship.UNIT_PATH]["content"] == ship.unit_text()
         if isinstance(site, AwsSite):

@@ -158,7 +158,12 @@ def live_texts() -> dict[str, str]:
     cfg = load(REPO / "Pulumi.prod.yaml")
     assert cfg.delivery == "live"
     return {
-        site.name: userdata.render_live_user_data(cfg, site.name, live.agent_source(site, "wg-mesh", "prod"))
+        site.name: userdata.render_live_user_data(
+            cfg,
+            site.name,
+            live.agent_source(site, "wg-mesh", "prod"),
+            trust=userdata.estimate_trust(cfg, site, "wg-mesh", "prod"),
+        )
         for site in cfg.sites
     }
 
@@ -217,7 +222,11 @@ def test_an_aws_agent_brings_its_botocore_even_without_the_readiness_step() -> N
     for cloud_steps in (True, False):
         texts = {
             s.name: userdata.render_live_user_data(
-                cfg, s.name, live.agent_source(s, "wg-mesh", "prod"), cloud_steps=cloud_steps
+                cfg,
+                s.name,
+                live.agent_source(s, "wg-mesh", "prod"),
+                trust=userdata.estimate_trust(cfg, s, "wg-mesh", "prod"),
+                cloud_steps=cloud_steps,
             )
             for s in cfg.sites
         }

@@ -86,6 +86,7 @@ class MeshArgs(TypedDict):
     operator_access: NotRequired[str]
     protect: NotRequired[bool]
     delivery: NotRequired[str]
+    signing_key_epoch: NotRequired[int]
     private_paths: NotRequired[list[PrivatePathArgs]]
 
 

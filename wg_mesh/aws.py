@@ -23,6 +23,7 @@ from wg_mesh import aws_ha, aws_iam, aws_live, aws_network, awsfacts, component,
 from wg_mesh.awsfacts import ami_architecture
 from wg_mesh.component import Directory
 from wg_mesh.config import AwsSite, MeshConfig
+from wg_mesh.keys import SigningKey
 
 __all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
 
@@ -41,6 +42,7 @@ class AwsGatewayArgs:
     mesh: MeshConfig
     site: AwsSite
     directory: Directory
+    signing_key: SigningKey | None = None  # delivery: live: the mesh's document signing key (wg_mesh.mesh)
 
 
 class AwsGateway(component.SiteComponent):
@@ -84,7 +86,7 @@ class AwsGateway(component.SiteComponent):
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        self._create_identity(name, args.mesh, site, args.directory)
+        self._create_identity(name, args.mesh, site, args.directory, args.signing_key)
 
         network = aws_network.network(aws_network.owner(self, self.provider), name, site, child)
         self.eip = aws.ec2.Eip(

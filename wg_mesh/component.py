@@ -12,9 +12,9 @@ from typing import Any, cast
 
 import pulumi
 
-from wg_mesh import live, render, topology, userdata
+from wg_mesh import live, render, stamp, topology, userdata
 from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
-from wg_mesh.keys import WireGuardKey
+from wg_mesh.keys import SigningKey, WireGuardKey
 from wg_mesh.topology import PeerAddress
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
@@ -29,7 +29,9 @@ class SiteComponent(pulumi.ComponentResource):
     public_key: pulumi.Output[str]
     wg_config: pulumi.Output[str]  # secret
     user_data: pulumi.Output[str]  # secret in user-data mode (it embeds wg0.conf); live: public, nothing secret in it
-    document: pulumi.Output[str] | None  # delivery: live: the site's peer document (public keys and addresses only)
+    # delivery: live: the site's signed peer document (public keys and addresses only, and a signature)
+    document: pulumi.Output[str] | None
+    signing_key: SigningKey | None  # delivery: live: the mesh's, which signs the document and agent.json pins
 
     def _create_identity(
         self,
@@ -37,28 +39,41 @@ class SiteComponent(pulumi.ComponentResource):
         mesh: MeshConfig,
         site: AwsSite | GcpSite | StaticSite,
         directory: Directory,
+        signing_key: SigningKey | None = None,
     ) -> None:
-        """The site's key pair and its rendered wg0.conf and cloud-init: the same on every cloud."""
+        """The site's key pair and its rendered wg0.conf and cloud-init: the same on every cloud. delivery: live needs
+        the mesh's `signing_key` (wg_mesh.mesh.Mesh makes one)."""
         self.key = WireGuardKey(
             f"{name}-key", site.key_epoch, pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), kept(mesh))
         )
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
+        self.signing_key = signing_key
         if mesh.delivery == "live":
-            # Nothing peer- or key-dependent: the peers and the key reach the gateway through the stores.
-            self.document = peer_document(mesh, site.name, self.key, directory)
-            source = live.agent_source(site, pulumi.get_project(), pulumi.get_stack())
-            self.user_data = pulumi.Output.from_input(userdata.render_live_user_data(mesh, site.name, source))
+            if signing_key is None:
+                raise ValueError(f"{site.name}: delivery: live needs the mesh's SigningKey (build sites through Mesh)")
+            # Nothing peer- or key-dependent: the peers and the key reach the gateway through the stores; the
+            # mesh's verify key is the same for the life of the stack (signing_key_epoch).
+            self.document = peer_document(name, mesh, site.name, self.key, directory, signing_key, self)
+            self.user_data = self._live_user_data(mesh, site, None)
         else:
             self.document = None
             self.user_data = user_data(mesh, site.name, self.wg_config, directory)
 
+    def _live_user_data(
+        self, mesh: MeshConfig, site: AwsSite | GcpSite | StaticSite, ha: pulumi.Output[Any] | None
+    ) -> pulumi.Output[str]:
+        """The live user data: agent.json names the site's stores and pins the mesh's verify key (its `trust`)."""
+        assert self.signing_key is not None
+        project, stack = pulumi.get_project(), pulumi.get_stack()
+        render_it = functools.partial(_render_live_user_data, mesh, site, project, stack)
+        return pulumi.Output.all(verify_key=self.signing_key.verify_key, ha=ha).apply(render_it)
+
     def _ha_user_data(self, mesh: MeshConfig, site: AwsSite | GcpSite, ha: pulumi.Output[Any]) -> pulumi.Output[str]:
         """gateways: 2: the live user data with the gateway's `ha` object in agent.json (wg_mesh.ha). Public: the object
         names cloud resources only, and like the rest of live user data nothing peer- or key-dependent."""
-        source = live.agent_source(site, pulumi.get_project(), pulumi.get_stack())
-        return ha.apply(functools.partial(_render_ha_user_data, mesh, site.name, source))
+        return self._live_user_data(mesh, site, ha)
 
     def _register_site_outputs(self, **cloud_outputs: pulumi.Output[str]) -> None:
         self.register_outputs(
@@ -66,8 +81,12 @@ class SiteComponent(pulumi.ComponentResource):
         )
 
 
-def _render_ha_user_data(mesh: MeshConfig, site_name: str, source: dict[str, Any], ha: dict[str, Any]) -> str:
-    return userdata.render_live_user_data(mesh, site_name, source, ha=ha)
+def _render_live_user_data(
+    mesh: MeshConfig, site: AwsSite | GcpSite | StaticSite, project: str, stack: str, values: dict[str, Any]
+) -> str:
+    source = live.agent_source(site, project, stack)
+    trust = live.trust(mesh, site, project, stack, values["verify_key"])
+    return userdata.render_live_user_data(mesh, site.name, source, trust=trust, ha=values["ha"])
 
 
 def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
@@ -104,10 +123,27 @@ def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Di
     return pulumi.Output.secret(values.apply(functools.partial(_render_wg_conf, mesh, site_name)))
 
 
-def peer_document(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Directory) -> pulumi.Output[str]:
-    """The site's peer document (delivery: live), from the directory and its own public key."""
-    values = pulumi.Output.all(directory=directory, public_key=key.public_key)
-    return values.apply(functools.partial(live.document_of, mesh, site_name))
+def peer_document(
+    name: str,
+    mesh: MeshConfig,
+    site_name: str,
+    key: WireGuardKey,
+    directory: Directory,
+    signing_key: SigningKey,
+    parent: pulumi.Resource,
+) -> pulumi.Output[str]:
+    """The site's signed peer document (delivery: live), from the directory and its own public key.
+
+    Its serial is the moment its content last changed: a stamp (wg_mesh.stamp, `<name>-serial`) keyed on the SHA-256
+    of the content with serial 0, so an unchanged document keeps its serial, and with it its bytes, run after run.
+    The envelope holds nothing secret (the signature is public), so it is not a secret Output, although it is computed
+    from the seed; where it was a secret (a static site's stack output) it still is."""
+    scope = live.document_scope(pulumi.get_project(), pulumi.get_stack())
+    content = pulumi.Output.all(directory=directory, public_key=key.public_key)
+    digest = content.apply(functools.partial(live.unsigned_digest, mesh, site_name, scope))
+    serial = stamp.stamp(f"{name}-serial", [digest], pulumi.ResourceOptions(parent=parent))
+    values = pulumi.Output.all(directory=directory, public_key=key.public_key, serial=serial, seed=signing_key.seed)
+    return pulumi.Output.unsecret(values.apply(functools.partial(live.signed_document, mesh, site_name, scope)))
 
 
 def _render_user_data(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:

@@ -71,6 +71,9 @@ class MeshConfig(Strict):
     # first boot (a peer change replaces the gateway). live: the cloud's own stores, read by wg-mesh-agent on the
     # gateway and applied in place; nothing that replaces a gateway depends on the peers or on any key.
     delivery: Literal["user-data", "live"] = "user-data"
+    # delivery: live: bump to replace the mesh's document signing key (wg_mesh.keys.SigningKey's RandomBytes keepers).
+    # Every gateway pins the key in its user data, so a new one replaces every cloud gateway (README, "Delivery").
+    signing_key_epoch: int = Field(default=0, ge=0)
     # Sites that reach each other over a private path (docs/underlay.md): their private addresses, the path's MTU.
     private_paths: list[underlay.PrivatePath] = Field(default_factory=list)
 

@@ -38,6 +38,7 @@ from wg_mesh.gcpfacts import (
     machine_architecture,
     machine_series,
 )
+from wg_mesh.keys import SigningKey
 
 __all__ = [  # re-exported from wg_mesh.gcpfacts
     "ARM_MACHINE_FAMILIES",
@@ -98,6 +99,7 @@ class GcpGatewayArgs:
     mesh: MeshConfig
     site: GcpSite
     directory: Directory
+    signing_key: SigningKey | None = None  # delivery: live: the mesh's document signing key (wg_mesh.mesh)
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class GcpGateway(component.SiteComponent):
         )
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        self._create_identity(name, args.mesh, site, args.directory)
+        self._create_identity(name, args.mesh, site, args.directory, args.signing_key)
 
         network = self._network(name, site, child)
         self.address = gcp.compute.Address(

@@ -1,8 +1,10 @@
-"""A site's WireGuard key pair, kept in Pulumi state.
+"""Key material kept in Pulumi state: a site's WireGuard key pair, and the mesh's document signing key.
 
-The private key is 32 bytes from `pulumi_random.RandomBytes` (a real provider, so nothing of ours is
-pickled into state), clamped the way `wg genkey` clamps. It is stable across `pulumi up` runs and is
-replaced only when the site's `key_epoch` changes (the RandomBytes keepers).
+Both are 32 bytes from `pulumi_random.RandomBytes` (a real provider, so nothing of ours is pickled into state),
+stable across `pulumi up` runs and replaced only when their epoch changes (the RandomBytes keepers):
+- WireGuardKey: the private key, clamped the way `wg genkey` clamps; replaced by the site's `key_epoch`.
+- SigningKey (delivery: live, one per Mesh): the Ed25519 seed that signs every site's peer document
+  (wg_mesh.signing); its verify key is pinned in every gateway's agent.json. Replaced by `signing_key_epoch`.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_random
 
-from wg_mesh import wgkey
+from wg_mesh import signing, wgkey
 
 KEY_TYPE = "wg-mesh:index:WireGuardKey"
+SIGNING_KEY_TYPE = "wg-mesh:index:SigningKey"
 
 
 class WireGuardKey(pulumi.ComponentResource):
@@ -34,3 +37,36 @@ class WireGuardKey(pulumi.ComponentResource):
         self.private_key = pulumi.Output.secret(random.base64.apply(wgkey.private_key_from_random))
         self.public_key = pulumi.Output.unsecret(self.private_key.apply(wgkey.public_key))
         self.register_outputs({"public_key": self.public_key})
+
+
+def _checked_seed(random_base64: str) -> str:
+    signing.seed_from_random(random_base64)  # ValueError for anything but 32 bytes of base64
+    return random_base64
+
+
+def _verify_key(seed: str) -> str:
+    return signing.verify_key_b64(signing.seed_from_random(seed))
+
+
+class SigningKey(pulumi.ComponentResource):
+    """The mesh's Ed25519 document signing key. `seed` (base64 of the 32-byte seed, `signing.seed_from_random`) is
+    always a secret; `verify_key` (base64 of the raw public key, what agent.json's `trust.signing_key` pins) is
+    derived from it and public."""
+
+    seed: pulumi.Output[str]
+    verify_key: pulumi.Output[str]
+
+    def __init__(self, name: str, epoch: int, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(SIGNING_KEY_TYPE, name, None, opts)
+        random = pulumi_random.RandomBytes(
+            f"{name}-random",
+            length=signing.SEED_BYTES,
+            keepers={"signing_key_epoch": str(epoch)},
+            # Protected when the component is (given, or inherited from its parent): a lost signing key means new
+            # user data on every gateway.
+            opts=pulumi.ResourceOptions(parent=self, protect=bool(self._protect)),
+        )
+        # Wrapped explicitly, like the WireGuard key: mocks (and any provider bug) would not mark `base64` secret.
+        self.seed = pulumi.Output.secret(random.base64.apply(_checked_seed))
+        self.verify_key = pulumi.Output.unsecret(self.seed.apply(_verify_key))
+        self.register_outputs({"verify_key": self.verify_key})

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from wg_mesh import topology
+from wg_mesh import signing, topology
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import document, ship
 from wg_mesh.topology import PeerAddress
@@ -39,7 +39,7 @@ def scope(project: str, stack: str) -> str:
 
 def aws_document_secret(project: str, stack: str, site: str) -> str:
     """The Secrets Manager secret holding the site's document (SSM standard parameters stop at 4 KB, advanced
-    ones at 8 KB: a 64-site document is ~15 KB; a secret holds 64 KB)."""
+    ones at 8 KB: a 64-site document is ~17 KB signed; a secret holds 64 KB)."""
     return f"wg-mesh/{project}/{stack}/{site}/peers"
 
 
@@ -79,14 +79,59 @@ def agent_source(site: AwsSite | GcpSite | StaticSite, project: str, stack: str)
     return ship.file_source()
 
 
-def peer_document(cfg: MeshConfig, site_name: str, directory: Mapping[str, PeerAddress], public_key: str) -> str:
-    """The site's peer document (wg_mesh.gateway.document): its interface plan and its own public key."""
-    return document.encode(topology.interface_plan(cfg, site_name, directory), public_key)
+def document_scope(project: str, stack: str) -> str:
+    """What a document's `scope` and agent.json's `trust.scope` name: the Pulumi project and stack, in full (a
+    document written for another stack is refused even under the same signing key)."""
+    return f"{project}/{stack}"
 
 
-def document_of(cfg: MeshConfig, site_name: str, values: Mapping[str, Any]) -> str:
-    """`peer_document` over Output.all(directory=..., public_key=...)'s resolved values."""
-    return peer_document(cfg, site_name, values["directory"], values["public_key"])
+def trust(
+    cfg: MeshConfig, site: AwsSite | GcpSite | StaticSite, project: str, stack: str, signing_key: str
+) -> dict[str, Any]:
+    """agent.json's `trust` (SPEC-20 section 2): what the agent checks every document against. The mesh's verify key
+    and the site's own configured facts only, never a peer or a key of another site, so that the user data stays the
+    same when the mesh changes; `masquerade` is the only place it can be turned on (a document cannot)."""
+    return {
+        "signing_key": signing_key,
+        "scope": document_scope(project, stack),
+        "site": site.name,
+        "cidrs": [str(cidr) for cidr in site.cidrs],
+        "overlay": str(cfg.overlay_cidr),
+        "address": f"{site.overlay_ip}/{cfg.overlay_cidr.prefixlen}",
+        "masquerade": cfg.masquerades(site),
+    }
+
+
+def peer_document(
+    cfg: MeshConfig,
+    site_name: str,
+    directory: Mapping[str, PeerAddress],
+    public_key: str,
+    *,
+    scope: str,
+    serial: int,
+) -> str:
+    """The payload of the site's peer document (wg_mesh.gateway.document, v2): its interface plan, its own public
+    key, its scope and serial; unsigned."""
+    return document.encode_body(
+        topology.interface_plan(cfg, site_name, directory), public_key, scope=scope, serial=serial
+    )
+
+
+def unsigned_digest(cfg: MeshConfig, site_name: str, scope: str, values: Mapping[str, Any]) -> str:
+    """The SHA-256 (hex) of the site's document content with serial 0, over Output.all(directory=..., public_key=...)'s
+    values: what its serial's stamp is keyed on (the serial changes when, and only when, this does)."""
+    body = peer_document(cfg, site_name, values["directory"], values["public_key"], scope=scope, serial=0)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def signed_document(cfg: MeshConfig, site_name: str, scope: str, values: Mapping[str, Any]) -> str:
+    """The site's signed document (a DSSE envelope, wg_mesh.signing) over Output.all(directory=..., public_key=...,
+    serial=..., seed=...)'s values; `seed`: the SigningKey's base64 seed."""
+    body = peer_document(
+        cfg, site_name, values["directory"], values["public_key"], scope=scope, serial=values["serial"]
+    )
+    return signing.sign(body, signing.seed_from_random(values["seed"]))
 
 
 # Every Parameter Store action that returns a parameter's value (Service Authorization Reference, AWS Systems Manager).

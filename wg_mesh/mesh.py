@@ -21,10 +21,11 @@ import pulumi
 from wg_mesh import topology
 from wg_mesh.args import MeshArgs, SiteOutputs, to_config
 from wg_mesh.aws import AwsGateway, AwsGatewayArgs
-from wg_mesh.component import Directory, SiteComponent, site_options
+from wg_mesh.component import Directory, SiteComponent, kept, site_options
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, Site
 from wg_mesh.config import StaticSite as StaticSiteConfig
 from wg_mesh.gcp import GcpGateway, GcpGatewayArgs
+from wg_mesh.keys import SigningKey
 from wg_mesh.static import StaticSite, StaticSiteArgs
 from wg_mesh.topology import PeerAddress
 
@@ -32,14 +33,16 @@ from wg_mesh.topology import PeerAddress
 MESH_TYPE = "wg-mesh:index:Mesh"
 
 
-def _site(mesh: MeshConfig, site: Site, directory: Directory, opts: pulumi.ResourceOptions) -> SiteComponent:
+def _site(
+    mesh: MeshConfig, site: Site, directory: Directory, signing: SigningKey | None, opts: pulumi.ResourceOptions
+) -> SiteComponent:
     opts = pulumi.ResourceOptions.merge(opts, site_options(site))
     if isinstance(site, AwsSite):
-        return AwsGateway(site.name, AwsGatewayArgs(mesh, site, directory), opts)
+        return AwsGateway(site.name, AwsGatewayArgs(mesh, site, directory, signing), opts)
     if isinstance(site, GcpSite):
-        return GcpGateway(site.name, GcpGatewayArgs(mesh, site, directory), opts)
+        return GcpGateway(site.name, GcpGatewayArgs(mesh, site, directory, signing), opts)
     if isinstance(site, StaticSiteConfig):
-        return StaticSite(site.name, StaticSiteArgs(mesh, site, directory), opts)
+        return StaticSite(site.name, StaticSiteArgs(mesh, site, directory, signing), opts)
     raise TypeError(f"unknown site kind {type(site).__name__}")
 
 
@@ -94,8 +97,15 @@ class Mesh(pulumi.ComponentResource):
         self.directory: Directory
         self.directory, publish = pulumi.deferred_output()
         child = pulumi.ResourceOptions(parent=self)
+        # delivery: live: one document signing key for the mesh; every gateway pins its verify key (wg_mesh.keys)
+        self.signing_key: SigningKey | None = None
+        if config.delivery == "live":
+            # protected with `protect: true`, else as the Mesh is (the caller's protect, inherited from the parent)
+            keep = kept(config) if config.protect else pulumi.ResourceOptions()
+            key_opts = pulumi.ResourceOptions.merge(child, keep)
+            self.signing_key = SigningKey(f"{name}-signing-key", config.signing_key_epoch, key_opts)
         self.sites: dict[str, SiteComponent] = {
-            site.name: _site(config, site, self.directory, child) for site in config.sites
+            site.name: _site(config, site, self.directory, self.signing_key, child) for site in config.sites
         }
         self.aws_gateways = {n: s for n, s in self.sites.items() if isinstance(s, AwsGateway)}
         self.gcp_gateways = {n: s for n, s in self.sites.items() if isinstance(s, GcpGateway)}

@@ -42,6 +42,10 @@ READY_SCRIPT_PATH = "/usr/local/sbin/wg-mesh-ready"
 READY_PACKED = "readymark.py.gz.b64"
 READY_SOURCE = "readymark.py"
 READY_PACKAGE = "python3-botocore"  # Ubuntu's: SigV4 and the instance role's IMDSv2 credentials for wg-mesh-ready
+# Ubuntu's PyNaCl (libsodium): the agent verifies each document's Ed25519 signature with it. In noble's main, not
+# universe: https://packages.ubuntu.com/noble/python/python3-nacl, "python3-nacl (1.5.0-4build1)" with no
+# [universe] mark, where e.g. noble's libnacl-dev is marked "[universe]"; the same PyNaCl 1.5 API as the program's.
+VERIFY_PACKAGE = "python3-nacl"
 
 
 def readiness_extras(
@@ -89,17 +93,17 @@ def combined(first: render.CloudInitExtras, then: render.CloudInitExtras) -> ren
 
 
 def agent_extras(
-    site_name: str, source: Mapping[str, Any], ha: Mapping[str, Any] | None = None
+    site_name: str, source: Mapping[str, Any], trust: Mapping[str, Any], ha: Mapping[str, Any] | None = None
 ) -> render.CloudInitExtras:
     """delivery: live: wg-mesh-agent's package, unit and config; its first fetch (`--once`) writes wg0.conf and the
     metrics mapping before wg-quick@wg0 starts, then it runs as a service. `systemctl enable` reloads systemd's
-    configuration itself (systemctl(1)), so the unit written by write_files is known by then."""
+    configuration itself (systemctl(1)), so the unit written by write_files is known by then. `trust`: agent.json's
+    (wg_mesh.live.trust), the key every document must be signed with; PyNaCl verifies it."""
+    aws = (READY_PACKAGE,) if source["kind"] == "aws" else ()  # the AWS source's botocore, too
+    files = ship.files(site_name, dict(source), ha=dict(ha) if ha is not None else None, trust=dict(trust))
     return render.CloudInitExtras(
-        packages=(READY_PACKAGE,) if source["kind"] == "aws" else (),  # the AWS source's botocore, too
-        files=tuple(
-            render.File(path, text, mode)
-            for path, text, mode in ship.files(site_name, dict(source), ha=dict(ha) if ha is not None else None)
-        ),
+        packages=(*aws, VERIFY_PACKAGE),
+        files=tuple(render.File(path, text, mode) for path, text, mode in files),
         setup=(tuple(ship.once_command(bundled=bool(source.get("bundle_secret")))),),
         start=(ship.UNIT_NAME,),
         units=(ship.UNIT_NAME,),
@@ -125,14 +129,17 @@ def render_live_user_data(
     site_name: str,
     source: Mapping[str, Any],
     *,
+    trust: Mapping[str, Any],
     cloud_steps: bool = True,
     ha: Mapping[str, Any] | None = None,
 ) -> str:
     """delivery: live: the `#cloud-config` of a site without its peers, its MTU or any key (no wg0.conf, no metrics
     mapping): the agent, told where to read them (`source`: wg_mesh.live.agent_source), writes both. Only the site's own
-    settings and the mesh's exporter_port are in it, so adding a site or rotating a key leaves it as it is.
-    `ha` (gateways: 2): the gateway's `ha` object for agent.json (wg_mesh.ha)."""
-    extras = combined(agent_extras(site_name, source, ha), metrics.metrics_extras(cfg, site_name, None, packed=False))
+    settings, the mesh's exporter_port and its document signing key (`trust`: wg_mesh.live.trust) are in it, so adding
+    a site or rotating a site's key leaves it as it is. `ha` (gateways: 2): the gateway's `ha` object for agent.json
+    (wg_mesh.ha)."""
+    agent = agent_extras(site_name, source, trust, ha)
+    extras = combined(agent, metrics.metrics_extras(cfg, site_name, None, packed=False))
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name), packed=False))
     return render.cloud_config(None, extras)
@@ -233,16 +240,35 @@ ESTIMATE_PROJECT = "wg-mesh"
 ESTIMATE_STACK = "s" * 64
 
 
+def estimate_trust(
+    cfg: MeshConfig, site: AwsSite | GcpSite | StaticSite, project: str = ESTIMATE_PROJECT, stack: str = ESTIMATE_STACK
+) -> dict[str, Any]:
+    """agent.json's `trust` with a random-looking verify key (44 characters, as a real one): for estimates and
+    renderings outside `pulumi up` (the real key exists only in the stack's state)."""
+    return live.trust(cfg, site, project, stack, _placeholder_key("signing"))
+
+
 def live_user_data_size(cfg: MeshConfig, site: AwsSite | GcpSite, exact: bool = False) -> int:
     """The delivered size of a site's live user data: the same for any number of sites (no peer in it)."""
     source = live.agent_source(site, ESTIMATE_PROJECT, ESTIMATE_STACK)
-    return delivered_size(site.cloud, render_live_user_data(cfg, site.name, source), exact)
+    trust = estimate_trust(cfg, site)
+    return delivered_size(site.cloud, render_live_user_data(cfg, site.name, source, trust=trust), exact)
+
+
+ESTIMATE_SERIAL = 9_999_999_999  # the longest serial a stamp gives (wg_mesh.stamp.MAX_STAMP)
 
 
 def document_size(cfg: MeshConfig, site_name: str) -> int:
-    """The size of a site's peer document with the longest addresses and random keys."""
+    """The size of a site's signed peer document (the envelope: base64 of the body and a signature) with the longest
+    addresses, random keys and the longest serial."""
     directory = worst_case_directory(cfg)
-    return len(live.peer_document(cfg, site_name, directory, _placeholder_key(f"public:{site_name}")).encode())
+    values = {
+        "directory": directory,
+        "public_key": _placeholder_key(f"public:{site_name}"),
+        "serial": ESTIMATE_SERIAL,
+        "seed": _placeholder_key("signing"),
+    }
+    return len(live.signed_document(cfg, site_name, live.document_scope(ESTIMATE_PROJECT, ESTIMATE_STACK), values))
 
 
 def live_size_problems(cfg: MeshConfig) -> list[str]:

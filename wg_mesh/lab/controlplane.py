@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import wg_mesh
-from wg_mesh import topology, userdata
+from wg_mesh import live, signing, userdata
 from wg_mesh.config import MeshConfig
 from wg_mesh.gateway import document
 from wg_mesh.lab import cloudinit, gce
@@ -61,12 +61,36 @@ def agent_configs(user_data: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def documents(cfg: MeshConfig, plan: LabPlan, public_keys: Mapping[str, str], sites: Iterable[str]) -> dict[str, str]:
-    """Each site's peer document for the mesh made of `sites` (as `pulumi up` with only those sites would write)."""
+def documents(
+    cfg: MeshConfig,
+    plan: LabPlan,
+    public_keys: Mapping[str, str],
+    sites: Iterable[str],
+    *,
+    scope: str,
+    serial: int,
+    seed: bytes,
+) -> dict[str, str]:
+    """Each site's signed peer document for the mesh made of `sites` (as `pulumi up` with only those sites would write:
+    wg_mesh.live.signed_document), with this `serial`, signed with the lab mesh's `seed`."""
     names = set(sites)
     sub = cfg.model_copy(update={"sites": [s for s in cfg.sites if s.name in names]})
     directory = {name: address for name, address in plan.directory(public_keys).items() if name in names}
-    return {name: document.encode(topology.interface_plan(sub, name, directory), public_keys[name]) for name in names}
+    return {
+        name: signing.sign(
+            live.peer_document(sub, name, directory, public_keys[name], scope=scope, serial=serial), seed
+        )
+        for name in names
+    }
+
+
+def published_generation(text: str, trust: Mapping[str, Any]) -> int | None:
+    """The generation of a document the lab published for the site of `trust` (agent.json's), or None when the
+    site's agent would refuse it: the agent's own decoder decides (no serial floor: the lab's bookkeeping only)."""
+    try:
+        return document.decode(text, document.parse_trust(trust)).generation
+    except ValueError:  # DocumentError too
+        return None
 
 
 def agent_env(source: Mapping[str, Any]) -> str:
@@ -113,9 +137,11 @@ class ControlPlane:
     gateway its metadata server; `publish_*` change the stores.
     Every process is started here with its pid recorded in the lab's state; the lab's teardown ends them."""
 
-    def __init__(self, lab: BuiltLab, configs: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, lab: BuiltLab, configs: Mapping[str, Mapping[str, Any]], signing_seed: bytes) -> None:
         self.lab = lab
         self.configs = dict(configs)
+        self.signing_seed = signing_seed  # the lab mesh's (LabKeys.signing): its verify key is in every agent.json
+        self.serial = int(time.time())  # every publish() a newer one, as `pulumi up`'s stamps (wg_mesh.stamp)
         self.netns = f"{lab.plan.prefix}-cloud"
         self.root = lab.state.log_dir / "control-plane"
         self.tokens = {site: secrets.token_urlsafe(24) for site, c in configs.items() if c["source"]["kind"] == "gcp"}
@@ -268,22 +294,22 @@ class ControlPlane:
             write_atomic(self.root / "gce" / site / "attributes" / source["attribute"], text.encode(), 0o644)
         else:
             self._static_file(site, source["document"], text.encode())
-        try:  # the agent's own check: the trust of its agent.json (none yet: no generation)
-            generation: int | None = document.decode(
-                text, document.parse_trust(self.configs[site].get("trust"))
-            ).generation
-        except ValueError:  # DocumentError too
-            generation = None
-        return Published(site, generation, time.monotonic())
+        return Published(site, published_generation(text, self.configs[site]["trust"]), time.monotonic())
 
     def publish(
         self, cfg: MeshConfig, private_keys: Mapping[str, str], public_keys: Mapping[str, str], sites: Iterable[str]
     ) -> dict[str, Published]:
         """`pulumi up` for the mesh made of `sites`: every key first (a rotated key is in its store before any
-        document names its public half), then every document."""
+        document names its public half), then every document, signed, with a serial above every earlier one (a
+        stamp changes when a document's content does; the lab's changes every time, which the agents accept)."""
         names = [s.name for s in cfg.sites if s.name in set(sites)]
         for name in names:
             self.publish_agent(name)
             self.publish_key(name, private_keys[name])
-        docs = documents(cfg, self.lab.plan, public_keys, names)
+        self.serial = max(self.serial + 1, int(time.time()))
+        scopes = {str(self.configs[name]["trust"]["scope"]) for name in names}
+        if len(scopes) != 1:
+            raise LabError(f"the sites' agent.json name {len(scopes)} scopes, not one: {sorted(scopes)}")
+        docs = documents(cfg, self.lab.plan, public_keys, names, scope=scopes.pop(), serial=self.serial,
+                         seed=self.signing_seed)  # fmt: skip
         return {name: self.publish_document(name, docs[name]) for name in names}

@@ -96,7 +96,8 @@ def pick_sites(sites: tuple[SitePlan, ...]) -> tuple[SitePlan, SitePlan, SitePla
 def rotate(keys: LabKeys, site: str) -> LabKeys:
     private = dict(keys.private)
     private[site] = wgkey.generate_private_key()
-    return LabKeys(private=private, public={n: wgkey.public_key(k) for n, k in private.items()})
+    public = {n: wgkey.public_key(k) for n, k in private.items()}
+    return LabKeys(private=private, public=public, signing=keys.signing)  # the mesh's signing key stays
 
 
 class Drill:

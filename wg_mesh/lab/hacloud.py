@@ -90,8 +90,10 @@ def ha_artifacts(
     else:
         ha = mesh_ha.aws_ha(letter, str(source["region"]), ids["lease_table"], ids["allocation_id"],
                             ids["route_table_ids"])  # fmt: skip
-    user_data = userdata.render_live_user_data(cfg, a.site, source, cloud_steps=False, ha=ha)
-    return GatewayArtifacts(a.site, a.interface, user_data)
+    if a.trust is None:
+        raise ValueError(f"{a.site}: not a delivery: live gateway (its artifacts have no trust)")
+    user_data = userdata.render_live_user_data(cfg, a.site, source, trust=a.trust, cloud_steps=False, ha=ha)
+    return GatewayArtifacts(a.site, a.interface, user_data, a.trust)
 
 
 class HaCloud:

@@ -38,7 +38,7 @@ def control_plane_hook(
     names = list(sites) if sites is not None else [s.name for s in cfg.sites]
 
     def hook(lab: BuiltLab) -> None:
-        plane = ControlPlane(lab, configs)
+        plane = ControlPlane(lab, configs, keys.signing)
         if started is not None:
             started(plane)
         plane.start()

@@ -26,11 +26,13 @@ Per site, as in the clouds:
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Any
 
-from wg_mesh import live, render, topology, userdata, wgkey
+from wg_mesh import live, render, signing, topology, userdata, wgkey
 from wg_mesh.config import MeshConfig, StaticSite
 from wg_mesh.lab.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
 from wg_mesh.sites import INTERNET_MTU
@@ -292,15 +294,23 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
 
 @dataclass(frozen=True)
 class LabKeys:
-    """Fresh keys for one lab run. The private keys never leave memory and the gateways' tmpfs."""
+    """Fresh keys for one lab run. The private keys never leave memory and the gateways' tmpfs. `signing`: the lab
+    mesh's document signing seed (delivery: live; wg_mesh.keys.SigningKey's in `pulumi up`): the user data pins its
+    verify key, the lab's control plane signs every document with it."""
 
     private: Mapping[str, str] = field(repr=False)
     public: Mapping[str, str]
+    signing: bytes = field(repr=False, default=b"")
 
     @classmethod
     def generate(cls, cfg: MeshConfig) -> LabKeys:
         private = {site.name: wgkey.generate_private_key() for site in cfg.sites}
-        return cls(private=private, public={name: wgkey.public_key(key) for name, key in private.items()})
+        public = {name: wgkey.public_key(key) for name, key in private.items()}
+        return cls(private=private, public=public, signing=secrets.token_bytes(signing.SEED_BYTES))
+
+    @property
+    def verify_key(self) -> str:
+        return signing.verify_key_b64(self.signing)
 
 
 @dataclass(frozen=True)
@@ -308,6 +318,7 @@ class GatewayArtifacts:
     site: str
     interface: topology.InterfacePlan
     user_data: str = field(repr=False)  # the #cloud-config, holding the private key
+    trust: Mapping[str, Any] | None = None  # delivery: live: agent.json's `trust` (wg_mesh.live.trust)
 
 
 def render_artifacts(cfg: MeshConfig, plan: LabPlan, keys: LabKeys) -> dict[str, GatewayArtifacts]:
@@ -323,8 +334,9 @@ def render_artifacts(cfg: MeshConfig, plan: LabPlan, keys: LabKeys) -> dict[str,
         if cfg.delivery == "live":
             # No peer and no key in it: the lab's clouds (controlplane.py) hold them, where agent.json says.
             source = live.agent_source(cfg.site(site.name), LAB_PROJECT, plan.prefix)
-            user_data = userdata.render_live_user_data(cfg, site.name, source, cloud_steps=False)
-            artifacts[site.name] = GatewayArtifacts(site.name, interface, user_data)
+            trust = live.trust(cfg, cfg.site(site.name), LAB_PROJECT, plan.prefix, keys.verify_key)
+            user_data = userdata.render_live_user_data(cfg, site.name, source, trust=trust, cloud_steps=False)
+            artifacts[site.name] = GatewayArtifacts(site.name, interface, user_data, trust)
             continue
         wg_conf = render.wg_quick_conf(interface, keys.private[site.name])
         if plan.faults.broken_listen_port == site.name:
