@@ -3,8 +3,8 @@
 - The private key: an SSM Parameter Store `SecureString`, standard tier (free; 4 KB is plenty for 44 characters),
   encrypted with the AWS managed key aws/ssm. Rotating the key (`key_epoch`) updates the parameter in place.
 - The peer document: a Secrets Manager secret (its value holds 64 KB; SSM's standard parameters stop at 4 KB and
-  advanced ones at 8 KB, and a 64-site document is ~17 KB signed:
-  `userdata.document_size` of bench.meshgen's 64 sites, 12.2 KB before the envelope's base64 and signature). A changed document is a new secret version in place:
+  advanced ones at 8 KB, and a 64-site document is ~17 KB signed: `userdata.document_size` of bench.meshgen's 64
+  sites, 12.2 KB before the envelope's base64 and signature). A changed document is a new secret version in place:
   the agent polls GetSecretValue and applies it; the instance is untouched.
 
 - The agent's package: a second Secrets Manager secret (wg_mesh.gateway.bootstrap; EC2's 16 KB of user data hold only
