@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .apply import APPLY_REASON, KEY_REASON, Applier, ApplyError, Paths, Runner, atomic_write, hooks, read_text, redact
+from .apply import APPLY_REASON, KEY_REASON, Applier, ApplyError, Paths, Runner, atomic_write, read_text, redact
 from .apply import run_command as default_runner
 from .document import REASONS, Document, DocumentError, decode
 from .ha import HaConfig, parse_ha
@@ -188,7 +188,9 @@ class Agent:
             return self._cycle(wait)
         finally:
             try:
-                atomic_write(self.paths.metrics, metrics_text(self.config.site, self.status), 0o644)
+                label = f'site="{self.config.site}"'
+                extra = "\n".join(self.applier.metric_lines(label)) + "\n"
+                atomic_write(self.paths.metrics, metrics_text(self.config.site, self.status) + extra, 0o644)
             except OSError as exc:
                 self.log(f"cannot write {self.paths.metrics}: {exc}")
 
@@ -207,22 +209,22 @@ class Agent:
             doc = decode(text, self.config.site)
         except DocumentError as exc:
             return self._fail(exc.reason, str(exc))
-        saved = self.state.get("hooks")
-        applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
         try:
             with self.apply_lock:
-                changes = self.applier.apply(doc, self.source.private_key, applied_hooks)
+                changes = self.applier.apply(doc, self.source.private_key)
         except FetchError as exc:
             self.status.fetch_failures += 1
             self.status.last_success = 0
             self.problem(f"fetching the private key failed: {exc}")
             return False
         except ApplyError as exc:
+            if exc.rollback_failed:  # loudly, every time: the host may be neither the old state nor the new one
+                self.log(f"ERROR applying generation {doc.generation:012x}: {exc}")
             return self._fail(exc.reason, str(exc))
         except OSError as exc:
             return self._fail(APPLY_REASON, f"{exc.__class__.__name__}: {exc}")
         if changes or self.state.get("applied_generation") != doc.generation:
-            self.state = {"applied_generation": doc.generation, "hooks": list(hooks(read_text(self.paths.wg_conf)))}
+            self.state = {"applied_generation": doc.generation}
             try:
                 atomic_write(self.paths.state, json.dumps(self.state) + "\n", 0o644)
             except OSError as exc:
@@ -252,10 +254,8 @@ class Agent:
         self.log(f"wg0 {role}: {'; '.join(changes) or 'no change'}")
 
     def _apply_again(self, doc: Document) -> list[str]:
-        """The running document applied again (under apply_lock), with the hooks the state file says ran."""
-        saved = self.state.get("hooks")
-        applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
-        return self.applier.apply(doc, self.source.private_key, applied_hooks)
+        """The running document applied again (under apply_lock)."""
+        return self.applier.apply(doc, self.source.private_key)
 
     def rearm(self, keys: list[str]) -> None:
         """Remove and re-add these peers of the active wg0 (the running document applied again): their next packet
