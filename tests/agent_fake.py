@@ -104,10 +104,13 @@ class FakeHost:
 
     def state(self) -> dict[str, object]:
         """Everything an apply may change (for before/after comparisons)."""
+        chains: dict[tuple[str, str], list[str]] = {}  # the order within a chain is what iptables keeps
+        for table, chain, spec in self.rules:
+            chains.setdefault((table, chain), []).append(spec)
         return {
             name: copy.deepcopy(getattr(self, name))
-            for name in ("wg0", "mtu", "private_key", "listen_port", "peers", "routes", "route_mtu", "main", "rules")
-        } | {"addresses": list(self.addresses)}
+            for name in ("wg0", "mtu", "private_key", "listen_port", "peers", "routes", "route_mtu", "main")
+        } | {"addresses": list(self.addresses), "rules": chains}
 
     def up_from(self, conf_path: Path) -> None:
         """What `wg-quick up` leaves: wg0 configured from the file, its MTU, the AllowedIPs routes and the PostUp."""
