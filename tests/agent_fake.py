@@ -94,6 +94,7 @@ class FakeHost:
     fail: dict[str, Result] = field(default_factory=dict)  # argv[0..1] joined -> forced result
     fail_at: int | None = None
     mutations: int = 0
+    sysctl: list[str] = field(default_factory=list)  # settings written (not part of `state`)
 
     @property
     def commands(self) -> list[list[str]]:
@@ -210,6 +211,9 @@ class FakeHost:
             return Result(0, "", "")
         if argv[:4] == ["ip", "-4", "address", "del"]:
             self.addresses.remove(argv[4])
+            return Result(0, "", "")
+        if argv[:3] == ["sysctl", "-q", "-w"]:
+            self.sysctl.append(argv[3])
             return Result(0, "", "")
         if argv == ["iptables-restore", "--noflush"]:
             assert stdin is not None

@@ -22,7 +22,7 @@ from wg_mesh.gateway import apply, files, hostplan
 from wg_mesh.gateway.apply import Paths, Result
 from wg_mesh.gateway.wgconf import InterfacePlan, Peer
 
-COMMANDS = {"ip", "wg", "iptables", "iptables-restore"}  # everything the agent may run (no shell, no wg-quick)
+COMMANDS = {"ip", "wg", "iptables", "iptables-restore", "sysctl"}  # all the agent may run (no shell, no wg-quick)
 
 
 def first_plan() -> InterfacePlan:

@@ -314,6 +314,12 @@ class Applier:
         if addresses != [doc.plan.address]:  # a new overlay address: the new one first, then the old ones go
             if doc.plan.address not in addresses:
                 steps.append(cmd("address", "", ["ip", "-4", "address", "add", doc.plan.address, "dev", iface]))
+            # Without promote_secondaries, deleting the primary address deletes the secondaries in its subnet (the new
+            # one) and, with no IPv4 address left, the kernel flushes every route on wg0 (fib_del_ifaddr). Ubuntu turns
+            # it on for all interfaces (systemd's sysctl.d/50-default.conf); the agent does not rely on that.
+            if any(a != doc.plan.address for a in addresses):
+                knob = f"net.ipv4.conf.{iface}.promote_secondaries=1"
+                steps.append(cmd("address", "", ["sysctl", "-q", "-w", knob]))
             for address in (a for a in addresses if a != doc.plan.address):
                 steps.append(cmd("address", "", ["ip", "-4", "address", "del", address, "dev", iface]))
             steps.append(Step("address", f"address {', '.join(addresses)} -> {doc.plan.address}"))
