@@ -18,7 +18,7 @@ import pytest
 
 from tests.agent_fake import FakeHost, Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
 from tests.test_agent import Store, make, metric
-from wg_mesh.gateway import apply, files, hostplan
+from wg_mesh.gateway import apply, files, hostplan, txn
 from wg_mesh.gateway.apply import Paths, Result
 from wg_mesh.gateway.wgconf import InterfacePlan, Peer
 
@@ -207,6 +207,18 @@ def test_the_record_of_the_last_apply_is_parsed_strictly() -> None:
     for text in ("", "[]", "{" * 100_000, '{"mss": 1}'):
         with pytest.raises(ValueError):
             hostplan.parse_managed(text)
+    bare = dataclasses.replace(first_plan(), listen_sources=("198.51.100.2",))  # normalised as it is read back
+    assert hostplan.managed(bare, 7, ("10.0.0.1", "eth0")).listen_sources == ("198.51.100.2/32",)
+
+
+def test_no_key_in_the_snapshots_reprs(booted: tuple[Path, FakeHost, Keys], tmp_path: Path) -> None:
+    _, host, keys = booted
+    state = txn.parse_dump(host.dump())
+    assert state.private_key == keys.private and keys.private not in repr(state)
+    paths, _ = clone(booted, tmp_path)
+    saved = files.save(paths.wg_conf, 0o600)
+    assert saved.data is not None and keys.private.encode() in saved.data and keys.private not in repr(saved)
+    assert keys.private in state.config()  # the rollback's `wg syncconf` input: on stdin only
 
 
 def test_route_and_default_route_lines_parse_into_typed_values() -> None:

@@ -172,7 +172,7 @@ class Agent:
     def _load_state(self) -> dict[str, Any]:
         try:
             state = json.loads(read_text(self.paths.state) or "{}")
-        except ValueError:
+        except (ValueError, OSError):  # OSError: a symlink where the state file belongs (files.read_text)
             state = {}
         return state if isinstance(state, dict) else {}
 

@@ -160,7 +160,7 @@ def managed(plan: InterfacePlan, generation: int, default: tuple[str | None, str
         generation,
         plan.mss,
         plan.listen_port,
-        tuple(plan.listen_sources),
+        tuple(prefix(s) for s in plan.listen_sources),  # as parse_managed reads them back (and iptables prints them)
         dev if plan.masquerade else None,
         tuple((host, via, dev) for host in endpoint_routes(plan)),
         tuple(route_mtus(plan)),
