@@ -1,13 +1,15 @@
 """A pretend gateway for the agent's pure tests: the commands the agent runs, answered from an in-memory wg0.
 
-`FakeHost` plays `ip`, `wg`, `wg-quick strip` and the hooks' `bash -c` the way the real tools answer (the dump's
-tab-separated fields, `ip route`'s lines), records every argv and stdin, and keeps the state the mutating commands
-change, so a test sees both the exact command sequence and its effect. No root, no network.
+`FakeHost` plays `ip`, `wg`, `iptables` and `iptables-restore` the way the real tools answer (the dump's
+tab-separated fields, `ip route`'s lines, `iptables -S`), records every argv and stdin, and keeps the state the
+mutating commands change, so a test sees both the exact command sequence and its effect; `fail_at` makes its Nth
+mutating command fail. No root, no network.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import itertools
 import json
@@ -21,24 +23,24 @@ from wg_mesh import signing, wgkey
 from wg_mesh.gateway.apply import Result
 from wg_mesh.gateway.document import canonical, encode_body, generation_of
 from wg_mesh.gateway.trust import Trust
-from wg_mesh.gateway.wgconf import InterfacePlan, Peer, parse_wg_quick_conf
+from wg_mesh.gateway.wgconf import DEFAULT_ROUTE_DEV, DEFAULT_ROUTE_VIA, InterfacePlan, Peer, parse_wg_quick_conf
 from wg_mesh.stackfile import load
 from wg_mesh.topology import PeerAddress, interface_plan
 
 SITE = "aws-use1"
-WG_QUICK_ONLY = {"Address", "DNS", "MTU", "Table", "PreUp", "PostUp", "PreDown", "PostDown", "SaveConfig"}
 # The commands that only look; everything else the agent runs changes the host.
 READ_ONLY = (
     ("ip", "-o", "link", "show"),
     ("wg", "show"),
     ("ip", "-4", "route", "show"),
+    ("ip", "-4", "-o", "route", "show"),
     ("ip", "-4", "-o", "address", "show"),
     ("wg", "pubkey"),
 )
 
 
 def is_mutating(argv: Sequence[str]) -> bool:
-    if argv[:2] == ["bash", "-c"] and " -C " in argv[2]:  # iptables -C: is the rule there?
+    if argv[0] == "iptables" and len(argv) > 3 and argv[3] in ("-C", "-S"):  # is the rule there? / list a chain
         return False
     return not any(tuple(argv[: len(prefix)]) == prefix for prefix in READ_ONLY)
 
@@ -120,17 +122,27 @@ def resign(body: dict[str, Any], *, reseal: bool = True, seed: bytes = SEED) -> 
 
 @dataclass
 class FakeHost:
+    """wg0 and the bits of the host around it. `rules`: iptables rules in chain order, (table, chain, spec words
+    joined by spaces); `routes`: prefixes routed into wg0 (`route_mtu`: their MTU and lock); `main`: other routes of
+    the main table (endpoint hosts: 'via X dev Y'); `fail_at`: the Nth mutating command (from 1) fails, once."""
+
     wg0: bool = False
     mtu: int = 1420
     private_key: str = ""
     listen_port: int = 0
     peers: dict[str, tuple[list[str], int, str]] = field(default_factory=dict)  # key -> (allowed, keepalive, endpoint)
     routes: set[str] = field(default_factory=set)
-    rules: set[tuple[str, str, str]] = field(default_factory=set)  # iptables (table, chain, spec)
+    route_mtu: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    main: dict[str, str] = field(default_factory=dict)
+    default: str | None = "via 10.0.0.1 dev eth0"
+    rules: list[tuple[str, str, str]] = field(default_factory=list)
     network: str = "10.200.0.0/24"  # the kernel's route of the interface's prefix
     addresses: list[str] = field(default_factory=lambda: ["10.200.0.1/24"])
     calls: list[tuple[list[str], str | None]] = field(default_factory=list)
     fail: dict[str, Result] = field(default_factory=dict)  # argv[0..1] joined -> forced result
+    fail_at: int | None = None
+    mutations: int = 0
+    sysctl: list[str] = field(default_factory=list)  # settings written (not part of `state`)
 
     @property
     def commands(self) -> list[list[str]]:
@@ -139,8 +151,18 @@ class FakeHost:
     def mutating(self) -> list[list[str]]:
         return [argv for argv in self.commands if is_mutating(argv)]
 
+    def state(self) -> dict[str, object]:
+        """Everything an apply may change (for before/after comparisons)."""
+        chains: dict[tuple[str, str], list[str]] = {}  # the order within a chain is what iptables keeps
+        for table, chain, spec in self.rules:
+            chains.setdefault((table, chain), []).append(spec)
+        return {
+            name: copy.deepcopy(getattr(self, name))
+            for name in ("wg0", "mtu", "private_key", "listen_port", "peers", "routes", "route_mtu", "main")
+        } | {"addresses": list(self.addresses), "rules": chains}
+
     def up_from(self, conf_path: Path) -> None:
-        """What `wg-quick up` leaves: wg0 configured from the file, its MTU and the AllowedIPs routes."""
+        """What `wg-quick up` leaves: wg0 configured from the file, its MTU, the AllowedIPs routes and the PostUp."""
         self.wg0 = True
         self._sync(conf_path.read_text(), keep_wg_quick=True)
 
@@ -154,7 +176,7 @@ class FakeHost:
         old = self.peers
         self.peers = {
             p["PublicKey"][0]: (
-                [a.strip() for a in p["AllowedIPs"][0].split(",")],
+                [a.strip() for a in p.get("AllowedIPs", [""])[0].split(",") if a.strip()],
                 int(p.get("PersistentKeepalive", [str(old.get(p["PublicKey"][0], ([], 0, ""))[1])])[0]),
                 p.get("Endpoint", [old.get(p["PublicKey"][0], ([], 0, "(none)"))[2]])[0],
             )
@@ -162,15 +184,20 @@ class FakeHost:
             if name == "Peer"
         }
         if keep_wg_quick:
-            for hook in interface["PostUp"]:
-                self._iptables(hook.replace("%i", "wg0"))
             self.mtu = int(interface["MTU"][0])
             self.routes = {a for allowed, _, _ in self.peers.values() for a in allowed if not a.startswith("10.200.0.")}
+            dev = self.default.split()[-1] if self.default else ""
+            via = self.default or ""
+            for hook in interface["PostUp"]:
+                hook = hook.replace(f'"{DEFAULT_ROUTE_DEV}"', dev).replace(DEFAULT_ROUTE_VIA, via)
+                if hook.startswith(("iptables ", "ip ")):
+                    assert self._do(hook.replace("%i", "wg0").split(), None).returncode == 0, hook
 
     def dump(self) -> str:
         lines = [f"{self.private_key}\t{wgkey.public_key(self.private_key)}\t{self.listen_port}\toff"]
         for key, (allowed, keepalive, endpoint) in self.peers.items():
-            lines.append(f"{key}\t(none)\t{endpoint}\t{','.join(allowed)}\t0\t0\t0\t{keepalive or 'off'}")
+            ips = ",".join(allowed) or "(none)"
+            lines.append(f"{key}\t(none)\t{endpoint}\t{ips}\t0\t0\t0\t{keepalive or 'off'}")
         return "\n".join(lines) + "\n"
 
     def __call__(self, argv: Sequence[str], stdin: str | None) -> Result:
@@ -179,6 +206,18 @@ class FakeHost:
         forced = self.fail.get(" ".join(argv[:2]))
         if forced is not None:
             return forced
+        if is_mutating(argv):
+            self.mutations += 1
+            if self.mutations == self.fail_at:
+                return Result(1, "", f"injected failure of mutating command {self.mutations}\n")
+        return self._do(argv, stdin)
+
+    def _route_line(self, prefix: str) -> str:
+        mtu = self.route_mtu.get(prefix)
+        extra = f" mtu {'lock ' if mtu[1] else ''}{mtu[0]}" if mtu else ""
+        return f"{prefix.removesuffix('/32')} dev wg0 scope link{extra}"
+
+    def _do(self, argv: list[str], stdin: str | None) -> Result:
         if argv[:2] == ["wg", "pubkey"]:
             assert stdin is not None
             return Result(0, wgkey.public_key(stdin.strip()) + "\n", "")
@@ -187,13 +226,13 @@ class FakeHost:
                 return Result(1, "", 'Device "wg0" does not exist.\n')
             flags = "<POINTOPOINT,NOARP,UP,LOWER_UP>"
             return Result(0, f"5: wg0: {flags} mtu {self.mtu} qdisc fq_codel state UNKNOWN\n", "")
+        if argv == ["ip", "-4", "route", "show", "default"]:
+            return Result(0, f"default {self.default} proto dhcp metric 100\n" if self.default else "", "")
+        if argv[:1] == ["iptables"]:
+            return self._iptables(argv)
         assert self.wg0, f"{argv} run without wg0"
         if argv[:3] == ["wg", "show", "wg0"] and argv[3:] == ["dump"]:
             return Result(0, self.dump(), "")
-        if argv[:2] == ["wg-quick", "strip"]:
-            conf = Path(argv[2]).read_text()
-            kept = [line for line in conf.splitlines() if line.split("=", 1)[0].strip() not in WG_QUICK_ONLY]
-            return Result(0, "\n".join(kept) + "\n", "")
         if argv == ["wg", "syncconf", "wg0", "/dev/stdin"]:
             assert stdin is not None
             self._sync(stdin)
@@ -204,19 +243,14 @@ class FakeHost:
         if argv[:5] == ["ip", "link", "set", "dev", "wg0"] and argv[5] == "mtu":
             self.mtu = int(argv[6])
             return Result(0, "", "")
+        if argv == ["ip", "-4", "-o", "route", "show", "table", "main"]:
+            lines = [f"default {self.default} proto dhcp metric 100"] if self.default else []
+            lines.append(f"{self.network} dev wg0 proto kernel scope link src 10.200.0.1")
+            lines += [self._route_line(r) for r in sorted(self.routes)]
+            lines += [f"{dst.removesuffix('/32')} {rest}" for dst, rest in sorted(self.main.items())]
+            return Result(0, "\n".join(lines) + "\n", "")
         if argv[:3] == ["ip", "-4", "route"]:
-            verb, cidr = argv[3], argv[4] if len(argv) > 4 else ""
-            if verb == "show":
-                lines = [f"{self.network} proto kernel scope link src 10.200.0.1"]
-                lines += [f"{r.removesuffix('/32')} scope link" for r in sorted(self.routes)]
-                return Result(0, "\n".join(lines) + "\n", "")
-            if verb == "add":
-                if cidr in self.routes:
-                    return Result(2, "", "RTNETLINK answers: File exists\n")
-                self.routes.add(cidr)
-            else:
-                self.routes.discard(cidr)
-            return Result(0, "", "")
+            return self._ip_route(argv[3], argv[4], argv[5:])
         if argv[:5] == ["ip", "-4", "-o", "address", "show"]:
             lines = [f"5: wg0    inet {a} scope global wg0\\       valid_lft forever" for a in self.addresses]
             return Result(0, "".join(line + "\n" for line in lines), "")
@@ -226,21 +260,63 @@ class FakeHost:
         if argv[:4] == ["ip", "-4", "address", "del"]:
             self.addresses.remove(argv[4])
             return Result(0, "", "")
-        if argv[:2] == ["bash", "-c"]:
-            return self._iptables(argv[2])
+        if argv[:3] == ["sysctl", "-q", "-w"]:
+            self.sysctl.append(argv[3])
+            return Result(0, "", "")
+        if argv == ["iptables-restore", "--noflush"]:
+            assert stdin is not None
+            return self._restore(stdin)
         raise AssertionError(f"unexpected command {argv}")
 
-    def _iptables(self, command: str) -> Result:
-        """`iptables -t TABLE -A|-I|-D|-C CHAIN SPEC` on the rule set; any other hook succeeds."""
-        fields = command.split(" ", 5)
-        if fields[0] != "iptables":
+    def _ip_route(self, verb: str, dst: str, rest: list[str]) -> Result:
+        dst = dst if "/" in dst else f"{dst}/32"
+        attrs = dict(zip(rest[::2], rest[1::2], strict=False))
+        on_wg = attrs.get("dev") == "wg0" and "via" not in attrs
+        if verb == "del":
+            if dst not in self.routes and dst not in self.main:
+                return Result(2, "", "RTNETLINK answers: No such process\n")
+            self.routes.discard(dst)
+            self.route_mtu.pop(dst, None)
+            self.main.pop(dst, None)
             return Result(0, "", "")
-        _, _, table, verb, chain, spec = fields
-        rule = (table, chain, spec)
-        if verb in ("-A", "-I"):
-            self.rules.add(rule)
+        if verb == "add" and (dst in self.routes or dst in self.main):
+            return Result(2, "", "RTNETLINK answers: File exists\n")
+        assert verb in ("add", "replace"), verb
+        self.routes.discard(dst)
+        self.route_mtu.pop(dst, None)
+        self.main.pop(dst, None)
+        if on_wg:
+            self.routes.add(dst)
+            if "mtu" in rest:
+                lock = rest[rest.index("mtu") + 1] == "lock"
+                self.route_mtu[dst] = (int(rest[rest.index("mtu") + 1 + lock]), lock)
+        else:
+            self.main[dst] = " ".join(rest)
+        return Result(0, "", "")
+
+    def _iptables(self, argv: list[str]) -> Result:
+        """`iptables -t TABLE -A|-I|-D|-C|-S CHAIN [SPEC]` on the ordered rule list."""
+        _, _, table, verb, chain, *args = argv
+        rule = (table, chain, " ".join(args))
+        if verb == "-S":
+            lines = [f"-P {chain} ACCEPT"] + [f"-A {c} {spec}" for t, c, spec in self.rules if (t, c) == (table, chain)]
+            return Result(0, "\n".join(lines) + "\n", "")
+        if verb == "-A":
+            self.rules.append(rule)
+        elif verb == "-I":
+            self.rules.insert(0, rule)
         elif rule not in self.rules:
             return Result(1, "", "iptables: Bad rule (does a matching rule exist in that chain?).\n")
         elif verb == "-D":
-            self.rules.discard(rule)
+            self.rules.remove(rule)
+        return Result(0, "", "")
+
+    def _restore(self, text: str) -> Result:
+        lines = text.splitlines()
+        assert lines[0].startswith("*") and lines[1].startswith("-F ") and lines[-1] == "COMMIT", text
+        table, chain = lines[0][1:], lines[1][3:]
+        self.rules = [r for r in self.rules if (r[0], r[1]) != (table, chain)]
+        for line in lines[2:-1]:
+            _, name, spec = line.split(" ", 2)
+            self.rules.append((table, name, spec))
         return Result(0, "", "")

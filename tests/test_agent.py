@@ -125,7 +125,6 @@ def test_adding_and_removing_a_peer_syncs_and_routes_without_restarting(keys: Ke
     store.text = doc_text(added, keys)
     assert agent.cycle()
     assert host.mutating() == [
-        ["wg-quick", "strip", paths.wg_conf],
         ["wg", "syncconf", "wg0", "/dev/stdin"],
         ["ip", "-4", "route", "add", "10.77.0.0/16", "dev", "wg0"],
     ]
@@ -138,7 +137,6 @@ def test_adding_and_removing_a_peer_syncs_and_routes_without_restarting(keys: Ke
     store.text = doc_text(removed, keys)
     assert agent.cycle()
     assert host.mutating() == [
-        ["wg-quick", "strip", paths.wg_conf],
         ["wg", "syncconf", "wg0", "/dev/stdin"],
         ["ip", "-4", "route", "del", "10.100.0.0/16", "dev", "wg0"],
     ]
@@ -157,7 +155,7 @@ def test_a_larger_mtu_goes_on_after_the_routes_and_hooks(keys: Keys, paths: Path
     assert agent.cycle()
     mutating = host.mutating()
     assert mutating[-1] == ["ip", "link", "set", "dev", "wg0", "mtu", "1420"]
-    assert [argv[:2] for argv in mutating[2:-1]] == [["bash", "-c"]] * 4  # the MSS clamp swapped before
+    assert [argv[:1] for argv in mutating[:-1]] == [["iptables"]] * 4  # the MSS clamp swapped before
     assert host.mtu == 1420
 
 
@@ -168,25 +166,20 @@ def test_an_mtu_change_sets_the_link_and_swaps_the_mss_clamp(keys: Keys, paths: 
     store.text = doc_text(with_mtu(base_plan(), 1380), keys)
     assert agent.cycle()
     mutating = host.mutating()
-    assert mutating[:3] == [
-        ["wg-quick", "strip", paths.wg_conf],
-        ["wg", "syncconf", "wg0", "/dev/stdin"],
-        ["ip", "link", "set", "dev", "wg0", "mtu", "1380"],
-    ]
-    hooks = [argv[2] for argv in mutating[3:]]
-    assert all(argv[:2] == ["bash", "-c"] for argv in mutating[3:])
+    assert mutating[0] == ["ip", "link", "set", "dev", "wg0", "mtu", "1380"]  # the peers are unchanged: no sync
     clamp = "-p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss {}:65535 -j TCPMSS --set-mss {}"
-    old, new = clamp.format(old_mss + 1, old_mss), clamp.format(1341, 1340)
-    assert hooks == [
-        f"iptables -t mangle -D FORWARD -o wg0 {old}",
-        f"iptables -t mangle -D FORWARD -i wg0 {old}",
-        f"iptables -t mangle -A FORWARD -o wg0 {new}",
-        f"iptables -t mangle -A FORWARD -i wg0 {new}",
+    old, new = clamp.format(old_mss + 1, old_mss).split(), clamp.format(1341, 1340).split()
+    assert mutating[1:] == [  # argv words, no shell
+        ["iptables", "-t", "mangle", "-D", "FORWARD", "-o", "wg0", *old],
+        ["iptables", "-t", "mangle", "-D", "FORWARD", "-i", "wg0", *old],
+        ["iptables", "-t", "mangle", "-A", "FORWARD", "-o", "wg0", *new],
+        ["iptables", "-t", "mangle", "-A", "FORWARD", "-i", "wg0", *new],
     ]
     assert host.mtu == 1380
     host.calls.clear()
     assert agent.cycle()
-    assert host.mutating() == []  # the hooks ran once: the state file remembers them
+    assert host.mutating() == []  # the rules changed once: the record of the applied plan says they are in place
+    assert not any(argv[0] in ("bash", "sh") for argv in host.commands)
 
 
 def test_rotation_waits_for_the_store_then_applies_the_new_key(keys: Keys, paths: Paths) -> None:
@@ -206,7 +199,7 @@ def test_rotation_waits_for_the_store_then_applies_the_new_key(keys: Keys, paths
 
     store.key = new.private
     assert agent.cycle()
-    assert host.mutating() == [["wg-quick", "strip", paths.wg_conf], ["wg", "syncconf", "wg0", "/dev/stdin"]]
+    assert host.mutating() == [["wg", "syncconf", "wg0", "/dev/stdin"]]
     assert host.private_key == new.private
     assert metric(paths, "wgmesh_agent_last_apply_success") == 1
 
@@ -245,15 +238,14 @@ def test_drift_is_repaired(keys: Keys, paths: Paths) -> None:
     host.routes.add("10.99.0.0/16")  # a stray route on wg0
     host.mtu = 1500
     clamp = next(rule for rule in host.rules if rule[0] == "mangle")
-    host.rules.discard(clamp)  # a firewall reload dropped the MSS clamp
+    host.rules.remove(clamp)  # a firewall reload dropped the MSS clamp
     assert agent.cycle()
     assert host.mutating() == [
-        ["wg-quick", "strip", paths.wg_conf],
         ["wg", "syncconf", "wg0", "/dev/stdin"],
         ["ip", "link", "set", "dev", "wg0", "mtu", str(base_plan().mtu)],
         ["ip", "-4", "route", "add", "10.100.0.0/16", "dev", "wg0"],
         ["ip", "-4", "route", "del", "10.99.0.0/16", "dev", "wg0"],
-        ["bash", "-c", f"iptables -t mangle -A {clamp[1]} {clamp[2]}"],
+        ["iptables", "-t", "mangle", "-A", clamp[1], *clamp[2].split()],
     ]
     assert gone.public_key in host.peers and clamp in host.rules
 
@@ -363,8 +355,9 @@ def test_a_new_overlay_address_replaces_the_old_one(keys: Keys, paths: Paths) ->
     # re-addressed in the stack: the user data (agent.json) changes too, and the agent restarts with it
     agent.config = dataclasses.replace(agent.config, trust=dataclasses.replace(TRUST, address="10.200.0.9/24"))
     assert agent.cycle()
-    assert host.mutating()[2:] == [
+    assert host.mutating() == [
         ["ip", "-4", "address", "add", "10.200.0.9/24", "dev", "wg0"],
+        ["sysctl", "-q", "-w", "net.ipv4.conf.wg0.promote_secondaries=1"],  # or the new address and the routes go
         ["ip", "-4", "address", "del", "10.200.0.1/24", "dev", "wg0"],
     ]
     assert host.addresses == ["10.200.0.9/24"]
@@ -409,22 +402,27 @@ def test_a_repeated_failure_is_logged_once_and_counted_every_time(keys: Keys, pa
     assert "runs again" in logs[-1]
 
 
-def test_hooks_that_failed_halfway_are_completed_not_repeated(keys: Keys, paths: Paths) -> None:
+def test_rules_that_failed_halfway_are_rolled_back_then_applied_whole(keys: Keys, paths: Paths) -> None:
     host, logs = FakeHost(), []
     store, agent = applied(keys, paths, host, logs)
+    before = host.state()
     store.text = doc_text(with_mtu(base_plan(), 1380), keys)
     original = host._iptables
     calls = {"n": 0}
 
-    def flaky(command: str) -> Result:  # the first new rule goes in, then iptables fails
-        if " -A " in command and "1340" in command:
+    def flaky(argv: list[str]) -> Result:  # the first new rule goes in, then iptables fails
+        if argv[3] == "-A" and "1340" in argv:
             calls["n"] += 1
             if calls["n"] == 2:
                 return Result(4, "", "iptables: Resource temporarily unavailable.\n")
-        return original(command)
+        return original(argv)
 
     host._iptables = flaky  # type: ignore[method-assign]
     assert not agent.cycle()
+    assert host.state() == before  # the MTU, the old clamp (in its place) and everything else as it was
+    assert any("rolled back to generation" in line and "step rules failed" in line for line in logs)
+    assert metric(paths, "wgmesh_agent_rollbacks_total", step="rules") == 1
+    assert metric(paths, "wgmesh_agent_half_applied") == 0
     assert agent.cycle()
     mangle = sorted(spec for table, _, spec in host.rules if table == "mangle")
     mss = [spec for spec in mangle if "--set-mss" in spec]  # the constant clamp; --clamp-mss-to-pmtu stays as it was

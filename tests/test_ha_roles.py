@@ -48,7 +48,7 @@ def test_demotion_and_promotion_are_level_triggered_syncs(tmp_path: Path) -> Non
 
     agent.applier.role = "active"
     assert agent.cycle()
-    assert host.mutating() == [["wg-quick", "strip", paths.wg_conf], ["wg", "syncconf", "wg0", "/dev/stdin"]]
+    assert host.mutating() == [["wg", "syncconf", "wg0", "/dev/stdin"]]
     assert all(endpoint != "(none)" and keepalive for _, keepalive, endpoint in host.peers.values())
     host.calls.clear()
     assert agent.cycle()
@@ -66,7 +66,6 @@ def test_rearm_removes_and_re_adds_only_the_named_peers_of_the_active(tmp_path: 
     agent.rearm([first])
     assert host.mutating() == [
         ["wg", "set", "wg0", "peer", first, "remove"],
-        ["wg-quick", "strip", paths.wg_conf],
         ["wg", "syncconf", "wg0", "/dev/stdin"],
     ]
     assert host.peers == before and agent.applier.rearm == frozenset()

@@ -17,6 +17,8 @@ import nacl.signing
 from wg_mesh.gateway import document
 from wg_mesh.gateway.trust import KEY_BYTES, keyid_of
 
+SEED_BYTES = KEY_BYTES  # an Ed25519 seed (RFC 8032) is 32 bytes, like the verify key
+
 
 def seed_from_random(b64_32_bytes: str) -> bytes:
     """The signing seed from the base64 of 32 random bytes (a RandomBytes' `base64`); ValueError for anything else

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .apply import APPLY_REASON, KEY_REASON, Applier, ApplyError, Paths, Runner, atomic_write, hooks, read_text, redact
+from .apply import APPLY_REASON, KEY_REASON, Applier, ApplyError, Paths, Runner, atomic_write, read_text, redact
 from .apply import run_command as default_runner
 from .document import REASONS, Document, DocumentError, Trust, decode, parse_trust
 from .ha import HaConfig, parse_ha
@@ -170,7 +170,7 @@ class Agent:
     def _load_state(self) -> dict[str, Any]:
         try:
             state = json.loads(read_text(self.paths.state) or "{}")
-        except ValueError:
+        except (ValueError, OSError):  # OSError: a symlink where the state file belongs (files.read_text)
             state = {}
         return state if isinstance(state, dict) else {}
 
@@ -202,7 +202,9 @@ class Agent:
             return self._cycle(wait)
         finally:
             try:
-                atomic_write(self.paths.metrics, metrics_text(self.config.site, self.status), 0o644)
+                label = f'site="{self.config.site}"'
+                extra = "\n".join(self.applier.metric_lines(label)) + "\n"
+                atomic_write(self.paths.metrics, metrics_text(self.config.site, self.status) + extra, 0o644)
             except OSError as exc:
                 self.log(f"cannot write {self.paths.metrics}: {exc}")
 
@@ -221,17 +223,17 @@ class Agent:
                 self.status.desired_generation = exc.generation
             return self._fail(exc.reason, str(exc))
         self.status.desired_generation = doc.generation
-        saved = self.state.get("hooks")
-        applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
         try:
             with self.apply_lock:
-                changes = self.applier.apply(doc, self.source.private_key, applied_hooks)
+                changes = self.applier.apply(doc, self.source.private_key)
         except FetchError as exc:
             self.status.fetch_failures += 1
             self.status.last_success = 0
             self.problem(f"fetching the private key failed: {exc}")
             return False
         except ApplyError as exc:
+            if exc.rollback_failed:  # loudly, every time: the host may be neither the old state nor the new one
+                self.log(f"ERROR applying generation {doc.generation:012x}: {exc}")
             return self._fail(exc.reason, str(exc))
         except OSError as exc:
             return self._fail(APPLY_REASON, f"{exc.__class__.__name__}: {exc}")
@@ -239,7 +241,6 @@ class Agent:
             self.state = {
                 "applied_generation": doc.generation,
                 "applied_serial": doc.serial,
-                "hooks": list(hooks(read_text(self.paths.wg_conf))),
             }
             try:
                 atomic_write(self.paths.state, json.dumps(self.state) + "\n", 0o644)
@@ -270,10 +271,8 @@ class Agent:
         self.log(f"wg0 {role}: {'; '.join(changes) or 'no change'}")
 
     def _apply_again(self, doc: Document) -> list[str]:
-        """The running document applied again (under apply_lock), with the hooks the state file says ran."""
-        saved = self.state.get("hooks")
-        applied_hooks = (saved[0], saved[1]) if isinstance(saved, list) and len(saved) == 2 else None
-        return self.applier.apply(doc, self.source.private_key, applied_hooks)
+        """The running document applied again (under apply_lock)."""
+        return self.applier.apply(doc, self.source.private_key)
 
     def rearm(self, keys: list[str]) -> None:
         """Remove and re-add these peers of the active wg0 (the running document applied again): their next packet

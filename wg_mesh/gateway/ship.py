@@ -40,7 +40,8 @@ PACKAGE = bootstrap.PACKAGE
 # The agent's import closure (agent -> apply, sources -> document, mapping -> wgconf) and each source kind's own
 # module (imported when agent.json names that kind); a test checks the closure.
 MODULES = (
-    "__init__.py", "wgconf.py", "trust.py", "signed.py", "document.py", "mapping.py", "apply.py", "sources.py",
+    "__init__.py", "wgconf.py", "trust.py", "signed.py", "document.py", "mapping.py", "files.py", "hostplan.py",
+    "txn.py", "apply.py", "sources.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
     "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "agent.py",
 )  # fmt: skip

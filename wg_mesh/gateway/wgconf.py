@@ -113,52 +113,75 @@ def route_hooks(plan: InterfacePlan) -> tuple[list[str], list[str]]:
     return up, down
 
 
+DEFAULT_DEV = "%d"  # in a Rule's args: the default route's device (wg-quick: the shell looks it up; the agent: itself)
+
+
 @dataclass(frozen=True)
 class Rule:
-    """One iptables rule that wg-quick adds on up and deletes on down."""
+    """One iptables rule that wg-quick adds on up and deletes on down, as argument words built from typed values
+    (`%i`: the interface, DEFAULT_DEV: the default route's device)."""
 
     table: str
     chain: str
-    spec: str
+    args: tuple[str, ...]
     first: bool = False  # insert at the top, so a distribution's trailing DROP cannot shadow it
 
+    @property
+    def spec(self) -> str:
+        return " ".join(f'"{DEFAULT_ROUTE_DEV}"' if word == DEFAULT_DEV else word for word in self.args)
+
     def command(self, up: bool) -> str:
+        """wg0.conf's PostUp / PostDown text (for wg-quick at boot; the agent never runs it)."""
         verb = ("-I" if self.first else "-A") if up else "-D"
         return f"iptables -t {self.table} {verb} {self.chain} {self.spec}"
 
+    def argv(self, verb: str, interface: str, default_dev: str | None = None) -> list[str]:
+        """The agent's argv (`verb`: -A/-I for `add`, -D, -C, no shell): `%i` and DEFAULT_DEV resolved."""
+        if verb == "add":
+            verb = "-I" if self.first else "-A"
+        words = {"%i": interface, DEFAULT_DEV: default_dev}
+        resolved = [words.get(word, word) for word in self.args]
+        if None in resolved:
+            raise ValueError(f"{self.table} {self.chain}: no default route device")
+        return ["iptables", "-t", self.table, verb, self.chain, *(w for w in resolved if w is not None)]
 
-def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
+
+def host_rules(mss: int, listen_port: int, listen_sources: tuple[str, ...], masquerade: bool) -> list[Rule]:
     """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name)."""
-    clamp = f"-p tcp --tcp-flags SYN,RST SYN -m tcpmss --mss {plan.mss + 1}:65535 -j TCPMSS --set-mss {plan.mss}"
-    pmtu_clamp = "-p tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu"
+    tcp_syn = ("-p", "tcp", "--tcp-flags", "SYN,RST", "SYN")
+    clamp = (*tcp_syn, "-m", "tcpmss", "--mss", f"{mss + 1}:65535", "-j", "TCPMSS", "--set-mss", str(mss))
+    pmtu_clamp = (*tcp_syn, "-j", "TCPMSS", "--clamp-mss-to-pmtu")
     rules = [
-        Rule("filter", "FORWARD", "-i %i -j ACCEPT", first=True),
-        Rule("filter", "FORWARD", "-o %i -j ACCEPT", first=True),
+        Rule("filter", "FORWARD", ("-i", "%i", "-j", "ACCEPT"), first=True),
+        Rule("filter", "FORWARD", ("-o", "%i", "-j", "ACCEPT"), first=True),
         # Both directions: a 9001-MTU AWS host offers MSS 8961 and must be told the tunnel's.
-        Rule("mangle", "FORWARD", f"-o %i {clamp}"),
-        Rule("mangle", "FORWARD", f"-i %i {clamp}"),
+        Rule("mangle", "FORWARD", ("-o", "%i", *clamp)),
+        Rule("mangle", "FORWARD", ("-i", "%i", *clamp)),
         # And to the route's MTU, which is the tunnel's until the path-MTU heal (wg_mesh.gateway.pmtu_heal) lowers
         # the routes to one peer: TCP to that peer then adapts. TCPMSS never raises an MSS, so the constant
         # clamp above stays the upper bound; `-i` uses the MTU of the route back to the sender.
-        Rule("mangle", "FORWARD", f"-o %i {pmtu_clamp}"),
-        Rule("mangle", "FORWARD", f"-i %i {pmtu_clamp}"),
+        Rule("mangle", "FORWARD", ("-o", "%i", *pmtu_clamp)),
+        Rule("mangle", "FORWARD", ("-i", "%i", *pmtu_clamp)),
         # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
         # metadata server, with the instance's credentials): dropped in raw PREROUTING, before routing, so both the
         # forwarded and the locally delivered path are covered and no filter-table rule can shadow it. The
         # gateway's own requests to the metadata server do not come in on wg0 and are unaffected.
-        Rule("raw", "PREROUTING", f"-i %i -d {LINK_LOCAL} -j DROP", first=True),
+        Rule("raw", "PREROUTING", ("-i", "%i", "-d", LINK_LOCAL, "-j", "DROP"), first=True),
     ]
-    if plan.listen_sources:
+    if listen_sources:
         # Only the peers' addresses may send to the WireGuard port (static sites: no cloud firewall in front).
         # Inserted first, then each ACCEPT above it; the rest of the host's traffic is untouched.
-        rules.append(Rule("filter", "INPUT", f"-p udp --dport {plan.listen_port} -j DROP", first=True))
-        rules += [
-            Rule("filter", "INPUT", f"-p udp --dport {plan.listen_port} -s {source} -j ACCEPT", first=True)
-            for source in plan.listen_sources
-        ]
-    if plan.masquerade:
-        rules.append(Rule("nat", "POSTROUTING", f'-o "{DEFAULT_ROUTE_DEV}" -j MASQUERADE'))
+        port = ("-p", "udp", "--dport", str(listen_port))
+        rules.append(Rule("filter", "INPUT", (*port, "-j", "DROP"), first=True))
+        rules += [Rule("filter", "INPUT", (*port, "-s", src, "-j", "ACCEPT"), first=True) for src in listen_sources]
+    if masquerade:
+        rules.append(Rule("nat", "POSTROUTING", ("-o", DEFAULT_DEV, "-j", "MASQUERADE")))
     return rules
+
+
+def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
+    """The plan's rules (host_rules)."""
+    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade)
 
 
 ROLES = ("active", "standby")
