@@ -48,13 +48,14 @@ class Document:
     generation: int
     public_key: str  # the site's own public key: the private key fetched from the store must match it
     plan: InterfacePlan
+    key_at: int | None = None  # from when `public_key` is valid (wg_mesh.gateway.rotation); None: now
 
 
-def _body(plan: InterfacePlan, public_key: str) -> dict[str, Any]:
+def _body(plan: InterfacePlan, public_key: str, key_at: int | None = None) -> dict[str, Any]:
     interface = asdict(plan)
     # a peer's `mtu` and `fallback_endpoint` only when it has them (docs/underlay.md): a mesh without private paths
     # keeps its documents' bytes
-    optional = ("mtu", "fallback_endpoint")
+    optional = ("mtu", "fallback_endpoint", "key_at")
     interface["peers"] = [
         {
             k: v
@@ -64,7 +65,8 @@ def _body(plan: InterfacePlan, public_key: str) -> dict[str, Any]:
         for p in plan.peers
     ]
     interface["listen_sources"] = list(plan.listen_sources)
-    return {"format": FORMAT, "site": plan.site, "public_key": public_key, "interface": interface}
+    body = {"format": FORMAT, "site": plan.site, "public_key": public_key, "interface": interface}
+    return body if key_at is None else {**body, "key_at": key_at}
 
 
 def _canonical(body: dict[str, Any]) -> str:
@@ -76,9 +78,10 @@ def generation_of(body: dict[str, Any]) -> int:
     return int(hashlib.sha256(_canonical(content).encode()).hexdigest()[:GENERATION_HEX_DIGITS], 16)
 
 
-def encode(plan: InterfacePlan, public_key: str) -> str:
-    """The document of one site: canonical JSON (sorted keys, no spaces), the same bytes for the same mesh."""
-    body = _body(plan, public_key)
+def encode(plan: InterfacePlan, public_key: str, key_at: int | None = None) -> str:
+    """The document of one site: canonical JSON (sorted keys, no spaces), the same bytes for the same mesh. `key_at`:
+    the moment from which `public_key` is valid (an announced rotation); None: not in the document."""
+    body = _body(plan, public_key, key_at)
     body["generation"] = generation_of(body)
     return _canonical(body)
 
@@ -142,6 +145,7 @@ def _peer(raw: object, i: int) -> Peer:
         fallback_endpoint=None
         if raw.get("fallback_endpoint") is None
         else _endpoint(raw["fallback_endpoint"], f"{what}.fallback_endpoint"),
+        key_at=_key_at(raw, what),
     )
 
 
@@ -199,4 +203,15 @@ def decode(text: str | bytes, site: str) -> Document:
         raise DocumentError(NO_PEERS, "no peers: applying it would cut the site off the mesh")
     if any(p.public_key == body["public_key"] for p in plan.peers):
         raise DocumentError(INVALID, "a peer has the site's own public key")
-    return Document(site=site, generation=int(generation), public_key=body["public_key"], plan=plan)
+    key_at = _key_at(body, "")
+    return Document(site=site, generation=int(generation), public_key=body["public_key"], plan=plan, key_at=key_at)
+
+
+# --- announced key rotation (wg_mesh.gateway.rotation): the optional `key_at` of the site and of each peer ------------
+KEY_AT_MAX = 2**40  # unix seconds (year ~36800): an int a float64 and every JSON parser hold exactly
+
+
+def _key_at(raw: dict[str, Any], what: str) -> int | None:
+    """An optional `key_at`: absent or null is None, else unix seconds in [0, KEY_AT_MAX]."""
+    value = raw.get("key_at")
+    return None if value is None else _int(value, 0, KEY_AT_MAX, f"{what}.key_at" if what else "key_at")
