@@ -180,9 +180,10 @@ class RotatingApplier(Applier):
         self, doc: Document, fetch_key: Callable[[], str], applied_hooks: tuple[list[str], list[str]] | None = None
     ) -> list[str]:
         with self.lock:
+            switch = min((s.at for s in self.pending), default=None)
+            if switch is not None and 0 < switch - self.clock() <= APPLY_GUARD_S:
+                self.sleep(switch - self.clock())  # this thread holds the lock: it performs the switch, on time
             due = self.next_due()
-            if due is not None and 0 < due - self.clock() <= APPLY_GUARD_S:
-                self.sleep(due - self.clock())  # this thread holds the lock: it performs the switch, on time
             changes = self.tick(self.clock()) if due is not None and due <= self.clock() else []
             held = self.held(doc, self.clock())
             changes += super().apply(held.doc, fetch_key, applied_hooks)
