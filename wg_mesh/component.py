@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pulumi
 
-from wg_mesh import live, render, topology, userdata
+from wg_mesh import announce, live, render, topology, userdata
 from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.keys import WireGuardKey
 from wg_mesh.topology import PeerAddress
@@ -30,6 +30,7 @@ class SiteComponent(pulumi.ComponentResource):
     wg_config: pulumi.Output[str]  # secret
     user_data: pulumi.Output[str]  # secret in user-data mode (it embeds wg0.conf); live: public, nothing secret in it
     document: pulumi.Output[str] | None  # delivery: live: the site's peer document (public keys and addresses only)
+    key_at: pulumi.Output[int] | None  # delivery: live: from when its current key is valid (wg_mesh.announce)
 
     def _create_identity(
         self,
@@ -45,9 +46,11 @@ class SiteComponent(pulumi.ComponentResource):
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
+        self.key_at = None
         if mesh.delivery == "live":
+            self.key_at = announce.key_at(f"{name}-key-at", site.key_epoch, mesh.rotation_lead_seconds, self)
             # Nothing peer- or key-dependent: the peers and the key reach the gateway through the stores.
-            self.document = peer_document(mesh, site.name, self.key, directory)
+            self.document = peer_document(mesh, site.name, self.key, directory, self.key_at)
             source = live.agent_source(site, pulumi.get_project(), pulumi.get_stack())
             self.user_data = pulumi.Output.from_input(userdata.render_live_user_data(mesh, site.name, source))
         else:
@@ -104,9 +107,11 @@ def wg_config(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Di
     return pulumi.Output.secret(values.apply(functools.partial(_render_wg_conf, mesh, site_name)))
 
 
-def peer_document(mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Directory) -> pulumi.Output[str]:
-    """The site's peer document (delivery: live), from the directory and its own public key."""
-    values = pulumi.Output.all(directory=directory, public_key=key.public_key)
+def peer_document(
+    mesh: MeshConfig, site_name: str, key: WireGuardKey, directory: Directory, key_at: pulumi.Output[int] | None = None
+) -> pulumi.Output[str]:
+    """The site's peer document (delivery: live), from the directory, its own public key and its key_at."""
+    values = pulumi.Output.all(directory=directory, public_key=key.public_key, key_at=key_at)
     return values.apply(functools.partial(live.document_of, mesh, site_name))
 
 

@@ -79,14 +79,20 @@ def agent_source(site: AwsSite | GcpSite | StaticSite, project: str, stack: str)
     return ship.file_source()
 
 
-def peer_document(cfg: MeshConfig, site_name: str, directory: Mapping[str, PeerAddress], public_key: str) -> str:
-    """The site's peer document (wg_mesh.gateway.document): its interface plan and its own public key."""
-    return document.encode(topology.interface_plan(cfg, site_name, directory), public_key)
+def peer_document(
+    cfg: MeshConfig,
+    site_name: str,
+    directory: Mapping[str, PeerAddress],
+    public_key: str,
+    key_at: int | None = None,
+) -> str:
+    """The site's peer document (wg_mesh.gateway.document): its interface plan, its own public key and key_at."""
+    return document.encode(topology.interface_plan(cfg, site_name, directory), public_key, key_at)
 
 
 def document_of(cfg: MeshConfig, site_name: str, values: Mapping[str, Any]) -> str:
-    """`peer_document` over Output.all(directory=..., public_key=...)'s resolved values."""
-    return peer_document(cfg, site_name, values["directory"], values["public_key"])
+    """`peer_document` over Output.all(directory=..., public_key=..., key_at=...)'s resolved values."""
+    return peer_document(cfg, site_name, values["directory"], values["public_key"], values.get("key_at"))
 
 
 # Every Parameter Store action that returns a parameter's value (Service Authorization Reference, AWS Systems Manager).

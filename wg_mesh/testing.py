@@ -34,6 +34,7 @@ from pulumi.runtime.stack import run_pulumi_func
 RUN_TIMEOUT_S = 60.0  # a run takes about a second; this only turns a deadlock into a failure
 FAKE_PUBLIC_NET = ipaddress.IPv4Network("198.51.100.0/24")  # TEST-NET-2
 NOT_OFFERED_TYPE = "x9z.nowhere"  # the mocks say no zone offers this instance type
+FAKE_STAMP_BASE = 1_767_225_600  # 2026-01-01T00:00:00Z: what a local.Command prints is this plus < 2**24 seconds
 
 
 # --- what the mocks record ------------------------------------------------------------------
@@ -120,6 +121,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # Depends on the keepers, as a replacement would: bumping key_epoch gives a new key.
             raw = _digest("random", name, json.dumps(inputs.get("keepers"), sort_keys=True))
             return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
+        if typ == "command:local:Command":
+            # What the command printed. A stamp (wg_mesh.stamp) prints the time it ran: here a moment that depends on
+            # its name and triggers, as a replacement's (a new run) would; the same triggers, the same moment.
+            raw = _digest("command", name, json.dumps(inputs.get("triggers"), sort_keys=True))
+            return {"stdout": f"{FAKE_STAMP_BASE + int.from_bytes(raw[:3], 'big')}\n", "stderr": ""}
         if typ == "random:index/randomString:RandomString":
             return {"result": _digest("string", name).hex()[: int(inputs["length"])]}
         if typ == "aws:ec2/eip:Eip":

@@ -61,12 +61,22 @@ def agent_configs(user_data: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def documents(cfg: MeshConfig, plan: LabPlan, public_keys: Mapping[str, str], sites: Iterable[str]) -> dict[str, str]:
-    """Each site's peer document for the mesh made of `sites` (as `pulumi up` with only those sites would write)."""
-    names = set(sites)
+def documents(
+    cfg: MeshConfig,
+    plan: LabPlan,
+    public_keys: Mapping[str, str],
+    sites: Iterable[str],
+    key_at: Mapping[str, int] | None = None,
+) -> dict[str, str]:
+    """Each site's peer document for the mesh made of `sites` (as `pulumi up` with only those sites would write);
+    `key_at`: sites whose key is announced from that moment (their own document and their peers' entries)."""
+    names, key_at = set(sites), key_at or {}
     sub = cfg.model_copy(update={"sites": [s for s in cfg.sites if s.name in names]})
-    directory = {name: address for name, address in plan.directory(public_keys).items() if name in names}
-    return {name: document.encode(topology.interface_plan(sub, name, directory), public_keys[name]) for name in names}
+    directory = {name: address for name, address in plan.directory(public_keys, key_at).items() if name in names}
+    return {
+        name: document.encode(topology.interface_plan(sub, name, directory), public_keys[name], key_at.get(name))
+        for name in names
+    }
 
 
 def agent_env(source: Mapping[str, Any]) -> str:
@@ -275,13 +285,18 @@ class ControlPlane:
         return Published(site, generation, time.monotonic())
 
     def publish(
-        self, cfg: MeshConfig, private_keys: Mapping[str, str], public_keys: Mapping[str, str], sites: Iterable[str]
+        self,
+        cfg: MeshConfig,
+        private_keys: Mapping[str, str],
+        public_keys: Mapping[str, str],
+        sites: Iterable[str],
+        key_at: Mapping[str, int] | None = None,
     ) -> dict[str, Published]:
         """`pulumi up` for the mesh made of `sites`: every key first (a rotated key is in its store before any
-        document names its public half), then every document."""
+        document names its public half), then every document (`key_at`: announced keys, see `documents`)."""
         names = [s.name for s in cfg.sites if s.name in set(sites)]
         for name in names:
             self.publish_agent(name)
             self.publish_key(name, private_keys[name])
-        docs = documents(cfg, self.lab.plan, public_keys, names)
+        docs = documents(cfg, self.lab.plan, public_keys, names, key_at)
         return {name: self.publish_document(name, docs[name]) for name in names}
