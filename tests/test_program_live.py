@@ -154,7 +154,11 @@ def stored_key(run: ProgramRun, site: AwsSite | GcpSite | StaticSite) -> str:
 def test_every_store_holds_the_sites_document_and_its_own_key(before_after: tuple[ProgramRun, ProgramRun]) -> None:
     for run in before_after:
         cfg = mesh_of(run)
-        directory = {n: topology.PeerAddress(v.public_ip.value, v.public_key.value) for n, v in run.sites.items()}
+        key_at = {s.name: document.decode(stored_document(run, s), s.name).key_at for s in cfg.sites}  # announce.py
+        directory = {
+            n: topology.PeerAddress(v.public_ip.value, v.public_key.value, key_at=key_at[n])
+            for n, v in run.sites.items()
+        }
         for site in cfg.sites:
             doc = document.decode(stored_document(run, site), site.name)
             assert doc.plan == topology.interface_plan(cfg, site.name, directory)
