@@ -248,12 +248,16 @@ class Drill:
         before_key_at = time.time() < key_at
         time.sleep(max(0.0, key_at - time.time()))
         again = self.handshake(self.a.name, self.b.name, self.keys)
+        # (a handshake can complete between B's adding the new peer and its log line: the logs are waited for)
+        expected = {self.a.name: {"own key"}, self.b.name: {self.a.name}}
+        deadline = time.monotonic() + self.timeout_s
         instants = self.switches(key_at)
+        while {s: set(v) for s, v in instants.items()} != expected and time.monotonic() < deadline:
+            time.sleep(0.1)
+            instants = self.switches(key_at)
         done = [t for site in instants.values() for t in site.values()]
         after_ms = {s: {w: round((t - key_at) * 1000, 2) for w, t in v.items()} for s, v in instants.items()}
-        switched = set(instants.get(self.a.name, {})) == {"own key"} and set(instants.get(self.b.name, {})) == {
-            self.a.name
-        }
+        switched = {s: set(v) for s, v in instants.items()} == expected
         ok = again and switched and before_key_at and all(v is not None for v in convergence.values())
         self.record(
             f"rotate {self.a.name}'s key", start, ok, convergence, handshake=again, key_at=key_at,
