@@ -33,6 +33,7 @@ SECTIONS = (
     "boot",
     "meshchange",
     "meshchange-boot",
+    "rotation",
     "pathmtu",
     "hafailover",
     "hafailover-gcp",
@@ -898,6 +899,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         from bench.meshchange import section as section_meshchange
 
         parts.append(section_meshchange(data["meshchange"], data.get("meshchange-boot")))
+    if "rotation" in data:
+        from bench.rotation import section as section_rotation
+
+        parts.append(section_rotation(data["rotation"]))
     if "pathmtu" in data:
         from bench.pathmtu import section as section_pathmtu
 
