@@ -251,6 +251,9 @@ def test_a_store_behind_the_announcement_keeps_the_old_key_and_says_so(tmp_path:
     with pytest.raises(ApplyError) as caught:
         gw.applier.tick(T)
     assert caught.value.reason == KEY_REASON and gw.host.private_key == keys.private
+    assert gw.applier.pending == () and gw.applier.next_due() is None  # dropped: no retry loop in the timer
+    gw.host.calls.clear()
+    assert not gw.agent.cycle() and gw.host.mutating() == []  # the cycle refuses it (reason key): nothing changes
 
 
 # --- the re-arm after the switch -----------------------------------------------------------------------------------

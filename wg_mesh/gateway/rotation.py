@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from .apply import Applier, ApplyError, Paths, Runner, read_text
+from .apply import Applier, Paths, Runner, read_text
 from .document import Document, is_key
 from .ha_kick import stale_peers
 from .sources import FetchError
@@ -246,20 +246,25 @@ class RotatingApplier(Applier):
                 continue
             try:
                 self.tick(self.clock())
-            except (ApplyError, FetchError, OSError) as exc:
-                with self.lock:
-                    self.kicks = [k for k in self.kicks if k[0] > self.clock()]
-                self.log(f"key switch: {exc} (the next document cycle applies it)")
+            except Exception as exc:  # the thread lives on; tick dropped what failed (no retry loop)
+                self.log(f"key switch failed, the next document cycle applies the document: {exc}")
 
     def tick(self, now: float) -> list[str]:
         """Perform what is due at `now`: switches whose key_at has come, then the re-arm of swapped peers without a
         handshake since their switch. Returns what changed."""
         with self.lock:
-            due = [s for s in self.pending if s.at <= now]
-            changes = self._switch(due, now) if due and self.latest else []
-            kicks = [k for k in self.kicks if k[0] <= now]
-            if kicks and self.latest:
-                changes += self._kick(kicks, now)
+            try:
+                due = [s for s in self.pending if s.at <= now]
+                changes = self._switch(due, now) if due and self.latest else []
+                kicks = [k for k in self.kicks if k[0] <= now]
+                if kicks and self.latest:
+                    changes += self._kick(kicks, now)
+            except Exception:
+                # what is due is dropped, not retried in a loop: the next document cycle applies the document (whose
+                # key_at has passed, so nothing is held), and refuses it with its reason if it still cannot run
+                self.pending = tuple(s for s in self.pending if s.at > now)
+                self.kicks = [k for k in self.kicks if k[0] > now]
+                raise
         return changes
 
     def _switch(self, due: list[Switch], now: float) -> list[str]:
