@@ -30,7 +30,7 @@ def _rows(data: dict[str, Any]) -> list[str]:
             )
         if "outage_goal_ms" in step:  # an older report: the rotation before it was announced
             met = "met" if step["outage_goal_met"] else "**missed**"
-            verdict += f" (outage goal ≤ {step['outage_goal_ms']:.0f} ms {met})"
+            verdict += f" (unannounced rotation: outage goal ≤ {step['outage_goal_ms']:.0f} ms {met})"
         if "refused" in step:
             kept = "kept" if step["applied_generation_kept"] else "**changed**"
             verdict += f" (refused: {_v(step['parse_failures'])} parse failure(s) counted, applied generation {kept})"

@@ -854,6 +854,7 @@ def commands(quick: bool) -> str:
         "sudo .venv/bin/python -m bench boot    # booted gateways (lab --boot), every stack file\n"
         "sudo .venv/bin/python -m bench underlay  # a jumbo private path next to an internet path\n"
         "sudo .venv/bin/python -m bench underlay --fallback  # the private path cut and restored\n"
+        "sudo .venv/bin/python -m bench rotation --runs 5  # the announced key rotation, live drill x5\n"
         "python -m bench doc                    # re-render this file and the plots from docs/bench/*.json\n"
         "```\n\n"
         "`bench all` installs what it needs when missing: Debian `strongswan-charon strongswan-swanctl "
