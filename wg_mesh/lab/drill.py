@@ -239,6 +239,7 @@ class Drill:
         then and switches at key_at (A its private key, B its peer), which their logs record to the microsecond."""
         self.step(f"4/5 rotate {self.a.name}'s key (announced)")
         start = time.time()
+        old_key = self.keys.public[self.a.name]
         self.keys = rotate(self.keys, self.a.name)
         key_at = int(start + self.poll_s + ROTATION_MARGIN_S) + 1
         published = self.plane.publish(
@@ -250,6 +251,7 @@ class Drill:
         again = self.handshake(self.a.name, self.b.name, self.keys)
         # (a handshake can complete between B's adding the new peer and its log line: the logs are waited for)
         expected = {self.a.name: {"own key"}, self.b.name: {self.a.name}}
+        expected = {s: v for s, v in expected.items() if self.agent_log(s) is not None}  # (booted: in its journal)
         deadline = time.monotonic() + self.timeout_s
         instants = self.switches(key_at)
         while {s: set(v) for s, v in instants.items()} != expected and time.monotonic() < deadline:
@@ -257,7 +259,7 @@ class Drill:
             instants = self.switches(key_at)
         done = [t for site in instants.values() for t in site.values()]
         after_ms = {s: {w: round((t - key_at) * 1000, 2) for w, t in v.items()} for s, v in instants.items()}
-        switched = {s: set(v) for s, v in instants.items()} == expected
+        switched = {s: set(v) for s, v in instants.items()} == expected and self.runs_new_key(old_key)
         ok = again and switched and before_key_at and all(v is not None for v in convergence.values())
         self.record(
             f"rotate {self.a.name}'s key", start, ok, convergence, handshake=again, key_at=key_at,
@@ -266,17 +268,29 @@ class Drill:
             switch_spread_ms=round((max(done) - min(done)) * 1000, 2) if done else None, rotation_step=True,
         )  # fmt: skip
 
+    def agent_log(self, site: str) -> str | None:
+        """A namespace gateway's log, its agent's output included; None for a booted one (the agent logs to the
+        container's journal)."""
+        machine = self.lab.machines[site]
+        if getattr(machine, "kind", "") == "container":
+            return None
+        try:
+            return Path(machine.log_path).read_text(errors="replace")
+        except (AttributeError, OSError):
+            return ""
+
     def switches(self, key_at: int) -> dict[str, dict[str, float]]:
-        """Each running gateway's switch instants at `key_at`, from its agent's log (a namespace gateway's log file)."""
-        found = {}
-        for site in (self.a, self.b):
-            path = getattr(self.lab.machines[site.name], "log_path", None)
-            try:
-                text = path.read_text(errors="replace") if path is not None else ""
-            except OSError:
-                text = ""
-            found[site.name] = switch_instants(text, key_at)
-        return found
+        """The switch instants at `key_at` of each gateway whose agent's log the lab reads."""
+        logs = {s.name: self.agent_log(s.name) for s in (self.a, self.b)}
+        return {site: switch_instants(text, key_at) for site, text in logs.items() if text is not None}
+
+    def runs_new_key(self, old_key: str) -> bool:
+        """A's wg0 runs its new key and B's runs A's new key as a peer, not the old one."""
+        a, b = (self.lab.machines[s.name].node for s in (self.a, self.b))
+        own = a.run(["wg", "show", INTERFACE, "public-key"], timeout=10).stdout.strip()
+        peers = b.run(["wg", "show", INTERFACE, "peers"], timeout=10).stdout.split()
+        new = self.keys.public[self.a.name]
+        return own == new and new in peers and old_key not in peers
 
     def corrupt_b(self) -> None:
         self.step(f"5/5 corrupt document for {self.b.name}")
