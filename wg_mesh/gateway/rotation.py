@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from .apply import Applier, Paths, Runner, read_text
+from .apply import Applier, ApplyError, Paths, Runner, read_text
 from .document import Document, is_key
 from .ha_kick import stale_peers
 from .sources import FetchError
@@ -166,6 +166,7 @@ class RotatingApplier(Applier):
         self.latest: Latest | None = None
         self.pending: tuple[Switch, ...] = ()
         self.next_private: str | None = None  # the prefetched private key of the own switch (never logged)
+        self.next_public: str | None = None  # its public key (checked when it was fetched)
         self.kicks: list[tuple[float, int, frozenset[str]]] = []  # (when, key_at, public keys): re-armed if stale
         self.wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -187,8 +188,12 @@ class RotatingApplier(Applier):
             switch = min((s.at for s in self.pending), default=None)
             if switch is not None and 0 < switch - self.clock() <= APPLY_GUARD_S:
                 self.sleep(switch - self.clock())  # this thread holds the lock: it performs the switch, on time
-            due = self.next_due()
-            changes = self.tick(self.clock()) if due is not None and due <= self.clock() else []
+            due, changes = self.next_due(), []
+            if due is not None and due <= self.clock():
+                try:
+                    changes = self.tick(self.clock())
+                except Exception as exc:  # dropped (tick): this document's own apply below is what counts
+                    self.log(f"key switch failed, the document is applied as it is: {exc}")
             held = self.held(doc, self.clock())
             changes += super().apply(held.doc, fetch_key, applied_hooks)
             self.latest = (doc, fetch_key, applied_hooks)
@@ -207,15 +212,16 @@ class RotatingApplier(Applier):
         if not any(s.name == OWN for s in self.pending):
             self.next_private = None
             return
-        if self.next_private is not None and self.public_key(self.next_private) == doc.public_key:
+        if self.next_private is not None and self.next_public == doc.public_key:
             return
         try:
             key = fetch_key().strip()
-        except FetchError as exc:
+            matches = is_key(key) and self.public_key(key) == doc.public_key
+        except (FetchError, ApplyError) as exc:
             self.log(f"prefetching the new private key failed (again next cycle): {exc}")
             return
-        if is_key(key) and self.public_key(key) == doc.public_key:
-            self.next_private = key
+        if matches:
+            self.next_private, self.next_public = key, doc.public_key
         else:
             self.log("the store's private key does not match the announced public key yet (again next cycle)")
 
