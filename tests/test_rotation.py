@@ -157,6 +157,9 @@ def test_hold_keeps_a_running_key_until_key_at_then_lets_the_new_one_in() -> Non
     assert before.switches == (Switch(T, PEER, running[PEER], new),)
     after = hold(doc, keys.public, running, T)
     assert after.doc == doc and after.switches == ()
+    # a key_at further ahead than MAX_HOLD_S is not honoured: no document keeps a revoked key running for long
+    assert hold(doc, keys.public, running, T - rotation.MAX_HOLD_S - 1).doc == doc
+    assert hold(doc, keys.public, running, T - rotation.MAX_HOLD_S).switches == before.switches
     # a fresh agent (nothing runs) and a peer that runs no key for that name take the new key at once
     assert hold(doc, None, {}, T - 60).doc == doc
     assert hold(doc, keys.public, {n: k for n, k in running.items() if n != PEER}, T - 60).doc == doc

@@ -53,6 +53,10 @@ SWITCH_KICK_S = 0.5  # > CLOCK_TOLERANCE_S + a handshake's round trip (<= 0.3 s 
 SWITCH_KICK_FOR_S = 5.0  # WireGuard's REKEY_TIMEOUT: by then its own retry has come
 APPLY_GUARD_S = 1.0  # an apply starting this close before a switch performs the switch first, at its moment
 OWN = ""  # the name of the site's own key in a Switch
+# The longest an old key is held: the config's largest rotation_lead_seconds (a day, wg_mesh.config) + an hour for
+# `pulumi up`. A key_at further ahead is not honoured (the new key applies at once): a document must not be able to
+# keep a revoked key running for long.
+MAX_HOLD_S = 86_400 + 3_600
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # a site name (the config model's DNS label)
 
 
@@ -100,9 +104,14 @@ def conf_private_key(conf: str | None) -> str | None:
     return key if is_key(key) else None
 
 
+def ahead(key_at: int | None, now: float) -> bool:
+    """Whether a key valid from `key_at` is to be held at `now`: its moment is ahead, by at most MAX_HOLD_S."""
+    return key_at is not None and now < key_at <= now + MAX_HOLD_S
+
+
 def announced(doc: Document, now: float) -> bool:
     """Whether `doc` announces any key valid only after `now` (nothing to hold otherwise)."""
-    return any(at is not None and now < at for at in (doc.key_at, *(p.key_at for p in doc.plan.peers)))
+    return any(ahead(at, now) for at in (doc.key_at, *(p.key_at for p in doc.plan.peers)))
 
 
 def hold(doc: Document, own: str | None, peers: dict[str, str], now: float) -> Held:
@@ -112,14 +121,14 @@ def hold(doc: Document, own: str | None, peers: dict[str, str], now: float) -> H
     taken = {doc.public_key, *(p.public_key for p in doc.plan.peers)}
     switches: list[Switch] = []
     public_key = doc.public_key
-    if doc.key_at is not None and now < doc.key_at and own and own != doc.public_key and own not in taken:
+    if doc.key_at is not None and ahead(doc.key_at, now) and own and own != doc.public_key and own not in taken:
         switches.append(Switch(doc.key_at, OWN, own, doc.public_key))
         public_key = own
         taken.add(own)
     kept: list[Peer] = []
     for p in doc.plan.peers:
         old = peers.get(p.name)
-        if p.key_at is not None and now < p.key_at and old and old != p.public_key and old not in taken:
+        if p.key_at is not None and ahead(p.key_at, now) and old and old != p.public_key and old not in taken:
             switches.append(Switch(p.key_at, p.name, old, p.public_key))
             taken.add(old)
             kept.append(replace(p, public_key=old))
@@ -177,7 +186,7 @@ class RotatingApplier(Applier):
         if not announced(doc, now):
             return Held(doc, ())
         conf = read_text(self.paths.wg_conf)
-        private = conf_private_key(conf) if doc.key_at is not None and now < doc.key_at else None
+        private = conf_private_key(conf) if ahead(doc.key_at, now) else None
         own = self.public_key(private) if private else None
         return hold(doc, own, running_peers(conf), now)
 
