@@ -119,6 +119,13 @@ def cmd_underlay_fallback(args: argparse.Namespace) -> None:
     write_json(args.out, "underlay-fallback", run_fallback_bench(load(STACK), log))
 
 
+def cmd_rotation(args: argparse.Namespace) -> None:
+    from bench.rotation import from_files, run_rotation_bench
+
+    data = from_files(args.runs_from) if args.runs_from else run_rotation_bench(args.runs, log)
+    write_json(args.out, "rotation", data)
+
+
 def cmd_environment(args: argparse.Namespace) -> None:
     from bench import environment
 
@@ -162,6 +169,7 @@ COMMANDS = {
     "boot": cmd_boot,
     "underlay": cmd_underlay,
     "underlay-fallback": cmd_underlay_fallback,
+    "rotation": cmd_rotation,
     "doc": cmd_doc,
 }
 
@@ -178,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plots", action="store_true", help="doc: tables only")
     parser.add_argument("--fallback", action="store_true", help="underlay: the private path's fallback drill")
     parser.add_argument("--rebuild-image", action="store_true", help="boot: rebuild the cached image (to time it)")
+    parser.add_argument("--runs", type=int, default=5, help="rotation: live drills to run (default 5)")
+    parser.add_argument("--from", dest="runs_from", type=Path, nargs="+", help="rotation: combine these drill JSONs")
     args = parser.parse_args(argv)
     args.out = args.out.resolve()
     try:

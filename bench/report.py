@@ -33,6 +33,7 @@ SECTIONS = (
     "boot",
     "meshchange",
     "meshchange-boot",
+    "rotation",
     "pathmtu",
     "hafailover",
     "hafailover-gcp",
@@ -853,6 +854,7 @@ def commands(quick: bool) -> str:
         "sudo .venv/bin/python -m bench boot    # booted gateways (lab --boot), every stack file\n"
         "sudo .venv/bin/python -m bench underlay  # a jumbo private path next to an internet path\n"
         "sudo .venv/bin/python -m bench underlay --fallback  # the private path cut and restored\n"
+        "sudo .venv/bin/python -m bench rotation --runs 5  # the announced key rotation, live drill x5\n"
         "python -m bench doc                    # re-render this file and the plots from docs/bench/*.json\n"
         "```\n\n"
         "`bench all` installs what it needs when missing: Debian `strongswan-charon strongswan-swanctl "
@@ -898,6 +900,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         from bench.meshchange import section as section_meshchange
 
         parts.append(section_meshchange(data["meshchange"], data.get("meshchange-boot")))
+    if "rotation" in data:
+        from bench.rotation import section as section_rotation
+
+        parts.append(section_rotation(data["rotation"]))
     if "pathmtu" in data:
         from bench.pathmtu import section as section_pathmtu
 

@@ -15,7 +15,7 @@ import pytest
 
 from bench.meshchange import section
 from tests.test_lab_boot import CANNOT_BOOT, nspawn_pids, run_mesh
-from wg_mesh.lab.drill import judge, metric, parse_metrics, pick_sites
+from wg_mesh.lab.drill import judge, metric, parse_metrics, pick_sites, switch_instants
 from wg_mesh.lab.drillrun import DrillReport, run_drill
 from wg_mesh.lab.harun import wait_replies
 from wg_mesh.lab.live import live_configs
@@ -105,23 +105,38 @@ def steps() -> list[dict[str, Any]]:
             "end": 101.0,
             "ok": True,
             "convergence_s": {"a": 3.0},
-            "outage_step": True,
+            "key_at": 101,
+            "switch_spread_ms": 3.2,
+            "rotation_step": True,
         },
     ]
 
 
-def test_judge_fails_a_step_that_lost_pings_or_stalled_and_measures_the_rotation_outage() -> None:
+def test_judge_fails_a_step_that_lost_pings_or_stalled_and_measures_the_rotation_against_its_goal() -> None:
     replies = [(100 + i * 0.01, i) for i in range(100) if not 60 <= i < 80]  # the loss falls in "rotate a"
     ok_steps = steps()
     assert judge(ok_steps, pinger(replies), stream([[100.85, 0.2]]), pids_kept=True, poll_s=10)
-    assert ok_steps[1]["outage_ms"] == 210.0 and ok_steps[1]["outage_goal_met"]
+    assert ok_steps[1]["outage_ms"] == 210.0 and not ok_steps[1]["goal_met"]  # 20 pings lost: measured, not judged
     assert ok_steps[0]["pings_lost"] == 0 and ok_steps[1]["longest_stall_ms"] == 200.0
-
     lossy = [(100 + i * 0.01, i) for i in range(100) if i != 20]
     assert not judge(steps(), pinger(lossy), stream([]), pids_kept=True, poll_s=10)
     assert not judge(steps(), pinger(replies), stream([[101.6, 1.5]]), pids_kept=True, poll_s=10)
     assert not judge(steps(), pinger(replies), stream([]), pids_kept=False, poll_s=10)
     assert not judge(steps(), pinger(replies), stream([], verified=False), pids_kept=True, poll_s=10)
+    one = [(100 + i * 0.01, i) for i in range(100) if i != 70]
+    met = steps()
+    assert judge(met, pinger(one), stream([]), pids_kept=True, poll_s=10) and met[1]["goal_met"]
+
+
+def test_switch_instants_are_read_from_an_agents_log() -> None:
+    log = (
+        "wg-mesh-agent: key switch announced: own key at 1800000000 (in 14.2 s)\n"
+        "wg-mesh-agent: key switch own key at 1800000000: done at 1800000000.004321 (+0.0043 s)\n"
+        "wg-mesh-agent: key switch gcp-euw3 at 1799999000: done at 1799999000.000100 (+0.0001 s)\n"
+    )
+    assert switch_instants(log, 1800000000) == {"own key": 1800000000.004321}
+    assert switch_instants(log, 1799999000) == {"gcp-euw3": 1799999000.0001}
+    assert switch_instants("", 1800000000) == {}
 
 
 def test_sites_a_b_c_of_the_prod_stack() -> None:
@@ -141,7 +156,8 @@ def test_the_benchmarks_section_shows_every_step() -> None:
     report.wireguard_go_pids = {"aws-use1": {"before": [7], "after": [7]}}
     text = section(report.to_json())
     assert "| add c | 0 | 10 ms | 0 ms | a 0.2 s | ok |" in text
-    assert "| rotate a | 0 | 10 ms | 0 ms | a 3.0 s | ok (outage goal ≤ 11000 ms met) |" in text
+    rotation = "| rotate a | 0 | 10 ms | 0 ms | a 3.0 s | ok (announced: switch spread 3.2 ms; goal ≤ 1 ping, ≤ 1000 ms"
+    assert rotation + " stall met) |" in text
     assert "80 MiB, SHA-256 match" in text and "kept its pid" in text and "booted" not in text
     booted = {**report.to_json(), "mode": "boot", "boot": {"aws-use1": {"cloud_init_done_s": 21.3}}}
     booted["steps"][0]["started_s"] = 25.0
@@ -191,6 +207,9 @@ def test_the_live_drill_on_the_prod_stack() -> None:
         "corrupt document for gcp-euw3",
     ]
     assert all(s["pings_lost"] == 0 for s in report.steps if "outage_ms" not in s)
+    rotation = report.steps[3]  # announced: both agents switched at key_at, after applying the document before it
+    assert rotation["applied_before_key_at"] and set(rotation["switched"]) == {"aws-use1", "gcp-euw3"}, rotation
+    assert all(t >= rotation["key_at"] for v in rotation["switched"].values() for t in v.values()), rotation
     assert set(find_labs()) == before  # torn down
 
 

@@ -183,7 +183,11 @@ def test_every_store_holds_the_sites_signed_document_and_its_own_key(
     the key pinned in that site's agent.json, and says what topology says."""
     for run in before_after:
         cfg = mesh_of(run)
-        directory = {n: topology.PeerAddress(v.public_ip.value, v.public_key.value) for n, v in run.sites.items()}
+        key_at = {s.name: document.decode(stored_document(run, s), s.name).key_at for s in cfg.sites}  # announce.py
+        directory = {
+            n: topology.PeerAddress(v.public_ip.value, v.public_key.value, key_at=key_at[n])
+            for n, v in run.sites.items()
+        }
         for site in cfg.sites:
             trust = agent_json(run, site)["trust"]
             body = verified_body(stored_document(run, site), trust)

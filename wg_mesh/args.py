@@ -85,6 +85,7 @@ class MeshArgs(TypedDict):
     exporter_port: NotRequired[int]
     operator_access: NotRequired[str]
     protect: NotRequired[bool]
+    rotation_lead_seconds: NotRequired[int]
     delivery: NotRequired[str]
     signing_key_epoch: NotRequired[int]
     private_paths: NotRequired[list[PrivatePathArgs]]

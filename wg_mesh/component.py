@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pulumi
 
-from wg_mesh import live, render, stamp, topology, userdata
+from wg_mesh import announce, live, render, stamp, topology, userdata
 from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.keys import SigningKey, WireGuardKey
 from wg_mesh.topology import PeerAddress
@@ -32,6 +32,7 @@ class SiteComponent(pulumi.ComponentResource):
     # delivery: live: the site's signed peer document (public keys and addresses only, and a signature)
     document: pulumi.Output[str] | None
     signing_key: SigningKey | None  # delivery: live: the mesh's, which signs the document and agent.json pins
+    key_at: pulumi.Output[int] | None  # delivery: live: from when its current key is valid (wg_mesh.announce)
 
     def _create_identity(
         self,
@@ -50,12 +51,15 @@ class SiteComponent(pulumi.ComponentResource):
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
         self.signing_key = signing_key
+        self.key_at = None
         if mesh.delivery == "live":
             if signing_key is None:
                 raise ValueError(f"{site.name}: delivery: live needs the mesh's SigningKey (build sites through Mesh)")
+            # announced rotation (wg_mesh.announce): from when this site's current key is valid
+            self.key_at = announce.key_at(f"{name}-key-at", site.key_epoch, mesh.rotation_lead_seconds, self)
             # Nothing peer- or key-dependent: the peers and the key reach the gateway through the stores; the
             # mesh's verify key is the same for the life of the stack (signing_key_epoch).
-            self.document = peer_document(name, mesh, site.name, self.key, directory, signing_key, self)
+            self.document = peer_document(name, mesh, site.name, self.key, directory, signing_key, self, self.key_at)
             self.user_data = self._live_user_data(mesh, site, None)
         else:
             self.document = None
@@ -131,6 +135,7 @@ def peer_document(
     directory: Directory,
     signing_key: SigningKey,
     parent: pulumi.Resource,
+    key_at: pulumi.Output[int] | None = None,
 ) -> pulumi.Output[str]:
     """The site's signed peer document (delivery: live), from the directory and its own public key.
 
@@ -139,10 +144,12 @@ def peer_document(
     The envelope holds nothing secret (the signature is public), so it is not a secret Output, although it is computed
     from the seed; where it was a secret (a static site's stack output) it still is."""
     scope = live.document_scope(pulumi.get_project(), pulumi.get_stack())
-    content = pulumi.Output.all(directory=directory, public_key=key.public_key)
+    content = pulumi.Output.all(directory=directory, public_key=key.public_key, key_at=key_at)
     digest = content.apply(functools.partial(live.unsigned_digest, mesh, site_name, scope))
     serial = stamp.stamp(f"{name}-serial", [digest], pulumi.ResourceOptions(parent=parent))
-    values = pulumi.Output.all(directory=directory, public_key=key.public_key, serial=serial, seed=signing_key.seed)
+    values = pulumi.Output.all(
+        directory=directory, public_key=key.public_key, key_at=key_at, serial=serial, seed=signing_key.seed
+    )
     return pulumi.Output.unsecret(values.apply(functools.partial(live.signed_document, mesh, site_name, scope)))
 
 

@@ -52,6 +52,9 @@ from wg_mesh.sites import (
 # --- the mesh ---------------------------------------------------------------------------
 
 
+MIN_ROTATION_LEAD_S, MAX_ROTATION_LEAD_S = 60, 86_400  # rotation_lead_seconds (below)
+
+
 class MeshConfig(Strict):
     overlay_cidr: UsableCidr
     listen_port: Port = 51820
@@ -67,6 +70,12 @@ class MeshConfig(Strict):
     operator_access: Literal["none", "cloud"] = "none"
     # Pulumi `protect` on what other environments remember: public addresses and keys (on in Pulumi.prod.yaml).
     protect: bool = False
+    # delivery: live: a rotated key (key_epoch) becomes valid this long after `pulumi up` created it, on every gateway
+    # at the same moment (wg_mesh.gateway.rotation; README, "Rotating a key"). It must exceed the time `pulumi up`
+    # takes from the new key to its last document, plus the agents' poll interval (10 s); a party that applies the
+    # document later switches when it does (the outage of an unannounced rotation, for that party only). 60 s at
+    # least: the poll and a large mesh's document writes; a day at most: a static site's operator copying its files.
+    rotation_lead_seconds: int = Field(default=120, ge=MIN_ROTATION_LEAD_S, le=MAX_ROTATION_LEAD_S)
     # How a gateway gets its peers and its private key (README, "Delivery"). user-data: in the user data, read once at
     # first boot (a peer change replaces the gateway). live: the cloud's own stores, read by wg-mesh-agent on the
     # gateway and applied in place; nothing that replaces a gateway depends on the peers or on any key.

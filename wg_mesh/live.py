@@ -110,18 +110,21 @@ def peer_document(
     *,
     scope: str,
     serial: int,
+    key_at: int | None = None,
 ) -> str:
     """The payload of the site's peer document (wg_mesh.gateway.document, v2): its interface plan, its own public
-    key, its scope and serial; unsigned."""
+    key, its scope and serial, and its key_at (wg_mesh.announce); unsigned."""
     return document.encode_body(
-        topology.interface_plan(cfg, site_name, directory), public_key, scope=scope, serial=serial
+        topology.interface_plan(cfg, site_name, directory), public_key, scope=scope, serial=serial, key_at=key_at
     )
 
 
 def unsigned_digest(cfg: MeshConfig, site_name: str, scope: str, values: Mapping[str, Any]) -> str:
-    """The SHA-256 (hex) of the site's document content with serial 0, over Output.all(directory=..., public_key=...)'s
-    values: what its serial's stamp is keyed on (the serial changes when, and only when, this does)."""
-    body = peer_document(cfg, site_name, values["directory"], values["public_key"], scope=scope, serial=0)
+    """The SHA-256 (hex) of the site's document content with serial 0, over Output.all(directory=..., public_key=...,
+    key_at=...)'s values: what its serial's stamp is keyed on (the serial changes when, and only when, this does)."""
+    body = peer_document(
+        cfg, site_name, values["directory"], values["public_key"], scope=scope, serial=0, key_at=values.get("key_at")
+    )
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -129,7 +132,13 @@ def signed_document(cfg: MeshConfig, site_name: str, scope: str, values: Mapping
     """The site's signed document (a DSSE envelope, wg_mesh.signing) over Output.all(directory=..., public_key=...,
     serial=..., seed=...)'s values; `seed`: the SigningKey's base64 seed."""
     body = peer_document(
-        cfg, site_name, values["directory"], values["public_key"], scope=scope, serial=values["serial"]
+        cfg,
+        site_name,
+        values["directory"],
+        values["public_key"],
+        scope=scope,
+        serial=values["serial"],
+        key_at=values.get("key_at"),
     )
     return signing.sign(body, signing.seed_from_random(values["seed"]))
 

@@ -48,7 +48,9 @@ def _site(
 
 def _directory(private: dict[str, str], addresses: dict[str, Any]) -> dict[str, PeerAddress]:
     return {
-        name: PeerAddress(public_ip=v["public_ip"], public_key=v["public_key"], private_ip=private.get(name))
+        name: PeerAddress(
+            public_ip=v["public_ip"], public_key=v["public_key"], private_ip=private.get(name), key_at=v.get("key_at")
+        )
         for name, v in addresses.items()
     }
 
@@ -111,7 +113,7 @@ class Mesh(pulumi.ComponentResource):
         self.gcp_gateways = {n: s for n, s in self.sites.items() if isinstance(s, GcpGateway)}
         self.static_sites = {n: s for n, s in self.sites.items() if isinstance(s, StaticSite)}
         addresses = {
-            site_name: pulumi.Output.all(public_ip=site.public_ip, public_key=site.public_key)
+            site_name: pulumi.Output.all(public_ip=site.public_ip, public_key=site.public_key, key_at=site.key_at)
             for site_name, site in self.sites.items()
         }
         publish(pulumi.Output.all(**addresses).apply(functools.partial(_directory, topology.private_directory(config))))

@@ -30,6 +30,9 @@ class PeerAddress:
     public_ip: str
     public_key: str
     private_ip: str | None = None  # its gateway's address on a private path (docs/underlay.md), if it is on one
+    # unix seconds from which public_key is valid: its key_epoch's last change + rotation_lead_seconds (an announced
+    # rotation, wg_mesh.gateway.rotation: peers that run its old key switch then); None: valid now
+    key_at: int | None = None
 
 
 def private_directory(cfg: MeshConfig) -> dict[str, str]:
@@ -137,6 +140,7 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
             fallback_endpoint=f"{directory[peer].public_ip}:{cfg.listen_port}"
             if path_between(cfg, name, peer)
             else None,
+            key_at=directory[peer].key_at,
         )
         for peer in peer_names(cfg, name)
     )

@@ -22,11 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .apply import APPLY_REASON, KEY_REASON, Applier, ApplyError, Paths, Runner, atomic_write, read_text, redact
+from .apply import APPLY_REASON, KEY_REASON, ApplyError, Paths, Runner, atomic_write, read_text, redact
 from .apply import run_command as default_runner
 from .document import REASONS, Document, DocumentError, Trust, decode, parse_trust
 from .ha import HaConfig, parse_ha
 from .pmtu import PathWatch, Settings
+from .rotation import RotatingApplier
 from .sources import FetchError, Source, make_source
 from .wgconf import INTERFACE, InterfacePlan
 
@@ -136,10 +137,13 @@ class Agent:
         self.config = config
         self.source = source
         self.paths = paths or Paths()
-        self.applier = Applier(runner, self.paths, config.interface)
+        self.apply_lock = threading.RLock()  # the document cycle, the HA controller's role changes, key switches
+        # an Applier that holds announced keys until their key_at and switches them then (wg_mesh.gateway.rotation)
+        self.applier = RotatingApplier(
+            runner, self.paths, config.interface, lock=self.apply_lock, log=lambda m: self.log(m), clock=clock
+        )
         # an HA gateway starts standby (its first boot and every restart): the controller claims when it may
         self.applier.role = "standby" if config.ha else "active"
-        self.apply_lock = threading.RLock()  # the document cycle and the HA controller's role changes
         self.doc: Document | None = None
         self._log = log
         self.clock = clock

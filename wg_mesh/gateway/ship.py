@@ -43,7 +43,7 @@ MODULES = (
     "__init__.py", "wgconf.py", "trust.py", "signed.py", "document.py", "mapping.py", "files.py", "hostplan.py",
     "txn.py", "apply.py", "sources.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
-    "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "agent.py",
+    "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "rotation.py", "agent.py",
 )  # fmt: skip
 # each cloud's source and HA adapter (ha_run imports the adapter of agent.json's ha.cloud only)
 SOURCE_MODULES = {"aws": ("source_aws.py", "ha_aws.py"), "gcp": ("source_gcp.py", "ha_gcp.py"), "file": ()}

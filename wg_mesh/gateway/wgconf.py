@@ -24,7 +24,8 @@ class Peer:
     mtu: int | None = None
     # A private-path peer's public HOST:PORT, used while the path is down (wg_mesh.gateway.fallback); None: none.
     fallback_endpoint: str | None = None
-    # From when this peer's public_key is valid (unix seconds; zero-loss rotation, wg_mesh.gateway.document). None: now.
+    # Unix seconds from which `public_key` is valid (an announced key rotation, wg_mesh.gateway.rotation): an agent
+    # that runs this peer with another key keeps that one until then. None: valid now.
     key_at: int | None = None
 
 

@@ -66,19 +66,24 @@ def documents(
     plan: LabPlan,
     public_keys: Mapping[str, str],
     sites: Iterable[str],
+    key_at: Mapping[str, int] | None = None,
     *,
     scope: str,
     serial: int,
     seed: bytes,
 ) -> dict[str, str]:
     """Each site's signed peer document for the mesh made of `sites` (as `pulumi up` with only those sites would write:
-    wg_mesh.live.signed_document), with this `serial`, signed with the lab mesh's `seed`."""
-    names = set(sites)
+    wg_mesh.live.signed_document), with this `serial`, signed with the lab mesh's `seed`; `key_at`: sites whose key
+    is announced from that moment (their own document and their peers' entries)."""
+    names, key_at = set(sites), key_at or {}
     sub = cfg.model_copy(update={"sites": [s for s in cfg.sites if s.name in names]})
-    directory = {name: address for name, address in plan.directory(public_keys).items() if name in names}
+    directory = {name: address for name, address in plan.directory(public_keys, key_at).items() if name in names}
     return {
         name: signing.sign(
-            live.peer_document(sub, name, directory, public_keys[name], scope=scope, serial=serial), seed
+            live.peer_document(
+                sub, name, directory, public_keys[name], scope=scope, serial=serial, key_at=key_at.get(name)
+            ),
+            seed,
         )
         for name in names
     }
@@ -297,11 +302,17 @@ class ControlPlane:
         return Published(site, published_generation(text, self.configs[site]["trust"]), time.monotonic())
 
     def publish(
-        self, cfg: MeshConfig, private_keys: Mapping[str, str], public_keys: Mapping[str, str], sites: Iterable[str]
+        self,
+        cfg: MeshConfig,
+        private_keys: Mapping[str, str],
+        public_keys: Mapping[str, str],
+        sites: Iterable[str],
+        key_at: Mapping[str, int] | None = None,
     ) -> dict[str, Published]:
         """`pulumi up` for the mesh made of `sites`: every key first (a rotated key is in its store before any
         document names its public half), then every document, signed, with a serial above every earlier one (a
-        stamp changes when a document's content does; the lab's changes every time, which the agents accept)."""
+        stamp changes when a document\'s content does; the lab\'s changes every time, which the agents accept;
+        `key_at`: announced keys, see `documents`)."""
         names = [s.name for s in cfg.sites if s.name in set(sites)]
         for name in names:
             self.publish_agent(name)
@@ -310,6 +321,6 @@ class ControlPlane:
         scopes = {str(self.configs[name]["trust"]["scope"]) for name in names}
         if len(scopes) != 1:
             raise LabError(f"the sites' agent.json name {len(scopes)} scopes, not one: {sorted(scopes)}")
-        docs = documents(cfg, self.lab.plan, public_keys, names, scope=scopes.pop(), serial=self.serial,
+        docs = documents(cfg, self.lab.plan, public_keys, names, key_at, scope=scopes.pop(), serial=self.serial,
                          seed=self.signing_seed)  # fmt: skip
         return {name: self.publish_document(name, docs[name]) for name in names}

@@ -10,7 +10,9 @@ documents from wg_mesh.topology.interface_plan + wg_mesh.gateway.document.encode
                  -> every pair handshakes and pings; A<->B lose no ping; the stream never stalls > 1 s
 2. rotate C      C's new key, then every document -> C handshakes again with A and B; A<->B lose no ping
 3. remove C      documents for A and B -> C's peer and its routes are gone on A and B; A<->B lose no ping
-4. rotate A      A's new key, then A's and B's documents -> the A<->B outage (goal: <= poll interval + 1 s)
+4. rotate A      A's new key, then A's and B's documents announcing it from key_at (now + a poll interval + 5 s:
+                 wg_mesh.gateway.rotation) -> both agents switch at key_at (their logs' switch instants: the spread),
+                 A and B handshake with the new key; the A<->B outage (goal: <= 1 ping lost, stall <= 1 s)
 5. corrupt B     a document that does not parse -> refused (failure metric up, applied generation kept),
                  A<->B lose no ping; then B's good document again
 Throughout: A's and B's wireguard-go keep their pids (no restart). Per step: pings lost, longest ping silence,
@@ -20,6 +22,7 @@ node-exporter textfile) show the published generation applied.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +42,10 @@ METRICS_PATH = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"
 MAX_STALL_MS = 1000.0
 SETTLE_S = 1.0  # traffic observed after a step's last change, so a late loss still lands in its window
 START_TIMEOUT_S = 120.0  # the added site's start: a booted gateway's boot and cloud-init run count in its convergence
+ROTATION_MARGIN_S = 5.0  # key_at = the publish + the slowest agent's poll interval + this
+ROTATION_GOAL = {"pings_lost": 1, "longest_stall_ms": 1000.0}  # issue 20 item 5 (was 535 pings, 13 s)
+# the agent's log line at a switch (wg_mesh.gateway.rotation.RotatingApplier._switch)
+SWITCH_LINE = re.compile(r"key switch (?P<what>own key|[a-z][-a-z0-9]*) at (?P<at>\d+): done at (?P<done>[\d.]+)")
 Step = Callable[[str], None]
 
 
@@ -91,6 +98,15 @@ def pick_sites(sites: tuple[SitePlan, ...]) -> tuple[SitePlan, SitePlan, SitePla
     b = next((s for s in sites if s is not a and s.cloud != a.cloud), next(s for s in sites if s is not a))
     c = next(s for s in sites if s not in (a, b))
     return a, b, c
+
+
+def switch_instants(log: str, key_at: int) -> dict[str, float]:
+    """What an agent's log says it switched at `key_at`: `own key` or a peer's name -> the wall time it was done."""
+    found = {}
+    for m in SWITCH_LINE.finditer(log):
+        if int(m["at"]) == key_at:
+            found[m["what"]] = float(m["done"])
+    return found
 
 
 def rotate(keys: LabKeys, site: str) -> LabKeys:
@@ -220,13 +236,62 @@ class Drill:
         self.record(f"remove {self.c.name}", start, ok, convergence, peer_and_routes_gone=gone)
 
     def rotate_a(self) -> None:
-        self.step(f"4/5 rotate {self.a.name}'s key")
+        """An announced rotation: both documents name A's new key from key_at; each agent keeps the running key until
+        then and switches at key_at (A its private key, B its peer), which their logs record to the microsecond."""
+        self.step(f"4/5 rotate {self.a.name}'s key (announced)")
         start = time.time()
+        old_key = self.keys.public[self.a.name]
         self.keys = rotate(self.keys, self.a.name)
-        convergence = self.converge(self.publish(self.keys, self.a, self.b))
+        key_at = int(start + self.poll_s + ROTATION_MARGIN_S) + 1
+        published = self.plane.publish(
+            self.cfg, self.keys.private, self.keys.public, self.sites(self.a, self.b), {self.a.name: key_at}
+        )
+        convergence = self.converge(published)  # applied (the old key held) before key_at
+        before_key_at = time.time() < key_at
+        time.sleep(max(0.0, key_at - time.time()))
         again = self.handshake(self.a.name, self.b.name, self.keys)
-        ok = again and all(v is not None for v in convergence.values())
-        self.record(f"rotate {self.a.name}'s key", start, ok, convergence, handshake=again, outage_step=True)
+        # (a handshake can complete between B's adding the new peer and its log line: the logs are waited for)
+        expected = {self.a.name: {"own key"}, self.b.name: {self.a.name}}
+        expected = {s: v for s, v in expected.items() if self.agent_log(s) is not None}  # (booted: in its journal)
+        deadline = time.monotonic() + self.timeout_s
+        instants = self.switches(key_at)
+        while {s: set(v) for s, v in instants.items()} != expected and time.monotonic() < deadline:
+            time.sleep(0.1)
+            instants = self.switches(key_at)
+        done = [t for site in instants.values() for t in site.values()]
+        after_ms = {s: {w: round((t - key_at) * 1000, 2) for w, t in v.items()} for s, v in instants.items()}
+        switched = {s: set(v) for s, v in instants.items()} == expected and self.runs_new_key(old_key)
+        ok = again and switched and before_key_at and all(v is not None for v in convergence.values())
+        self.record(
+            f"rotate {self.a.name}'s key", start, ok, convergence, handshake=again, key_at=key_at,
+            applied_before_key_at=before_key_at, switched=instants,
+            switch_after_key_at_ms=after_ms,
+            switch_spread_ms=round((max(done) - min(done)) * 1000, 2) if done else None, rotation_step=True,
+        )  # fmt: skip
+
+    def agent_log(self, site: str) -> str | None:
+        """A namespace gateway's log, its agent's output included; None for a booted one (the agent logs to the
+        container's journal)."""
+        machine = self.lab.machines[site]
+        if getattr(machine, "kind", "") == "container":
+            return None
+        try:
+            return Path(machine.log_path).read_text(errors="replace")
+        except (AttributeError, OSError):
+            return ""
+
+    def switches(self, key_at: int) -> dict[str, dict[str, float]]:
+        """The switch instants at `key_at` of each gateway whose agent's log the lab reads."""
+        logs = {s.name: self.agent_log(s.name) for s in (self.a, self.b)}
+        return {site: switch_instants(text, key_at) for site, text in logs.items() if text is not None}
+
+    def runs_new_key(self, old_key: str) -> bool:
+        """A's wg0 runs its new key and B's runs A's new key as a peer, not the old one."""
+        a, b = (self.lab.machines[s.name].node for s in (self.a, self.b))
+        own = a.run(["wg", "show", INTERFACE, "public-key"], timeout=10).stdout.strip()
+        peers = b.run(["wg", "show", INTERFACE, "peers"], timeout=10).stdout.split()
+        new = self.keys.public[self.a.name]
+        return own == new and new in peers and old_key not in peers
 
     def corrupt_b(self) -> None:
         self.step(f"5/5 corrupt document for {self.b.name}")
@@ -265,10 +330,12 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, pids_kept
         s["pings_lost"], s["longest_ping_gap_ms"] = window["lost"], window["longest_gap_ms"]
         s["pings_lost_at_s"] = window["lost_at_s"]
         s["longest_stall_ms"] = stream.longest_stall_ms(s["start"], s["end"])
-        if s.pop("outage_step", False):
+        if s.pop("rotation_step", False):  # measured against the goal (bench), judged on behaviour only
             s["outage_ms"] = window["longest_gap_ms"]
-            goal = (poll_s + 1) * 1000
-            s["outage_goal_ms"], s["outage_goal_met"] = goal, s["outage_ms"] is not None and s["outage_ms"] <= goal
+            s["goal"] = dict(ROTATION_GOAL)
+            s["goal_met"] = s["pings_lost"] <= ROTATION_GOAL["pings_lost"] and (
+                s["longest_stall_ms"] <= ROTATION_GOAL["longest_stall_ms"]
+            )
         else:
             s["ok"] = s["ok"] and s["pings_lost"] == 0 and s["longest_stall_ms"] <= MAX_STALL_MS
         ok = ok and s["ok"]

@@ -162,14 +162,18 @@ class LabPlan:
     def peer_mss(self, a: str, b: str) -> int:
         return self.peer_mtu(a, b) - IPV4_TCP_HEADERS
 
-    def directory(self, public_keys: Mapping[str, str]) -> dict[str, PeerAddress]:
+    def directory(
+        self, public_keys: Mapping[str, str], key_at: Mapping[str, int] | None = None
+    ) -> dict[str, PeerAddress]:
         """The mesh directory `interface_plan` takes, with the lab's public addresses and each cloud gateway's private
-        address (a private-path peer's endpoint; a static site in a path is refused by `plan_lab`)."""
+        address (a private-path peer's endpoint; a static site in a path is refused by `plan_lab`); `key_at`: the
+        sites whose key is announced (wg_mesh.gateway.rotation)."""
         return {
             s.name: PeerAddress(
                 public_ip=str(s.public_ip),
                 public_key=public_keys[s.name],
                 private_ip=str(s.gateway_ip.ip) if s.is_cloud else None,
+                key_at=(key_at or {}).get(s.name),
             )
             for s in self.sites
         }

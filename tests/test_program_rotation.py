@@ -1,0 +1,97 @@
+"""Announced key rotation, the program's side (wg_mesh/announce.py, issue 20 item 5), under Pulumi mocks: each live
+document carries its site's key_at (the stamp of its key_epoch + rotation_lead_seconds) and each peer entry that
+peer's; a rotation moves only the rotated site's moment; the lead's bounds."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ProgramRun, run_program, with_delivery
+from tests.test_program import mesh_of
+from tests.test_program_live import stored_document
+from wg_mesh.config import MAX_ROTATION_LEAD_S, MIN_ROTATION_LEAD_S, ConfigError, load_mesh
+from wg_mesh.gateway import document
+from wg_mesh.stackfile import read_raw
+from wg_mesh.stamp import create_command
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMAND = "command:local:Command"
+
+
+def prod(delivery: str = "live", **mesh: Any) -> dict[str, Any]:
+    raw = with_delivery(copy.deepcopy(read_raw(ROOT / "Pulumi.prod.yaml")), delivery)
+    assert isinstance(raw, dict)
+    return {**raw, **mesh}
+
+
+def applied(raw: dict[str, Any]) -> ProgramRun:
+    run = run_program(raw, preview=False, stack="prod")
+    assert run.error is None, run.error
+    return run
+
+
+def stamped(run: ProgramRun, site: str) -> int:
+    """What the site's key stamp printed (the mocks: a moment from its name and triggers)."""
+    return int(run.named(COMMAND, f"{site}-key-at").outputs["stdout"])
+
+
+def documents(run: ProgramRun) -> dict[str, document.Document]:
+    cfg = mesh_of(run)
+    return {s.name: document.decode(stored_document(run, s), s.name) for s in cfg.sites}
+
+
+@pytest.fixture(scope="module")
+def rotated() -> tuple[ProgramRun, ProgramRun]:
+    """prod in live mode, then the same with aws-use1's key_epoch bumped."""
+    raw = prod()
+    bumped = copy.deepcopy(raw)
+    site = next(s for s in bumped["sites"] if s["name"] == "aws-use1")
+    site["key_epoch"] = site.get("key_epoch", 0) + 1
+    return applied(raw), applied(bumped)
+
+
+def test_each_document_carries_its_key_at_and_each_peer_entry_the_peers(rotated: tuple[ProgramRun, ProgramRun]) -> None:
+    run = rotated[0]
+    cfg, docs = mesh_of(run), documents(run)
+    assert cfg.rotation_lead_seconds == 120
+    for site in cfg.sites:
+        stamp = run.named(COMMAND, f"{site.name}-key-at")
+        assert stamp.inputs["triggers"] == [str(site.key_epoch)] and stamp.inputs["create"] == create_command()
+        assert docs[site.name].key_at == stamped(run, site.name) + 120
+        assert {p.name: p.key_at for p in docs[site.name].plan.peers} == {
+            p: docs[p].key_at for p in docs if p != site.name
+        }
+
+
+def test_a_rotation_moves_only_the_rotated_sites_moment(rotated: tuple[ProgramRun, ProgramRun]) -> None:
+    before, after = (documents(r) for r in rotated)
+    assert before["aws-use1"].public_key != after["aws-use1"].public_key
+    moved = {n for n in before if before[n].key_at != after[n].key_at}
+    assert moved == {"aws-use1"}
+    for name, doc in after.items():
+        if name == "aws-use1":
+            continue
+        entry = next(p for p in doc.plan.peers if p.name == "aws-use1")
+        assert entry.public_key == after["aws-use1"].public_key and entry.key_at == after["aws-use1"].key_at
+        assert doc.public_key == before[name].public_key
+
+
+def test_the_lead_moves_key_at() -> None:
+    run = applied(prod(rotation_lead_seconds=3600))
+    assert all(d.key_at == stamped(run, n) + 3600 for n, d in documents(run).items())
+
+
+def test_user_data_delivery_has_no_key_stamp() -> None:
+    run = applied(prod("user-data"))
+    assert not [r for r in run.of_type(COMMAND) if r.name.endswith("-key-at")]
+
+
+@pytest.mark.parametrize("lead", [MIN_ROTATION_LEAD_S - 1, MAX_ROTATION_LEAD_S + 1, "120"])
+def test_a_lead_out_of_bounds_is_refused(lead: object) -> None:
+    with pytest.raises(ConfigError, match="rotation_lead_seconds"):
+        load_mesh(prod(rotation_lead_seconds=lead))
+    assert load_mesh(prod(rotation_lead_seconds=MIN_ROTATION_LEAD_S)).rotation_lead_seconds == MIN_ROTATION_LEAD_S
