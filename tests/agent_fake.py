@@ -23,7 +23,13 @@ from wg_mesh import signing, wgkey
 from wg_mesh.gateway.apply import Result
 from wg_mesh.gateway.document import canonical, encode_body, generation_of
 from wg_mesh.gateway.trust import Trust
-from wg_mesh.gateway.wgconf import DEFAULT_ROUTE_DEV, DEFAULT_ROUTE_VIA, InterfacePlan, Peer, parse_wg_quick_conf
+from wg_mesh.gateway.wgconf import (
+    DEFAULT_ROUTE_GUARD,
+    DEFAULT_ROUTE_GW,
+    InterfacePlan,
+    Peer,
+    parse_wg_quick_conf,
+)
 from wg_mesh.stackfile import load
 from wg_mesh.topology import PeerAddress, interface_plan
 
@@ -187,9 +193,11 @@ class FakeHost:
             self.mtu = int(interface["MTU"][0])
             self.routes = {a for allowed, _, _ in self.peers.values() for a in allowed if not a.startswith("10.200.0.")}
             dev = self.default.split()[-1] if self.default else ""
-            via = self.default or ""
+            gw = self.default.split()[1] if self.default and self.default.startswith("via ") else ""
             for hook in interface["PostUp"]:
-                hook = hook.replace(f'"{DEFAULT_ROUTE_DEV}"', dev).replace(DEFAULT_ROUTE_VIA, via)
+                # wg-quick's shell, for the hooks that look the default route up (DEFAULT_ROUTE_GUARD)
+                hook = hook.removeprefix(DEFAULT_ROUTE_GUARD).removeprefix(f"gw={DEFAULT_ROUTE_GW}; ")
+                hook = hook.replace('${gw:+via "$gw"}', f"via {gw}" if gw else "").replace('"$dev"', dev)
                 if hook.startswith(("iptables ", "ip ")):
                     assert self._do(hook.replace("%i", "wg0").split(), None).returncode == 0, hook
 

@@ -205,10 +205,9 @@ def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
         print(f"\n  agent package gzip'd: {agent_size.package_sizes()}, AWS boot part {agent_size.boot_size()}")
         print(f"  live user data: {sizes}")
     # The whole package no longer fits an AWS user data (next to the metrics script and the readiness mark): the
-    # reason for the bundle. With it, the AWS user data keeps more than 7 KB of EC2's 16 KB free (7.5 KB with
-    # agent.json's `trust` and python3-nacl).
-    assert sizes["aws-whole"] > userdata.AWS_USER_DATA_LIMIT
-    assert userdata.AWS_USER_DATA_LIMIT - sizes["aws"] > 7 * 1024
+    # reason for the bundle. With it, the AWS user data keeps about half of EC2's 16 KB free (the units' sandbox,
+    # issue 20, added 340 bytes gzip'd: 8585 -> 8925).
+    assert sizes["aws-whole"] > userdata.AWS_USER_DATA_LIMIT > 2 * sizes["aws"] - 1536
     # Secrets Manager's 64 KB: 33.9 KB with the private-path fallback (was under half); two thirds keeps room to grow
     assert len(userdata.aws_agent_bundle()) < live.DOCUMENT_LIMITS["aws"] * 2 // 3
 

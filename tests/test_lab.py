@@ -281,7 +281,7 @@ def test_cloud_config_is_read_into_files_sysctl_and_wg_quick() -> None:
 
 def metrics_commands(cfg: MeshConfig, keys: LabKeys) -> list[tuple[str, ...]]:
     extras = metrics.metrics_extras(cfg, "aws-use1", plan_lab(cfg, PREFIX).directory(keys.public))
-    return [tuple(c) for c in extras.commands]
+    return [tuple(c) for c in (*extras.setup, *extras.commands)]
 
 
 def _user_data(doc: dict[str, Any]) -> str:

@@ -399,6 +399,7 @@ def test_extras_install_node_exporter_script_mapping_and_timer() -> None:
     files = {f.path: f for f in extras.files}
     assert set(files) == {
         "/etc/default/prometheus-node-exporter",
+        metrics.NODE_EXPORTER_DROP_IN_PATH,
         "/usr/local/sbin/wg-mesh-metrics",
         "/etc/wg-mesh/peers.json",
         "/etc/systemd/system/wg-mesh-metrics.service",
@@ -452,9 +453,13 @@ def test_user_data_with_metrics_keeps_the_private_key_only_in_wg0_conf(private_k
     assert holders == [render.WG_CONF_PATH]
     assert "prometheus-node-exporter" in doc["packages"]
     runcmd = doc["runcmd"]
-    # WireGuard first, then the metrics timer (its first run already sees wg0).
+    # The metrics timer before WireGuard: runcmd stops at its first failure, and a gateway whose tunnel does not
+    # come up must still export wgmesh_interface_up 0; node-exporter's restart after it (a static site's binds wg0).
+    assert runcmd.index(["systemctl", "enable", "--now", "wg-mesh-metrics.timer"]) < runcmd.index(
+        ["systemctl", "enable", "--now", "wg-quick@wg0"]
+    )
     assert runcmd.index(["systemctl", "enable", "--now", "wg-quick@wg0"]) < runcmd.index(
-        ["systemctl", "enable", "--now", "wg-mesh-metrics.timer"]
+        ["systemctl", "restart", metrics.NODE_EXPORTER_SERVICE]
     )
 
 

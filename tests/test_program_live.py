@@ -341,10 +341,14 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
                               "private_key": live.STATIC_PRIVATE_KEY_PATH}  # fmt: skip
         runcmd = cloud_init["runcmd"]
         wg_unit = f"wg-quick@{render.INTERFACE}"
-        assert runcmd[:5] == [
-            ["chmod", render.WG_DIR_MODE, "/etc/wireguard"],
-            ["sysctl", "--system"],
+        assert cloud_init["bootcmd"] == [["install", "-d", "-m", render.WG_DIR_MODE, "/etc/wireguard"]]
+        # fail-fast (render.cloud_config); the agent's first fetch before the metrics (it writes their mapping)
+        assert runcmd[:3] == [
+            "set -eu",
+            ["sysctl", "-p", render.SYSCTL_PATH],
             list(ship.once_command(bundled=isinstance(site, AwsSite))),
+        ]
+        assert runcmd[6:8] == [
             ["systemctl", "enable", "--now", wg_unit],
             ["systemctl", "enable", "--now", ship.UNIT_NAME],
         ]

@@ -83,7 +83,7 @@ def test_cloud_init_writes_the_config_installs_and_starts_wireguard() -> None:
     assert Path(render.SYSCTL_PATH).name > "99-sysctl.conf"
     assert "wireguard-tools" in doc["packages"]
     assert ["systemctl", "enable", "--now", "wg-quick@wg0"] in doc["runcmd"]
-    assert doc["runcmd"].index(["sysctl", "--system"]) < doc["runcmd"].index(
+    assert doc["runcmd"].index(["sysctl", "-p", render.SYSCTL_PATH]) < doc["runcmd"].index(
         ["systemctl", "enable", "--now", "wg-quick@wg0"]
     )
 
@@ -131,7 +131,9 @@ def test_masquerade_only_when_asked_on_the_default_route_interface() -> None:
     iface = render.parse_wg_quick_conf(rendered(cfg, "gcp-euw3"))[0][1]
     (up,) = [c for c in iface["PostUp"] if "MASQUERADE" in c]
     (down,) = [c for c in iface["PostDown"] if "MASQUERADE" in c]
-    assert up.startswith("iptables -t nat -A POSTROUTING -o ") and down.startswith("iptables -t nat -D POSTROUTING -o ")
+    assert up.startswith(render.DEFAULT_ROUTE_GUARD) and down.startswith(render.DEFAULT_ROUTE_GUARD)
+    assert up.endswith('iptables -t nat -A POSTROUTING -o "$dev" -j MASQUERADE')
+    assert down.endswith('iptables -t nat -D POSTROUTING -o "$dev" -j MASQUERADE')
     assert "eth0" not in up
     assert_golden("masquerade/gcp-euw3.wg0.conf", rendered(cfg, "gcp-euw3"))
 
@@ -203,10 +205,23 @@ def test_units_active_check_fails_if_any_one_unit_is_not_active(
     assert [f"wg-mesh: {unit} is not active" for unit in inactive[:1]] == result.stderr.splitlines()
 
 
-def test_wireguard_directory_is_tightened_before_wg_quick_reads_it() -> None:
-    runcmd = yaml.safe_load(render.cloud_config("conf"))["runcmd"]
-    chmod = ["chmod", "0700", str(Path(render.WG_CONF_PATH).parent)]
-    assert runcmd.index(chmod) < runcmd.index(["systemctl", "enable", "--now", "wg-quick@wg0"])
+def test_wireguard_directory_is_0700_before_write_files_writes_the_key() -> None:
+    """cloud-init's write_files creates a file 0644 and chmods it after writing (cloudinit/util.py write_file): the
+    key is safe only in a directory others cannot enter. bootcmd runs before write_files, at every boot."""
+    doc = yaml.safe_load(render.cloud_config("conf"))
+    assert doc["bootcmd"] == [["install", "-d", "-m", "0700", str(Path(render.WG_CONF_PATH).parent)]]
+    assert list(doc).index("bootcmd") < list(doc).index("write_files")
+    assert not any(isinstance(c, list) and c[0] == "chmod" for c in doc["runcmd"])
+
+
+def test_install_makes_an_existing_directory_0700_too(tmp_path: Path) -> None:
+    """bootcmd's `install -d -m 0700` on a directory that exists already (a reboot, an image that ships it 0755)."""
+    target = tmp_path / "wireguard"
+    target.mkdir(mode=0o755)
+    target.chmod(0o755)
+    argv = yaml.safe_load(render.cloud_config("conf"))["bootcmd"][0]
+    subprocess.run([*argv[:-1], str(target)], check=True)
+    assert target.stat().st_mode & 0o777 == 0o700
 
 
 def test_packages_come_without_recommends() -> None:

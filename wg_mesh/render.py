@@ -13,6 +13,7 @@ import yaml
 
 from wg_mesh.gateway.wgconf import (  # re-exported: one renderer for user data and the gateway agent
     DEFAULT_ROUTE_DEV,
+    DEFAULT_ROUTE_GUARD,
     INTERFACE,
     LINK_LOCAL,
     NO_REDIRECTS_ON_EXISTING_INTERFACES,
@@ -28,6 +29,7 @@ from wg_mesh.gateway.wgconf import (  # re-exported: one renderer for user data 
 
 __all__ = [
     "DEFAULT_ROUTE_DEV",
+    "DEFAULT_ROUTE_GUARD",
     "INTERFACE",
     "LINK_LOCAL",
     "NO_REDIRECTS_ON_EXISTING_INTERFACES",
@@ -47,7 +49,10 @@ __all__ = [
 ]
 
 # Sorts after the image's own files (GCE ships 60-gce-network-security.conf with ip_forward=0,
-# Ubuntu links 99-sysctl.conf): sysctl --system applies files in lexical order, last one wins.
+# Ubuntu links 99-sysctl.conf): systemd-sysctl applies files in lexical order at boot, last one wins. At first boot
+# runcmd loads this file alone (`sysctl -p`), after the image's were applied: the same result for its keys, and a
+# key of another file that cannot be set (a read-only /proc/sys/kernel in a container, a module's key before the
+# module) does not fail the step as `sysctl --system` would (it exits 1 when any key of any file fails).
 SYSCTL_PATH = "/etc/sysctl.d/99-wg-mesh.conf"
 PACKAGES = ("wireguard-tools", "iptables")
 # A gateway installs what it needs and nothing else: apt's default pulls in Recommends (node-exporter's bring a
@@ -55,8 +60,48 @@ PACKAGES = ("wireguard-tools", "iptables")
 # before cloud-init installs packages, so this file is in place for that install and any later one.
 APT_NO_RECOMMENDS_PATH = "/etc/apt/apt.conf.d/90-wg-mesh-no-recommends"
 APT_NO_RECOMMENDS = 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n'
-# write_files creates /etc/wireguard (0755) before the package would (0700): tightened before wg-quick reads it.
+# /etc/wireguard is 0700 before write_files runs: cloud-init's write_files creates a missing parent directory with
+# os.makedirs (0755 under its umask), opens the file with open(path, "wb") (0644) and chmods it to `permissions`
+# only after writing the content (cloudinit/util.py write_file and ensure_dir; ensure_dir leaves an existing
+# directory's mode alone when no mode is given, as write_files does). So wg0.conf, private key included, is
+# world-readable for a moment unless its directory already shuts others out. bootcmd runs before write_files
+# (config/cloud.cfg.tmpl: cloud_init_modules lists bootcmd, then write_files) and at every boot.
 WG_DIR_MODE = "0700"
+WG_DIR = WG_CONF_PATH.rsplit("/", 1)[0]
+# wg-quick@wg0's drop-in (`systemd-analyze security --offline=yes`: 2.6, was 9.6). wg-quick up runs as root and
+# needs CAP_NET_ADMIN (links, addresses, routes, iptables-nft, TUNSETIFF for wireguard-go) and CAP_NET_RAW
+# (iptables-legacy's raw socket) and nothing else. ProtectSystem=full, not strict: wireguard-go (started by wg-quick
+# where the kernel has no WireGuard, and living in this unit) creates /run/wireguard/wg0.sock, and iptables-legacy
+# its lock in /run; /etc and /usr are read-only. No PrivateDevices: /dev/net/tun (wireguard-go), allowed alone.
+# /proc/sys read-only except net/ipv4 (PostUp's sysctls). The kernel loads its wireguard module for `ip link add`
+# itself (request_module, as the kernel's helper), so ProtectKernelModules does not stop it.
+WG_QUICK_DROP_IN_PATH = f"/etc/systemd/system/wg-quick@{INTERFACE}.service.d/wg-mesh.conf"
+WG_QUICK_DROP_IN = """[Service]
+CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW
+NoNewPrivileges=yes
+ProtectSystem=full
+ProtectHome=yes
+PrivateTmp=yes
+DevicePolicy=closed
+DeviceAllow=/dev/net/tun rw
+ProtectKernelTunables=yes
+ReadWritePaths=/proc/sys/net/ipv4
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
+"""
 
 
 @dataclass(frozen=True)
@@ -102,10 +147,12 @@ def cloud_config(wg_conf: str | None, extras: CloudInitExtras = CloudInitExtras(
         *([File(WG_CONF_PATH, wg_conf, permissions="0600")] if wg_conf is not None else []),
         File(SYSCTL_PATH, sysctl_conf()),
         File(APT_NO_RECOMMENDS_PATH, APT_NO_RECOMMENDS),
+        File(WG_QUICK_DROP_IN_PATH, WG_QUICK_DROP_IN),
         *extras.files,
     ]
     wg_unit = f"wg-quick@{INTERFACE}"
     doc: dict[str, Any] = {
+        "bootcmd": [["install", "-d", "-m", WG_DIR_MODE, WG_DIR]],
         "package_update": True,
         "packages": list(dict.fromkeys([*PACKAGES, *extras.packages])),  # a package two steps need, named once
         "write_files": [
@@ -118,9 +165,13 @@ def cloud_config(wg_conf: str | None, extras: CloudInitExtras = CloudInitExtras(
             }
             for f in files
         ],
+        # cloud-init writes runcmd into one `#!/bin/sh` script, a line per entry (cc_runcmd: util.shellify), and
+        # scripts_user runs it (subp.runparts): its exit status is the last command's, so without `set -e` a failed
+        # step (the agent's first fetch, wg-quick) would be followed by the next ones and hidden by a later success.
+        # With it the first failure ends the script non-zero: scripts_user raises and `cloud-init status` is error.
         "runcmd": [
-            ["chmod", WG_DIR_MODE, WG_CONF_PATH.rsplit("/", 1)[0]],
-            ["sysctl", "--system"],
+            "set -eu",
+            ["sysctl", "-p", SYSCTL_PATH],
             *(list(cmd) for cmd in extras.setup),
             ["systemctl", "enable", "--now", wg_unit],
             *(["systemctl", "enable", "--now", unit] for unit in extras.start),

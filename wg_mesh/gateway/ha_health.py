@@ -12,18 +12,19 @@ round robin; the tunnel is fine while some peer answered within `window_s` (10 s
 threshold).
 `HealthServer`: `GET /healthz` on every address: `200 active` when this gateway is active and healthy, `503
 standby` or `503 unhealthy: <check>` otherwise (GCP's load-balancer health check probes it; the lab and doctor read
-it on AWS too).
+it on AWS too). One thread for every connection, each with a deadline, a size bound and a cap on how many are open.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import selectors
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .pmtu_heal import overlay_address
 from .wgconf import INTERFACE, InterfacePlan
@@ -131,30 +132,172 @@ class TunnelProbe:
             stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
 
 
+# /healthz is reachable by every host its INPUT policy admits, and answers from one thread: a connection is a socket
+# and a bounded buffer, never a thread, so idle or slow clients cannot exhaust threads or memory.
+MAX_CONNECTIONS = 64  # open at once; a new connection past this closes the oldest (the probers' stay short)
+CONNECTION_TIMEOUT_S = (
+    2.0  # from accept to the last byte sent, reading and writing both (GCP probes wait 1 s: wg_mesh.ha)
+)
+MAX_REQUEST_BYTES = 2048  # request line and headers; larger: 431 and closed (a probe sends ~100 bytes)
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 431: "Request Too Large",
+           503: "Service Unavailable"}  # fmt: skip
+
+
+def response(code: int, text: str, head_only: bool = False) -> bytes:
+    body = (text + "\n").encode()
+    head = (
+        f"HTTP/1.0 {code} {REASONS.get(code, 'Error')}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    return head if head_only else head + body
+
+
+def answer(request: bytes, status: Callable[[], tuple[int, str]]) -> bytes:
+    """The response to a complete request head (bytes up to the blank line): GET or HEAD /healthz -> status()."""
+    line = request.split(b"\n", 1)[0].rstrip(b"\r")
+    parts = line.split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
+        return response(400, "bad request")
+    method, target = parts[0], parts[1]
+    if method not in (b"GET", b"HEAD"):
+        return response(405, "method not allowed")
+    code, text = status() if target.split(b"?", 1)[0] == b"/healthz" else (404, "not found")
+    return response(code, text, head_only=method == b"HEAD")
+
+
+class _Connection:
+    __slots__ = ("deadline", "inbox", "outbox", "sock")
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock, self.deadline, self.inbox, self.outbox = sock, deadline, b"", b""
+
+
 class HealthServer:
-    """`GET /healthz` -> `status()`'s (code, text); anything else 404. A daemon thread."""
+    """`GET /healthz` -> `status()`'s (code, text); anything else 404. One daemon thread multiplexes every connection
+    (selectors): at most MAX_CONNECTIONS open, each closed CONNECTION_TIMEOUT_S after its accept whatever it did, and
+    at most MAX_REQUEST_BYTES read from it. HTTP/1.0, one request per connection."""
 
-    def __init__(self, port: int, status: Callable[[], tuple[int, str]], host: str = "0.0.0.0") -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                code, text = status() if self.path.split("?")[0] == "/healthz" else (404, "not found")
-                body = (text + "\n").encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # probes every second: not for the journal
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
+    def __init__(
+        self,
+        port: int,
+        status: Callable[[], tuple[int, str]],
+        host: str = "0.0.0.0",
+        max_connections: int = MAX_CONNECTIONS,
+        timeout_s: float = CONNECTION_TIMEOUT_S,
+        max_request: int = MAX_REQUEST_BYTES,
+    ) -> None:
+        self.status, self.max_connections, self.timeout_s, self.max_request = (
+            status,
+            max_connections,
+            timeout_s,
+            max_request,
+        )
+        self.listener = socket.create_server((host, port), backlog=128)
+        self.listener.setblocking(False)
+        self.port = self.listener.getsockname()[1]
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.connections: dict[socket.socket, _Connection] = {}  # insertion order: oldest first
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        self.selector.register(self.wake_r, selectors.EVENT_READ)
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        threading.Thread(target=self.server.serve_forever, name="wg-mesh-healthz", daemon=True).start()
+        self.thread = threading.Thread(target=self.serve_forever, name="wg-mesh-healthz", daemon=True)
+        self.thread.start()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.stopping.set()
+        with contextlib.suppress(OSError):
+            self.wake_w.send(b"x")
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+        for sock in list(self.connections):
+            self._close(sock)
+        for sock in (self.listener, self.wake_r, self.wake_w):
+            sock.close()
+        self.selector.close()
+
+    def serve_forever(self) -> None:
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            soonest = min((c.deadline for c in self.connections.values()), default=now + 1.0)
+            for key, events in self.selector.select(timeout=max(0.0, min(soonest - now, 1.0))):
+                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                try:
+                    self._event(sock, events)
+                except Exception:  # one client's trouble (or a failing status) ends its connection, not the server
+                    if sock in self.connections:
+                        self._close(sock)
+            now = time.monotonic()
+            for sock, conn in list(self.connections.items()):
+                if conn.deadline <= now:
+                    self._close(sock)
+
+    def _event(self, sock: socket.socket, events: int) -> None:
+        if sock is self.listener:
+            self._accept()
+        elif sock is self.wake_r:
+            with contextlib.suppress(OSError):
+                sock.recv(64)
+        elif sock in self.connections:
+            if events & selectors.EVENT_READ:
+                self._read(sock, self.connections[sock])
+            elif events & selectors.EVENT_WRITE:
+                self._write(sock, self.connections[sock])
+
+    def _accept(self) -> None:
+        for _ in range(self.max_connections):  # drain the backlog, a bounded batch per wake-up
+            try:
+                sock, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            sock.setblocking(False)
+            while len(self.connections) >= self.max_connections:
+                self._close(next(iter(self.connections)))  # the oldest: idle holders cannot lock a probe out
+            self.connections[sock] = _Connection(sock, time.monotonic() + self.timeout_s)
+            self.selector.register(sock, selectors.EVENT_READ)
+
+    def _read(self, sock: socket.socket, conn: _Connection) -> None:
+        try:
+            data = sock.recv(self.max_request + 1 - len(conn.inbox))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close(sock)
+            return
+        conn.inbox += data
+        end = conn.inbox.find(b"\r\n\r\n")
+        end = conn.inbox.find(b"\n\n") if end < 0 else end
+        if end >= 0:
+            self._reply(sock, conn, answer(conn.inbox[:end], self.status))
+        elif len(conn.inbox) > self.max_request:
+            self._reply(sock, conn, response(431, "request too large"))
+
+    def _reply(self, sock: socket.socket, conn: _Connection, data: bytes) -> None:
+        conn.inbox, conn.outbox = b"", data
+        self.selector.modify(sock, selectors.EVENT_WRITE)
+        self._write(sock, conn)
+
+    def _write(self, sock: socket.socket, conn: _Connection) -> None:
+        try:
+            sent = sock.send(conn.outbox)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            sent = len(conn.outbox)
+        conn.outbox = conn.outbox[sent:]
+        if not conn.outbox:
+            self._close(sock)
+
+    def _close(self, sock: socket.socket) -> None:
+        self.connections.pop(sock, None)
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.selector.unregister(sock)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()

@@ -73,10 +73,16 @@ LINK_LOCAL = "169.254.0.0/16"  # RFC 3927; the clouds' metadata servers live at 
 DEFAULT_ROUTE_DEV = (
     "$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == \"dev\") {print $(i + 1); exit}}')"
 )
-# `via <router> dev <nic>` of the default route, for a peer's private endpoint (below).
-DEFAULT_ROUTE_VIA = (
-    '$(ip -4 route show default | awk \'{for (i = 1; i < NF; i++) if ($i == "via" || $i == "dev") '
-    'printf "%s %s ", $i, $(i + 1); exit}\')'
+# Its router (none on a point-to-point default route).
+DEFAULT_ROUTE_GW = (
+    "$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == \"via\") {print $(i + 1); exit}}')"
+)
+# A hook that needs the default route starts with this: no default route (an empty lookup) fails the hook with a
+# message instead of running another command (an `ip route replace` without its nexthop, a MASQUERADE on every
+# interface for `-o ""`). wg-quick runs each hook as `(eval "$hook")` under `set -e`, the agent as `bash -c`: the
+# `exit 1` fails either. "$dev" is quoted wherever it is used, and so is the router ("$gw", when there is one).
+DEFAULT_ROUTE_GUARD = (
+    f'dev={DEFAULT_ROUTE_DEV}; [ -n "$dev" ] || {{ echo "wg-mesh: no default route: hook not run" >&2; exit 1; }}; '
 )
 
 
@@ -108,7 +114,11 @@ def route_mtus(plan: InterfacePlan) -> list[tuple[str, int]]:
 def route_hooks(plan: InterfacePlan) -> tuple[list[str], list[str]]:
     """PostUp / PostDown commands for the routes above: endpoints through the NIC, lower MTUs on internet peers'
     routes (`ip route replace`: idempotent; the agent runs the new ones when the document changes)."""
-    up = [f"ip -4 route replace {host} {DEFAULT_ROUTE_VIA}" for host in endpoint_routes(plan)]
+    gw = f"gw={DEFAULT_ROUTE_GW}; "
+    up = [
+        f'{DEFAULT_ROUTE_GUARD}{gw}ip -4 route replace {host} ${{gw:+via "$gw"}} dev "$dev"'
+        for host in endpoint_routes(plan)
+    ]
     down = [f"ip -4 route del {host}" for host in endpoint_routes(plan)]
     up += [f"ip -4 route replace {prefix} dev %i mtu {mtu}" for prefix, mtu in route_mtus(plan)]
     return up, down
@@ -126,15 +136,17 @@ class Rule:
     chain: str
     args: tuple[str, ...]
     first: bool = False  # insert at the top, so a distribution's trailing DROP cannot shadow it
+    guard: str = ""  # shell run before it (DEFAULT_ROUTE_GUARD: the rule names "$dev")
 
     @property
     def spec(self) -> str:
-        return " ".join(f'"{DEFAULT_ROUTE_DEV}"' if word == DEFAULT_DEV else word for word in self.args)
+        # DEFAULT_DEV is "$dev", which the rule's guard (DEFAULT_ROUTE_GUARD) has looked up and checked
+        return " ".join('"$dev"' if word == DEFAULT_DEV else word for word in self.args)
 
     def command(self, up: bool) -> str:
         """wg0.conf's PostUp / PostDown text (for wg-quick at boot; the agent never runs it)."""
         verb = ("-I" if self.first else "-A") if up else "-D"
-        return f"iptables -t {self.table} {verb} {self.chain} {self.spec}"
+        return f"{self.guard}iptables -t {self.table} {verb} {self.chain} {self.spec}"
 
     def argv(self, verb: str, interface: str, default_dev: str | None = None) -> list[str]:
         """The agent's argv (`verb`: -A/-I for `add`, -D, -C, no shell): `%i` and DEFAULT_DEV resolved."""
@@ -176,7 +188,7 @@ def host_rules(mss: int, listen_port: int, listen_sources: tuple[str, ...], masq
         rules.append(Rule("filter", "INPUT", (*port, "-j", "DROP"), first=True))
         rules += [Rule("filter", "INPUT", (*port, "-s", src, "-j", "ACCEPT"), first=True) for src in listen_sources]
     if masquerade:
-        rules.append(Rule("nat", "POSTROUTING", ("-o", DEFAULT_DEV, "-j", "MASQUERADE")))
+        rules.append(Rule("nat", "POSTROUTING", ("-o", DEFAULT_DEV, "-j", "MASQUERADE"), guard=DEFAULT_ROUTE_GUARD))
     return rules
 
 

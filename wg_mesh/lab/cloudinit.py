@@ -5,10 +5,13 @@ asks of cloud-init, in the gateway's own network and mount namespaces:
 
 * `write_files` -> decoded (b64, gz+b64, ...) and written into the gateway's private /etc and /usr/local
   (copy-on-write overlays) or /run (a tmpfs);
-* `runcmd: [sysctl, --system]` -> the sysctl files it wrote are applied in the gateway's netns
+* `runcmd: [sysctl, --system]` (or `[sysctl, -p, FILE]`: that file) -> the sysctl files it wrote are applied in the
+  gateway's netns
   (only per-namespace `net.ipv4.*` / `net.ipv6.*` keys, so the host is never changed);
 * `runcmd: [systemctl, enable, --now, wg-quick@IF]` -> the real `wg-quick up IF`;
-* `runcmd: [chmod, MODE, PATH]` -> the mode, on a path under those private directories;
+* `runcmd: [chmod, MODE, PATH]` and `bootcmd: [install, -d, -m, MODE, PATH]` -> the mode, on a path under those
+  private directories (a bootcmd's first, as cloud-init runs bootcmd before write_files);
+* `runcmd: "set -eu"` -> nothing to do: the lab stops at a failed step anyway;
 * `delivery: live`: `runcmd: [python3, -m, wgmesh_gateway.agent, ..., --once]` (optionally behind `env K=V ...`)
   -> that command, with Debian's /usr/bin/python3 and the agent unit's Environment; `runcmd: [systemctl, enable,
   --now, UNIT]` for a unit the user data writes whose ExecStart runs the agent -> that ExecStart as a lab-tracked
@@ -81,7 +84,8 @@ class Unit:
 
 @dataclass(frozen=True)
 class Step:
-    """One runcmd the lab carries out: kind sysctl | chmod | wg-quick | agent-once | service."""
+    """One runcmd (or bootcmd) the lab carries out: kind sysctl | chmod | install-dir | wg-quick | agent-once |
+    service."""
 
     kind: str
     argv: tuple[str, ...] = ()
@@ -267,13 +271,23 @@ def interpret(user_data: str) -> GatewaySetup:
         if f.path.parent == UNIT_DIR and f.path.suffix == ".service"
     }
     agent_units = [u for u in units.values() if agent_argv(list(u.exec_start)) is not None]
+    for cmd in doc.get("bootcmd") or []:
+        argv = [str(a) for a in cmd] if isinstance(cmd, list) else str(cmd).split()
+        if argv[:3] == ["install", "-d", "-m"] and len(argv) == 5:
+            modes.append((_private_path(argv[4], "bootcmd install"), int(argv[3], 8)))
+            steps.append(Step("install-dir", path=modes[-1][0], mode=modes[-1][1]))
+        else:
+            notes.append(f"bootcmd not run in the lab: {' '.join(argv)}")
     for cmd in doc.get("runcmd") or []:
         argv = [str(a) for a in cmd] if isinstance(cmd, list) else str(cmd).split()
+        if argv == ["set", "-eu"]:
+            continue
         agent = agent_argv(argv)
         sh_agent = sh_agent_argv(argv)
-        if argv == ["sysctl", "--system"]:
+        if argv == ["sysctl", "--system"] or (argv[:2] == ["sysctl", "-p"] and len(argv) == 3):
             found = []
-            for f in sorted((f for f in files if f.path.parent == SYSCTL_DIR), key=lambda f: f.path.name):
+            chosen = (f for f in files if f.path.parent == SYSCTL_DIR and (len(argv) == 2 or str(f.path) == argv[2]))
+            for f in sorted(chosen, key=lambda f: f.path.name):
                 found += parse_sysctl(f.text)
             sysctl += found
             steps.append(Step("sysctl", tuple(f"{key}={value}" for key, value in found)))

@@ -139,6 +139,10 @@ class NamespaceGateway(GatewayMachine):
             elif step.kind == "chmod":
                 assert step.path is not None
                 os.chmod(self.node.path(str(step.path)), step.mode)
+            elif step.kind == "install-dir":
+                assert step.path is not None
+                self.node.path(str(step.path)).mkdir(parents=True, exist_ok=True)
+                os.chmod(self.node.path(str(step.path)), step.mode)
             elif step.kind == "wg-quick":
                 self.state.interfaces.setdefault(self.site.gateway_ns, []).append(step.argv[0])
                 self.state.save()
