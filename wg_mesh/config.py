@@ -24,6 +24,7 @@ from wg_mesh.rules import (
     SiteFacts,
     cross_site_problems,
     ha_delivery_problems,
+    kms_delivery_problems,
     lenient,
     monitoring_problems,
     previous_name_problems,
@@ -79,6 +80,7 @@ class MeshConfig(Strict):
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
         problems += previous_name_problems([site.__dict__ for site in self.sites])
         problems += ha_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
+        problems += kms_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         problems += monitoring_problems(self.monitoring_cidrs)
         problems += underlay.problems(self)
@@ -203,6 +205,7 @@ def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
         problems.extend(p for p in renames if p not in problems)
         sites = [site if isinstance(site, dict) else {} for site in raw_sites]
         ha = ha_delivery_problems(sites, raw.get("delivery", "user-data"))
+        ha += kms_delivery_problems(sites, raw.get("delivery", "user-data"))
         problems.extend(p for p in ha if p not in problems)
     if overlay is not None and isinstance(raw_sites, list):
         mtu = raw.get("mtu", "auto")
