@@ -27,7 +27,7 @@ from tests.test_program import (
     strings_in,
     user_data_input,
 )
-from wg_mesh import live, render, topology, userdata, wgkey, wgmetrics
+from wg_mesh import inputpolicy, live, render, topology, userdata, wgkey, wgmetrics
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, StaticSite, load_mesh
 from wg_mesh.gateway import bootstrap, document, ship
 from wg_mesh.stackfile import read_raw
@@ -283,14 +283,15 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
                               "private_key": live.STATIC_PRIVATE_KEY_PATH}  # fmt: skip
         runcmd = cloud_init["runcmd"]
         wg_unit = f"wg-quick@{render.INTERFACE}"
-        assert runcmd[:5] == [
+        assert runcmd[:6] == [
             ["chmod", render.WG_DIR_MODE, "/etc/wireguard"],
             ["sysctl", "--system"],
+            ["systemctl", "enable", "--now", inputpolicy.UNIT_NAME],  # the INPUT policy before anything listens
             list(ship.once_command(bundled=isinstance(site, AwsSite))),
             ["systemctl", "enable", "--now", wg_unit],
             ["systemctl", "enable", "--now", ship.UNIT_NAME],
         ]
-        assert runcmd[-1].startswith(f"for unit in {wg_unit} {ship.UNIT_NAME} ")
+        assert runcmd[-1].startswith(f"for unit in {wg_unit} {inputpolicy.UNIT_NAME} {ship.UNIT_NAME} ")
 
 
 def test_live_aws_user_data_fits_and_does_not_grow_with_the_mesh() -> None:
