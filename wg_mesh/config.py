@@ -60,7 +60,8 @@ class MeshConfig(Strict):
     persistent_keepalive: int = Field(default=25, ge=0, le=65535)
     masquerade: bool = False
     sites: list[Site] = Field(min_length=2)
-    # Who may scrape the gateways' node-exporter on exporter_port (TCP), besides the mesh itself: none by default.
+    # Who may scrape the gateways' node-exporter on exporter_port (TCP), from outside the mesh or inside it (the cloud
+    # firewalls and every gateway's INPUT policy, wg_mesh.inputpolicy, admit these only): none by default.
     monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
     exporter_port: Port = 9100
     # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
