@@ -217,19 +217,24 @@ def test_operator_access_cloud_opens_ssh_to_iap_only_and_turns_on_os_login() -> 
 def test_operator_access_is_off_by_default(preview: bool) -> None:
     run = run_mesh(preview=preview)
     assert "iap-ssh" not in firewalls(run)
-    if not preview:
-        assert "enable-oslogin" not in run.named(GCP_INSTANCE, "gcp-euw3-instance").inputs["metadata"]
+
+
+@pytest.mark.parametrize("access", ["none", "cloud"])
+def test_no_metadata_ssh_key_works_on_a_gateway_in_either_mode(access: str) -> None:
+    """Project keys are blocked and OS Login ignores the instance's own keys: with access off there is no login at all
+    (no network path either), with it on only Google identities with OS Login roles, through IAP."""
+    metadata = run_mesh(operator_access=access).named(GCP_INSTANCE, "gcp-euw3-instance").inputs["metadata"]
+    assert metadata["block-project-ssh-keys"] == "TRUE" and metadata["enable-oslogin"] == "TRUE"
+    assert "ssh-keys" not in metadata and "startup-script" not in metadata
 
 
 def test_toggling_operator_access_does_not_replace_the_gateway() -> None:
-    """Only the user data (read once, at first boot) replaces the instance; enable-oslogin is updated in place."""
+    """Only the user data (read once, at first boot) replaces the instance; access is the firewall rule alone."""
     off, on = run_mesh(), run_mesh(operator_access="cloud")
     for run in (off, on):
         assert run.monitor.replace_on_changes["gcp-euw3-instance"] == ['metadata["user-data"]']
     before, after = (r.named(GCP_INSTANCE, "gcp-euw3-instance").inputs for r in (off, on))
-    changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
-    assert changed == {"metadata"}
-    assert before["metadata"]["user-data"] == after["metadata"]["user-data"]
+    assert before == after
 
 
 # --- boot image: the family, or a pinned image -----------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from wg_mesh import live, metrics, render, topology, userdata, wgkey
+from wg_mesh import inputpolicy, live, metrics, render, topology, userdata, wgkey
 from wg_mesh.__main__ import main
 from wg_mesh.config import MeshConfig, load_mesh
 from wg_mesh.gateway import wgconf
@@ -272,8 +272,10 @@ def test_cloud_config_is_read_into_files_sysctl_and_wg_quick() -> None:
     assert files[metrics.SCRIPT_PATH].text == metrics.script_source() and files[metrics.SCRIPT_PATH].mode == 0o755
     assert setup.sysctl == tuple(render.SYSCTL_SETTINGS.items())
     assert setup.interfaces == ("wg0",)
-    units = ["wg-quick@wg0", "wg-mesh-metrics.timer", metrics.NODE_EXPORTER_SERVICE]
-    not_run = [" ".join(c) for c in metrics_commands(cfg, keys)] + [" ".join(render.units_active_check(units).split())]
+    units = ["wg-quick@wg0", inputpolicy.UNIT_NAME, "wg-mesh-metrics.timer", metrics.NODE_EXPORTER_SERVICE]
+    # The INPUT policy is not loaded in the namespace lab (tests/test_inputpolicy_netns.py loads it; --boot runs it).
+    not_run = [f"systemctl enable --now {inputpolicy.UNIT_NAME}"] + [" ".join(c) for c in metrics_commands(cfg, keys)]
+    not_run += [" ".join(render.units_active_check(units).split())]
     assert setup.notes == tuple(f"runcmd not run in the lab: {c}" for c in not_run)
     assert setup.modes == ((PurePosixPath("/etc/wireguard"), 0o700),)
     assert "wireguard-tools" in setup.packages

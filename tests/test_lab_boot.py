@@ -81,6 +81,7 @@ def test_boot_checks_read_their_expectations_from_the_user_data() -> None:
     assert facts.modes["/etc/wireguard"] == 0o700 and facts.modes[render.WG_CONF_PATH] == 0o600
     assert facts.modes[metrics.SCRIPT_PATH] == 0o755
     assert facts.units == (
+        "wg-mesh-input.service",
         "wg-mesh-metrics.timer",
         "wg-mesh-metrics.service",
         "wg-quick@wg0",

@@ -29,7 +29,7 @@ from tests.test_program import (
     strings_in,
     user_data_input,
 )
-from wg_mesh import live, render, topology, userdata, wgkey, wgmetrics
+from wg_mesh import inputpolicy, live, render, topology, userdata, wgkey, wgmetrics
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, StaticSite, load_mesh
 from wg_mesh.gateway import bootstrap, document, ship
 from wg_mesh.stackfile import read_raw
@@ -343,16 +343,17 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
         wg_unit = f"wg-quick@{render.INTERFACE}"
         assert cloud_init["bootcmd"] == [["install", "-d", "-m", render.WG_DIR_MODE, "/etc/wireguard"]]
         # fail-fast (render.cloud_config); the agent's first fetch before the metrics (it writes their mapping)
-        assert runcmd[:3] == [
+        assert runcmd[:4] == [
             "set -eu",
             ["sysctl", "-p", render.SYSCTL_PATH],
+            ["systemctl", "enable", "--now", inputpolicy.UNIT_NAME],  # the INPUT policy before anything listens
             list(ship.once_command(bundled=isinstance(site, AwsSite))),
         ]
         assert runcmd[6:8] == [
             ["systemctl", "enable", "--now", wg_unit],
             ["systemctl", "enable", "--now", ship.UNIT_NAME],
         ]
-        assert runcmd[-1].startswith(f"for unit in {wg_unit} {ship.UNIT_NAME} ")
+        assert runcmd[-1].startswith(f"for unit in {wg_unit} {inputpolicy.UNIT_NAME} {ship.UNIT_NAME} ")
 
 
 def test_live_aws_user_data_fits_and_does_not_grow_with_the_mesh() -> None:

@@ -136,7 +136,7 @@ def test_every_unit_the_user_data_sets_up_is_checked_last_on_every_cloud() -> No
     own steps (AWS's readiness mark) combined in, not dropped."""
     import yaml
 
-    from wg_mesh import metrics, render, wgkey
+    from wg_mesh import inputpolicy, metrics, render, wgkey
 
     cfg = load(REPO / "Pulumi.prod.yaml")
     directory = {
@@ -148,7 +148,7 @@ def test_every_unit_the_user_data_sets_up_is_checked_last_on_every_cloud() -> No
         text = userdata.render_user_data(cfg, site.name, render.wg_quick_conf(plan, "(key)"), directory)
         last = yaml.safe_load(text)["runcmd"][-1]
         assert last == render.units_active_check(
-            ["wg-quick@wg0", f"{metrics.UNIT_NAME}.timer", metrics.NODE_EXPORTER_SERVICE]
+            ["wg-quick@wg0", inputpolicy.UNIT_NAME, f"{metrics.UNIT_NAME}.timer", metrics.NODE_EXPORTER_SERVICE]
         )
 
 
@@ -190,14 +190,20 @@ def test_live_user_data_passes_cloud_init_schema_and_reads_back_from_its_gzip(tm
 def test_live_user_data_checks_the_agent_last_and_ships_the_scripts_as_written() -> None:
     import yaml
 
-    from wg_mesh import metrics, readymark, render
+    from wg_mesh import inputpolicy, metrics, readymark, render
     from wg_mesh.gateway import ship
 
     for name, text in live_texts().items():
         cloud_init = yaml.safe_load(text)
         files = {f["path"]: f for f in cloud_init["write_files"]}
         assert cloud_init["runcmd"][-1] == render.units_active_check(
-            ["wg-quick@wg0", ship.UNIT_NAME, f"{metrics.UNIT_NAME}.timer", metrics.NODE_EXPORTER_SERVICE]
+            [
+                "wg-quick@wg0",
+                inputpolicy.UNIT_NAME,
+                ship.UNIT_NAME,
+                f"{metrics.UNIT_NAME}.timer",
+                metrics.NODE_EXPORTER_SERVICE,
+            ]
         )
         # Plain text, the repo's sources without comments and docstrings (ship.compact; tests/test_agent_ship.py
         # shows the code is the same), no encoding: the AWS gzip covers the whole user data.

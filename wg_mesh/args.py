@@ -51,6 +51,7 @@ class SiteArgs(TypedDict):
     profile: NotRequired[str]
     assume_role_arn: NotRequired[str]
     account_id: NotRequired[str]
+    ssm_kms_key_arn: NotRequired[str]  # delivery: live (docs/security.md)
     # gcp
     project: NotRequired[str]
     network: NotRequired[pulumi.Input[str]]

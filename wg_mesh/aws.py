@@ -190,6 +190,7 @@ class AwsGateway(component.SiteComponent):
                 child,
                 stores.policy if stores else None,
                 ha_policy,
+                stores.key_policy if stores else None,
             )
             user_data = self.user_data
             if names is not None:

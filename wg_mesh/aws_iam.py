@@ -4,7 +4,9 @@ Always: mark itself ready (one tag, `wg-mesh:ready`, on instances of its own sit
 instance's credentials only) - the readiness gate that holds the Elastic IP and the routes until then.
 With `delivery: live`: read its own private key parameter and peer document secret (wg_mesh.aws_live).
 With `operator_access: cloud`: the AWS managed policy AmazonSSMManagedInstanceCore, so operators reach the
-gateway through Systems Manager Session Manager (no SSH port, no key pair).
+gateway through Systems Manager Session Manager (no SSH port, no key pair), and in every delivery mode a deny of every
+other parameter's value (that policy allows ssm:GetParameter(s) on every parameter: `no_other_parameter`).
+With `ssm_kms_key_arn` (delivery: live): kms:Decrypt on exactly that key, through SSM, for exactly its own parameter.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts
+from wg_mesh import awsfacts, live
 from wg_mesh.readymark import READY_TAG, READY_VALUE
 
 SITE_TAG = "wg-mesh-site"
@@ -130,6 +132,55 @@ def ha_policy(
     )
 
 
+def no_other_parameter(own_parameter_arn: str | None = None) -> dict[str, object]:
+    """The statement that keeps a gateway from reading any parameter's value but its own key (None: any at all).
+
+    AmazonSSMManagedInstanceCore allows ssm:GetParameter and ssm:GetParameters on every resource, and the AWS managed
+    key aws/ssm lets every principal of the account decrypt ("The AWS managed key for Parameter Store (aws/ssm) grants
+    Decrypt permission to all IAM principals in the AWS account": AWS Systems Manager user guide, "Restricting
+    decryption of SecureString parameter values"), so without it a gateway could read every SecureString of the
+    region, the other gateways' keys among them. An explicit deny wins over any allow (IAM policy evaluation logic).
+    delivery: live carries it in the store policy (wg_mesh.live.store_policy, with its own parameter excepted)."""
+    where = {"NotResource": own_parameter_arn} if own_parameter_arn else {"Resource": "*"}
+    return {"Sid": "NoOtherParameter", "Effect": "Deny", "Action": live.PARAMETER_READS, **where}
+
+
+def no_parameter_policy() -> str:
+    """delivery: user-data with operator_access: cloud: the gateway has no parameter of its own, so none at all."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [no_other_parameter()]}, sort_keys=True)
+
+
+def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
+    """kms:Decrypt on the site's customer managed key (`ssm_kms_key_arn`), only when Parameter Store asks for it
+    (`kms:ViaService`) and only for the site's own parameter: Parameter Store encrypts a standard SecureString with the
+    encryption context {"PARAMETER_ARN": <the parameter's ARN>} and KMS checks the same context on Decrypt (AWS KMS
+    developer guide, "How AWS Systems Manager Parameter Store uses AWS KMS": "Encryption context in Parameter Store",
+    whose example key policy uses exactly these two conditions; https://docs.aws.amazon.com/kms/latest/developerguide/
+    services-parameter-store.html). The key policy itself is the key owner's: it must allow IAM policies of this
+    account to grant its use (the default key policy does: docs/security.md)."""
+    service = f"ssm.{region}.{'amazonaws.com.cn' if awsfacts.partition(region) == 'aws-cn' else 'amazonaws.com'}"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "DecryptOwnPrivateKey",
+                    "Effect": "Allow",
+                    "Action": "kms:Decrypt",
+                    "Resource": key_arn,
+                    "Condition": {
+                        "StringEquals": {
+                            "kms:ViaService": service,
+                            "kms:EncryptionContext:PARAMETER_ARN": parameter_arn,
+                        }
+                    },
+                }
+            ],
+        },
+        sort_keys=True,
+    )
+
+
 def managed_policy_arn(region: str, policy: str) -> str:
     return f"arn:{awsfacts.partition(region)}:iam::aws:policy/{policy}"
 
@@ -142,11 +193,13 @@ def gateway_profile(
     opts: pulumi.ResourceOptions,
     store_policy: pulumi.Input[str] | None = None,
     ha_policy: pulumi.Input[str] | None = None,
+    key_policy: pulumi.Input[str] | None = None,
 ) -> aws.iam.InstanceProfile:
     """The role, its policies and the instance profile of one gateway; children of `opts.parent`.
 
     store_policy (delivery: live): read access to the gateway's own key parameter and document secret
-    (wg_mesh.live.store_policy). ha_policy (gateways: 2): `ha_policy` above, for this gateway's agent."""
+    (wg_mesh.live.store_policy, which denies every other parameter). ha_policy (gateways: 2): `ha_policy` above, for
+    this gateway's agent. key_policy (ssm_kms_key_arn): `kms_policy` above."""
     principal = aws.get_service_principal_output(
         service_name="ec2",
         region=region,
@@ -170,6 +223,14 @@ def gateway_profile(
         policies.append(aws.iam.RolePolicy(f"{name}-stores", role=role.id, policy=store_policy, opts=opts))
     if ha_policy is not None:
         policies.append(aws.iam.RolePolicy(f"{name}-ha", role=role.id, policy=ha_policy, opts=opts))
+    if key_policy is not None:
+        policies.append(aws.iam.RolePolicy(f"{name}-key", role=role.id, policy=key_policy, opts=opts))
+    if operator_access and store_policy is None:
+        # The managed policy below would let this role read every parameter of the region: deny them all (live: the
+        # store policy denies all but its own).
+        policies.append(
+            aws.iam.RolePolicy(f"{name}-no-parameters", role=role.id, policy=no_parameter_policy(), opts=opts)
+        )
     if operator_access:
         policies.append(
             aws.iam.RolePolicyAttachment(

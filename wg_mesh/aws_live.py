@@ -1,7 +1,10 @@
 """delivery: live on AWS: the stores a gateway's agent reads (wg_mesh.live names them).
 
 - The private key: an SSM Parameter Store `SecureString`, standard tier (free; 4 KB is plenty for 44 characters),
-  encrypted with the AWS managed key aws/ssm. Rotating the key (`key_epoch`) updates the parameter in place.
+  encrypted with the AWS managed key aws/ssm, or with the site's `ssm_kms_key_arn` (a customer managed key, whose use
+  the role gets for this parameter only: wg_mesh.aws_iam.kms_policy). Rotating the key (`key_epoch`) or changing the KMS
+  key updates the parameter in place (terraform-provider-aws, internal/service/ssm/parameter.go: `key_id` is Optional
+  and Computed, not ForceNew; computed, so it is always given, aws/ssm by name, for a removed key to go back to it).
 - The peer document: a Secrets Manager secret (its value holds 64 KB; SSM's standard parameters stop at 4 KB and
   advanced ones at 8 KB, and a 64-site document is ~17 KB signed: `userdata.document_size` of bench.meshgen's 64
   sites, 12.2 KB before the envelope's base64 and signature). A changed document is a new secret version in place:
@@ -22,11 +25,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import live, userdata
+from wg_mesh import aws_iam, live, userdata
 from wg_mesh.config import AwsSite
 
 PARAMETER_TYPE = "SecureString"
 PARAMETER_TIER = "Standard"
+AWS_MANAGED_SSM_KEY = "alias/aws/ssm"
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class AwsStores:
     bundle: aws.secretsmanager.Secret
     bundle_version: aws.secretsmanager.SecretVersion
     policy: pulumi.Output[str]  # the role policy naming exactly the parameter's and the two secrets' ARNs
+    key_policy: pulumi.Output[str] | None = None  # ssm_kms_key_arn: kms:Decrypt for exactly this parameter
 
     @property
     def resources(self) -> list[pulumi.Resource]:
@@ -59,6 +64,7 @@ def create_stores(
         description=f"wg-mesh {project}/{stack}: {site.name}'s WireGuard private key (read by its wg-mesh-agent)",
         type=PARAMETER_TYPE,
         tier=PARAMETER_TIER,
+        key_id=site.ssm_kms_key_arn or AWS_MANAGED_SSM_KEY,
         value=private_key,  # secret (wg_mesh.keys)
         opts=opts,
     )
@@ -91,4 +97,6 @@ def create_stores(
     )
     arns = {"parameter": parameter.arn, "secret": secret.arn, "bundle": bundle.arn}
     policy = pulumi.Output.all(**arns).apply(live.store_policy_of)
-    return AwsStores(parameter, secret, version, bundle, bundle_version, policy)
+    key = site.ssm_kms_key_arn
+    key_policy = None if key is None else parameter.arn.apply(lambda arn: aws_iam.kms_policy(site.region, key, arn))
+    return AwsStores(parameter, secret, version, bundle, bundle_version, policy, key_policy)

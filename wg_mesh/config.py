@@ -24,6 +24,7 @@ from wg_mesh.rules import (
     SiteFacts,
     cross_site_problems,
     ha_delivery_problems,
+    kms_delivery_problems,
     lenient,
     monitoring_problems,
     previous_name_problems,
@@ -62,7 +63,8 @@ class MeshConfig(Strict):
     persistent_keepalive: int = Field(default=25, ge=0, le=65535)
     masquerade: bool = False
     sites: list[Site] = Field(min_length=2)
-    # Who may scrape the gateways' node-exporter on exporter_port (TCP), besides the mesh itself: none by default.
+    # Who may scrape the gateways' node-exporter on exporter_port (TCP), from outside the mesh or inside it (the cloud
+    # firewalls and every gateway's INPUT policy, wg_mesh.inputpolicy, admit these only): none by default.
     monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
     exporter_port: Port = 9100
     # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
@@ -91,6 +93,7 @@ class MeshConfig(Strict):
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
         problems += previous_name_problems([site.__dict__ for site in self.sites])
         problems += ha_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
+        problems += kms_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         problems += monitoring_problems(self.monitoring_cidrs)
         problems += underlay.problems(self)
@@ -215,6 +218,7 @@ def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
         problems.extend(p for p in renames if p not in problems)
         sites = [site if isinstance(site, dict) else {} for site in raw_sites]
         ha = ha_delivery_problems(sites, raw.get("delivery", "user-data"))
+        ha += kms_delivery_problems(sites, raw.get("delivery", "user-data"))
         problems.extend(p for p in ha if p not in problems)
     if overlay is not None and isinstance(raw_sites, list):
         mtu = raw.get("mtu", "auto")

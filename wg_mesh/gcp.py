@@ -221,9 +221,16 @@ class GcpGateway(component.SiteComponent):
         # Guest attributes carry the gateway's readiness mark (wg_mesh.readymark --cloud gcp). A metadata key other than
         # user-data: set in place, no replacement (REPLACE_ON).
         metadata: dict[str, pulumi.Input[str]] = {"user-data": self.user_data, "enable-guest-attributes": "TRUE"}
-        if mesh.operator_access == "cloud":
-            # OS Login: operators log in with their Google identity and IAM roles, no SSH keys in metadata.
-            metadata["enable-oslogin"] = "TRUE"
+        # No SSH key from metadata ever works on a gateway, whatever operator_access says (predefined metadata keys,
+        # https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys; instance values override the
+        # project's): block-project-ssh-keys keeps the project-wide `ssh-keys` off it, and OS Login makes the guest
+        # ignore the instance's own `ssh-keys` too ("VMs don't accept SSH keys that are stored in metadata" once OS
+        # Login is on: https://cloud.google.com/compute/docs/oslogin). A login then needs a Google identity with
+        # roles/compute.osLogin or osAdminLogin AND a network path to port 22, which only operator_access: cloud opens
+        # (the iap-ssh rule above; the host's INPUT policy admits 22 from IAP's range only: wg_mesh.inputpolicy). Both
+        # keys are set in place and the same in both modes, so toggling operator_access changes no instance input.
+        metadata["block-project-ssh-keys"] = "TRUE"
+        metadata["enable-oslogin"] = "TRUE"
         # delivery: live: its own service account and key secret; the peer document in metadata, set in place.
         self.stores = None
         if self.document is not None:

@@ -68,8 +68,8 @@ def peer_mapping(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress
 
 
 def node_exporter_defaults(port: int, address: str = "") -> str:
-    """node-exporter's ARGS: on every interface of a cloud gateway (its cloud firewall admits only monitoring_cidrs
-    and the mesh), on `address` only where nothing stands in front of the host (static sites: the overlay)."""
+    """node-exporter's ARGS: on every interface of a cloud gateway (its cloud firewall and INPUT policy admit only
+    monitoring_cidrs), on `address` only where nothing stands in front of the host (static sites: the overlay)."""
     textfile_dir = TEXTFILE_PATH.rsplit("/", 1)[0]
     if address:
         where = (
@@ -78,8 +78,8 @@ def node_exporter_defaults(port: int, address: str = "") -> str:
         )
     else:
         where = (
-            "# wg-mesh: node-exporter on the mesh's exporter_port (the cloud firewall admits only monitoring_cidrs\n"
-            "# and the mesh itself), with the textfile collector that reads wg-mesh-metrics' output.\n"
+            "# wg-mesh: node-exporter on the mesh's exporter_port (the cloud firewall and the INPUT policy admit only\n"
+            "# monitoring_cidrs), with the textfile collector that reads wg-mesh-metrics' output.\n"
         )
     return where + f'ARGS="--web.listen-address={address}:{port} --collector.textfile.directory={textfile_dir}"\n'
 

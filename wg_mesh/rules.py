@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
-from wg_mesh import addressing, zones
+from wg_mesh import addressing, awsfacts, zones
 from wg_mesh.messages import quote
 from wg_mesh.sites import (
     DEFAULT_AWS_UNDERLAY_MTU,
@@ -92,7 +92,7 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
             if zone_problem is not None:
                 problems.append(f"sites[{i}].{key}: {zone_problem}")
     problems += _identifier_problems(i, site) + gcp_workload_problems(i, site) + gcp_image_problems(i, site)
-    problems += ha_site_problems(i, site)
+    problems += ha_site_problems(i, site) + kms_region_problems(i, site)
     keys = EXISTING_NETWORK_KEYS.get(str(cloud), ())
     given = [key for key in keys if site.get(key) is not None]
     for key in keys:
@@ -153,6 +153,31 @@ def ha_delivery_problems(sites: Sequence[Mapping[str, Any]], delivery: Any) -> l
         f"only in live delivery; delivery is {delivery!r})"
         for i, site in enumerate(sites)
         if site.get("gateways") == HA_GATEWAYS and site.get("cloud") in ("aws", "gcp")
+    ]
+
+
+def kms_region_problems(i: int, site: Mapping[str, Any]) -> list[str]:
+    """A SecureString is encrypted with a KMS key of the parameter's own region and partition."""
+    arn, region = site.get("ssm_kms_key_arn"), site.get("region")
+    if site.get("cloud") != "aws" or not isinstance(arn, str) or not isinstance(region, str):
+        return []
+    parts = arn.split(":")
+    partition = lenient(awsfacts.partition, region)
+    if len(parts) < 6 or (parts[1], parts[3]) == (partition or parts[1], region):
+        return []  # not an ARN, or not a region: the field's own error says so
+    return [f"sites[{i}].ssm_kms_key_arn: the key is in {parts[1]} {parts[3]}, the site in {partition} {region} "
+            "(Parameter Store encrypts with a key of the parameter's own region)"]  # fmt: skip
+
+
+def kms_delivery_problems(sites: Sequence[Mapping[str, Any]], delivery: Any) -> list[str]:
+    """`ssm_kms_key_arn` encrypts the private-key parameter, which only `delivery: live` creates."""
+    if delivery == "live":
+        return []
+    return [
+        f"sites[{i}].ssm_kms_key_arn: only with delivery: live (it encrypts the SSM parameter holding the private key; "
+        f"with delivery {delivery!r} the key is in the user data)"
+        for i, site in enumerate(sites)
+        if site.get("ssm_kms_key_arn") is not None and site.get("cloud") == "aws"
     ]
 
 

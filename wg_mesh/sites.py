@@ -204,6 +204,21 @@ class SiteBase(Strict):
 
 
 _ROLE_ARN = re.compile(r"^arn:(aws|aws-us-gov|aws-cn):iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+# A KMS key by ARN (IAM policies name keys by ARN, never by alias): a key id is a UUID, a multi-Region key's is
+# mrk- and 32 hexadecimal digits (AWS KMS developer guide, "Key identifiers (KeyId)").
+_KMS_KEY_ARN = re.compile(
+    r"^arn:(aws|aws-us-gov|aws-cn):kms:([a-z0-9-]+):\d{12}:key/"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$"
+)
+
+
+def _kms_key_arn(arn: str) -> str:
+    if not _KMS_KEY_ARN.fullmatch(arn):
+        raise ValueError(
+            f"{quote(arn)} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/KEY-ID; an alias cannot be named in "
+            "the gateway's IAM policy)"
+        )
+    return arn
 
 
 def _role_arn(arn: str) -> str:
@@ -250,6 +265,9 @@ class AwsSite(SiteBase):
         | Deferred
         | None
     ) = None
+    # delivery: live: a customer managed KMS key (symmetric, in the site's region) for the private-key parameter
+    # instead of aws/ssm, whose key policy lets every principal of the account decrypt (docs/security.md).
+    ssm_kms_key_arn: Annotated[str, AfterValidator(_kms_key_arn)] | None = None
 
     @field_validator("region")
     @classmethod

@@ -27,7 +27,7 @@ from typing import Any
 
 import zopfli.gzip
 
-from wg_mesh import live, metrics, render, topology
+from wg_mesh import inputpolicy, live, metrics, render, topology
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import ship
 from wg_mesh.topology import PeerAddress
@@ -118,7 +118,8 @@ def render_user_data(
 
     cloud_steps=False leaves out the steps that talk to the cloud's own API (AWS's readiness mark): the lab,
     which has no such API, renders everything else exactly as `pulumi up` does."""
-    extras = metrics.metrics_extras(cfg, site_name, directory)
+    # The INPUT policy first: in force before wg0 or anything listening comes up (wg_mesh.inputpolicy).
+    extras = combined(inputpolicy.input_extras(cfg, site_name), metrics.metrics_extras(cfg, site_name, directory))
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name)))
     return render.cloud_config(wg_conf, extras)
@@ -140,6 +141,7 @@ def render_live_user_data(
     (wg_mesh.ha)."""
     agent = agent_extras(site_name, source, trust, ha)
     extras = combined(agent, metrics.metrics_extras(cfg, site_name, None, packed=False))
+    extras = combined(inputpolicy.input_extras(cfg, site_name), extras)  # first: see render_user_data
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name), packed=False))
     return render.cloud_config(None, extras)
