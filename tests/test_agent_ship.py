@@ -209,8 +209,10 @@ def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
     # until the INPUT policy, wg_mesh.inputpolicy, added its two rule files and unit: ~550 bytes gzip'd).
     assert sizes["aws-whole"] > userdata.AWS_USER_DATA_LIMIT
     assert sizes["aws"] < userdata.AWS_USER_DATA_LIMIT * 2 // 3
-    # Secrets Manager's 64 KB: 33.9 KB with the private-path fallback (was under half); two thirds keeps room to grow
-    assert len(userdata.aws_agent_bundle()) < live.DOCUMENT_LIMITS["aws"] * 2 // 3
+    # Secrets Manager's 64 KB: 33.9 KB with the private-path fallback, 54.6 KB with issue 20's signed documents,
+    # transactional apply and announced rotation (2026-12-03). Seven eighths leaves ~8 KB to grow; past that, a
+    # SecretBinary value (no base64: -25 %) or xz instead of gzip (-10 %) are the measured ways out.
+    assert len(userdata.aws_agent_bundle()) < live.DOCUMENT_LIMITS["aws"] * 7 // 8
 
 
 def test_every_module_a_shipped_module_imports_is_shipped_too() -> None:

@@ -183,18 +183,20 @@ def test_every_store_holds_the_sites_signed_document_and_its_own_key(
     the key pinned in that site's agent.json, and says what topology says."""
     for run in before_after:
         cfg = mesh_of(run)
-        key_at = {s.name: document.decode(stored_document(run, s), s.name).key_at for s in cfg.sites}  # announce.py
+        bodies = {s.name: verified_body(stored_document(run, s), agent_json(run, s)["trust"]) for s in cfg.sites}
+        key_at = {name: body.get("key_at") for name, body in bodies.items()}  # wg_mesh.announce
         directory = {
             n: topology.PeerAddress(v.public_ip.value, v.public_key.value, key_at=key_at[n])
             for n, v in run.sites.items()
         }
         for site in cfg.sites:
-            trust = agent_json(run, site)["trust"]
-            body = verified_body(stored_document(run, site), trust)
+            trust, body = agent_json(run, site)["trust"], bodies[site.name]
             plan = topology.interface_plan(cfg, site.name, directory)
             public_key = run.sites[site.name].public_key.value
             assert body == json.loads(
-                document.encode_body(plan, public_key, scope=trust["scope"], serial=body["serial"])
+                document.encode_body(
+                    plan, public_key, scope=trust["scope"], serial=body["serial"], key_at=body.get("key_at")
+                )
             )
             assert body["scope"] == f"wg-mesh/{run.stack}" and body["serial"] >= FAKE_STAMP_BASE
             key = stored_key(run, site)
@@ -349,7 +351,7 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
             ["systemctl", "enable", "--now", inputpolicy.UNIT_NAME],  # the INPUT policy before anything listens
             list(ship.once_command(bundled=isinstance(site, AwsSite))),
         ]
-        assert runcmd[6:8] == [
+        assert runcmd[7:9] == [
             ["systemctl", "enable", "--now", wg_unit],
             ["systemctl", "enable", "--now", ship.UNIT_NAME],
         ]
