@@ -1,123 +1,151 @@
-"""The peer document (wg_mesh/gateway/document.py): encode/decode for every site of every stack file, and every
-reason a gateway refuses one."""
+"""The peer document v2 (wg_mesh/gateway/document.py, signed.py, trust.py; wg_mesh/signing.py): every site of every
+stack file round-trips through encode_body, sign and decode against the trust its agent.json would hold; the
+envelope, the signature, agent.json's trust object and the rules shared with the config model. The refusals are
+tests/test_document_hostile.py's."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.agent_fake import SCOPE, SEED, TRUST, TRUST_JSON, sign
 from tests.conftest import STACK_FILES
 from tests.test_render import fake_public_key
-from wg_mesh.gateway import document
-from wg_mesh.gateway.document import DocumentError, decode, encode
+from wg_mesh import signing, sites
+from wg_mesh.config import MeshConfig
+from wg_mesh.gateway import document, signed, trust
+from wg_mesh.gateway.document import DocumentError, Trust, decode, encode_body, parse_trust
 from wg_mesh.gateway.wgconf import InterfacePlan
 from wg_mesh.stackfile import load
 from wg_mesh.topology import PeerAddress, interface_plan
 
 
-def directory_of(path: Path) -> dict[str, PeerAddress]:
-    cfg = load(path)
-    return {s.name: PeerAddress(f"198.51.100.{i + 1}", fake_public_key(s.name)) for i, s in enumerate(cfg.sites)}
+def trust_of(cfg: MeshConfig, name: str) -> Trust:
+    """What the program writes into the site's agent.json."""
+    site = cfg.site(name)
+    overlay = cfg.overlay_cidr
+    return Trust(TRUST.signing_key, SCOPE, name, tuple(str(c) for c in site.cidrs), str(overlay),
+                 f"{site.overlay_ip}/{overlay.prefixlen}", cfg.masquerades(site))  # fmt: skip
 
 
-def plans(path: Path) -> list[InterfacePlan]:
+def plans(path: Path) -> list[tuple[InterfacePlan, Trust]]:
     cfg = load(path)
-    directory = directory_of(path)
-    return [interface_plan(cfg, s.name, directory) for s in cfg.sites]
+    directory = {s.name: PeerAddress(f"198.51.100.{i + 1}", fake_public_key(s.name)) for i, s in enumerate(cfg.sites)}
+    return [(interface_plan(cfg, s.name, directory), trust_of(cfg, s.name)) for s in cfg.sites]
 
 
 @pytest.mark.parametrize("path", STACK_FILES, ids=[p.name for p in STACK_FILES])
 def test_every_site_of_every_stack_file_round_trips(path: Path) -> None:
-    for plan in plans(path):
-        text = encode(plan, fake_public_key(plan.site))
-        doc = decode(text, plan.site)
-        assert doc.plan == plan
+    for plan, site_trust in plans(path):
+        payload = encode_body(plan, fake_public_key(plan.site), scope=SCOPE, serial=1_700_000_000)
+        text = sign(payload)
+        doc = decode(text, site_trust)
+        assert doc.plan == plan and doc.site == plan.site and doc.serial == 1_700_000_000 and doc.key_at is None
         assert doc.public_key == fake_public_key(plan.site)
-        assert doc.site == plan.site
-        assert encode(doc.plan, doc.public_key) == text  # canonical: the same bytes again
+        assert encode_body(doc.plan, doc.public_key, scope=SCOPE, serial=doc.serial) == payload  # canonical
+        assert sign(payload) == text  # Ed25519 is deterministic: a second `pulumi up` changes nothing
         assert 0 < doc.generation < 2**48
+        assert decode(text, site_trust, min_serial=doc.serial, applied_generation=doc.generation) == doc
 
 
-def test_the_generation_follows_the_content() -> None:
-    plan = plans(STACK_FILES[0])[0]
-    first = decode(encode(plan, fake_public_key(plan.site)), plan.site).generation
+def test_the_generation_follows_the_content_not_the_serial() -> None:
+    plan, site_trust = plans(STACK_FILES[0])[0]
+    key = fake_public_key(plan.site)
+    first = decode(sign(encode_body(plan, key, scope=SCOPE, serial=5)), site_trust)
+    later = decode(sign(encode_body(plan, key, scope=SCOPE, serial=6)), site_trust)
+    assert first.generation == later.generation
     changed = dataclasses.replace(plan, peers=tuple(dataclasses.replace(p, persistent_keepalive=7) for p in plan.peers))
-    assert decode(encode(changed, fake_public_key(plan.site)), plan.site).generation != first
+    assert decode(sign(encode_body(changed, key, scope=SCOPE, serial=5)), site_trust).generation != first.generation
+    rotating = decode(sign(encode_body(plan, key, scope=SCOPE, serial=5, key_at=1_800_000_000)), site_trust)
+    assert rotating.key_at == 1_800_000_000 and rotating.generation != first.generation
 
 
-def base() -> tuple[str, dict[str, Any]]:
-    plan = plans(STACK_FILES[0])[0]
-    return plan.site, json.loads(encode(plan, fake_public_key(plan.site)))
+def test_peer_key_at_round_trips_and_is_absent_when_unset() -> None:
+    plan, site_trust = plans(STACK_FILES[0])[0]
+    peers = (dataclasses.replace(plan.peers[0], key_at=1_800_000_000), *plan.peers[1:])
+    rotated = dataclasses.replace(plan, peers=peers)
+    payload = encode_body(rotated, fake_public_key(plan.site), scope=SCOPE, serial=1)
+    assert payload.count('"key_at"') == 1
+    assert decode(sign(payload), site_trust).plan == rotated
 
 
-def resealed(body: dict[str, Any]) -> str:
-    """The body with a correct generation, so the test reaches the check after the generation's."""
-    body["generation"] = document.generation_of(body)
-    return json.dumps(body)
+def test_the_envelope_is_dsse() -> None:
+    """secure-systems-lab/dsse envelope.md and protocol.md: PAE over the payload type and the body."""
+    payload = '{"a":1}'
+    envelope = json.loads(sign(payload))
+    assert set(envelope) == {"payloadType", "payload", "signatures"}
+    assert envelope["payloadType"] == document.PAYLOAD_TYPE
+    assert base64.b64decode(envelope["payload"]) == payload.encode()
+    (signature,) = envelope["signatures"]
+    assert signature["keyid"] == signing.keyid(signing.verify_key_b64(SEED)) == TRUST.keyid and len(TRUST.keyid) == 16
+    kind = document.PAYLOAD_TYPE.encode()
+    assert document.pae(b"xy") == b"DSSEv1 %d %s 2 xy" % (len(kind), kind)
+    import nacl.signing
+
+    key = nacl.signing.VerifyKey(base64.b64decode(TRUST.signing_key))
+    key.verify(document.pae(payload.encode()), base64.b64decode(signature["sig"]))
 
 
-def edit(change: Callable[[dict[str, Any]], None], reseal: bool = True) -> str:
-    _, body = base()
-    change(body)
-    return resealed(body) if reseal else json.dumps(body)
+def test_the_seed_comes_from_32_random_bytes() -> None:
+    assert signing.seed_from_random(base64.b64encode(SEED).decode()) == SEED
+    for bad in ("not base64!", base64.b64encode(bytes(31)).decode(), base64.b64encode(bytes(33)).decode()):
+        with pytest.raises(ValueError, match="signing seed") as caught:
+            signing.seed_from_random(bad)
+        assert bad not in str(caught.value)
+    assert trust.is_key(signing.verify_key_b64(SEED))
 
 
-def peer0(body: dict[str, Any]) -> dict[str, Any]:
-    peer: dict[str, Any] = body["interface"]["peers"][0]
-    return peer
+def test_agent_json_trust_is_checked_field_by_field() -> None:
+    assert parse_trust(TRUST_JSON) == TRUST
+    assert parse_trust({**TRUST_JSON, "address": None}).address is None
+    bad = {
+        "signing_key": "AAAA",
+        "scope": "no-stack",
+        "site": "Bad_Site",
+        "cidrs": "10.0.0.0/8",
+        "overlay": "169.254.0.0/24",
+        "address": "10.201.0.1/24",
+        "masquerade": "no",
+        "extra": 1,
+    }
+    for field, value in bad.items():
+        with pytest.raises(ValueError, match="trust[.:]" if field == "extra" else rf"trust\.{field}"):
+            parse_trust({**TRUST_JSON, field: value})
+    with pytest.raises(ValueError, match=r"trust\.cidrs"):
+        parse_trust({**TRUST_JSON, "cidrs": ["10.10.0.1/16"]})
+    with pytest.raises(ValueError, match="trust: not an object"):
+        parse_trust(None)
 
 
-CASES: dict[str, tuple[str, Callable[[], str | bytes]]] = {
-    "not json": (document.PARSE, lambda: "{not json"),
-    "not utf-8": (document.PARSE, lambda: b"\xff\xfe"),
-    "a list": (document.PARSE, lambda: "[]"),
-    "another format": (document.FORMAT_MISMATCH, lambda: edit(lambda b: b.update(format="wg-mesh.peers/2"))),
-    "another site": (document.WRONG_SITE, lambda: edit(lambda b: b.update(site="somewhere-else"))),
-    "no peers": (document.NO_PEERS, lambda: edit(lambda b: b["interface"].update(peers=[]))),
-    "damaged generation": (
-        document.GENERATION,
-        lambda: edit(lambda b: b.update(generation=b["generation"] ^ 1), False),
-    ),
-    "edited without generation": (document.GENERATION, lambda: edit(lambda b: b["interface"].update(mtu=1300), False)),
-    "bad own key": (document.INVALID, lambda: edit(lambda b: b.update(public_key="not-a-key"))),
-    "bad peer key": (document.INVALID, lambda: edit(lambda b: peer0(b).update(public_key="A" * 43 + "!"))),
-    "short peer key": (document.INVALID, lambda: edit(lambda b: peer0(b).update(public_key="AAAA"))),
-    "hostname endpoint": (document.INVALID, lambda: edit(lambda b: peer0(b).update(endpoint="gw.example:51820"))),
-    "endpoint port": (document.INVALID, lambda: edit(lambda b: peer0(b).update(endpoint="192.0.2.1:70000"))),
-    "no endpoint port": (document.INVALID, lambda: edit(lambda b: peer0(b).update(endpoint="192.0.2.1"))),
-    "host bits set": (document.INVALID, lambda: edit(lambda b: peer0(b).update(allowed_ips=["10.1.2.3/16"]))),
-    "not a cidr": (document.INVALID, lambda: edit(lambda b: peer0(b).update(allowed_ips=["10.1.0.0/33"]))),
-    "no allowed ips": (document.INVALID, lambda: edit(lambda b: peer0(b).update(allowed_ips=[]))),
-    "mtu too small": (document.INVALID, lambda: edit(lambda b: b["interface"].update(mtu=576))),
-    "bad address": (document.INVALID, lambda: edit(lambda b: b["interface"].update(address="10.0.0.300/24"))),
-    "own key as a peer": (document.INVALID, lambda: edit(lambda b: peer0(b).update(public_key=b["public_key"]))),
-    "a key twice": (
-        document.INVALID,
-        lambda: edit(lambda b: b["interface"]["peers"].append(dict(peer0(b), name="twin"))),
-    ),
-    "keepalive a string": (document.INVALID, lambda: edit(lambda b: peer0(b).update(persistent_keepalive="25"))),
-}
+def test_the_gateway_keeps_the_config_models_rules() -> None:
+    """The gateway package cannot import wg_mesh.sites (it ships alone): the same numbers and the same name rule."""
+    assert (trust.MIN_MTU, trust.MAX_MTU) == (sites.MIN_TUNNEL_MTU, sites.MAX_TUNNEL_MTU)
+    for name in ("a", "aws-use1", "x" * 32, "a-b-c"):
+        assert trust.is_name(name) and sites._DNS_LABEL.fullmatch(name)
+    for name in ("A", "1a", "a-", "-a", "a_b", "a.b", "a\n", "a\u2028", "\u0430"):  # the last: Cyrillic a
+        assert not trust.is_name(name) and not sites._DNS_LABEL.fullmatch(name)
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_refusals_carry_their_reason(case: str) -> None:
-    reason, make = CASES[case]
-    site, _ = base()
+def test_the_depth_check_sees_what_json_would_nest() -> None:
+    ok, deep = "[" * 8 + "]" * 8, "[" * 9 + "]" * 9
+    assert signed._depth_ok(ok) and not signed._depth_ok(deep)
+    assert signed._depth_ok('["' + "[" * 50 + '"]')  # inside a string: not nesting
+    assert signed._depth_ok('["\\"' + "[" * 50 + '"]')  # an escaped quote does not end the string
+    assert not signed._depth_ok('["\\\\"' + "," + "[" * 50 + "]" * 50 + "]")  # an escaped backslash does
+    assert not signed._depth_ok("[}")
+
+
+def test_every_reason_is_a_metric_label_and_documented() -> None:
+    from wg_mesh.gateway.agent import FAILURE_REASONS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `wgmesh_agent_apply_failures_total`"))
+    assert set(document.REASONS) <= set(FAILURE_REASONS)
+    assert all(f"`{reason}`" in row for reason in FAILURE_REASONS)
     with pytest.raises(DocumentError) as caught:
-        decode(make(), site)
-    assert caught.value.reason == reason, str(caught.value)
-    assert reason in document.REASONS
-
-
-def test_every_reason_has_a_case() -> None:
-    assert {reason for reason, _ in CASES.values()} == set(document.REASONS)
-
-
-def test_the_unedited_base_decodes() -> None:
-    site, body = base()
-    assert decode(resealed(body), site).site == site
+        decode("{}", TRUST)
+    assert caught.value.reason == document.SIGNATURE

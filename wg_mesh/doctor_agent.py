@@ -90,7 +90,9 @@ def _applied(samples: dict[str, list[tuple[dict[str, str], float]]]) -> Check:
             "agent-apply",
             FAIL,
             f"the latest document was not applied (failures so far: {why}); the running config is the previous one",
-            "parse/generation: the document was damaged; site: it belongs to another gateway; no_peers: it would "
+            "parse/generation: the document was damaged; site/scope: it belongs to another gateway or stack; "
+            "signature: not signed by this mesh's key (agent.json trust.signing_key); replay: older than the running "
+            "one; unsafe: it breaks an invariant no signature overrides (README, security); no_peers: it would "
             "cut this site off; key: the private key in the store does not match the document's public key "
             f"(run `pulumi up` again to republish both). {JOURNAL}.",
         )

@@ -158,8 +158,10 @@ def alerts() -> list[Alert]:
             "wgmesh_agent_last_apply_success == 0",
             "{{ $labels.site }}: the gateway agent does not apply the mesh's desired configuration",
             "wg-mesh-agent on {{ $labels.site }} refused or failed to apply the document it read (the running "
-            "configuration stays as it was): wgmesh_agent_apply_failures_total says why (parse, site, no_peers, "
-            f"generation, key, apply). `{AGENT_LOG}` on the gateway; then `pulumi up` again.",
+            "configuration stays as it was): wgmesh_agent_apply_failures_total says why (parse, format, "
+            "signature, scope, site, replay, no_peers, invalid, generation, unsafe, key, apply; signature, scope, "
+            "replay and unsafe: a forged or stale document, find who wrote the store). "
+            f"`{AGENT_LOG}` on the gateway; then `pulumi up` again.",
             for_="1m",
         ),
         Alert(
