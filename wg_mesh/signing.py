@@ -13,8 +13,8 @@ import nacl.signing
 
 from wg_mesh.gateway import document
 
-SEED_BYTES = 32
-KEYID_HEX = 16
+_SEED_BYTES = 32
+_KEYID_HEX = 16
 
 
 def seed_from_random(b64_32_bytes: str) -> bytes:
@@ -23,8 +23,8 @@ def seed_from_random(b64_32_bytes: str) -> bytes:
         raw = base64.b64decode(b64_32_bytes, validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("the signing seed is not base64") from None
-    if len(raw) != SEED_BYTES:
-        raise ValueError(f"the signing seed is {len(raw)} bytes, not {SEED_BYTES}")
+    if len(raw) != _SEED_BYTES:
+        raise ValueError(f"the signing seed is {len(raw)} bytes, not {_SEED_BYTES}")
     return raw
 
 
@@ -33,7 +33,7 @@ def verify_key_b64(seed: bytes) -> str:
 
 
 def keyid(verify_key: str) -> str:
-    return hashlib.sha256(base64.b64decode(verify_key)).hexdigest()[:KEYID_HEX]
+    return hashlib.sha256(base64.b64decode(verify_key)).hexdigest()[:_KEYID_HEX]
 
 
 def sign(payload: str, seed: bytes) -> str:
