@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from bench.labkit import Session, lab_session
+from wg_mesh import live
 from wg_mesh.lab.controlplane import AGENT_ENV, ControlPlane, documents
 from wg_mesh.lab.netns import find_labs, missing_requirements, teardown
 from wg_mesh.stackfile import load
@@ -95,13 +96,18 @@ def sha(text: str) -> str:
 
 
 def test_each_gateway_reads_its_own_store_through_the_lab_internet(session: Session) -> None:
-    plane = ControlPlane(session.lab, CONFIGS, session.keys.signing)
+    # what the user data's agent.json would hold: the lab mesh's verify key (wg_mesh.live.trust)
+    trusted = {
+        site: {**config, "trust": live.trust(session.cfg, session.cfg.site(site), "p", "s", session.keys.verify_key)}
+        for site, config in CONFIGS.items()
+    }
+    plane = ControlPlane(session.lab, trusted, session.keys.signing)
     plane.start()
     for site, node in session.lab.gateways.items():
         plane.provision(site, node)
     published = plane.publish(session.cfg, session.keys.private, session.keys.public, CONFIGS)
     # what publish() wrote, again: the same serial and key, and Ed25519 signatures are deterministic
-    scope, seed = CONFIGS[AWS]["trust"]["scope"], session.keys.signing
+    scope, seed = trusted[AWS]["trust"]["scope"], session.keys.signing
     docs = documents(
         session.cfg, session.plan, session.keys.public, CONFIGS, scope=scope, serial=plane.serial, seed=seed
     )

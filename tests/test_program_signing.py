@@ -72,7 +72,7 @@ def test_one_signing_key_per_mesh_child_of_it_kept_like_the_keys(runs: dict[str,
     (component,) = [urn for urn in run.monitor.urns if urn.split("::")[2].split("$")[-1] == keys.SIGNING_KEY_TYPE]
     assert component.endswith("::wg-mesh:index:Mesh$wg-mesh:index:SigningKey::mesh-signing-key")
     random = run.named(RANDOM_BYTES, "mesh-signing-key-random")
-    assert random.inputs["length"] == signing.SEED_BYTES
+    assert random.inputs["length"] == keys.SIGNING_SEED_BYTES
     assert random.inputs["keepers"] == {"signing_key_epoch": "0"}
     # protect: true protects the seed as it does the sites' keys (README, "Protection")
     assert run.options(RANDOM_BYTES, random.name).protect

@@ -16,6 +16,7 @@ from wg_mesh import signing, wgkey
 
 KEY_TYPE = "wg-mesh:index:WireGuardKey"
 SIGNING_KEY_TYPE = "wg-mesh:index:SigningKey"
+SIGNING_SEED_BYTES = 32  # an Ed25519 private key is a 32-byte seed (RFC 8032 section 5.1.5)
 
 
 class WireGuardKey(pulumi.ComponentResource):
@@ -60,7 +61,7 @@ class SigningKey(pulumi.ComponentResource):
         super().__init__(SIGNING_KEY_TYPE, name, None, opts)
         random = pulumi_random.RandomBytes(
             f"{name}-random",
-            length=signing.SEED_BYTES,
+            length=SIGNING_SEED_BYTES,
             keepers={"signing_key_epoch": str(epoch)},
             # Protected when the component is (given, or inherited from its parent): a lost signing key means new
             # user data on every gateway.

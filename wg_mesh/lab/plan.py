@@ -49,6 +49,7 @@ BROKEN_LISTEN_PORT = "51820x"  # a typo wg(8) refuses ("Servname not supported")
 PREFIX_PATTERN = re.compile(r"^wgl[0-9a-f]{4}$")
 NETNS_PATTERN = re.compile(r"^(wgl[0-9a-f]{4})-")
 INTERNET = "internet"
+SIGNING_SEED_BYTES = 32  # the lab mesh's Ed25519 seed (RFC 8032 section 5.1.5), as wg_mesh.keys.SigningKey's
 LAB_PROJECT = "wg-mesh-lab"  # delivery: live: the Pulumi project in the stores' names (the stack: the lab's prefix)
 
 # Interface names inside the namespaces (each namespace has its own, so they never collide; IFNAMSIZ 15).
@@ -310,7 +311,7 @@ class LabKeys:
     def generate(cls, cfg: MeshConfig) -> LabKeys:
         private = {site.name: wgkey.generate_private_key() for site in cfg.sites}
         public = {name: wgkey.public_key(key) for name, key in private.items()}
-        return cls(private=private, public=public, signing=secrets.token_bytes(signing.SEED_BYTES))
+        return cls(private=private, public=public, signing=secrets.token_bytes(SIGNING_SEED_BYTES))
 
     @property
     def verify_key(self) -> str:
