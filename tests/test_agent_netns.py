@@ -19,6 +19,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,10 +110,12 @@ def gateway() -> Iterator[Gateway]:
         subprocess.run(["ip", "netns", "delete", netns], capture_output=True, check=False)
 
 
-def install(gw: Gateway, document: str, private_key: str) -> None:
+def install(gw: Gateway, document: str, private_key: str, trust: dict[str, Any] | None = None) -> None:
+    """The package, agent.json (`trust`: its trust object, tests/agent_fake.TRUST_JSON unless given), the document
+    and the private key, where a static site's agent reads them."""
     for path, text, _mode in ship.package_files("file"):
         gw.write(path, text)
-    gw.write(ship.CONFIG_PATH, ship.agent_config("aws-use1", ship.file_source(), trust=TRUST_JSON))
+    gw.write(ship.CONFIG_PATH, ship.agent_config("aws-use1", ship.file_source(), trust=trust or TRUST_JSON))
     gw.write(ship.DOCUMENT_PATH, document)
     gw.write(ship.PRIVATE_KEY_PATH, private_key + "\n", 0o600)
 
