@@ -12,7 +12,7 @@ from typing import Any
 
 import nacl.signing
 
-PAYLOAD_TYPE = "application/vnd.wg-mesh.peers+json;version=2"  # SPEC-20 section 1
+PAYLOAD_TYPE = "application/vnd.wg-mesh.peers+json;version=2"  # written out, not imported: an independent check
 
 
 def pae(payload_type: str, body: bytes) -> bytes:

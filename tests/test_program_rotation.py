@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import ProgramRun, run_program, with_delivery
 from tests.test_program import mesh_of
-from tests.test_program_live import stored_document
+from tests.test_program_live import agent_json, stored_document
 from wg_mesh.config import MAX_ROTATION_LEAD_S, MIN_ROTATION_LEAD_S, ConfigError, load_mesh
 from wg_mesh.gateway import document
 from wg_mesh.stackfile import read_raw
@@ -40,8 +40,12 @@ def stamped(run: ProgramRun, site: str) -> int:
 
 
 def documents(run: ProgramRun) -> dict[str, document.Document]:
+    """Each site's stored document, as its agent decodes it (the trust of its own agent.json)."""
     cfg = mesh_of(run)
-    return {s.name: document.decode(stored_document(run, s), s.name) for s in cfg.sites}
+    return {
+        s.name: document.decode(stored_document(run, s), document.parse_trust(agent_json(run, s)["trust"]))
+        for s in cfg.sites
+    }
 
 
 @pytest.fixture(scope="module")

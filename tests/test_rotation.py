@@ -11,14 +11,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_fake import SITE, FakeHost, Keys, base_plan
+from tests.agent_fake import SCOPE, SITE, TRUST, FakeHost, Keys, base_plan, next_serial, sign
 from tests.test_agent import Store
-from wg_mesh.gateway import rotation
+from wg_mesh.gateway import document, rotation
 from wg_mesh.gateway.agent import Agent, Config
 from wg_mesh.gateway.apply import KEY_REASON, ApplyError, Paths, Result
-from wg_mesh.gateway.document import INVALID, DocumentError, decode, encode
+from wg_mesh.gateway.document import INVALID, PARSE, Document, DocumentError, encode_body
 from wg_mesh.gateway.rotation import OWN, RotatingApplier, Switch, hold, running_peers
 from wg_mesh.gateway.wgconf import InterfacePlan, wg_quick_conf
+
+
+def encode(plan: InterfacePlan, public_key: str, key_at: int | None = None) -> str:
+    """The signed document the program stores (the next serial): tests/agent_fake's key, TRUST's scope."""
+    return sign(encode_body(plan, public_key, scope=SCOPE, serial=next_serial(), key_at=key_at))
+
+
+def decode(text: str, site: str) -> Document:
+    assert site == TRUST.site
+    return document.decode(text, TRUST)
+
 
 T = 2_000_000_000  # the announced key_at
 PEER = "gcp-euw3"
@@ -101,7 +112,9 @@ def gateway(tmp_path: Path, keys: Keys, now: float = T - 60, up: bool = True) ->
     host, logs, clock = RotHost(), [], Clock(now)
     store = Store(encode(base_plan(), keys.public), keys.private)
     paths = Paths.under(str(tmp_path))
-    agent = Agent(Config(site=SITE, source={"kind": "test"}, pmtu_seconds=0), store, host, paths, logs.append, clock)
+    agent = Agent(
+        Config(site=SITE, source={"kind": "test"}, trust=TRUST, pmtu_seconds=0), store, host, paths, logs.append, clock
+    )
     assert isinstance(agent.applier, RotatingApplier)
     agent.applier.timer, agent.applier.sleep = False, clock.sleep  # the test drives tick() with its clock
     gw = Gateway(host, store, agent, clock, logs, paths)
@@ -126,8 +139,11 @@ def test_key_at_round_trips_and_a_document_without_it_keeps_its_bytes() -> None:
     assert all(p.key_at is None for p in doc.plan.peers if p.name != PEER)
 
 
-@pytest.mark.parametrize("value", ["1", -1, True, 2**41, 1.5, [1]])
-def test_a_bad_key_at_is_refused(value: object) -> None:
+# A far future (2**41) is a valid moment to the decoder: rotation.py ignores one more than 25 hours ahead (its test).
+@pytest.mark.parametrize(
+    ("value", "reason"), [("1", INVALID), (-1, INVALID), (True, INVALID), (1.5, PARSE), ([1], INVALID)]
+)
+def test_a_bad_key_at_is_refused(value: object, reason: str) -> None:
     keys = Keys()
     for text in (
         encode(base_plan(), keys.public, key_at=value),  # type: ignore[arg-type]
@@ -135,7 +151,7 @@ def test_a_bad_key_at_is_refused(value: object) -> None:
     ):
         with pytest.raises(DocumentError) as caught:
             decode(text, SITE)
-        assert caught.value.reason == INVALID and "key_at" in str(caught.value)
+        assert caught.value.reason == reason and (reason == PARSE or "key_at" in str(caught.value))
 
 
 # --- the pure decisions ---------------------------------------------------------------------------------------------

@@ -106,12 +106,6 @@ def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int
     return canonical(body)
 
 
-def encode(plan: InterfacePlan, public_key: str) -> str:
-    """TRANSITIONAL, for wg_mesh.live until it signs (encode_body + wg_mesh.signing.sign, with the stamp's serial
-    and the stack's scope): the unsigned body, which every gateway refuses (reason `signature`). Remove with it."""
-    return encode_body(plan, public_key, scope="unsigned/unsigned", serial=1)
-
-
 # --- the body --------------------------------------------------------------------------------------------------
 
 BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "interface", "generation"}

@@ -4,7 +4,7 @@ through the clouds' stores only, while traffic flows, and measure what each chan
 Sites A (the first AWS site), B (the first site of another cloud) and C (the first remaining site). The lab is
 built with every site's fabric and only A's and B's gateways; a ping every 10 ms and a SHA-256-verified TCP stream
 run from A's workload host to B's for the whole drill. Each step publishes what `pulumi up` would (controlplane.py:
-documents from wg_mesh.topology.interface_plan + wg_mesh.gateway.document.encode, keys) and waits for the agents:
+signed documents from wg_mesh.topology.interface_plan, as wg_mesh.live.signed_document, keys) and waits for the agents:
 
 1. add C         documents for A, B, C; C's gateway starts (its user data: agent --once, wg-quick, the agent)
                  -> every pair handshakes and pings; A<->B lose no ping; the stream never stalls > 1 s
