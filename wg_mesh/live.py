@@ -89,8 +89,8 @@ def trust(
     cfg: MeshConfig, site: AwsSite | GcpSite | StaticSite, project: str, stack: str, signing_key: str
 ) -> dict[str, Any]:
     """agent.json's `trust` (docs/security.md section 3): what the agent checks every document against. The mesh's
-    verify key and the site's own configured facts only, never a peer or a key of another site, so that the user data stays the
-    same when the mesh changes; `masquerade` is the only place it can be turned on (a document cannot)."""
+    verify key and the site's own configured facts only, never a peer or a key of another site, so that the user data
+    stays the same when the mesh changes; `masquerade` is the only place it can be turned on (a document cannot)."""
     return {
         "signing_key": signing_key,
         "scope": document_scope(project, stack),
