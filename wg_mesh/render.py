@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from wg_mesh.gateway import ship
 from wg_mesh.gateway.wgconf import (  # re-exported: one renderer for user data and the gateway agent
     DEFAULT_ROUTE_DEV,
     DEFAULT_ROUTE_GUARD,
@@ -76,32 +77,20 @@ WG_DIR = WG_CONF_PATH.rsplit("/", 1)[0]
 # /proc/sys read-only except net/ipv4 (PostUp's sysctls). The kernel loads its wireguard module for `ip link add`
 # itself (request_module, as the kernel's helper), so ProtectKernelModules does not stop it.
 WG_QUICK_DROP_IN_PATH = f"/etc/systemd/system/wg-quick@{INTERFACE}.service.d/wg-mesh.conf"
-WG_QUICK_DROP_IN = """[Service]
+WG_QUICK_DROP_IN = (
+    """[Service]
 CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW
 NoNewPrivileges=yes
 ProtectSystem=full
-ProtectHome=yes
-PrivateTmp=yes
 DevicePolicy=closed
 DeviceAllow=/dev/net/tun rw
 ProtectKernelTunables=yes
 ReadWritePaths=/proc/sys/net/ipv4
-ProtectKernelModules=yes
-ProtectKernelLogs=yes
-ProtectControlGroups=yes
-ProtectClock=yes
-ProtectHostname=yes
-ProtectProc=invisible
 RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
-RestrictNamespaces=yes
-RestrictRealtime=yes
-RestrictSUIDSGID=yes
-LockPersonality=yes
-MemoryDenyWriteExecute=yes
-SystemCallArchitectures=native
 SystemCallFilter=@system-service
-SystemCallErrorNumber=EPERM
 """
+    + ship.SANDBOX_BASE
+)
 
 
 @dataclass(frozen=True)

@@ -177,14 +177,16 @@ def config_file(
     return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha, trust=trust), "0644")
 
 
-# The sandbox every wg-mesh root service shares (the agent here; wg_mesh.metrics' service and node-exporter's drop-in):
-# no home directories, private /tmp and /dev, no kernel modules, logs, cgroups, clock or hostname, other processes'
-# /proc hidden, no namespaces, realtime, set-uid files, personality changes or writable-executable memory, native
-# system calls only; a filtered call fails with EPERM instead of killing the process.
-SANDBOX = """ProtectHome=yes
-PrivateTmp=yes
-PrivateDevices=yes
+# The sandbox every wg-mesh root service shares (the agent here; wg_mesh.metrics' service, node-exporter's drop-in and,
+# without its first two lines, wg-quick@wg0's, which needs /dev/net/tun: wg_mesh.render): no home directories, private
+# /tmp and /dev, no kernel modules, logs, cgroups, clock or hostname, other processes' /proc hidden, no namespaces,
+# realtime, set-uid files, personality changes or writable-executable memory, native system calls only; a filtered
+# call fails with EPERM instead of killing the process.
+PRIVATE_DEVICES = """PrivateDevices=yes
 PrivateMounts=yes
+"""
+SANDBOX_BASE = """ProtectHome=yes
+PrivateTmp=yes
 ProtectKernelModules=yes
 ProtectKernelLogs=yes
 ProtectControlGroups=yes
@@ -199,6 +201,7 @@ MemoryDenyWriteExecute=yes
 SystemCallArchitectures=native
 SystemCallErrorNumber=EPERM
 """
+SANDBOX = PRIVATE_DEVICES + SANDBOX_BASE
 
 
 # The unit's sandbox (`systemd-analyze security --offline=yes`: 2.1, was 6.1; tests/test_units_sandbox.py holds it
