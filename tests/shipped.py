@@ -29,7 +29,8 @@ def user_data(stack_file: Path) -> dict[str, str]:
     for site in cfg.sites:
         if cfg.delivery == "live":
             source = live.agent_source(site, "wg-mesh", "stack")
-            out[site.name] = userdata.render_live_user_data(cfg, site.name, source)
+            trust = userdata.estimate_trust(cfg, site, "wg-mesh", "stack")
+            out[site.name] = userdata.render_live_user_data(cfg, site.name, source, trust=trust)
         else:
             conf = render.wg_quick_conf(topology.interface_plan(cfg, site.name, directory), keys.private[site.name])
             out[site.name] = userdata.render_user_data(cfg, site.name, conf, directory)

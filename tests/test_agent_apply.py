@@ -16,13 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_fake import FakeHost, Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
-from tests.test_agent import Store, make, metric
+from tests.agent_fake import TRUST, FakeHost, Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
+from tests.test_agent import Store, metric
 from wg_mesh.gateway import apply, files, hostplan, txn
+from wg_mesh.gateway.agent import Agent, Config
 from wg_mesh.gateway.apply import Paths, Result
 from wg_mesh.gateway.wgconf import InterfacePlan, Peer
 
 COMMANDS = {"ip", "wg", "iptables", "iptables-restore", "sysctl"}  # all the agent may run (no shell, no wg-quick)
+# What these documents need from agent.json: masquerade allowed, and no pinned overlay address, so that one document
+# can change every part of the host the agent manages (a pinned address is checked in tests/test_document_hostile.py)
+OPEN_TRUST = dataclasses.replace(TRUST, masquerade=True, address=None)
+
+
+def make(store: Store, host: FakeHost, paths: Paths, logs: list[str]) -> Agent:
+    config = Config(site=TRUST.site, source={"kind": "test"}, trust=OPEN_TRUST, pmtu_seconds=0)
+    return Agent(config, store, host, paths, logs.append, clock=lambda: 1000.0)
 
 
 def first_plan() -> InterfacePlan:

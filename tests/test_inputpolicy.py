@@ -109,7 +109,8 @@ def test_every_user_data_loads_the_policy_before_wg0_and_the_agent(stack: str) -
     cfg = mesh(stack)
     for site in cfg.sites:
         if cfg.delivery == "live":
-            text = userdata.render_live_user_data(cfg, site.name, live.agent_source(site, "p", "s"))
+            trust = userdata.estimate_trust(cfg, site, "p", "s")
+            text = userdata.render_live_user_data(cfg, site.name, live.agent_source(site, "p", "s"), trust=trust)
         else:
             text = userdata.render_user_data(cfg, site.name, "(wg0.conf)", userdata.worst_case_directory(cfg))
         doc = yaml.safe_load(text)

@@ -38,6 +38,7 @@ from ipaddress import IPv4Network
 
 from wg_mesh import addressing, ha
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
+from wg_mesh.gateway import ship
 from wg_mesh.gateway.wgconf import INTERFACE
 from wg_mesh.render import CloudInitExtras, File
 
@@ -197,11 +198,17 @@ ExecStart=/usr/sbin/iptables-restore --wait --noflush {RULES_PATH}
 ExecStart=/usr/sbin/ip6tables-restore --wait --noflush {RULES6_PATH}
 ExecStart=/bin/sh -c '{hooks[0]}'
 ExecStart=/bin/sh -c '{hooks[1]}'
-# Netfilter changes need CAP_NET_ADMIN (and CAP_NET_RAW for iptables' raw sockets); nothing else.
+# Netfilter changes need CAP_NET_ADMIN (and CAP_NET_RAW for iptables' raw sockets); nothing else. It writes only
+# iptables' lock under /run, talks netlink (iptables-nft) or a raw socket (iptables-legacy), and sends no packet.
 CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW
 NoNewPrivileges=yes
-ProtectHome=yes
-
+ProtectSystem=strict
+ReadWritePaths=/run
+ProtectKernelTunables=yes
+RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_INET AF_INET6
+IPAddressDeny=any
+SystemCallFilter=@system-service
+{ship.SANDBOX}
 [Install]
 WantedBy=multi-user.target
 """
