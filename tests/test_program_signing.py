@@ -102,8 +102,16 @@ def test_each_documents_serial_is_a_stamp_of_its_unsigned_content(runs: dict[str
         body = dict(bodies[site.name])
         assert body["serial"] == stamp.parse(command.outputs["stdout"])
         # keyed on the SHA-256 of the content with serial 0 (wg_mesh.live.unsigned_digest)
-        directory = {n: topology.PeerAddress(v.public_ip.value, v.public_key.value) for n, v in run.sites.items()}
-        values = {"directory": directory, "public_key": run.sites[site.name].public_key.value}
+        key_at = {name: dict(b).get("key_at") for name, b in bodies.items()}  # wg_mesh.announce: in the content too
+        directory = {
+            n: topology.PeerAddress(v.public_ip.value, v.public_key.value, key_at=key_at[n])
+            for n, v in run.sites.items()
+        }
+        values = {
+            "directory": directory,
+            "public_key": run.sites[site.name].public_key.value,
+            "key_at": key_at[site.name],
+        }
         assert command.inputs["triggers"] == [live.unsigned_digest(mesh_of(run), site.name, body["scope"], values)]
 
 
