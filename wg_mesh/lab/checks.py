@@ -16,16 +16,18 @@ Per pair, the tunnel MTU is the private path's MTU - 60 where one joins the two 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from wg_mesh import inputpolicy
 from wg_mesh.lab.build import BuiltLab, wg_quick
 from wg_mesh.lab.bulk import bulk_transfer
 from wg_mesh.lab.netns import LabError, Node
@@ -314,7 +316,29 @@ def check_bulk_tcp(lab: BuiltLab, options: LabOptions) -> CheckResult:
 # --- 5. throughput ---------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def measurement_port(server: Node, port: int) -> Iterator[None]:
+    """The gateway's INPUT policy (wg_mesh.inputpolicy: booted gateways load it) admits no iperf3: the measurement's
+    own port is opened at the top of its chain for the run and closed after; without the chain (the namespace lab
+    does not load the policy) nothing is done."""
+    chain = inputpolicy.CHAIN
+    if server.run(["iptables", "-w", "-n", "-L", chain], check=False).returncode != 0:
+        yield
+        return
+    rule = ["-p", "tcp", "--dport", str(port), "-j", "ACCEPT"]
+    server.run(["iptables", "-w", "-I", chain, "1", *rule])
+    try:
+        yield
+    finally:
+        server.run(["iptables", "-w", "-D", chain, *rule], check=False)
+
+
 def iperf(server: Node, server_netns: str, client: Node, target: str, seconds: float, lab: BuiltLab) -> float:
+    with measurement_port(server, IPERF_PORT):
+        return _iperf(server, server_netns, client, target, seconds, lab)
+
+
+def _iperf(server: Node, server_netns: str, client: Node, target: str, seconds: float, lab: BuiltLab) -> float:
     proc = server.popen(["iperf3", "-s", "-1", "--forceflush", "-p", str(IPERF_PORT)], stdout=subprocess.PIPE)
     lab.state.track(proc.pid, server_netns, "iperf3 server")
     try:
