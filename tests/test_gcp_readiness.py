@@ -172,7 +172,7 @@ def test_the_routes_and_the_icmp_rule_follow_the_gate(applied: ProgramRun) -> No
     address = applied.named("gcp:compute/address:Address", "gcp-euw3-address")
     assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
     assert gate.inputs["create"].split() == [
-        ".venv/bin/python", "-m", "wg_mesh.readygate", "gcp", "--impersonate", "deployer@proj.iam.gserviceaccount.com",
+        sys.executable, "-m", "wg_mesh.readygate", "gcp", "--impersonate", "deployer@proj.iam.gserviceaccount.com",
         "--timeout", "900", "--address", address.outputs["selfLink"], "--instance", instance.outputs["selfLink"],
     ]  # fmt: skip
     assert not gate.secret_inputs  # nothing secret in the command line (pulumi preview shows it)

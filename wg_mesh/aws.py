@@ -24,13 +24,14 @@ from wg_mesh.awsfacts import ami_architecture
 from wg_mesh.component import Directory
 from wg_mesh.config import AwsSite, MeshConfig
 from wg_mesh.keys import SigningKey
+from wg_mesh.stamp import python_command
 
 __all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
 
 GATEWAY_TYPE = "wg-mesh:aws:Gateway"
 ALL_PROTOCOLS = "-1"
-# The readiness gate runs with the project's virtualenv (Pulumi.yaml: virtualenv .venv), from the project directory.
-GATE_COMMAND = ".venv/bin/python -m wg_mesh.readygate"
+# The readiness gate runs with the interpreter running this program (wg_mesh.stamp: not a path relative to the cwd).
+GATE_COMMAND = python_command("-m", "wg_mesh.readygate")
 READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
 # What AWS accepts in security group and rule descriptions (no apostrophes, for one).
 SG_DESCRIPTION_CHARS = re.compile(r"[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]*")

@@ -18,8 +18,11 @@ No resource is created inside an apply: the triggers are Outputs, resolved by th
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import sys
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_command as command
@@ -29,9 +32,23 @@ PROGRAM = "import time; print(int(time.time()))"
 MIN_STAMP, MAX_STAMP = 1_000_000_000, 9_999_999_999
 
 
+def command_line(words: Sequence[str], windows: bool = os.name == "nt") -> str:
+    """Words as one command line for pulumi-command's default interpreter: `/bin/sh -c` (POSIX quoting) or, on
+    Windows, `cmd /C` (the Microsoft C runtime's quoting, `subprocess.list2cmdline`: single quotes mean nothing to
+    cmd). The deployer's own interpreter (`sys.executable`) is the first word of every Command this program runs:
+    the one Python certainly there, whether the program runs from a virtualenv, an installed package, `pulumi
+    --cwd` elsewhere or Windows (where no `.venv/bin/python` exists)."""
+    return subprocess.list2cmdline(list(words)) if windows else " ".join(shlex.quote(word) for word in words)
+
+
+def python_command(*args: str, executable: str = sys.executable, windows: bool = os.name == "nt") -> str:
+    """`python ARGS...` with the interpreter running this program."""
+    return command_line([executable, *args], windows=windows)
+
+
 def create_command(executable: str = sys.executable) -> str:
-    """What the Command runs (through /bin/sh -c, pulumi-command's default interpreter)."""
-    return f"{shlex.quote(executable)} -c {shlex.quote(PROGRAM)}"
+    """What the Command runs (through /bin/sh -c, pulumi-command's default interpreter; cmd /C on Windows)."""
+    return python_command("-c", PROGRAM, executable=executable)
 
 
 def parse(stdout: str) -> int:
