@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from wg_mesh import underlay
+from wg_mesh import quotas, underlay
 from wg_mesh.messages import EXPECTED, describe, quote
 from wg_mesh.rules import (
     SiteFacts,
@@ -32,7 +32,7 @@ from wg_mesh.rules import (
 )
 from wg_mesh.sites import (
     GCP_ARM_MACHINE_SERIES,
-    MAX_TUNNEL_MTU,
+    MAX_INTERNET_TUNNEL_MTU,
     MIN_TUNNEL_MTU,
     WIREGUARD_IPV4_OVERHEAD,
     AwsSite,
@@ -59,7 +59,7 @@ MIN_ROTATION_LEAD_S, MAX_ROTATION_LEAD_S = 60, 86_400  # rotation_lead_seconds (
 class MeshConfig(Strict):
     overlay_cidr: UsableCidr
     listen_port: Port = 51820
-    mtu: Literal["auto"] | Annotated[int, Field(ge=MIN_TUNNEL_MTU, le=MAX_TUNNEL_MTU)] = "auto"
+    mtu: Literal["auto"] | Annotated[int, Field(ge=MIN_TUNNEL_MTU, le=MAX_INTERNET_TUNNEL_MTU)] = "auto"
     persistent_keepalive: int = Field(default=25, ge=0, le=65535)
     masquerade: bool = False
     sites: list[Site] = Field(min_length=2)
@@ -96,7 +96,7 @@ class MeshConfig(Strict):
         problems += kms_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         problems += monitoring_problems(self.monitoring_cidrs)
-        problems += underlay.problems(self)
+        problems += underlay.problems(self) + quotas.problems(self)
         if problems:
             raise ConfigError(problems)
         return self
@@ -147,7 +147,11 @@ def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
     if kind == "missing":
         return f"{path}: required"
     if loc[:1] == ("mtu",):
-        return f"mtu: {quote(err['input'])} is neither 'auto' nor an integer in {MIN_TUNNEL_MTU}..{MAX_TUNNEL_MTU}"
+        bounds = f"{MIN_TUNNEL_MTU}..{MAX_INTERNET_TUNNEL_MTU}"
+        return (
+            f"mtu: {quote(err['input'])} is neither 'auto' nor an integer in {bounds} (the internet carries 1500 "
+            "bytes, WireGuard takes 60; a jumbo path's MTU is private_paths[].mtu)"
+        )
     if kind in EXPECTED:
         return f"{path}: expected {EXPECTED[kind]}, got {describe(err.get('input'))}"
     if kind in ("less_than_equal", "greater_than_equal") and isinstance(err.get("input"), int):
@@ -222,7 +226,7 @@ def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
         problems.extend(p for p in ha if p not in problems)
     if overlay is not None and isinstance(raw_sites, list):
         mtu = raw.get("mtu", "auto")
-        valid = isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_TUNNEL_MTU <= mtu <= MAX_TUNNEL_MTU
+        valid = isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_TUNNEL_MTU <= mtu <= MAX_INTERNET_TUNNEL_MTU
         mtu = mtu if valid or mtu == "auto" else "invalid"  # invalid: reported above, no MTU checks
         facts = [SiteFacts.from_raw(site) for site in raw_sites]
         problems.extend(p for p in cross_site_problems(overlay, facts, mtu) if p not in problems)

@@ -22,8 +22,9 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh import addressing, awsfacts, zones
+from wg_mesh import addressing, awsfacts, credentials, zones
 from wg_mesh.messages import bounded, one_line, quote
+from wg_mesh.quotas import AwsQuotas
 
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
 # The internet carries 1500-byte packets at most, whatever a network's own MTU: a GCP network at 8896 sends
@@ -32,6 +33,9 @@ WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32
 INTERNET_MTU = 1500
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
 MAX_TUNNEL_MTU = 8920  # AWS in-VPC jumbo frames (9001) minus the overhead, rounded down
+# The mesh's `mtu` is the internet tunnel's: what the internet carries less WireGuard's overhead (1440). A larger one
+# is sent and dropped ("Fragmentation-Needed" above); a jumbo path's MTU goes in private_paths[].mtu.
+MAX_INTERNET_TUNNEL_MTU = INTERNET_MTU - WIREGUARD_IPV4_OVERHEAD
 DEFAULT_AWS_INSTANCE_TYPE = "c6i.2xlarge"
 DEFAULT_GCP_INSTANCE_TYPE = "n2-standard-8"
 DEFAULT_AWS_UNDERLAY_MTU = 1500  # the internet path out of an internet gateway
@@ -47,7 +51,6 @@ _GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 _GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _GCP_IMAGE = re.compile(r"^(https://[a-z.]+/compute/v1/)?[a-z0-9][a-z0-9./-]*[a-z0-9]$")
 _GCP_NETWORK_TAG = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_GCP_SERVICE_ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com$")
 # EC2 instance types are family.size (c6i.2xlarge, u-6tb1.112xlarge, mac2-m2pro.metal); GCE machine types are
 # lowercase words and numbers joined by dashes (n2-standard-8, e2-custom-4-8192).
 _AWS_INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
@@ -203,30 +206,6 @@ class SiteBase(Strict):
         return names
 
 
-_ROLE_ARN = re.compile(r"^arn:(aws|aws-us-gov|aws-cn):iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
-# A KMS key by ARN (IAM policies name keys by ARN, never by alias): a key id is a UUID, a multi-Region key's is
-# mrk- and 32 hexadecimal digits (AWS KMS developer guide, "Key identifiers (KeyId)").
-_KMS_KEY_ARN = re.compile(
-    r"^arn:(aws|aws-us-gov|aws-cn):kms:([a-z0-9-]+):\d{12}:key/"
-    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$"
-)
-
-
-def _kms_key_arn(arn: str) -> str:
-    if not _KMS_KEY_ARN.fullmatch(arn):
-        raise ValueError(
-            f"{quote(arn)} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/KEY-ID; an alias cannot be named in "
-            "the gateway's IAM policy)"
-        )
-    return arn
-
-
-def _role_arn(arn: str) -> str:
-    if not _ROLE_ARN.fullmatch(arn):
-        raise ValueError(f"{arn!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)")
-    return arn
-
-
 class AwsSite(SiteBase):
     cloud: Literal["aws"]
     region: str
@@ -251,7 +230,7 @@ class AwsSite(SiteBase):
     ) = Field(default=None, min_length=1)
     # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
     profile: str | None = Field(default=None, min_length=1)
-    assume_role_arn: Annotated[str, AfterValidator(_role_arn)] | None = None
+    assume_role_arn: Annotated[str, AfterValidator(credentials.role_arn)] | None = None
     account_id: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
     # An AMI id or an Ubuntu serial; None: the newest Ubuntu 24.04 when the gateway is created, then kept.
     image: Annotated[str, AfterValidator(awsfacts.check_image)] | None = None
@@ -267,7 +246,9 @@ class AwsSite(SiteBase):
     ) = None
     # delivery: live: a customer managed KMS key (symmetric, in the site's region) for the private-key parameter
     # instead of aws/ssm, whose key policy lets every principal of the account decrypt (docs/security.md).
-    ssm_kms_key_arn: Annotated[str, AfterValidator(_kms_key_arn)] | None = None
+    ssm_kms_key_arn: Annotated[str, AfterValidator(credentials.kms_key_arn)] | None = None
+    # This account's VPC quotas in the region where they are not AWS's defaults (wg_mesh.quotas).
+    quotas: AwsQuotas = Field(default_factory=AwsQuotas)
 
     @field_validator("region")
     @classmethod
@@ -316,8 +297,7 @@ class GcpSite(SiteBase):
     subnetwork: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | Deferred | None = None
     # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
     impersonate_service_account: (
-        Annotated[str, _pattern(_GCP_SERVICE_ACCOUNT, "a service account email (NAME@PROJECT.iam.gserviceaccount.com)")]
-        | None
+        Annotated[str, _pattern(credentials.SERVICE_ACCOUNT, credentials.SERVICE_ACCOUNT_FORMS)] | None
     ) = None
     # Which instances of the network accept traffic from the other sites: those with these network tags, or running
     # as these service accounts, or (workload_scope: network) every instance. None: no such rule (admit the remote
@@ -352,9 +332,9 @@ class GcpSite(SiteBase):
     @field_validator("workload_service_accounts")
     @classmethod
     def _workload_service_accounts(cls, emails: list[str]) -> list[str]:
-        bad = [email for email in emails if not _GCP_SERVICE_ACCOUNT.fullmatch(email)]
+        bad = [email for email in emails if not credentials.SERVICE_ACCOUNT.fullmatch(email)]
         if bad:
-            raise ValueError(f"{bad[0]!r} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com)")
+            raise ValueError(f"{quote(bad[0])} is not {credentials.SERVICE_ACCOUNT_FORMS}")
         return emails
 
     @field_validator("project")

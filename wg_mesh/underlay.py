@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from wg_mesh.addressing import gateway_subnet
+from wg_mesh.addressing import gateway_subnet, special_purpose
 from wg_mesh.messages import quote
 from wg_mesh.sites import MAX_TUNNEL_MTU, WIREGUARD_IPV4_OVERHEAD, AwsSite, GcpSite, StaticSite, Strict
 
@@ -32,6 +32,18 @@ DEFAULT_PATH_MTU = 1500
 # addresses in IPv4 subnets"); the lab's gateways use the same one.
 GATEWAY_HOST_OFFSET = 10
 _PATH_NAME = re.compile(r"^[a-z]([a-z0-9-]*[a-z0-9])?$")
+# Addresses of a subnet the cloud keeps for itself: an instance cannot be given one.
+# AWS: "The first four IP addresses and the last IP address in each subnet CIDR block are not available for your use"
+# (network, VPC router, DNS, future use, broadcast: https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html).
+# GCP: the network address, the default gateway (the second), the second-to-last ("reserved for potential future
+# use") and the broadcast address of a subnet's primary range (https://cloud.google.com/vpc/docs/subnets, "Reserved
+# IP addresses in IPv4 subnets").
+RESERVED_FROM_START = {"aws": (0, 1, 2, 3), "gcp": (0, 1)}
+RESERVED_FROM_END = {"aws": (0,), "gcp": (0, 1)}  # 0: the last address
+_RESERVED_WHY = {
+    "aws": "AWS reserves the first four and the last address of every subnet",
+    "gcp": "GCP reserves the network, gateway (second), second-to-last and broadcast address of every subnet",
+}
 
 
 class PrivatePath(Strict):
@@ -112,6 +124,39 @@ def problems(cfg: MeshConfig) -> list[str]:
             out += _member_problems(f"sites[{i}]", on_path[site.name], site, cfg.overlay_cidr)
         elif site.private_ip is not None:
             out.append(f"sites[{i}].private_ip: {site.name} is on no private path (private_paths), nothing uses it")
+    return out + _static_address_problems(cfg, set(on_path))
+
+
+def reserved_problem(cloud: str, address: IPv4Address, subnet: IPv4Network) -> str | None:
+    """Why the cloud will not give `address` to an instance of `subnet` (or of any subnet inside it that holds it:
+    a cloud subnet is aligned, so the first and last addresses of a range are those of every subnet at its ends, and
+    AWS's smallest subnet, a /28, and GCP's, a /29, keep the four and two at the start inside one subnet)."""
+    offset, from_end = int(address) - int(subnet.network_address), int(subnet.broadcast_address) - int(address)
+    if address not in subnet or not (offset in RESERVED_FROM_START[cloud] or from_end in RESERVED_FROM_END[cloud]):
+        return None
+    return f"{address} is a reserved address of {subnet}: {_RESERVED_WHY[cloud]}"
+
+
+def _static_address_problems(cfg: MeshConfig, on_path: set[str]) -> list[str]:
+    """A static site's private address is whatever its operator wrote: one its peers can reach, nobody else's."""
+    out = []
+    claimed: dict[IPv4Address, int] = {}
+    for i, site in enumerate(cfg.sites):
+        if not isinstance(site, StaticSite) or site.private_ip is None or site.name not in on_path:
+            continue
+        field, address = f"sites[{i}].private_ip", site.private_ip
+        if (why := special_purpose(IPv4Network(address))) is not None:
+            out.append(f"{field}: {address} {why.replace('overlaps', 'is in', 1)}")
+        if address in claimed:
+            out.append(f"{field}: {address} is already the private address of sites[{claimed[address]}]")
+        claimed.setdefault(address, i)
+        for k, other in enumerate(cfg.sites):
+            clash = next((c for c in other.cidrs if address in c), None) if k != i else None
+            if clash is not None:
+                out.append(
+                    f"{field}: {address} is inside sites[{k}] ({other.name})'s {clash}: its peers' host route to it "
+                    "would go into that network (or the tunnel to it), not over the path"
+                )
     return out
 
 
@@ -143,6 +188,14 @@ def _member_problems(where: str, path: str, site: AwsSite | GcpSite | StaticSite
         out.append(f"{field}: {address} is in none of the site's cidrs ({_join(site.cidrs)})")
     elif not _existing_network(site) and address not in gateway_subnet(site.cidrs[0]):
         out.append(f"{field}: {address} is not in the gateway subnet wg-mesh creates ({gateway_subnet(site.cidrs[0])})")
+    else:
+        # the created gateway subnet, or (an existing network) the site's cidr holding it: its ends are reserved in
+        # whichever subnet of it the gateway sits
+        subnet = (
+            next(c for c in site.cidrs if address in c) if _existing_network(site) else gateway_subnet(site.cidrs[0])
+        )
+        if (reserved := reserved_problem(site.cloud, address, subnet)) is not None:
+            out.append(f"{field}: {reserved}")
     return out
 
 
