@@ -139,9 +139,13 @@ def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        known: Iterable[str] = MeshConfig.model_fields
-        if len(loc) >= 2 and loc[0] == "sites" and isinstance(loc[1], int):
+        known: Iterable[str] = MeshConfig.model_fields if len(loc) == 1 else ()
+        if len(loc) >= 2 and loc[0] == "sites" and isinstance(loc[1], int) and len(loc) <= 4:
             known = _SITE_FIELDS.get(site_tags.get(loc[1], ""), set().union(*_SITE_FIELDS.values()))
+        elif loc[0] == "sites" and loc[-2:-1] == ("quotas",):
+            known = quotas.AwsQuotas.model_fields
+        elif loc[0] == "private_paths" and len(loc) == 3:
+            known = underlay.PrivatePath.model_fields
         hint = difflib.get_close_matches(key, list(known), n=1)
         return f"{path}: unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
     if kind == "missing":
