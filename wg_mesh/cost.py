@@ -10,6 +10,7 @@ total "known part + ?": the table never guesses. Pure arithmetic and text; the C
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import sys
@@ -215,11 +216,27 @@ def _used(prices: PriceFile) -> list[str]:
     return [key for key in PRICE_KEYS if key in prices.prices]
 
 
+_HOURLY = {i.price for o in OPTIONS for i in o.items if isinstance(i, Hours)}
+
+
 def check_keys(prices: PriceFile, origin: str) -> None:
-    """A price file must price every item of every option (a missing price is `value: null`, not absent)."""
-    absent = [key for key in PRICE_KEYS if key not in prices.prices]
-    if absent:
-        raise ConfigError([f"{origin}: prices.{key}: required (an option uses it)" for key in absent])
+    """A price file must price every item of every option (a missing price is `value: null`, not absent), name no
+    price no option uses (a typo would leave the intended one absent), and give each in a unit its items can use:
+    an hourly item's price per hour, a traffic item's per volume. Every problem at once."""
+    problems = [
+        f"{origin}: prices.{key}: required (an option uses it)" for key in PRICE_KEYS if key not in prices.prices
+    ]
+    for key, price in prices.prices.items():
+        if key not in PRICE_KEYS:
+            hint = difflib.get_close_matches(key, PRICE_KEYS, n=1)
+            problems.append(
+                f"{origin}: prices.{key}: unknown price" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            )
+        elif (key in _HOURLY) != (price.unit == "USD/hour"):
+            wanted = "USD/hour" if key in _HOURLY else "USD/GB or USD/GiB"
+            problems.append(f"{origin}: prices.{key}.unit: {price.unit} cannot price this item: expected {wanted}")
+    if problems:
+        raise ConfigError(problems)
 
 
 def _footnotes(prices: PriceFile) -> list[str]:

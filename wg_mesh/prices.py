@@ -7,40 +7,45 @@ Every price names the page it was read from and the day; a price the stored sour
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import itertools
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from wg_mesh import stackfile
 from wg_mesh.config import ConfigError
+from wg_mesh.messages import describe, quote
 
 PRICE_FILE = Path(__file__).with_name("prices.yaml")
 
 Unit = Literal["USD/hour", "USD/GB", "USD/GiB"]
 BYTES_PER_UNIT = {"USD/GB": 10**9, "USD/GiB": 2**30}  # per-volume units: how many bytes one unit is
 MAX_HOURS_PER_MONTH = 744  # 31 days
+# As strict as the mesh config (wg_mesh.sites.Strict): no unknown keys, and no coercion: "0.34" is not a price, `yes`
+# is not a number, a quoted "2026-12-03" is not a date (YAML reads the unquoted one as a date).
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Tier(BaseModel):
     """One band of a tiered per-volume price: `price` for the volume from the previous band's end to `up_to`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _STRICT
 
     up_to: float | None = Field(default=..., gt=0, allow_inf_nan=False)  # cumulative, in the price's unit
     price: float = Field(ge=0, allow_inf_nan=False)
 
 
 class Price(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _STRICT
 
     what: str = Field(min_length=1)
     unit: Unit
     value: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    tiers: tuple[Tier, ...] | None = None
+    tiers: tuple[Tier, ...] | None = Field(default=None, strict=False)  # a YAML list; each Tier is strict itself
     free: float = Field(default=0, ge=0, allow_inf_nan=False)  # per month, in the unit, subtracted before tiers
     not_found: str | None = None
     source: str
@@ -106,14 +111,14 @@ def tiered(quantity: float, tiers: Iterable[Tier]) -> float:
 
 
 class Regions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _STRICT
 
     aws: str
     gcp: str
 
 
 class PriceFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _STRICT
 
     as_of: dt.date
     currency: Literal["USD"]
@@ -129,13 +134,68 @@ class PriceFile(BaseModel):
         return self
 
 
+_EXPECTED = {
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "finite_number": "a finite number",
+    "string_type": "a string",
+    "date_type": "a date (YYYY-MM-DD, unquoted)",
+    "date_parsing": "a date (YYYY-MM-DD, unquoted)",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "tuple_type": "a list",
+    "list_type": "a list",
+}
+_MODELS: dict[str, type[BaseModel]] = {"regions": Regions}
+
+
+def _path(loc: Iterable[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not part.startswith("function-"):
+            out += f".{part}" if out else part
+    return out or "(top level)"
+
+
+def _known(parent: tuple[int | str, ...]) -> Iterable[str]:
+    """The keys the model at `parent` (where an unknown key was found) knows, for a "did you mean"."""
+    if not parent:
+        return PriceFile.model_fields
+    if parent[0] == "prices" and "tiers" in parent:
+        return Tier.model_fields
+    if parent[0] == "prices" and len(parent) == 2:
+        return Price.model_fields
+    model = _MODELS.get(str(parent[0])) if len(parent) == 1 else None
+    return model.model_fields if model is not None else ()
+
+
+def _problem(err: Mapping[str, Any]) -> str:
+    loc, kind, value = tuple(err["loc"]), err["type"], err.get("input")
+    path, ctx = _path(loc), err.get("ctx") or {}
+    if kind == "missing":
+        return f"{path}: required"
+    if kind == "extra_forbidden":
+        hint = difflib.get_close_matches(str(loc[-1]), list(_known(loc[:-1])), n=1)
+        return f"{path}: unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+    if kind in _EXPECTED:
+        return f"{path}: expected {_EXPECTED[kind]}, got {describe(value)}"
+    if kind == "literal_error":
+        return f"{path}: {quote(value)} is not {ctx.get('expected')}"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal"):
+        bound = ctx.get("ge", ctx.get("gt", ctx.get("le")))
+        side = {
+            "greater_than_equal": "below the minimum",
+            "greater_than": "not above",
+            "less_than_equal": "above the maximum",
+        }
+        return f"{path}: {value} is {side[kind]} {bound}"
+    return f"{path}: {str(err['msg']).removeprefix('Value error, ')}"
+
+
 def _problems(exc: ValidationError) -> list[str]:
-    problems = []
-    for err in exc.errors():
-        path = ".".join(str(part) for part in err["loc"] if not str(part).startswith("function-")) or "(top level)"
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        problems.append(f"{path}: {msg}")
-    return problems
+    return list(dict.fromkeys(_problem(err) for err in exc.errors()))
 
 
 def parse(raw: Any, origin: str) -> PriceFile:
@@ -149,12 +209,6 @@ def parse(raw: Any, origin: str) -> PriceFile:
 
 
 def load(path: Path = PRICE_FILE) -> PriceFile:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError([f"{path}: {exc.strerror or exc}"]) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not YAML: {exc}"]) from None
-    return parse(raw, str(path))
+    """The price file at `path`, read as strictly as a stack file (wg_mesh.stackfile: UTF-8, no duplicate keys, no
+    alias bombs, one line naming the line for broken YAML), then validated; ConfigError otherwise."""
+    return parse(stackfile.read_document(path, "price file"), str(path))

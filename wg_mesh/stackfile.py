@@ -124,12 +124,12 @@ def stack_file(stack: str, directory: Path | None = None) -> Path:
     return (directory or Path.cwd()) / f"Pulumi.{stack}.yaml"
 
 
-def read_raw(path: Path) -> Any:
-    """The raw `wg-mesh:mesh` value of a stack file; ConfigError if the file cannot give one."""
+def read_document(path: Path, kind: str = "stack file") -> Any:
+    """The YAML document in `path` (a stack file, or another file read as strictly: `cost`'s price file)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise ConfigError([f"{path}: no such stack file"]) from None
+        raise ConfigError([f"{path}: no such {kind}"]) from None
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from None
     try:
@@ -137,9 +137,14 @@ def read_raw(path: Path) -> Any:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(
-            [f"{path}: not UTF-8 (byte 0x{data[exc.start]:02x} on line {line}); Pulumi stack files are UTF-8"]
+            [f"{path}: not UTF-8 (byte 0x{data[exc.start]:02x} on line {line}); {kind}s are UTF-8"]
         ) from None
-    document = parse(text, path)
+    return parse(text, path)
+
+
+def read_raw(path: Path) -> Any:
+    """The raw `wg-mesh:mesh` value of a stack file; ConfigError if the file cannot give one."""
+    document = read_document(path)
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict) or CONFIG_KEY not in config:
         raise ConfigError([f"{path}: has no config.{CONFIG_KEY} key"])
