@@ -249,3 +249,11 @@ def test_every_new_rule_reports_at_once_one_line_each() -> None:
     assert [p.split(":", 1)[0] for p in problems] == [
         "sites[0].account_id", "sites[0].private_ip", "sites[1].private_ip", "sites[2].private_ip",
     ], problems  # fmt: skip
+
+
+def test_a_field_error_elsewhere_does_not_hide_the_path_and_quota_rules() -> None:
+    raw = site(mesh(listen_port=0), 0, private_ip="10.10.0.2")
+    raw["sites"][0]["quotas"] = {"rules_per_security_group": 3}
+    problems = refused(raw)
+    assert [p.split(":", 1)[0] for p in problems] == ["listen_port", "sites[0].private_ip", "sites[0]"], problems
+    assert "needs 7 inbound rules" in problems[2]

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
+    TypeAdapter,
     ValidationError,
     model_validator,
 )
@@ -234,7 +235,32 @@ def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
         mtu = mtu if valid or mtu == "auto" else "invalid"  # invalid: reported above, no MTU checks
         facts = [SiteFacts.from_raw(site) for site in raw_sites]
         problems.extend(p for p in cross_site_problems(overlay, facts, mtu) if p not in problems)
+    problems.extend(p for p in _parsed_rules(raw) if p not in problems)
     raise ConfigError(problems)
+
+
+_SITES, _PATHS, _MONITORING = (
+    TypeAdapter(list[Site]),
+    TypeAdapter(list[underlay.PrivatePath]),
+    TypeAdapter(list[MonitoringCidr]),
+)
+
+
+def _parsed_rules(raw: dict[str, Any]) -> list[str]:
+    """The private-path and quota rules need parsed sites and paths: when those parse, run them although another
+    field failed (a wrong `listen_port` must not hide a reserved `private_ip` until the next round)."""
+    try:
+        overlay, sites = parse_network(raw.get("overlay_cidr")), _SITES.validate_python(raw.get("sites"))
+        paths = _PATHS.validate_python(raw.get("private_paths", []))
+        monitoring = _MONITORING.validate_python(raw.get("monitoring_cidrs", []))
+    except (ValidationError, ValueError):
+        return []
+    # absent: the default; an invalid value is reported already, so no rule about it again
+    delivery: Literal["user-data", "live"] = "user-data" if raw.get("delivery", "user-data") == "user-data" else "live"
+    cfg = MeshConfig.model_construct(
+        overlay_cidr=overlay, sites=sites, private_paths=paths, monitoring_cidrs=monitoring, delivery=delivery
+    )
+    return underlay.problems(cfg) + quotas.problems(cfg)
 
 
 def summary(cfg: MeshConfig) -> str:
