@@ -1,6 +1,6 @@
 """A hostile review of the keys added since the first one (issue 21 item 6): each rule a cloud enforces (or a
 misroute), both ways: the boundary value accepted, one past it refused with one field-path line. Pure: the config
-model only (no user data rendered, no Pulumi)."""
+model and its limits (user data sizes included), no Pulumi."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from wg_mesh import quotas
 from wg_mesh.config import ConfigError, MeshConfig, load_mesh
 
 AWS = {"name": "aws-use1", "cloud": "aws", "region": "us-east-1", "overlay_ip": "10.200.0.1", "cidrs": ["10.10.0.0/16"]}
@@ -40,13 +41,20 @@ def site(raw: dict[str, Any], i: int, **fields: Any) -> dict[str, Any]:
 
 
 def accepted(raw: dict[str, Any]) -> MeshConfig:
-    return load_mesh(raw, check_limits=False)
+    """Valid, quotas included (wg_mesh.quotas, as load_mesh checks them), without rendering user data (slow)."""
+    cfg = load_mesh(raw, check_limits=False)
+    assert quotas.problems(cfg) == []
+    return cfg
 
 
 def refused(raw: dict[str, Any]) -> list[str]:
-    with pytest.raises(ConfigError) as err:
-        load_mesh(raw, check_limits=False)
-    problems = err.value.problems
+    try:
+        cfg = load_mesh(raw, check_limits=False)
+    except ConfigError as err:
+        problems = err.problems
+    else:
+        problems = ConfigError(quotas.problems(cfg)).problems
+    assert problems
     for line in problems:  # one line each, a field path first
         assert "\n" not in line and re.match(r"^[a-z_]+(\[\d+\])?(\.[a-z_]+(\[\d+\])?)*: ", line), line
     return problems
@@ -254,6 +262,44 @@ def test_every_new_rule_reports_at_once_one_line_each() -> None:
 def test_a_field_error_elsewhere_does_not_hide_the_path_and_quota_rules() -> None:
     raw = site(mesh(listen_port=0), 0, private_ip="10.10.0.2")
     raw["sites"][0]["quotas"] = {"rules_per_security_group": 3}
-    problems = refused(raw)
+    with pytest.raises(ConfigError) as err:
+        load_mesh(raw)  # a field error: nothing rendered, the quotas counted all the same
+    problems = err.value.problems
     assert [p.split(":", 1)[0] for p in problems] == ["listen_port", "sites[0].private_ip", "sites[0]"], problems
     assert "needs 7 inbound rules" in problems[2]
+
+
+def aws_sites(n: int, **fields: Any) -> dict[str, Any]:
+    sites = [{**AWS, "name": f"aws-{k}", "overlay_ip": f"10.200.0.{k + 1}", "cidrs": [f"10.{k}.0.0/16"], **fields}
+             for k in range(n)]  # fmt: skip
+    return {"overlay_cidr": "10.200.0.0/24", "sites": sites}
+
+
+def test_load_mesh_refuses_a_quota_crossing() -> None:
+    load_mesh(aws_sites(5))
+    with pytest.raises(ConfigError, match="needs 6 Elastic IPs"):
+        load_mesh(aws_sites(6))
+
+
+def test_elastic_ips_and_vpcs_per_region_both_ways() -> None:
+    accepted(aws_sites(5))
+    eips, vpcs = refused(aws_sites(6))
+    assert eips.startswith("sites[5]: the mesh needs 6 Elastic IPs in us-east-1 in one account (aws-0, aws-1, ")
+    assert "AWS allows 5 by default per Region (quota L-0263D0A3" in eips
+    assert vpcs.startswith("sites[5]: the mesh needs 6 VPCs in us-east-1") and "L-F678F1CE" in vpcs
+    raised = aws_sites(6)
+    raised["sites"][0]["quotas"] = {"elastic_ips_per_region": 6, "vpcs_per_region": 6}
+    accepted(raised)
+    other_account = aws_sites(6)
+    other_account["sites"][5]["profile"] = "other"  # other credentials: another account's quota
+    accepted(other_account)
+    existing = aws_sites(6)
+    existing["sites"][5].update(EXISTING_AWS)  # no VPC of ours: only the Elastic IPs cross
+    assert [p.split(" in ")[0] for p in refused(existing)] == ["sites[5]: the mesh needs 6 Elastic IPs"]
+
+
+def test_the_benchmarks_chart_past_the_quotas() -> None:
+    """check_limits=False (bench/meshgen.py charts quota use past the defaults) skips the quota rules, nothing else."""
+    load_mesh(quota_mesh(60), check_limits=False)
+    with pytest.raises(ConfigError):
+        load_mesh(site(mesh(), 0, private_ip="10.10.0.1"), check_limits=False)

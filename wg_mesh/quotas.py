@@ -8,7 +8,12 @@ read through a copy fetched 2026-09-26):
   network interface cannot exceed 1,000".
 - "Routes per route table (non-propagated routes)": 500 by default (quota L-93826ACB; it was 50 until AWS raised
   the default), "You can increase this quota up to a maximum of 1,000".
-A raised (or, in an older account, lower) quota is stated per site under `quotas:` (README, "Config reference").
+- "Elastic IP addresses per Region": 5 (quota L-0263D0A3) and "VPCs per Region": 5 (quota L-F678F1CE), per account:
+  every AWS site holds one Elastic IP (an HA pair shares it) and, without an existing network, one VPC. Sites share
+  an account and region when they name the same region and credentials (account_id, profile, assume_role_arn); what
+  else the account holds there counts too, but only the mesh's own can be counted here.
+A raised (or, in an older account, lower) quota is stated per site under `quotas:` (README, "Config reference"; for
+the per-Region quotas, on any site of that account and region).
 
 GCP: the VPC quota page ("Quotas and limits", https://cloud.google.com/vpc/docs/quota) gives static routes per VPC
 network and firewall rules per project as per-project quotas shown in the console, with no documented default to
@@ -29,6 +34,8 @@ if TYPE_CHECKING:
 
 AWS_SG_RULES_DEFAULT, AWS_SG_RULES_CODE = 60, "L-0EA8095F"
 AWS_ROUTES_DEFAULT, AWS_ROUTES_CODE = 500, "L-93826ACB"
+AWS_EIPS_DEFAULT, AWS_EIPS_CODE = 5, "L-0263D0A3"
+AWS_VPCS_DEFAULT, AWS_VPCS_CODE = 5, "L-F678F1CE"
 AWS_QUOTA_MAX = 1000  # both quotas: routes "up to a maximum of 1,000"; rules x security groups per ENI <= 1,000
 
 
@@ -39,6 +46,8 @@ class AwsQuotas(BaseModel):
 
     rules_per_security_group: Annotated[int, Field(ge=1, le=AWS_QUOTA_MAX)] = AWS_SG_RULES_DEFAULT
     routes_per_route_table: Annotated[int, Field(ge=1, le=AWS_QUOTA_MAX)] = AWS_ROUTES_DEFAULT
+    elastic_ips_per_region: Annotated[int, Field(ge=1, le=100_000)] = AWS_EIPS_DEFAULT
+    vpcs_per_region: Annotated[int, Field(ge=1, le=100_000)] = AWS_VPCS_DEFAULT
 
 
 def aws_inbound_rules(cfg: MeshConfig, name: str) -> dict[str, int]:
@@ -64,7 +73,7 @@ def aws_routes_per_table(cfg: MeshConfig, name: str) -> tuple[int, bool]:
 
 
 def problems(cfg: MeshConfig) -> list[str]:
-    out = []
+    out = regional_problems(cfg)
     for i, site in enumerate(cfg.sites):
         quotas = getattr(site, "quotas", None)
         if site.cloud != "aws" or not isinstance(quotas, AwsQuotas):
@@ -89,6 +98,32 @@ def problems(cfg: MeshConfig) -> list[str]:
                 f"{_by_default(allowed, AWS_ROUTES_DEFAULT)} (quota {AWS_ROUTES_CODE}, Amazon VPC quotas): raise it "
                 f"in Service Quotas and set {where}.quotas.routes_per_route_table, or merge remote cidrs"
             )
+    return out
+
+
+def regional_problems(cfg: MeshConfig) -> list[str]:
+    """Elastic IPs and VPCs per Region, per account: the mesh's own, by (region, credentials)."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, site in enumerate(cfg.sites):
+        if site.cloud == "aws":
+            key = tuple(getattr(site, k) for k in ("region", "account_id", "profile", "assume_role_arn"))
+            groups.setdefault(key, []).append(i)
+    out = []
+    for (region, *_), members in groups.items():
+        created = [i for i in members if getattr(cfg.sites[i], "vpc_id", None) is None]
+        for what, used, field, default, code in (
+            ("Elastic IPs", members, "elastic_ips_per_region", AWS_EIPS_DEFAULT, AWS_EIPS_CODE),
+            ("VPCs", created, "vpcs_per_region", AWS_VPCS_DEFAULT, AWS_VPCS_CODE),
+        ):
+            allowed = max(getattr(getattr(cfg.sites[i], "quotas", AwsQuotas()), field) for i in members)
+            if len(used) > allowed:
+                last = f"sites[{used[allowed]}]"
+                names = ", ".join(cfg.sites[i].name for i in used)
+                out.append(
+                    f"{last}: the mesh needs {len(used)} {what} in {region} in one account ({names}); AWS allows "
+                    f"{allowed}{_by_default(allowed, default)} per Region (quota {code}, Amazon VPC quotas): raise it "
+                    f"in Service Quotas and set quotas.{field} on one of these sites"
+                )
     return out
 
 
