@@ -10,6 +10,12 @@ do not depend on the directory; only the instances, firewalls and configs do.
 (wg_mesh.args), validated by the config model before any resource is declared; its class annotations are
 its typed outputs, which Pulumi's schema inference reads (wg_mesh.provider): no `from __future__ import
 annotations` in this module.
+
+The component contract (README, "Use it from your program"): the caller's `providers`/`provider` reach every cloud
+child (wg_mesh.providers; a site's own credentials keys with one is refused); `protect=True` in its opts is `protect:
+true`, protecting the addresses and keys and leaving what must be replaceable alone (instances, gates, routes:
+component.kept, `_site`); child names are unique by construction (wg_mesh.names), and a second Mesh of the program
+whose sites' names meet the first's is refused before it declares anything (`_claim`).
 """
 
 import functools
