@@ -70,10 +70,15 @@ def conflicts(mesh: MeshConfig, packages: set[str]) -> list[str]:
     return problems
 
 
+class ProviderMismatch(pulumi.RunError):
+    """A given provider in another region (GCP: project) than its site's. A RunError (printed without a traceback),
+    and not a ValueError, which the SDK would wrap while serializing the output it fails ("While processing input")."""
+
+
 def _same(site: AwsSite | GcpSite, wanted: Mapping[str, str], values: list[object]) -> str:
     for (what, want), value in zip(wanted.items(), values, strict=True):
         if value is not None and value != want:
-            raise ValueError(
+            raise ProviderMismatch(
                 f"{site.name}: the Mesh's {site.cloud} provider has {what} {value!r}, the site's {what} is {want!r}: "
                 "make them the same (or give the site its own credentials and no provider)"
             )
