@@ -24,6 +24,7 @@ from wg_mesh.awsfacts import ami_architecture
 from wg_mesh.component import Directory
 from wg_mesh.config import AwsSite, MeshConfig
 from wg_mesh.keys import SigningKey
+from wg_mesh.providers import aws_default_tags, given_provider
 from wg_mesh.stamp import python_command
 
 __all__ = ["GATEWAY_TYPE", "SG_DESCRIPTION_CHARS", "AwsGateway", "AwsGatewayArgs", "ami_architecture"]
@@ -47,7 +48,7 @@ class AwsGatewayArgs:
 
 
 class AwsGateway(component.SiteComponent):
-    provider: aws.Provider
+    provider: pulumi.ProviderResource  # the caller's (given to the Mesh) or the site's own
     eip: aws.ec2.Eip
     security_group: aws.ec2.SecurityGroup
     instance: aws.ec2.Instance  # gateway a (the only one unless gateways: 2)
@@ -67,7 +68,8 @@ class AwsGateway(component.SiteComponent):
     def __init__(self, name: str, args: AwsGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GATEWAY_TYPE, name, None, opts)
         mesh, site = args.mesh, args.site
-        self.provider = aws.Provider(
+        # The caller's aws provider when the Mesh was given one (wg_mesh.providers), else the site's own.
+        self.provider = given_provider(self, "aws") or aws.Provider(
             f"{name}-provider",
             region=site.region,
             # Per-site credentials (README, "Credentials"); unset: the environment's, as for every AWS tool.
@@ -78,9 +80,7 @@ class AwsGateway(component.SiteComponent):
                 else None
             ),
             allowed_account_ids=[site.account_id] if site.account_id else None,
-            default_tags=aws.ProviderDefaultTagsArgs(
-                tags={"managed-by": "wg-mesh", aws_iam.SITE_TAG: site.name, aws_iam.STACK_TAG: pulumi.get_stack()}
-            ),
+            default_tags=aws.ProviderDefaultTagsArgs(tags=aws_default_tags(site)),
             # The gateway sets this tag on itself when it is ready; it is not ours to remove.
             ignore_tags=aws.ProviderIgnoreTagsArgs(keys=[readymark.READY_TAG]),
             opts=pulumi.ResourceOptions(parent=self),

@@ -21,10 +21,10 @@ class _Owner:
     """The component the network belongs to: the parent of its invokes, and its provider."""
 
     parent: pulumi.Resource
-    provider: aws.Provider
+    provider: pulumi.ProviderResource
 
 
-def owner(parent: pulumi.Resource, provider: aws.Provider) -> _Owner:
+def owner(parent: pulumi.Resource, provider: pulumi.ProviderResource) -> _Owner:
     return _Owner(parent, provider)
 
 

@@ -94,13 +94,16 @@ def _render_live_user_data(
 
 
 def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
-    """Options for what other environments remember (public addresses, keys): protected when `protect: true`.
+    """Options for what other environments remember (public addresses, keys): protected when `protect: true` or
+    `protect=True` in the Mesh's opts (wg_mesh.mesh gives both the same meaning), else as the parent is.
 
-    Protected resources cannot be deleted, by `pulumi destroy` or by a site that disappeared from the config,
-    until `pulumi state unprotect` (Pulumi docs, "Resource option: protect"). Not retain_on_delete: a
-    deliberate removal must release the address, not leave it allocated and billed outside any state.
+    Protected resources cannot be deleted, by `pulumi destroy`, a replacement, or a site that disappeared from the
+    config, until `pulumi state unprotect` (Pulumi docs, "Resource option: protect"). Not retain_on_delete: a
+    deliberate removal must release the address, not leave it allocated and billed outside any state. Unset (not
+    False) otherwise, so a site component built outside Mesh with protect=True still protects them (Pulumi's
+    inheritance: "The default is to inherit this value from the parent resource").
     """
-    return pulumi.ResourceOptions(protect=mesh.protect)
+    return pulumi.ResourceOptions(protect=True if mesh.protect else None)
 
 
 def fixed_private_ip(mesh: MeshConfig, site: AwsSite | GcpSite) -> str | None:

@@ -21,6 +21,7 @@ from pydantic import (
 
 from wg_mesh import quotas, underlay
 from wg_mesh.messages import EXPECTED, describe, quote
+from wg_mesh.names import name_problems
 from wg_mesh.rules import (
     SiteFacts,
     cross_site_problems,
@@ -93,6 +94,7 @@ class MeshConfig(Strict):
     def _mesh_wide(self) -> MeshConfig:
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
         problems += previous_name_problems([site.__dict__ for site in self.sites])
+        problems += name_problems([site.__dict__ for site in self.sites])  # URNs unique (wg_mesh.names)
         problems += ha_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += kms_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
@@ -224,6 +226,7 @@ def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
         rules = [p for i, site in enumerate(raw_sites) if isinstance(site, dict) for p in site_rule_problems(i, site)]
         problems.extend(p for p in rules if p not in problems)
         renames = previous_name_problems([site if isinstance(site, dict) else {} for site in raw_sites])
+        renames += name_problems([site if isinstance(site, dict) else {} for site in raw_sites])
         problems.extend(p for p in renames if p not in problems)
         sites = [site if isinstance(site, dict) else {} for site in raw_sites]
         ha = ha_delivery_problems(sites, raw.get("delivery", "user-data"))

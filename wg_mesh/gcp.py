@@ -39,6 +39,7 @@ from wg_mesh.gcpfacts import (
     machine_series,
 )
 from wg_mesh.keys import SigningKey
+from wg_mesh.providers import given_provider
 
 __all__ = [  # re-exported from wg_mesh.gcpfacts
     "ARM_MACHINE_FAMILIES",
@@ -109,7 +110,7 @@ class _Network:
 
 
 class GcpGateway(component.SiteComponent):
-    provider: gcp.Provider
+    provider: pulumi.ProviderResource  # the caller's (given to the Mesh) or the site's own
     address: gcp.compute.Address
     instance: gcp.compute.Instance  # gateway a (the only one unless gateways: 2)
     instances: list[gcp.compute.Instance]  # a, then b for gateways: 2
@@ -124,7 +125,8 @@ class GcpGateway(component.SiteComponent):
     def __init__(self, name: str, args: GcpGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GATEWAY_TYPE, name, None, opts)
         mesh, site = args.mesh, args.site
-        self.provider = gcp.Provider(
+        # The caller's gcp provider when the Mesh was given one (wg_mesh.providers), else the site's own.
+        self.provider = given_provider(self, "gcp") or gcp.Provider(
             f"{name}-provider",
             project=site.project,
             region=site.region,

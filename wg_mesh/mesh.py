@@ -10,33 +10,64 @@ do not depend on the directory; only the instances, firewalls and configs do.
 (wg_mesh.args), validated by the config model before any resource is declared; its class annotations are
 its typed outputs, which Pulumi's schema inference reads (wg_mesh.provider): no `from __future__ import
 annotations` in this module.
+
+The component contract (README, "Use it from your program"): the caller's `providers`/`provider` reach every cloud
+child (wg_mesh.providers; a site's own credentials keys with one is refused); `protect=True` in its opts is `protect:
+true`, protecting the addresses and keys and leaving what must be replaceable alone (instances, gates, routes:
+component.kept, `_site`); child names are unique by construction (wg_mesh.names), and a second Mesh of the program
+whose sites' names meet the first's is refused before it declares anything (`_claim`).
 """
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
 import pulumi
+from pulumi.runtime.settings import get_root_resource
 
-from wg_mesh import topology
-from wg_mesh.args import MeshArgs, SiteOutputs, to_config
+from wg_mesh import names, providers, topology
+from wg_mesh.args import MeshArgs, MeshConfigError, SiteOutputs, to_config
 from wg_mesh.aws import AwsGateway, AwsGatewayArgs
 from wg_mesh.component import Directory, SiteComponent, kept, site_options
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, Site
 from wg_mesh.config import StaticSite as StaticSiteConfig
 from wg_mesh.gcp import GcpGateway, GcpGatewayArgs
 from wg_mesh.keys import SigningKey
+from wg_mesh.readymark import READY_TAG
 from wg_mesh.static import StaticSite, StaticSiteArgs
 from wg_mesh.topology import PeerAddress
 
 # The type token is in every user's resource URNs: changing it would replace every resource (tests/test_api.py).
 MESH_TYPE = "wg-mesh:index:Mesh"
+_UNPROTECTED = pulumi.ResourceOptions(protect=False)
+# Per program (its root stack resource): the name prefixes each Mesh's sites claim (wg_mesh.names) -> that Mesh.
+_CLAIMS: weakref.WeakKeyDictionary[pulumi.Resource, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def _claim(mesh_name: str, prefixes: set[str]) -> list[str]:
+    """Two Meshes in one program: refused, one line per name, when their sites' names (or previous names, or an HA
+    standby's prefix) meet; their URNs and their cloud names (wg_mesh.names) would be the same. Claimed on success."""
+    root = get_root_resource()
+    if root is None:
+        return []
+    taken = _CLAIMS.setdefault(root, {})
+    problems = [
+        f"sites: {prefix!r} is also a site's name (or previous name, or HA standby) in Mesh {taken[prefix]!r} of this "
+        "program: the meshes' resources would have the same URNs and cloud names; give their sites different names"
+        for prefix in sorted(prefixes & taken.keys())
+    ]
+    if not problems:
+        taken.update(dict.fromkeys(prefixes, mesh_name))
+    return problems
 
 
 def _site(
     mesh: MeshConfig, site: Site, directory: Directory, signing: SigningKey | None, opts: pulumi.ResourceOptions
 ) -> SiteComponent:
-    opts = pulumi.ResourceOptions.merge(opts, site_options(site))
+    # protect=False: a site's instances, gates, routes and rules must stay replaceable under the Mesh's protect; what
+    # protect is for (addresses, keys) sets it itself (component.kept). README, "Use it from your program".
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions.merge(site_options(site), _UNPROTECTED))
     if isinstance(site, AwsSite):
         return AwsGateway(site.name, AwsGatewayArgs(mesh, site, directory, signing), opts)
     if isinstance(site, GcpSite):
@@ -44,6 +75,16 @@ def _site(
     if isinstance(site, StaticSiteConfig):
         return StaticSite(site.name, StaticSiteArgs(mesh, site, directory, signing), opts)
     raise TypeError(f"unknown site kind {type(site).__name__}")
+
+
+def _with_given(
+    opts: pulumi.ResourceOptions, site: Site, given: dict[str, pulumi.ProviderResource]
+) -> pulumi.ResourceOptions:
+    """An AWS site on the caller's aws provider gets the tags and the ignored ready tag its own provider would set."""
+    if not isinstance(site, AwsSite) or "aws" not in given:
+        return opts
+    tags = providers.aws_site_tags(providers.aws_default_tags(site), [f'tags["{READY_TAG}"]'])
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[tags]))
 
 
 def _directory(private: dict[str, str], addresses: dict[str, Any]) -> dict[str, PeerAddress]:
@@ -91,8 +132,16 @@ class Mesh(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MeshArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         config = to_config(args)  # an invalid mesh stops here, every problem listed, before any resource
+        # The caller's providers reach every child (wg_mesh.providers); with a site's own credentials: refused.
+        if problems := providers.conflicts(config, providers.given_packages(opts)):
+            raise MeshConfigError(problems)
+        if problems := _claim(name, names.claimed([site.__dict__ for site in config.sites])):
+            raise MeshConfigError(problems)
         super().__init__(MESH_TYPE, name, None, opts)
+        if self._protect and not config.protect:  # the Mesh's protect (given or inherited) is `protect: true`
+            config = config.model_copy(update={"protect": True})
         self.config: MeshConfig = config
+        given = {pkg: p for pkg in ("aws", "gcp") if (p := providers.given_provider(self, pkg)) is not None}
         self.tunnel_mtu = pulumi.Output.from_input(topology.tunnel_mtu(config))
 
         publish: Callable[[Directory], None]
@@ -102,13 +151,19 @@ class Mesh(pulumi.ComponentResource):
         # delivery: live: one document signing key for the mesh; every gateway pins its verify key (wg_mesh.keys)
         self.signing_key: SigningKey | None = None
         if config.delivery == "live":
-            # protected with `protect: true`, else as the Mesh is (the caller's protect, inherited from the parent)
-            keep = kept(config) if config.protect else pulumi.ResourceOptions()
-            key_opts = pulumi.ResourceOptions.merge(child, keep)
+            # protected with `protect: true` or the Mesh's protect (component.kept)
+            key_opts = pulumi.ResourceOptions.merge(child, kept(config))
             self.signing_key = SigningKey(f"{name}-signing-key", config.signing_key_epoch, key_opts)
         self.sites: dict[str, SiteComponent] = {
-            site.name: _site(config, site, self.directory, self.signing_key, child) for site in config.sites
+            site.name: _site(config, site, self.directory, self.signing_key, _with_given(child, site, given))
+            for site in config.sites
         }
+        # A given provider in another region (GCP: project) than its sites': the run fails here, in preview too.
+        checks = [
+            providers.checked(given[s.cloud], s)
+            for s in config.sites
+            if isinstance(s, AwsSite | GcpSite) and s.cloud in given
+        ]
         self.aws_gateways = {n: s for n, s in self.sites.items() if isinstance(s, AwsGateway)}
         self.gcp_gateways = {n: s for n, s in self.sites.items() if isinstance(s, GcpGateway)}
         self.static_sites = {n: s for n, s in self.sites.items() if isinstance(s, StaticSite)}
@@ -127,7 +182,8 @@ class Mesh(pulumi.ComponentResource):
             {
                 "public_ips": self.public_ips,
                 "public_keys": self.public_keys,
-                "tunnel_mtu": self.tunnel_mtu,
+                # (with the given providers' checks: a mismatch fails the run when the outputs are registered)
+                "tunnel_mtu": pulumi.Output.all(self.tunnel_mtu, *checks).apply(lambda v: v[0]),
                 "site_outputs": self.site_outputs,
             }
         )
