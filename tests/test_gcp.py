@@ -12,6 +12,7 @@ from wg_mesh import gcp
 from wg_mesh.stackfile import read_raw
 
 GCP_INSTANCE = "gcp:compute/instance:Instance"
+MACHINE_TYPES_CALL = "gcp:compute/getMachineTypes:getMachineTypes"  # the zone check of the machine type
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"
 GCP_PROVIDER = "pulumi:providers:gcp"
 GATEWAY_IP_IN_MOCKS = "10.255.0.3"  # the internal address conftest's mocks give a GCP instance
@@ -229,10 +230,11 @@ def test_no_metadata_ssh_key_works_on_a_gateway_in_either_mode(access: str) -> N
 
 
 def test_toggling_operator_access_does_not_replace_the_gateway() -> None:
-    """Only the user data (read once, at first boot) replaces the instance; access is the firewall rule alone."""
+    """Only the user data (read once, at first boot) and the machine type replace the instance; access is the firewall
+    rule alone."""
     off, on = run_mesh(), run_mesh(operator_access="cloud")
     for run in (off, on):
-        assert run.monitor.replace_on_changes["gcp-euw3-instance"] == ['metadata["user-data"]']
+        assert run.monitor.replace_on_changes["gcp-euw3-instance"] == ['metadata["user-data"]', "machineType"]
     before, after = (r.named(GCP_INSTANCE, "gcp-euw3-instance").inputs for r in (off, on))
     assert before == after
 
@@ -245,7 +247,7 @@ def test_without_a_pin_the_family_is_declared_and_nothing_resolves_it_at_run_tim
     provider's DiskImageDiffSuppress matches it against the instance's resolved image, so a second preview is empty."""
     first, second = run_with(), run_with()
     assert boot_disk(first)["image"] == boot_disk(second)["image"] == "ubuntu-os-cloud/ubuntu-2404-lts-amd64"
-    assert not [c for c in first.mocks.calls if c.token.startswith("gcp:")]
+    assert [c.token for c in first.mocks.calls if c.token.startswith("gcp:")] == [MACHINE_TYPES_CALL]  # no image
 
 
 def test_a_pinned_image_is_used_as_given_and_only_a_new_pin_changes_the_instance() -> None:

@@ -247,3 +247,14 @@ def test_the_programs_gate_command_runs_from_the_project_directory(applied: Prog
         server.server_close()
     assert done.returncode == 0, done.stdout + done.stderr
     assert cloud.vms["gcp-euw3-instance"].nat_ip == STATIC and cloud.vms["old"].nat_ip is None
+
+
+def test_a_machine_type_change_replaces_gcp_gateways_through_the_gate(applied: ProgramRun) -> None:
+    """Issue 21 item 2 (tests/test_program_type_change.py): a new machine type is a ready-gated replacement, and each
+    VM's type was checked against its zone."""
+    from tests.test_program_type_change import gated_replacement
+
+    instance = "gcp:compute/instance:Instance"
+    names = gated_replacement(applied, instance, "machineType", "gcp:compute/route:Route")
+    zones = [c.args["zone"] for c in applied.mocks.calls if c.token == "gcp:compute/getMachineTypes:getMachineTypes"]
+    assert sorted(zones) == sorted(applied.named(instance, name).inputs["zone"] for name in names)

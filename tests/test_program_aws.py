@@ -23,6 +23,7 @@ from tests.test_program import (
     mesh_of,
     site_raw,
 )
+from tests.test_program_type_change import GATE, gated_replacement
 from wg_mesh import awsfacts
 from wg_mesh.config import AwsSite, ConfigError, load_mesh
 from wg_mesh.stackfile import read_raw
@@ -41,6 +42,7 @@ def test_gateway_boots_only_after_its_subnet_reaches_the_internet(applied: Progr
 
 
 SUBNET = "aws:ec2/subnet:Subnet"
+OFFERINGS_CALL = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
 
 
 @pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
@@ -49,7 +51,8 @@ def test_an_unset_aws_zone_is_one_that_offers_the_instance_type_and_is_kept(prev
     site_raw(raw, "aws").pop("zone", None)
     run = run_program(raw, preview=preview)
     assert run.error is None, run.error
-    (call,) = [c for c in run.mocks.calls if c.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"]
+    offerings = [c for c in run.mocks.calls if c.token == OFFERINGS_CALL]
+    (call,) = [c for c in offerings if len(c.args["filters"]) == 1]  # the choice; the others check the subnet's zone
     assert call.args["locationType"] == "availability-zone"
     assert call.args["filters"] == [{"name": "instance-type", "values": ["c6i.2xlarge"]}]
     subnet = run.named(SUBNET, "aws-use1-subnet")
@@ -88,8 +91,13 @@ def test_choose_zone_is_stable_and_explains_an_empty_offer() -> None:
 AMI_CALL = "aws:ec2/getAmi:getAmi"
 
 
+def name_lookups(run: ProgramRun) -> list[Any]:
+    """The AMI lookups by name (Canonical's images); the others are by id (the architecture check, wg_mesh.aws_fit)."""
+    return [c for c in run.mocks.calls if c.token == AMI_CALL and c.args["filters"][0]["name"] == "name"]
+
+
 def ami_names(run: ProgramRun) -> list[str]:
-    return [c.args["filters"][0]["values"][0] for c in run.mocks.calls if c.token == AMI_CALL]
+    return [c.args["filters"][0]["values"][0] for c in name_lookups(run)]
 
 
 @pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
@@ -101,7 +109,7 @@ def test_an_unpinned_image_is_the_newest_at_creation_and_then_kept(preview: bool
     instance = run.named(AWS_INSTANCE, "aws-use1-instance")
     assert run.options(AWS_INSTANCE, "aws-use1-instance").ignore_changes == ("ami",)
     if not preview:
-        (call,) = [c for c in run.mocks.calls if c.token == AMI_CALL]
+        (call,) = name_lookups(run)
         assert call.args["mostRecent"] is True
         assert instance.inputs["ami"].startswith("ami-")
 
@@ -160,7 +168,7 @@ def test_ubuntu_images_come_from_canonicals_account_in_the_sites_partition(regio
     site_raw(raw, "aws")["region"] = region
     run = run_program(raw, preview=True)
     assert run.error is None, run.error
-    assert {tuple(c.args["owners"]) for c in run.mocks.calls if c.token == AMI_CALL} == {(owner,)}
+    assert {tuple(c.args["owners"]) for c in name_lookups(run)} == {(owner,)}
 
 
 def test_isolated_partitions_are_refused_by_validate() -> None:
@@ -407,4 +415,25 @@ def test_a_configured_zone_reaches_the_subnet_by_name_or_id(zone: str, argument:
     (other,) = {"availabilityZone", "availabilityZoneId"} - {argument}
     assert other not in subnet.inputs
     assert run.options(SUBNET, "aws-use1-subnet").ignore_changes == ()  # a chosen zone is yours to change
-    assert not [c for c in run.mocks.calls if c.token.endswith("getInstanceTypeOfferings")]
+    # No zone to choose; the one lookup checks the configured zone offers the type (wg_mesh.aws_fit).
+    (check,) = [c for c in run.mocks.calls if c.token == OFFERINGS_CALL]
+    assert {f["name"]: f["values"] for f in check.args["filters"]}["location"] == [zone]
+    kind = "availability-zone-id" if argument == "availabilityZoneId" else "availability-zone"
+    assert check.args["locationType"] == kind
+
+
+# --- a type change: a ready-gated replacement (issue 21 item 2; tests/test_program_type_change.py) -------------------
+
+
+def test_a_type_change_replaces_aws_gateways_through_the_gate(applied: ProgramRun) -> None:
+    names = gated_replacement(applied, AWS_INSTANCE, "instanceType", AWS_ROUTE)
+    assert names
+    association = "aws:ec2/eipAssociation:EipAssociation"
+    for assoc in applied.of_type(association):  # single gateways: the address moves after the gate
+        assert applied.depends_on(association, assoc.name, GATE, f"{assoc.name.removesuffix('-eip-assoc')}-ready")
+    for name in names:
+        if name.endswith("-b-instance"):  # HA: b is created (or replaced) only once a is ready, one at a time
+            assert applied.depends_on(AWS_INSTANCE, name, GATE, f"{name.removesuffix('-b-instance')}-ready")
+    # Every gateway's type was checked against its subnet's zone (one location-filtered offerings lookup each).
+    checks = [c for c in applied.mocks.calls if c.token == OFFERINGS_CALL and len(c.args["filters"]) == 2]
+    assert len(checks) == len(names)

@@ -108,7 +108,8 @@ def test_a_mesh_change_leaves_every_instance_input_byte_identical(before_after: 
             assert old.inputs["metadata"]["user-data"] == new.inputs["metadata"]["user-data"]
             assert old.inputs["bootDisk"] == new.inputs["bootDisk"]
             assert old.inputs["machineType"] == new.inputs["machineType"]
-            assert before.monitor.replace_on_changes[old.name] == ['metadata["user-data"]']
+            # the peer document (metadata wg-mesh-peers) replaces nothing: only the user data and the type do
+            assert before.monitor.replace_on_changes[old.name] == ['metadata["user-data"]', "machineType"]
         # (dependencies differ: a GCP instance's document names the new sites; dependencies replace nothing)
         old_options, new_options = before.options(old.type, old.name), after.options(new.type, new.name)
         assert (old_options.ignore_changes, old_options.delete_before_replace) == (

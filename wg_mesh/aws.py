@@ -19,7 +19,19 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
-from wg_mesh import aws_ha, aws_iam, aws_live, aws_network, awsfacts, component, ha, readymark, topology, userdata
+from wg_mesh import (
+    aws_fit,
+    aws_ha,
+    aws_iam,
+    aws_live,
+    aws_network,
+    awsfacts,
+    component,
+    ha,
+    readymark,
+    topology,
+    userdata,
+)
 from wg_mesh.awsfacts import ami_architecture
 from wg_mesh.component import Directory
 from wg_mesh.config import AwsSite, MeshConfig
@@ -181,8 +193,12 @@ class AwsGateway(component.SiteComponent):
                 aws_ha.dynamodb_endpoint(name, site, network.vpc_id, network.gateway_table, child)
         self.instances, self.private_ips = [], {}
         subnets = [network.subnet_id, network.standby_subnet_id][: site.gateways]
-        for letter, subnet_id in zip(ha.LETTERS[: site.gateways], subnets, strict=True):
+        configured_zones = [None, None] if site.uses_existing_network else [site.zone, site.standby_zone]
+        invoke = pulumi.InvokeOutputOptions(parent=self, provider=self.provider)
+        for letter, subnet_id, zone in zip(ha.LETTERS[: site.gateways], subnets, configured_zones, strict=False):
             prefix = ha.child_name(name, letter)
+            # The type must be offered in the subnet's zone, else nothing changes (wg_mesh.aws_fit).
+            instance_type = aws_fit.offered_type(site, subnet_id, zone, invoke)
             profile = aws_iam.gateway_profile(
                 prefix,
                 site.region,
@@ -205,17 +221,20 @@ class AwsGateway(component.SiteComponent):
             first_boot += [self.ready] if letter != "a" else []
             fixed = component.fixed_private_ip(mesh, site)
             instance = self._instance(
-                prefix, site, ami, keep_image, subnet_id, user_data, profile, first_boot, child, fixed
+                prefix, site, instance_type, ami, keep_image, subnet_id, user_data, profile, first_boot, child, fixed
             )
+            # The AMI the instance boots (unpinned: the one it keeps) must be of the type's architecture; the gate's
+            # command waits for the check, so a mismatch fails the preview (wg_mesh.aws_fit).
+            image = aws_fit.fitting_image(site, instance.ami, invoke)
             if names is not None:
                 aws_ha.tag_interface(prefix, site, instance, child)
             if letter == "a":
                 self.instance, self.instance_profile, self.user_data = instance, profile, user_data
                 # Traffic moves to a (new) gateway only once it is ready: wg0 up, forwarding on (README,
                 # "Replacements").
-                self.ready = self._readiness_gate(prefix, site, instance, child)
+                self.ready = self._readiness_gate(prefix, site, instance, image, child)
             else:
-                self.standby_ready = self._readiness_gate(prefix, site, instance, child)
+                self.standby_ready = self._readiness_gate(prefix, site, instance, image, child)
             self.instances.append(instance)
             self.private_ips[letter] = instance.private_ip
         self.ami_in_use = self.instance.ami
@@ -255,6 +274,7 @@ class AwsGateway(component.SiteComponent):
         self,
         prefix: str,
         site: AwsSite,
+        instance_type: pulumi.Input[str],
         ami: pulumi.Input[str],
         keep_image: pulumi.ResourceOptions,
         subnet_id: pulumi.Input[str] | None,
@@ -269,7 +289,7 @@ class AwsGateway(component.SiteComponent):
             f"{prefix}-instance",
             iam_instance_profile=profile.name,
             ami=ami,
-            instance_type=site.instance_type,
+            instance_type=instance_type,
             subnet_id=subnet_id,
             private_ip=private_ip,  # fixed on a private path (docs/underlay.md): the address peers there reach
             vpc_security_group_ids=[self.security_group.id],
@@ -293,13 +313,26 @@ class AwsGateway(component.SiteComponent):
                     keep_image,
                     # live: the first boot's `wg-mesh-agent --once` reads the document and the key. A fixed
                     # private address is the old instance's until it is gone (README, "Private paths").
-                    pulumi.ResourceOptions(depends_on=first_boot, delete_before_replace=private_ip is not None),
+                    # A new type is a new instance beside the old one, ready-gated like new user data: the provider
+                    # would stop and start it in place, with no gate ("Updates to this field will trigger a
+                    # stop/start of the EC2 instance": pulumi-aws 7.51.1, ec2.Instance.instance_type; README, "What
+                    # a change does").
+                    pulumi.ResourceOptions(
+                        depends_on=first_boot,
+                        delete_before_replace=private_ip is not None,
+                        replace_on_changes=["instanceType"],
+                    ),
                 ),
             ),
         )
 
     def _readiness_gate(
-        self, name: str, site: AwsSite, instance: aws.ec2.Instance, child: pulumi.ResourceOptions
+        self,
+        name: str,
+        site: AwsSite,
+        instance: aws.ec2.Instance,
+        image: pulumi.Output[str],
+        child: pulumi.ResourceOptions,
     ) -> command.local.Command:
         """Runs `python -m wg_mesh.readygate` on the machine running `pulumi up`, for every new instance."""
         fixed = [f"--region {shlex.quote(site.region)}"]
@@ -307,8 +340,8 @@ class AwsGateway(component.SiteComponent):
         fixed += [f"--role-arn {shlex.quote(site.assume_role_arn)}"] if site.assume_role_arn else []
         return command.local.Command(
             f"{name}-ready",
-            create=instance.id.apply(
-                lambda iid: " ".join([GATE_COMMAND, *fixed, f"--timeout {READY_TIMEOUT_S}", f"--instance-id {iid}"])
+            create=pulumi.Output.all(iid=instance.id, image=image).apply(
+                lambda v: " ".join([GATE_COMMAND, *fixed, f"--timeout {READY_TIMEOUT_S}", f"--instance-id {v['iid']}"])
             ),
             triggers=[instance.id],
             opts=child,

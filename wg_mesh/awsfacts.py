@@ -62,6 +62,44 @@ def choose_zone(instance_type: str, region: str, offered_in: Sequence[str]) -> s
     return sorted(offered_in)[0]
 
 
+# DescribeImages' `Architecture` for Ubuntu's architecture names (EC2 API reference, Image: "i386 | x86_64 | arm64 |
+# x86_64_mac | arm64_mac").
+EC2_ARCHITECTURE = {"amd64": "x86_64", "arm64": "arm64"}
+
+
+def check_offered(instance_type: str, zone: str, offered: Sequence[str]) -> str:
+    """The instance type, if DescribeInstanceTypeOfferings lists it in the gateway subnet's zone; else ValueError.
+
+    EC2 launches (RunInstances, and a stop/start to a new type) only types offered in the subnet's zone, and the subnet
+    does not move: a type missing there fails `up` part-way (EC2 API reference, DescribeInstanceTypeOfferings:
+    "Lists the instance types that are offered for the specified location")."""
+    if zone not in offered:
+        raise ValueError(
+            f"instance type {instance_type} is not offered in {zone}, the zone of the gateway's subnet "
+            f"(aws ec2 describe-instance-type-offerings --location-type availability-zone --filters "
+            f"Name=location,Values={zone}): choose a type offered there; nothing was changed"
+        )
+    return instance_type
+
+
+def check_ami_architecture(instance_type: str, ami: str, architecture: str, pinned: bool) -> str:
+    """The AMI, if built for the instance type's architecture; else ValueError naming the way out.
+
+    Unpinned, the instance keeps the AMI of its creation (`ignore_changes` on `ami`, which Pulumi applies to a
+    replacement too: the engine puts the old input in place of the ignored one, pulumi/pulumi#2657), so a move across
+    architectures needs a pin: an Ubuntu serial names the build of either architecture."""
+    wanted = EC2_ARCHITECTURE[ami_architecture(instance_type)]
+    if architecture == wanted:
+        return ami
+    why = "the pinned image" if pinned else "the image this gateway keeps (the newest when it was created)"
+    found = architecture or "of no known architecture"
+    raise ValueError(
+        f"instance type {instance_type} runs {wanted}, but {why} {ami} is {found}: "
+        "set `image` to an Ubuntu serial such as 20250804 (its build for the type's architecture is looked up) or to "
+        f"an {wanted} AMI id; the type and the image then change in one replacement; nothing was changed"
+    )
+
+
 def ubuntu_ami_name(instance_type: str, serial: str = "*") -> str:
     """The name filter for Ubuntu 24.04 server AMIs of the instance type's architecture: one serial, or all."""
     return UBUNTU_AMI_NAME.format(arch=ami_architecture(instance_type), serial=serial)

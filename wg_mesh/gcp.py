@@ -22,7 +22,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from wg_mesh import component, gcp_ha, gcp_live, ha, live, topology
+from wg_mesh import component, gcp_fit, gcp_ha, gcp_live, ha, live, topology
 from wg_mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
 from wg_mesh.component import Directory
 from wg_mesh.config import GcpSite, MeshConfig
@@ -336,9 +336,13 @@ class GcpGateway(component.SiteComponent):
         private_ip: str | None = None,
     ) -> gcp.compute.Instance:
         """One gateway VM; both of an HA site are alike but for the zone, the account and the `ha` object's letter."""
+        # The machine type must be offered in the VM's zone, else nothing changes (wg_mesh.gcp_fit).
+        machine_type = gcp_fit.offered_machine_type(
+            site, zone, pulumi.InvokeOutputOptions(parent=self, provider=self.provider)
+        )
         return gcp.compute.Instance(
             f"{prefix}-instance",
-            machine_type=site.instance_type,
+            machine_type=machine_type,
             zone=zone,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
@@ -369,8 +373,11 @@ class GcpGateway(component.SiteComponent):
                 child,
                 pulumi.ResourceOptions(
                     # cloud-init reads user-data once, at first boot: a new config needs a new instance, created
-                    # before the old one is deleted (README, "Replacements").
-                    replace_on_changes=[REPLACE_ON],
+                    # before the old one is deleted (README, "Replacements"). So does a new machine type, which the
+                    # provider would otherwise apply by stopping and starting the VM with no gate (pulumi-gcp 10.2.0,
+                    # compute.Instance.machine_type: "If you want to update this value (resize the VM) after initial
+                    # creation, you must set allow_stopping_for_update to true"; README, "What a change does").
+                    replace_on_changes=[REPLACE_ON, "machineType"],
                     # A fixed private address is the old instance's until it is gone (README, "Private paths").
                     delete_before_replace=private_ip is not None,
                     # live: the first boot's `wg-mesh-agent --once` reads the key with the account's binding.

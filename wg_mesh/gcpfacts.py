@@ -5,8 +5,15 @@ Pure (no Pulumi); wg_mesh.gcp re-exports them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from wg_mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite
 
+# Canonical's Ubuntu 24.04 LTS image families in the ubuntu-os-cloud project, one per architecture: an arm64 machine
+# (T2A, C4A) boots only an arm64 image (`gcloud compute images list --project ubuntu-os-cloud`: e.g.
+# ubuntu-2404-noble-arm64-v20260422 in family ubuntu-2404-lts-arm64, ubuntu-2404-noble-amd64-... in
+# ubuntu-2404-lts-amd64). The family follows the machine type, so a move across architectures changes the boot image
+# too, and the boot image forces a new instance: one replacement.
 UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
 ARM_MACHINE_FAMILIES = GCP_ARM_MACHINE_SERIES
 # Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
@@ -51,3 +58,20 @@ def machine_series(machine_type: str) -> str:
 def boot_disk_type(machine_type: str) -> str:
     """pd-balanced where the machine series takes Persistent Disk, hyperdisk-balanced everywhere else."""
     return PD_BOOT_DISK if machine_series(machine_type) in PERSISTENT_DISK_SERIES else HYPERDISK_BOOT_DISK
+
+
+def machine_type_filter(machine_type: str) -> str:
+    """The machineTypes.list filter for one machine type by name (Compute Engine API, machineTypes.list `filter`)."""
+    return f'name = "{machine_type}"'
+
+
+def check_offered(machine_type: str, zone: str, offered: Sequence[str]) -> str:
+    """The machine type, if machineTypes.list in the gateway's zone has it; else ValueError (a VM never leaves its
+    zone, and an instance of a type its zone lacks is refused on creation)."""
+    if machine_type not in offered:
+        raise ValueError(
+            f"machine type {machine_type} is not offered in {zone}, the gateway's zone "
+            f"(gcloud compute machine-types list --zones {zone} --filter 'name={machine_type}'): choose a type offered "
+            "there; nothing was changed"
+        )
+    return machine_type

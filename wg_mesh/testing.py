@@ -97,11 +97,19 @@ class RecordingMocks(pulumi.runtime.Mocks):
     }
 
     newest_ubuntu_serial: ClassVar[str] = "20250101"
+    # Zones (names, AWS zone IDs or GCP zones) that do not offer an instance or machine type: a test sets them.
+    type_gaps: ClassVar[dict[str, frozenset[str]]] = {}
+    # Instance name -> the AMI Pulumi's engine would keep for it (`ignore_changes` on `ami` puts the recorded input in
+    # place of the program's, also in a replacement): what an instance created before a type change boots.
+    kept_amis: ClassVar[dict[str, str]] = {}
+    # AMI ids a test names (pinned by id) -> their DescribeImages architecture; others answer x86_64.
+    ami_architectures: ClassVar[dict[str, str]] = {}
 
     def __init__(self, preview: bool) -> None:
         self.preview = preview
         self.resources: list[Recorded] = []
         self.calls: list[Call] = []
+        self._ami_architectures: dict[str, str] = {}  # AMI ids answered by name -> their architecture
         self._public_ips: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -135,7 +143,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             kind = "role" if typ.endswith("Role") else "instance-profile"
             return {"name": autoname, "arn": f"arn:aws:iam::123456789012:{kind}/{autoname}"}
         if typ == "aws:ec2/instance:Instance":
-            return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10"}
+            kept = {"ami": self.kept_amis[name]} if name in self.kept_amis else {}
+            return {"primaryNetworkInterfaceId": _hex_id("eni", name), "privateIp": "10.255.0.10", **kept}
         if typ == "gcp:compute/address:Address":
             autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
             link = self._self_link("regions", "addresses", autoname)
@@ -210,24 +219,43 @@ class RecordingMocks(pulumi.runtime.Mocks):
         with self._lock:
             self.calls.append(Call(args.token, plain, args.provider or ""))
         if args.token == "aws:ec2/getAmi:getAmi":
-            pattern = plain["filters"][0]["values"][0]
-            arch = "arm64" if "-arm64-" in pattern else "x86_64"
+            (what,) = plain["filters"][0]["values"]
+            if plain["filters"][0]["name"] == "image-id":  # an AMI by id: Canonical's from a name lookup, or a test's
+                arch = self.ami_architectures.get(what) or self._ami_architectures.get(what, "x86_64")
+                return {"id": what, "architecture": arch, "name": f"image {what}"}, []
+            arch = "arm64" if "-arm64-" in what else "x86_64"
             # The newest image for a wildcard is NEWEST_UBUNTU_SERIAL's: a test can publish a newer one.
-            name = pattern.replace("*", self.newest_ubuntu_serial)
+            name = what.replace("*", self.newest_ubuntu_serial)
+            with self._lock:
+                self._ami_architectures[_hex_id("ami", name)] = arch
             return {"id": _hex_id("ami", name), "architecture": arch, "name": name}, []
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            # A subnet of this run (its zone as created), else a given one: in the region's "b" zone.
+            subnets = [r for r in self.resources if r.id == plain["id"]]
+            zone = subnets[0].inputs.get("availabilityZone") if subnets else None
+            zone = zone or f"{plain['region']}b"
+            return {"id": plain["id"], "availabilityZone": zone, "vpcId": "vpc-given"}, []
         if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             # Zones listed out of order and without the "a" zone, so a choice by sorting is visible;
-            # NOT_OFFERED_TYPE is offered nowhere.
-            (wanted,) = [f["values"] for f in plain["filters"] if f["name"] == "instance-type"]
+            # NOT_OFFERED_TYPE is offered nowhere. Asked for a location: offered there, but for a test's type_gaps.
+            filters = {f["name"]: f["values"] for f in plain["filters"]}
+            (wanted,) = filters["instance-type"]
             region = plain["region"]
-            zones = [] if wanted == [NOT_OFFERED_TYPE] else [f"{region}c", f"{region}b"]
-            return {
-                "locations": zones,
-                "locationTypes": ["availability-zone"] * len(zones),
-                "instanceTypes": wanted,
-            }, []
+            zones = [] if wanted == NOT_OFFERED_TYPE else filters.get("location", [f"{region}c", f"{region}b"])
+            zones = [z for z in zones if z not in self.type_gaps.get(wanted, frozenset())]
+            kinds = [plain["locationType"]] * len(zones)
+            return {"locations": zones, "locationTypes": kinds, "instanceTypes": [wanted] * len(zones)}, []
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/mock", "userId": "AIDAMOCK"}, []
+        if args.token == "gcp:compute/getMachineTypes:getMachineTypes":
+            # One machine type by name (`name = "n2-standard-8"`), offered in every zone but a test's type_gaps.
+            wanted = plain["filter"].split("=", 1)[1].strip().strip('"')
+            offered = wanted != NOT_OFFERED_TYPE and plain["zone"] not in self.type_gaps.get(wanted, frozenset())
+            link = self._self_link("zones", "machineTypes", wanted)
+            found = {"name": wanted, "selfLink": link, "guestCpus": 8, "memoryMb": 32768, "isSharedCpus": False}
+            found |= {"accelerators": [], "bundledLocalSsds": [], "deprecateds": [], "description": wanted}
+            found |= {"architecture": "", "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": 263168}
+            return {"machineTypes": [found] if offered else [], "zone": plain["zone"], "id": "mock"}, []
         if args.token == "gcp:compute/getZones:getZones":
             region = plain["region"]
             return {"names": [f"{region}-c", f"{region}-a", f"{region}-b"], "project": plain.get("project")}, []
