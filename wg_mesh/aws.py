@@ -78,7 +78,7 @@ class AwsGateway(component.SiteComponent):
             ),
             allowed_account_ids=[site.account_id] if site.account_id else None,
             default_tags=aws.ProviderDefaultTagsArgs(
-                tags={"managed-by": "wg-mesh", aws_iam.SITE_TAG: site.name, aws_iam.STACK_TAG: pulumi.get_stack()}
+                tags={"managed-by": "wg-mesh", **aws_iam.site_tags(site.name, pulumi.get_project(), pulumi.get_stack())}
             ),
             # The gateway sets this tag on itself when it is ready; it is not ours to remove.
             ignore_tags=aws.ProviderIgnoreTagsArgs(keys=[readymark.READY_TAG]),
@@ -174,10 +174,15 @@ class AwsGateway(component.SiteComponent):
         self.lease_table = None
         ha_policy: pulumi.Output[str] | None = None
         if names is not None:
+            created = network.gateway_table is not None  # wg-mesh's own network: its tables carry our tags
             self.lease_table = aws_ha.lease_table(name, names.lease_table, child)
-            ha_policy = aws_ha.policy(site, names.lease_table, self.eip.allocation_id, network.route_table_ids, child)
+            ha_policy = aws_ha.policy(
+                site, names.lease_table, self.eip.allocation_id, network.route_table_ids, child, created
+            )
             if network.gateway_table is not None:
                 aws_ha.dynamodb_endpoint(name, site, network.vpc_id, network.gateway_table, child)
+                subnet_ids = [network.subnet_id, network.standby_subnet_id]
+                aws_ha.ec2_endpoint(name, site, network.vpc_id, [i for i in subnet_ids if i is not None], child)
         self.instances, self.private_ips = [], {}
         subnets = [network.subnet_id, network.standby_subnet_id][: site.gateways]
         for letter, subnet_id in zip(ha.LETTERS[: site.gateways], subnets, strict=True):
