@@ -295,3 +295,14 @@ def test_route_writes_only_for_the_sites_remote_ranges() -> None:
         assert table["192.168.77.0/24"]["NetworkInterfaceId"] == "eni-user"
         assert table[own]["NetworkInterfaceId"] == ENI["a"]
         assert "NetworkInterfaceId" not in table["172.31.0.0/16"]
+
+
+def test_the_route_bench_section_renders_from_its_json() -> None:
+    import json
+    from pathlib import Path
+
+    from bench.ha_routes import section
+
+    data = json.loads((Path(__file__).parent.parent / "docs" / "bench" / "ha_routes.json").read_text())
+    text = section(data)
+    assert "| throttled | **current / baseline** |" in text and f"{data['routes']} ReplaceRoutes" in text
