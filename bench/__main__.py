@@ -9,6 +9,7 @@
     sudo python -m bench underlay           a jumbo private path next to an internet path (examples/underlay)
     sudo python -m bench underlay --fallback  the private path cut and restored: the switch to the public
                                             endpoints and back (agents' pmtu_seconds 5 for the run)
+    python -m bench ha_routes               an AWS failover's 256 route moves against moto (no root)
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -126,6 +127,12 @@ def cmd_rotation(args: argparse.Namespace) -> None:
     write_json(args.out, "rotation", data)
 
 
+def cmd_ha_routes(args: argparse.Namespace) -> None:
+    from bench.ha_routes import run_ha_routes
+
+    write_json(args.out, "ha_routes", run_ha_routes(1 if args.quick else 3, log))
+
+
 def cmd_environment(args: argparse.Namespace) -> None:
     from bench import environment
 
@@ -170,6 +177,7 @@ COMMANDS = {
     "underlay": cmd_underlay,
     "underlay-fallback": cmd_underlay_fallback,
     "rotation": cmd_rotation,
+    "ha_routes": cmd_ha_routes,
     "doc": cmd_doc,
 }
 

@@ -39,6 +39,7 @@ SECTIONS = (
     "hafailover-gcp",
     "underlay",
     "underlay-fallback",
+    "ha_routes",
 )
 PATH_LABELS = {
     "underlay": "underlay (gateway → gateway, no tunnel, through the 1:1 NAT)",
@@ -920,6 +921,10 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         from bench.fallback import section as section_fallback
 
         parts.append(section_fallback(data["underlay-fallback"]))
+    if "ha_routes" in data:
+        from bench.ha_routes import section as section_ha_routes
+
+        parts.append(section_ha_routes(data["ha_routes"]))
     return "\n".join(parts)
 
 

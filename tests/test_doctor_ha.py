@@ -76,3 +76,17 @@ def test_a_standbys_handshake_failures_are_skips() -> None:
     assert [c.status for c in doctor_ha.standby_peer_checks(checks, standby)] == [SKIP, SKIP, FAIL]
     active = FakeHost({}, {**CONFIG, doctor_ha.HA_METRICS: prom(1, 1)})
     assert doctor_ha.standby_peer_checks(checks, active) == checks
+
+
+def test_aws_api_path_private_dns_or_a_warning() -> None:
+    getent = "getent ahostsv4 ec2.us-east-1.amazonaws.com"
+    private = CommandResult(0, "10.10.0.37      STREAM ec2.us-east-1.amazonaws.com\n10.10.1.9       STREAM\n")
+    public = CommandResult(0, "52.94.236.248   STREAM ec2.us-east-1.amazonaws.com\n")
+    (ok,) = doctor_ha.api_path_checks(FakeHost({getent: private}, CONFIG))
+    assert ok.status == OK and "10.10.0.37, 10.10.1.9" in ok.detail
+    (warn,) = doctor_ha.api_path_checks(FakeHost({getent: public}, CONFIG))
+    assert warn.status == WARN and "EC2 interface endpoint" in warn.hint
+    (unresolved,) = doctor_ha.api_path_checks(FakeHost({getent: CommandResult(2, "", "")}, CONFIG))
+    assert unresolved.status == WARN
+    gcp = {doctor_agent.AGENT_CONFIG: json.dumps({"site": "s", "ha": {**AWS, "cloud": "gcp"}})}
+    assert doctor_ha.api_path_checks(FakeHost({}, gcp)) == []

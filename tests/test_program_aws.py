@@ -359,7 +359,7 @@ def test_iam_arns_and_principals_follow_the_partition(region: str, partition: st
     (attachment,) = run.of_type(IAM_ATTACH)
     assert attachment.inputs["policyArn"] == f"arn:{partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
     policy = json.loads(run.named(IAM_POLICY, "aws-use1-ready").inputs["policy"])
-    assert policy["Statement"][0]["Resource"] == f"arn:{partition}:ec2:{region}:*:instance/*"
+    assert policy["Statement"][0]["Resource"] == f"arn:{partition}:ec2:{region}:123456789012:instance/*"
 
 
 def test_a_gateway_may_only_mark_its_own_sites_instances_ready() -> None:
@@ -371,6 +371,7 @@ def test_a_gateway_may_only_mark_its_own_sites_instances_ready() -> None:
         "StringEquals": {
             "ec2:ResourceTag/wg-mesh-site": "aws-use1",
             "ec2:ResourceTag/wg-mesh-stack": "dev",
+            "ec2:ResourceTag/wg-mesh-project": "wg-mesh",
             "aws:RequestTag/wg-mesh:ready": "true",
         },
         "ForAllValues:StringEquals": {"aws:TagKeys": ["wg-mesh:ready"]},
@@ -381,6 +382,7 @@ def test_a_gateway_may_only_mark_its_own_sites_instances_ready() -> None:
         "managed-by": "wg-mesh",
         "wg-mesh-site": "aws-use1",
         "wg-mesh-stack": "dev",
+        "wg-mesh-project": "wg-mesh",
     }
     assert json.loads(provider["ignoreTags"]) == {"keys": ["wg-mesh:ready"]}
 

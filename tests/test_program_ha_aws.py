@@ -97,7 +97,7 @@ def test_aws_lease_table_and_dynamodb_endpoint(applied: ProgramRun) -> None:
     assert table.inputs["name"] == ha.ha_names("wg-mesh", STACK, aws.name).lease_table
     assert table.inputs["billingMode"] == "PAY_PER_REQUEST"
     assert table.inputs["hashKey"] == "site" and table.inputs["attributes"] == [{"name": "site", "type": "S"}]
-    (endpoint,) = applied.of_type(ENDPOINT)
+    endpoint = applied.named(ENDPOINT, f"{aws.name}-dynamodb")
     rtb = applied.named("aws:ec2/routeTable:RouteTable", f"{aws.name}-rt")
     assert endpoint.inputs["serviceName"] == "com.amazonaws.us-east-1.dynamodb"
     assert endpoint.inputs["vpcEndpointType"] == "Gateway"
@@ -123,12 +123,26 @@ def test_aws_ha_policy_names_exactly_the_sites_resources(applied: ProgramRun) ->
             "Action": "ec2:AssociateAddress",
             "Resource": [f"{ec2}:elastic-ip/{eip}", f"{ec2}:instance/*", f"{ec2}:network-interface/*"],
             "Condition": {
-                "StringEquals": {"aws:ResourceTag/wg-mesh-site": aws.name, "aws:ResourceTag/wg-mesh-stack": STACK},
+                "StringEquals": {
+                    "aws:ResourceTag/wg-mesh-site": aws.name,
+                    "aws:ResourceTag/wg-mesh-stack": STACK,
+                    "aws:ResourceTag/wg-mesh-project": "wg-mesh",
+                },
                 "Null": {"ec2:SourceInstanceARN": "false"},
             },
         }
         assert statements["MoveSiteRoutes"]["Action"] == "ec2:ReplaceRoute"
         assert statements["MoveSiteRoutes"]["Resource"] == [f"{ec2}:route-table/{rtb}"]
+        # a table wg-mesh created carries the provider's default tags: IAM checks them too (ec2:ResourceTag on
+        # route-table, Service Authorization Reference); only from an instance's credentials
+        assert statements["MoveSiteRoutes"]["Condition"] == {
+            "StringEquals": {
+                "ec2:ResourceTag/wg-mesh-site": aws.name,
+                "ec2:ResourceTag/wg-mesh-stack": STACK,
+                "ec2:ResourceTag/wg-mesh-project": "wg-mesh",
+            },
+            "Null": {"ec2:SourceInstanceARN": "false"},
+        }
         read = statements["ReadAddressAndRoutes"]
         assert read["Action"] == ["ec2:DescribeAddresses", "ec2:DescribeRouteTables"] and read["Resource"] == "*"
         assert read["Condition"] == {"StringEquals": {"ec2:Region": "us-east-1"}}
@@ -149,7 +163,7 @@ def test_aws_enis_carry_the_tags_the_policy_checks(applied: ProgramRun) -> None:
             for t in applied.of_type(EC2_TAG)
             if t.name.startswith(f"{aws.name}{suffix}-eni-")
         }
-        assert tags == {"wg-mesh-site": aws.name, "wg-mesh-stack": STACK}
+        assert tags == {"wg-mesh-site": aws.name, "wg-mesh-stack": STACK, "wg-mesh-project": "wg-mesh"}
         assert all(
             t.inputs["resourceId"] == eni
             for t in applied.of_type(EC2_TAG)
@@ -174,6 +188,7 @@ def test_aws_in_an_existing_network_uses_the_given_subnets_and_tables() -> None:
     (routes,) = [s for s in policy["Statement"] if s["Sid"] == "MoveSiteRoutes"]
     ec2 = "arn:aws:ec2:us-east-1:123456789012"
     assert routes["Resource"] == [f"{ec2}:route-table/rtb-0a1b2c3d", f"{ec2}:route-table/rtb-0a1b2c3e"]
+    assert routes["Condition"] == {"Null": {"ec2:SourceInstanceARN": "false"}}  # the user's tables: no tag of ours
     assert agent_json(user_data_input(b))["ha"]["route_table_ids"] == ["rtb-0a1b2c3d", "rtb-0a1b2c3e"]
 
 
@@ -190,3 +205,33 @@ def test_aws_standby_zone_written_or_chosen_apart_from_a() -> None:
     assert subnet_b.inputs["availabilityZoneId"] == "use1-az4" and "availabilityZone" not in subnet_b.inputs
     with pytest.raises(ValueError, match="set standby_zone"):
         ha.other_zone("c6i.2xlarge", "us-east-1", "us-east-1b", ["us-east-1b"])
+
+
+def test_aws_ec2_endpoint_keeps_the_demoted_gateways_api_path(applied: ProgramRun) -> None:
+    """docs/ha.md 5.5: an EC2 interface endpoint with private DNS in both gateway subnets, HTTPS from them only."""
+    aws, _ = sites(applied)
+    endpoint = applied.named(ENDPOINT, f"{aws.name}-ec2")
+    subnets = [applied.named(SUBNET, f"{aws.name}{s}-subnet").id for s in ("", "-b")]
+    assert endpoint.inputs["serviceName"] == "com.amazonaws.us-east-1.ec2"
+    assert endpoint.inputs["vpcEndpointType"] == "Interface" and endpoint.inputs["privateDnsEnabled"] is True
+    assert endpoint.inputs["subnetIds"] == subnets  # one network interface per gateway zone
+    group = applied.named("aws:ec2/securityGroup:SecurityGroup", f"{aws.name}-ec2-endpoint")
+    assert endpoint.inputs["securityGroupIds"] == [group.id]
+    (rule,) = group.inputs["ingress"]
+    assert (rule["protocol"], rule["fromPort"], rule["toPort"]) == ("tcp", 443, 443)
+    assert rule["cidrBlocks"] == ["10.10.0.0/24", "10.10.1.0/24"]
+    assert not group.inputs.get("egress")
+
+
+def test_aws_ready_tag_is_scoped_to_account_project_stack_and_site(applied: ProgramRun) -> None:
+    aws, _ = sites(applied)
+    for suffix in ("", "-b"):
+        (statement,) = json.loads(applied.named(ROLE_POLICY, f"{aws.name}{suffix}-ready").inputs["policy"])["Statement"]
+        assert statement["Resource"] == "arn:aws:ec2:us-east-1:123456789012:instance/*"  # this account's only
+        assert statement["Condition"]["StringEquals"] == {
+            "ec2:ResourceTag/wg-mesh-project": "wg-mesh",
+            "ec2:ResourceTag/wg-mesh-stack": STACK,
+            "ec2:ResourceTag/wg-mesh-site": aws.name,
+            "aws:RequestTag/wg-mesh:ready": "true",
+        }
+        assert statement["Condition"]["Null"] == {"ec2:SourceInstanceARN": "false"}

@@ -187,10 +187,15 @@ class AwsGateway(component.SiteComponent):
         self.lease_table = None
         ha_policy: pulumi.Output[str] | None = None
         if names is not None:
+            created = network.gateway_table is not None  # wg-mesh's own network: its tables carry our tags
             self.lease_table = aws_ha.lease_table(name, names.lease_table, child)
-            ha_policy = aws_ha.policy(site, names.lease_table, self.eip.allocation_id, network.route_table_ids, child)
+            ha_policy = aws_ha.policy(
+                site, names.lease_table, self.eip.allocation_id, network.route_table_ids, child, created
+            )
             if network.gateway_table is not None:
                 aws_ha.dynamodb_endpoint(name, site, network.vpc_id, network.gateway_table, child)
+                subnet_ids = [network.subnet_id, network.standby_subnet_id]
+                aws_ha.ec2_endpoint(name, site, network.vpc_id, [i for i in subnet_ids if i is not None], child)
         self.instances, self.private_ips = [], {}
         subnets = [network.subnet_id, network.standby_subnet_id][: site.gateways]
         configured_zones = [None, None] if site.uses_existing_network else [site.zone, site.standby_zone]

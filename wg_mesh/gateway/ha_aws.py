@@ -2,7 +2,8 @@
 
 Ubuntu's python3-botocore, as wg_mesh.gateway.source_aws: credentials from botocore's default chain (the instance role
 through IMDSv2), endpoint override AWS_ENDPOINT_URL (the lab and the tests: moto in server mode). Short timeouts and
-no retries: the controller samples every 0.5 s and a slow answer is "unreachable" for that tick, never "lost".
+no botocore retries (`NO_RETRY`): the controller samples every 0.5 s and a slow answer is "unreachable" for that
+tick, never "lost"; the only retries are the route mover's, each within the lease's write window.
 
 - Lease item `{site: S, holder: S, epoch: N, counter: N}` in `lease_table` (hash key `site`), read with
   `GetItem(ConsistentRead=True)` and written only with conditional writes (`ConditionExpression`; a failed
@@ -12,8 +13,9 @@ no retries: the controller samples every 0.5 s and a slow answer is "unreachable
   AllocationId, NetworkInterfaceId, AllowReassociation=True)` moves it in one call, only when another (or no)
   interface holds it (AWS may charge a remap to the same instance; moto refuses reassociation unless asked) [1].
 - Routes: `DescribeRouteTables(RouteTableIds)`, then `ReplaceRoute(RouteTableId, DestinationCidrBlock,
-  NetworkInterfaceId)` for every route of a remote range whose target is another interface [2][3]; in parallel,
-  at most `PARALLEL` calls in flight (EC2 throttles per account and Region with token buckets [5]). IAM has no
+  NetworkInterfaceId)` for every route of a remote range whose target is another interface [2][3]: `move_routes`,
+  at most `PARALLEL` calls in flight, backoff with full jitter on RequestLimitExceeded and a deadline (EC2 throttles
+  per account and Region with token buckets [5]: docs/ha.md 5.6). IAM has no
   condition key on a route's destination, so this code is the only guard: a destination is written only when
   `unsafe_destination` (wg_mesh.gateway.trust, against agent.json's trust) finds nothing, checked again right
   before each ReplaceRoute, and only over a route whose target is an interface or instance (the other gateway's)
@@ -28,15 +30,26 @@ no retries: the controller samples every 0.5 s and a slow answer is "unreachable
 from __future__ import annotations
 
 import os
+import random
+import threading
+import time
 import urllib.request
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .ha import NONE, Lease
 from .trust import Trust, unsafe_destination
 
 PARALLEL = 8
+# One attempt per call, in every botocore retry mode: `max_attempts` counts *retries* ("setting this value to 2 will
+# result in the request being retried at most two times after the initial request"), `total_max_attempts` counts
+# the initial request too ("a value of 1 indicates that no requests will be retried") and takes precedence (botocore
+# Config docstring, botocore/config.py; client.py maps it onto the legacy handler as max_attempts - 1). A retry
+# botocore made on its own could land after the write window closed, after the standby's takeover: the only
+# retries are ours (`move_routes`), each asking the window first.
+NO_RETRY = {"mode": "standard", "total_max_attempts": 1}
 METADATA_URL = "http://169.254.169.254/"
 IMDS_TIMEOUT_S = 2.0
 CONFLICT = "ConditionalCheckFailedException"
@@ -85,6 +98,103 @@ def _error_code(exc: Exception) -> str:
     return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
 
 
+class Throttled(Exception):
+    """EC2 refused a call for the request rate (its token bucket is empty): wait, then send it again."""
+
+
+# EC2's throttling answer is RequestLimitExceeded ("Request throttling for the Amazon EC2 API":
+# https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html); the others are the throttling codes
+# botocore's standard retry mode treats alike (botocore/retries/standard.py, ThrottledRetryableChecker).
+THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled"})
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How a route move paces itself against EC2's per-account, per-Region token buckets (a bucket refills at a fixed
+    rate; an empty one answers RequestLimitExceeded [5]). EC2 has no batch form of ReplaceRoute (one table, one
+    destination per call [2]), so a move is `parallel` calls in flight at most; after a throttled answer every worker
+    waits until a shared resume time, pushed out by a "full jitter" delay, uniform in [0, min(cap_s, base_s * 2**n)]
+    with n the throttled answers so far less the successful ones (AWS Architecture Blog, "Exponential Backoff And
+    Jitter", https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/), and the throttled route goes
+    back in the queue; nothing is sent `deadline_s` after the start (what is left waits for the next reconcile)."""
+
+    parallel: int = PARALLEL
+    base_s: float = 0.05
+    cap_s: float = 2.0
+    deadline_s: float = 10.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    jitter: Callable[[], float] = random.random  # uniform in [0, 1)
+
+
+PACE = Pace()
+Target = tuple[str, str]  # (route table id, destination CIDR)
+
+
+@dataclass(frozen=True)
+class Moves:
+    moved: list[Target]
+    left: list[Target]
+    errors: list[str]
+    stopped: str  # "", "window" (the lease's write window closed: nothing to report) or "deadline"
+
+
+def move_routes(
+    replace: Callable[[str, str], None],
+    targets: Sequence[Target],
+    may_write: Callable[[], bool],
+    pace: Pace = PACE,
+) -> Moves:
+    """Every target through `replace(table, cidr)` with bounded concurrency, backoff with jitter on Throttled and a
+    deadline; `may_write()` is asked right before each call (a retry too: the lease's write window). Returns (moved,
+    left: not sent, `stopped` says why: "window" or "deadline"; errors: other failures, not retried here)."""
+    lock = threading.Lock()
+    queue, moved, errors = deque(targets), list[Target](), list[str]()
+    state = {"throttled": 0, "resume": pace.clock()}
+    end = state["resume"] + pace.deadline_s
+    stop = threading.Event()
+    stopped: list[str] = []
+
+    def work() -> None:
+        while not stop.is_set():
+            with lock:
+                if not queue:
+                    return
+                target = queue.popleft()
+                wait = state["resume"] - pace.clock()
+            if wait > 0:
+                pace.sleep(wait)
+            why = "deadline" if pace.clock() >= end else "" if may_write() else "window"
+            if why:
+                with lock:
+                    queue.appendleft(target)
+                    stopped.append(why)
+                stop.set()
+                return
+            try:
+                replace(*target)
+            except Throttled:
+                with lock:
+                    state["throttled"] += 1
+                    ceiling = min(pace.cap_s, pace.base_s * 2 ** min(int(state["throttled"]), 30))
+                    state["resume"] = max(state["resume"], pace.clock() + pace.jitter() * ceiling)
+                    queue.append(target)
+            except Exception as exc:
+                with lock:
+                    errors.append(f"{target[1]} in {target[0]}: {exc}")
+            else:
+                with lock:
+                    moved.append(target)
+                    state["throttled"] = max(0, state["throttled"] - 1)  # an answer: the bucket has tokens again
+
+    workers = [threading.Thread(target=work, daemon=True) for _ in range(min(pace.parallel, len(targets)))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return Moves(moved, list(queue), errors, stopped[0] if stopped else "")
+
+
 class AwsHa:
     """One gateway's calls. `eni`: its own primary interface (own_interface())."""
 
@@ -99,18 +209,20 @@ class AwsHa:
         eni: str,
         *,
         trust: Trust,
+        pace: Pace = PACE,
     ) -> None:
         self.region, self.table, self.site, self.me, self.trust = region, table, site, me, trust
         self.allocation_id, self.route_tables, self.eni = allocation_id, tuple(route_tables), eni
         self.endpoint = os.environ.get("AWS_ENDPOINT_URL") or None  # as source_aws (bookworm's botocore 1.29)
         self._clients: dict[str, Any] = {}
+        self.pace = pace
 
     def _client(self, service: str) -> Any:
         if service not in self._clients:
             import botocore.config
             import botocore.session
 
-            config = botocore.config.Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1})
+            config = botocore.config.Config(connect_timeout=1, read_timeout=2, retries=NO_RETRY)
             self._clients[service] = botocore.session.get_session().create_client(
                 service, region_name=self.region, endpoint_url=self.endpoint, config=config
             )
@@ -242,23 +354,25 @@ class AwsHa:
             self.take_address()
             changed.append(f"address {self.allocation_id}")
         wrong = self.wrong_routes(ranges) if self.route_tables else []
-
-        def replace(target: tuple[str, str]) -> str:
-            if not may_write():
-                return ""  # the window closed meanwhile: the next renewal reopens it, the next reconcile retries
-            table, cidr = target
-            if unsafe_destination(cidr, self.trust) is not None:
-                return ""  # never reached (wrong_routes filters); the last check before the write, all the same
-            self._call(
-                "ec2", "replace_route", RouteTableId=table, DestinationCidrBlock=cidr, NetworkInterfaceId=self.eni
-            )
-            return f"route {cidr} in {table}"
-
         if wrong:
-            with ThreadPoolExecutor(max_workers=min(PARALLEL, len(wrong))) as pool:
-                results = [pool.submit(replace, target) for target in wrong]
-            errors = [r.exception() for r in results if r.exception() is not None]
-            changed += [r.result() for r in results if r.exception() is None and r.result()]
-            if errors:
-                raise Unreachable(f"{len(errors)} of {len(wrong)} ReplaceRoute failed: {errors[0]}")
+            # the window closed meanwhile: the next renewal reopens it, the next reconcile moves the rest
+            moves = move_routes(self._replace_route, wrong, may_write, self.pace)
+            changed += [f"route {cidr} in {table}" for table, cidr in moves.moved]
+            failed = len(moves.errors) + (len(moves.left) if moves.stopped == "deadline" else 0)
+            if failed:
+                why = moves.errors[0] if moves.errors else f"throttled past the {self.pace.deadline_s:g} s deadline"
+                raise Unreachable(f"{failed} of {len(wrong)} ReplaceRoute failed: {why}")
         return changed
+
+    def _replace_route(self, table: str, cidr: str) -> None:
+        """One ReplaceRoute towards our interface; Throttled when EC2 refused it for the request rate."""
+        problem = unsafe_destination(cidr, self.trust)
+        if problem is not None:  # never reached (wrong_routes filters); the last check before the write, all the same
+            raise Unreachable(f"route refused: {problem}")
+        ec2 = self._client("ec2")
+        try:
+            ec2.replace_route(RouteTableId=table, DestinationCidrBlock=cidr, NetworkInterfaceId=self.eni)
+        except Exception as exc:
+            if _error_code(exc) in THROTTLED:
+                raise Throttled(_error_code(exc)) from None
+            raise Unreachable(f"ec2 replace_route: {exc.__class__.__name__}: {exc}") from None
