@@ -24,7 +24,8 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
 A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's address holders: at no sample may
 two gateways report the active role, nor two ENIs / VMs hold the address. Per step: the longest ping gap (the
 outage), pings lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when
-the address moved).
+the address moved), and how often the address and each route moved (`count_moves`): at most once in a failover
+step, never in the others (no flapping, issue 21).
 """
 
 from __future__ import annotations
@@ -266,6 +267,7 @@ class HaDrill:
         self.flowing()
         time.sleep(SETTLE_S)
         end = time.time()
+        extra["address_moves"], extra["route_moves"] = count_moves(list(self.cloud.events), self.site, start, end)
         moves = [e for e in self.cloud.events if e.get("site") == self.site and start <= e.get("t", 0) <= end]
         eip_moved = next((round(e["t"] - start, 2) for e in moves if e.get("holder") not in (None, before)), None)
         routes_moved = next((round(e["t"] - start, 2) for e in moves
@@ -321,6 +323,28 @@ class HaDrill:
             os.kill(proc.pid, signal.SIGTERM)
 
 
+def count_moves(events: list[dict[str, Any]], site: str, start: float, end: float) -> tuple[int, int]:
+    """(address moves, route moves) of `site` within [start, end] from the cloud model's change lines: how often the
+    address went to another gateway than the last one that held it, and the most times any one route did (a route
+    table seen half moved is one move; GCP's delete-then-add of the access config, holder a -> none -> b, is one).
+    A fight between two gateways shows as many; a handover as one (issue 21)."""
+    mine = sorted((e for e in events if e.get("site") == site and "holder" in e), key=lambda e: float(e.get("t", 0)))
+    before = [e for e in mine if e["t"] < start]
+    last_holder = before[-1]["holder"] if before else None
+    last_routes: dict[str, Any] = dict(before[-1].get("routes") or {}) if before else {}
+    address, routes = 0, dict.fromkeys(last_routes, 0)
+    for e in (e for e in mine if start <= e["t"] <= end):
+        holder = e.get("holder")
+        if holder is not None and holder != last_holder:
+            address += last_holder is not None  # the first holder ever (nobody held it) is not a move
+            last_holder = holder
+        for cidr, target in (e.get("routes") or {}).items():
+            if target is not None and target != last_routes.get(cidr):
+                routes[cidr] = routes.get(cidr, 0) + (last_routes.get(cidr) is not None)
+                last_routes[cidr] = target
+    return address, max(routes.values(), default=0)
+
+
 def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: Sampler) -> dict[str, Any]:
     """Traffic numbers per step and the verdicts: a failover step ends on the other gateway, a no-failover step
     on the same with no ping lost; the stream verifies; no sample had two actives. The outage target (median of
@@ -333,12 +357,15 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
         s["longest_stall_ms"] = stream.longest_stall_ms(s["start"], s["end"])
         s["two_active_samples"] = sum(1 for v in sampler.violations if s["start"] <= v["t"] <= s["end"])
         other = {"a": "b", "b": "a"}.get(s["active_before"])
+        # no flapping: a failover moves the address and each route once, a step without one moves nothing
+        most = 1 if s["expect_failover"] else 0
+        steady = s.get("address_moves", 0) <= most and s.get("route_moves", 0) <= most
         if s["expect_failover"]:
-            s["ok"] = s["active_after"] == other and s["eip_holder_after"] == other
+            s["ok"] = s["active_after"] == other and s["eip_holder_after"] == other and steady
             if s["outage_ms"] is not None:
                 outages.append(s["outage_ms"])
         else:
-            s["ok"] = s["active_after"] == s["active_before"] and s["pings_lost"] == 0
+            s["ok"] = s["active_after"] == s["active_before"] and s["pings_lost"] == 0 and steady
         ok = ok and s["ok"]
     median = statistics.median(outages) if outages else None
     return {
