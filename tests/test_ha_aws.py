@@ -19,7 +19,7 @@ import pytest
 from tests.agent_fake import TRUST, base_plan
 from wg_mesh.gateway.ha import Lease, Settings, parse_ha
 from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface, replaceable
-from wg_mesh.gateway.ha_run import Controller, remote_ranges, safe_ranges
+from wg_mesh.gateway.ha_run import Controller, cloud_factory, remote_ranges, safe_ranges
 from wg_mesh.lab.awsmodel import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
@@ -245,6 +245,10 @@ def test_own_interface_from_imdsv2(monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}/")
         assert own_interface() == ("i-0abc", "eni-0abc")
+        config = parse_ha({"cloud": "aws", "gateway": "a", "region": REGION, "lease_table": TABLE,
+                           "allocation_id": "eipalloc-1", "route_table_ids": ["rtb-1"]})  # fmt: skip
+        adapter = cloud_factory(SITE, config, TRUST)()
+        assert (adapter.me, adapter.eni) == ("i-0abc", "eni-0abc")  # the lease names the instance, not "a"
     finally:
         server.shutdown()
         server.server_close()
@@ -510,6 +514,7 @@ def test_a_replacement_beside_the_old_instance_moves_the_address_and_routes_at_m
         ctls[g], gws[g] = controller(cloud, tmp_path, clock, g, holders.get(g, ""), QUIET)
     run_for(ctls, clock, 3)
     assert ctls["a"].machine.role == "active" and cloud.eip_holder() == "a" and cloud.route_targets() == {"a"}
+    assert [ctls[g].machine.holder_id for g in "ab"] == [holders.get(g) or INSTANCES[g] for g in "ab"]  # the adapter's
     new = f"{old}2"
     ctls[new], gws[new] = controller(cloud, tmp_path, clock, new, settings=QUIET)
     moves = Moves(cloud)

@@ -12,7 +12,8 @@ from bench.hafailover import section
 from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
 from wg_mesh.lab.drillrun import DrillReport, run_drill
-from wg_mesh.lab.hadrill import STEPS, Sampler, count_moves, judge
+from wg_mesh.lab.hadrill import STEPS, Sampler, judge
+from wg_mesh.lab.hamoves import count_moves
 from wg_mesh.lab.harun import ha_sites, pick, run_ha_drill
 from wg_mesh.lab.netns import LabError, Node, find_labs, list_netns, missing_requirements
 from wg_mesh.lab.plan import plan_lab
