@@ -21,6 +21,12 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
 6. partition           the two gateways drop each other's packets (both still reach the cloud) -> nothing moves
 7. planned replacement SIGTERM to the active's agent (systemd stopping it: a planned handover), then a new instance
                        in its place joins as standby
+8. standby replaced beside the old   (AWS: the site's spare place) Pulumi's create before delete: a new instance with
+                       the standby's user data starts in a free place and runs beside the old one (three agents) until
+                       it is a healthy standby and BESIDE_S more; then the old one is stopped (SIGTERM) and
+                       terminated (killed, its place free)                      -> nothing moves
+9. active replaced beside the old    the same for the active               -> the partner or the new instance takes
+                       over, the address and each route move once, the outage within the target
 A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's address holders: at no sample may
 two gateways report the active role, nor two ENIs / VMs hold the address. Per step: the longest ping gap (the
 outage), pings lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when
