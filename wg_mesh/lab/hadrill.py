@@ -64,8 +64,9 @@ FAILOVER_TIMEOUT_S = 30.0
 SETTLE_S = 2.0
 PAUSE_S = 1.0  # between a step's end and the next fault: a silence at the edge belongs to one window only
 OBSERVE_S = 5.0  # steps that must change nothing: how long they are watched (> the lease's 3 s and a read)
-BESIDE_S = 2.0  # old and new run side by side this long once the new one is a healthy standby (a letter-holder
-# replacement adopted the lease at its first read, 0.5 s: issue 21's fight shows well within it)
+BESIDE_S = 4.0  # old and new run side by side this long once the new one is a healthy standby: a letter-holder
+# replacement adopts the lease at its first read, the old one is fenced within 1 s and claims back after its 2 s
+# backoff (issue 21's fight: a move there and one back within 4 s; with 2 s the red run saw one move only)
 OUTAGE_TARGET_MS = 5000.0
 Step = Callable[[str], None]
 STEPS = (
