@@ -7,7 +7,7 @@ HA thread body, ticked by hand with a fake clock, with fake local checks) hand o
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,7 +19,7 @@ import pytest
 from tests.agent_fake import TRUST, base_plan
 from wg_mesh.gateway.ha import Lease, Settings, parse_ha
 from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface, replaceable
-from wg_mesh.gateway.ha_run import Controller, remote_ranges, safe_ranges
+from wg_mesh.gateway.ha_run import Controller, cloud_factory, remote_ranges, safe_ranges
 from wg_mesh.lab.awsmodel import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
@@ -36,8 +36,10 @@ class Cloud:
     ranges: list[str]
     table: str
 
-    def adapter(self, me: str) -> AwsHa:
-        return AwsHa(REGION, self.table, SITE, me, self.allocation, self.tables, self.enis[me], trust=TRUST)
+    def adapter(self, name: str, holder: str = "") -> AwsHa:
+        """Instance `name`'s calls (its ENI); `holder`: the identity its lease names (default: the name)."""
+        eni = self.enis[name]
+        return AwsHa(REGION, self.table, SITE, holder or name, self.allocation, self.tables, eni, trust=TRUST)
 
     def eip_holder(self) -> str | None:
         eni = self.ec2.describe_addresses(AllocationIds=[self.allocation])["Addresses"][0].get("NetworkInterfaceId")
@@ -73,9 +75,9 @@ def cloud(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Cloud:
         ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.10.{i}.0/24", AvailabilityZone=f"{REGION}{z}")["Subnet"]["SubnetId"]
         for i, z in ((0, "a"), (1, "b"))
     ]
-    enis = {
+    enis = {  # a2, b2: the replacements Pulumi creates beside a and b (create before delete)
         g: ec2.create_network_interface(SubnetId=s)["NetworkInterface"]["NetworkInterfaceId"]
-        for g, s in zip("ab", subnets, strict=True)
+        for g, s in zip(("a", "b", "a2", "b2"), subnets * 2, strict=True)
     }
     allocation = ec2.allocate_address(Domain="vpc")["AllocationId"]
     ranges = remote_ranges(base_plan())
@@ -243,6 +245,10 @@ def test_own_interface_from_imdsv2(monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}/")
         assert own_interface() == ("i-0abc", "eni-0abc")
+        config = parse_ha({"cloud": "aws", "gateway": "a", "region": REGION, "lease_table": TABLE,
+                           "allocation_id": "eipalloc-1", "route_table_ids": ["rtb-1"]})  # fmt: skip
+        adapter = cloud_factory(SITE, config, TRUST)()
+        assert (adapter.me, adapter.eni) == ("i-0abc", "eni-0abc")  # the lease names the instance, not "a"
     finally:
         server.shutdown()
         server.server_close()
@@ -297,34 +303,48 @@ class FakeGateway:
         return 0, ""
 
 
-def controllers(cloud: Cloud, tmp_path: Path) -> tuple[dict[str, Controller], dict[str, FakeGateway], list[float]]:
-    clock = [0.0]
+INSTANCES = {"a": "i-0a1", "b": "i-0b1", "a2": "i-0a2", "b2": "i-0b2"}  # each instance's id (IMDS)
+
+
+def controller(cloud: Cloud, tmp_path: Path, clock: list[float], name: str, holder: str = "",
+               settings: Settings | None = None) -> tuple[Controller, FakeGateway]:  # fmt: skip
+    """The agent's HA thread of instance `name` (letter: its first character); its lease names `holder` (default
+    its instance id, as cloud_factory does; a letter: the previous agent)."""
     forward = tmp_path / "ip_forward"
     forward.write_text("1\n")
+    config = parse_ha(
+        {"cloud": "aws", "gateway": name[0], "region": REGION, "lease_table": cloud.table,
+         "allocation_id": cloud.allocation, "route_table_ids": cloud.tables}
+    )  # fmt: skip
+    gw = FakeGateway(tmp_path, eip_holder=cloud.eip_holder)
+    ident = holder or INSTANCES[name]
+    ctl = Controller(SITE, config, gw, lambda: cloud.adapter(name, ident), gw.run, lambda: clock[0], settings,
+                     wall=lambda: WALL + clock[0], trust=TRUST)  # fmt: skip
+    ctl.checks.forward_path = str(forward)
+    return ctl, gw
+
+
+def controllers(cloud: Cloud, tmp_path: Path) -> tuple[dict[str, Controller], dict[str, FakeGateway], list[float]]:
+    clock = [0.0]
     gws, ctls = {}, {}
     for g in "ab":
-        config = parse_ha(
-            {"cloud": "aws", "gateway": g, "region": REGION, "lease_table": cloud.table,
-             "allocation_id": cloud.allocation, "route_table_ids": cloud.tables}
-        )  # fmt: skip
-        gws[g] = FakeGateway(tmp_path, eip_holder=cloud.eip_holder)
-        ctl = Controller(SITE, config, gws[g], lambda g=g: cloud.adapter(g), gws[g].run, lambda: clock[0], Settings(),
-                         wall=lambda: WALL + clock[0], trust=TRUST)  # fmt: skip
-        ctl.checks.forward_path = str(forward)
-        ctls[g] = ctl
+        ctls[g], gws[g] = controller(cloud, tmp_path, clock, g)
     return ctls, gws, clock
 
 
 WALL = 1_700_000_000.0  # the controllers' wall clock at clock 0
 
 
-def run_for(ctls: dict[str, Controller], clock: list[float], seconds: float, alive: Sequence[str] = "ab") -> None:
+def run_for(ctls: dict[str, Controller], clock: list[float], seconds: float, alive: Sequence[str] = "ab",
+            watch: Callable[[], None] = lambda: None) -> None:  # fmt: skip
+    """Tick the `alive` controllers every 0.5 s of the fake clock; `watch()` after each round."""
     end = clock[0] + seconds
     while clock[0] < end:
         for g in alive:
             ctls[g].tick()
             for ctl in ctls.values():  # the role and reconcile workers: wait, so the test sees their effect
                 ctl.wait_idle()
+        watch()
         clock[0] = round(clock[0] + 0.5, 3)
 
 
@@ -385,7 +405,7 @@ def test_active_cut_off_from_the_lease_writes_nothing_and_demotes_on_the_new_hol
     ctls, gws, clock = controllers(cloud, tmp_path)
     run_for(ctls, clock, 3)
     cut = {"on": False}
-    real = cloud.adapter("a")
+    real = cloud.adapter("a", INSTANCES["a"])
 
     class CutOff(AwsHa):
         def _call(self, service: str, operation: str, **kwargs: Any) -> Any:
@@ -393,7 +413,7 @@ def test_active_cut_off_from_the_lease_writes_nothing_and_demotes_on_the_new_hol
                 raise Unreachable("dynamodb: connect timeout")
             return super()._call(service, operation, **kwargs)
 
-    ctls["a"].cloud = CutOff(REGION, cloud.table, SITE, "a", cloud.allocation, cloud.tables, real.eni, trust=TRUST)
+    ctls["a"].cloud = CutOff(REGION, cloud.table, SITE, real.me, cloud.allocation, cloud.tables, real.eni, trust=TRUST)
     cut["on"] = True
     run_for(ctls, clock, 4)
     assert ctls["b"].machine.role == "active" and cloud.eip_holder() == "b" and cloud.route_targets() == {"b"}
@@ -445,3 +465,72 @@ def test_the_labs_lease_table_has_the_programs_key() -> None:
     from wg_mesh.lab import awsmodel
 
     assert awsmodel.LEASE_KEY == aws_ha.LEASE_KEY
+
+
+# --- a replacement beside the old instance (issue 21) ----------------------------------------------------------
+
+
+@dataclass
+class Moves:
+    """Every change of the Elastic IP's holder and of the routes' targets, as the cloud shows them after each tick."""
+
+    cloud: Cloud
+    last: tuple[str | None, frozenset[str | None]] | None = None
+    address: int = 0
+    routes: int = 0
+
+    def __call__(self) -> None:
+        now = (self.cloud.eip_holder(), frozenset(self.cloud.route_targets()))
+        if self.last is not None:
+            self.address += now[0] != self.last[0]
+            self.routes += now[1] != self.last[1]
+        self.last = now
+
+
+QUIET = Settings(tunnel_fail_s=1e6)  # no tunnel handover (the fakes have no peer handshakes)
+
+
+@pytest.mark.parametrize(
+    ("old", "holders", "most"),
+    [
+        ("a", {}, 1),  # the active replaced; every agent names its instance
+        ("a", {"a": "a", "b": "b"}, 1),  # the upgrade from the previous agent: a letter lease, taken over once
+        ("b", {}, 0),  # the standby replaced: nothing moves
+    ],
+    ids=["active", "active, letter lease of the previous agent", "standby"],
+)
+def test_a_replacement_beside_the_old_instance_moves_the_address_and_routes_at_most_once(
+    cloud: Cloud, tmp_path: Path, old: str, holders: dict[str, str], most: int
+) -> None:
+    """The reviewer's reproduction (issue 21), with this agent: Pulumi creates `old`'s replacement beside it (create
+    before delete), the three controllers run side by side (12 s: the fight moved them every 2.5 s; 4 lease
+    periods), then the old instance is terminated (systemd stops its agent: Controller.shutdown). The address and
+    routes move at most once, to one gateway, and stay; claims are counted too, so a move and a move back within
+    one round of ticks cannot hide. (The fake peers never answer: the tunnel check's handover, tested above, is set
+    beyond the test's length.)"""
+    clock = [0.0]
+    ctls, gws = {}, {}
+    for g in "ab":
+        ctls[g], gws[g] = controller(cloud, tmp_path, clock, g, holders.get(g, ""), QUIET)
+    run_for(ctls, clock, 3)
+    assert ctls["a"].machine.role == "active" and cloud.eip_holder() == "a" and cloud.route_targets() == {"a"}
+    assert [ctls[g].machine.holder_id for g in "ab"] == [holders.get(g) or INSTANCES[g] for g in "ab"]  # the adapter's
+    new = f"{old}2"
+    ctls[new], gws[new] = controller(cloud, tmp_path, clock, new, settings=QUIET)
+    moves = Moves(cloud)
+    moves()
+    everyone = ("a", "b", new)
+    claims = sum(sum(ctl.machine.claims.values()) for ctl in ctls.values())
+    run_for(ctls, clock, 12, alive=everyone, watch=moves)
+    assert (moves.address, moves.routes) == (0, 0) and ctls["a"].machine.role == "active"
+    assert ctls[new].machine.role == "standby" and gws[new].roles == []
+
+    ctls[old].shutdown()
+    rest = tuple(g for g in everyone if g != old)
+    run_for(ctls, clock, 4, alive=rest, watch=moves)
+    active = [g for g in rest if ctls[g].machine.role == "active"]
+    assert len(active) == 1 and cloud.eip_holder() == active[0] and cloud.route_targets() == {active[0]}
+    assert moves.address == most and moves.routes == most, (moves.address, moves.routes)
+    assert sum(sum(ctl.machine.claims.values()) for ctl in ctls.values()) == claims + most
+    if most:  # released on shutdown: claimed at the next read, not after lease_s
+        assert any("claimed the active role (released)" in line for line in gws[active[0]].logs)

@@ -48,6 +48,14 @@ def test_an_ha_site_has_two_gateways_in_its_vpc_with_their_own_addresses() -> No
     assert (a.private_ip, b.private_ip) == (IPv4Interface("10.10.0.10/24"), IPv4Interface("10.10.0.11/24"))
     assert ha.eip == site.public_ip and len({ha.eip, a.instance_public, b.instance_public}) == 3
     assert a.bridge_port != b.bridge_port
+    c = ha.gateway("c")  # the spare place (a replacement beside the old instance, the drill's steps 8 and 9)
+    assert c.private_ip == IPv4Interface("10.10.0.12/24") and site.spare_ns == c.netns in plan.namespaces
+    assert (
+        len({a.bridge_port, b.bridge_port, c.bridge_port})
+        == len({a.instance_public, b.instance_public, c.instance_public})
+        == 3
+    )
+    assert plan.site("gcp-euw3").spare_ns is None
     assert ha_from_json(ha_to_json(ha)) == ha
     with pytest.raises(LabPlanError, match="vps-fra is a static site"):
         plan_lab(PROD, "wgl0000", ha_sites={"vps-fra"})
@@ -69,7 +77,7 @@ def test_the_eip_follows_its_holder_with_a_new_conntrack_zone_per_move() -> None
     assert "10.10.0.11/32 -p udp" not in text
     assert "--zone 1004" in nat_rules(ha, "a", 4)
     nobody = nat_rules(ha, None, 0)
-    assert "198.18.0.1" not in nobody and nobody.count("-j DROP") == 2
+    assert "198.18.0.1" not in nobody and nobody.count("-j DROP") == 3  # a, b and the spare place c
     # Each table declares its chains (flushing them) before its rules and commits once.
     for table in ("*raw\n:wgha0 - [0:0]\n", "*nat\n:wgha0-pre - [0:0]\n:wgha0-post - [0:0]\n", "*filter\n:wgha0-fwd"):
         assert table in text

@@ -13,6 +13,7 @@ from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
 from wg_mesh.lab.drillrun import DrillReport, run_drill
 from wg_mesh.lab.hadrill import STEPS, Sampler, judge
+from wg_mesh.lab.hamoves import count_moves
 from wg_mesh.lab.harun import ha_sites, pick, run_ha_drill
 from wg_mesh.lab.netns import LabError, Node, find_labs, list_netns, missing_requirements
 from wg_mesh.lab.plan import plan_lab
@@ -49,6 +50,29 @@ def test_judge_wants_the_other_gateway_after_a_failover_and_no_loss_without_one(
     assert not judge(steps, pinger(REPLIES), stream([], verified=False), sampler())["ok"]
     two = judge(steps, pinger(REPLIES), stream([]), sampler([102.0]))
     assert not two["ok"] and two["two_active_samples"] == 1 and steps[1]["two_active_samples"] == 1
+
+
+def event(t: float, holder: str | None, *targets: str | None) -> dict[str, Any]:
+    return {"t": t, "site": "S", "holder": holder, "routes": {f"10.{i}.0.0/16": g for i, g in enumerate(targets)}}
+
+
+def test_moves_are_counted_per_address_and_route_and_a_fight_is_seen() -> None:
+    handover = [event(1, "a", "a", "a"), event(10, "b", "a", "a"), event(10.1, "b", "b", "a"),
+                event(10.2, "b", "b", "b")]  # fmt: skip
+    assert count_moves(handover, "S", 5, 20) == (1, 1)  # a table seen half moved: each route moved once
+    assert count_moves(handover, "S", 11, 20) == (0, 0) and count_moves(handover, "S", 0, 20) == (1, 1)
+    gcp = [event(1, "a", "a"), event(10, None, "a"), event(10.5, "b", "b")]  # access config deleted, then added
+    assert count_moves(gcp, "S", 5, 20) == (1, 1)
+    fight = [event(1, "a", "a"), *(event(10 + i, "ab"[(i + 1) % 2], "ab"[(i + 1) % 2]) for i in range(6))]
+    assert count_moves(fight, "S", 5, 30) == (6, 6)
+    assert count_moves([*fight, {"t": 11, "site": "T", "holder": "x"}], "S", 5, 30) == (6, 6)  # another site's
+
+    steps = [step("active killed", "a", "b", True, 101.0, 103.0)]
+    assert judge(steps, pinger(REPLIES), stream([]), sampler())["ok"]
+    for moves in ({"address_moves": 2}, {"route_moves": 3}):
+        assert not judge([{**steps[0], **moves}], pinger(REPLIES), stream([]), sampler())["ok"], moves
+    quiet = {**step("partition", "a", "a", False, 100.0, 101.0), "address_moves": 1}
+    assert not judge([quiet], pinger(REPLIES), stream([]), sampler())["ok"]
 
 
 def test_the_outage_target_is_reported_not_met_above_five_seconds() -> None:

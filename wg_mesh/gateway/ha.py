@@ -11,7 +11,11 @@ actions through the cloud adapter (wg_mesh.gateway.ha_aws, ha_gcp) and reports e
   it keeps the role, but cloud writes (address, routes) happen only within `write_window_s` of the *sending* of a
   successful renewal. A standby claims (CAS on the epoch and counter it saw) when the item is missing, released
   (`holder = none`), still names it (an agent restart), or has not changed for `lease_s` on the standby's own
-  monotonic clock (the DynamoDB Lock Client rule: clock skew does not matter).
+  monotonic clock (the DynamoDB Lock Client rule: clock skew does not matter). The holder is the *instance*
+  (`Machine.lease_id`: its EC2 instance id), never the letter: a replacement (Pulumi creates the new `a` beside the
+  old one) is another holder, waits as a standby while the old instance renews, and takes over once the old one
+  releases on shutdown or stops renewing. A holder that is a bare letter (an item written by an agent before
+  instance ids) is another holder too, taken over by the same rules (docs/ha.md 5.3 "Lease identity").
 - GCP, Google's health view of the other gateway's instance group decides: a standby claims when the other is
   UNHEALTHY (2 failed probes, by Google) or nobody holds the address; gateway `b` waits `initial_wait_s` before
   claiming an unheld address at first start, so the pair does not race for it.
@@ -221,7 +225,8 @@ class Settings:
 
 @dataclass
 class Machine:
-    """One gateway's role. `arbiter` is "lease" (AWS) or "health" (GCP)."""
+    """One gateway's role. `arbiter` is "lease" (AWS) or "health" (GCP). `me`: the letter (the role in the pair);
+    `lease_id`: the identity written as the lease's holder (AWS: the instance id; "" until known, then `me`)."""
 
     me: str
     arbiter: str = "lease"
@@ -246,6 +251,12 @@ class Machine:
     pending: bool = False  # a claim is in flight
     why: str = ""  # the latest role change's reason, for logs
     claims: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CLAIM_REASONS, 0))
+    lease_id: str = ""
+
+    @property
+    def holder_id(self) -> str:
+        """Who the lease names when we hold it: the instance (`lease_id`), the letter only where none is given."""
+        return self.lease_id or self.me
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -350,8 +361,10 @@ class Machine:
         assert self.seen_since is not None
         if view.holder == NONE:
             return self._claim(now, view, "released")
-        if view.holder == self.me:
-            return self._claim(now, view, "initial")  # our own lease after a restart: adopt it (still a CAS)
+        if view.holder == self.holder_id:
+            # our own lease after an agent restart on the same instance: adopt it (still a CAS). A replacement
+            # instance never reads its own id here (a letter holder is someone else's: another holder)
+            return self._claim(now, view, "initial")
         if now - self.seen_since >= self.settings.lease_s:
             return self._claim(now, view, "lease_expired")
         return []

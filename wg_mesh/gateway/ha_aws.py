@@ -196,7 +196,9 @@ def move_routes(
 
 
 class AwsHa:
-    """One gateway's calls. `eni`: its own primary interface (own_interface())."""
+    """One gateway's calls. `me`: the lease identity, the instance id (own_interface()): a replacement instance (same
+    letter, same user data) is another holder, so old and new never take the lease from each other (docs/ha.md 5.3
+    "Lease identity"); `eni`: its own primary interface."""
 
     def __init__(
         self,
@@ -303,6 +305,7 @@ class AwsHa:
         )
 
     def release(self, epoch: int) -> bool:
+        """holder -> none while we hold `epoch` (a planned handover: the standby claims at its next read)."""
         return self._conditional(
             "update_item",
             Key=self._key(),

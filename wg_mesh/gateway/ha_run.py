@@ -53,6 +53,9 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+RECONCILE_WAIT_S = 3.0  # shutdown: a reconcile in flight ends within its calls' timeouts (connect 1 s + read 2 s)
+
+
 class Host(Protocol):
     """What the controller needs of the agent (wg_mesh.gateway.agent.Agent)."""
 
@@ -217,6 +220,8 @@ class Controller:
                     self.problem(f"HA: cannot set up the cloud adapter: {exc.__class__.__name__}: {exc}")
                     self.host.write_ha_metrics(self.metrics_text())
                     return
+                if self.config.cloud == "aws":  # the lease's holder is the adapter's identity (the instance id)
+                    self.machine.lease_id = str(self.cloud.me)
             self.tunnel_ok = self.tunnel.ok() if self.machine.role == "active" else True
             view, holder, other = self._observe(now)
             queue: list[Action] = list(self.machine.tick(now, Health(self.failed, self.tunnel_ok), view, holder, other))
@@ -362,9 +367,14 @@ class Controller:
             self.stopped = True
             m = self.machine
             if m.role == "active":
+                # the write window closes first and a reconcile in flight ends before the release: once the lease
+                # is none the standby (or the replacement) claims at its next read, and no write of ours may follow
+                # its moves (the address and routes move once, docs/ha.md 9)
+                m.role = "standby"
+                if self.reconciling.acquire(timeout=RECONCILE_WAIT_S):
+                    self.reconciling.release()
                 if self.config.cloud == "aws" and self.cloud is not None:
                     self._outcome(lambda: self.cloud.release(m.epoch))
-                m.role = "standby"
                 self.host.log("HA: stopping: released the active role")
                 self.roles.submit(self._set_role, "standby")
                 # bounded: a hung `wg` must not keep systemd waiting (the address has moved by then anyway)
@@ -384,8 +394,8 @@ def cloud_factory(site: str, config: HaConfig, trust: Trust) -> Callable[[], Any
         if config.cloud == "aws":
             from .ha_aws import AwsHa, own_interface
 
-            _, eni = own_interface()
-            return AwsHa(config.region, config.lease_table, site, config.gateway, config.allocation_id,
+            instance, eni = own_interface()  # the lease names the instance, not the letter (docs/ha.md 5.3)
+            return AwsHa(config.region, config.lease_table, site, instance, config.allocation_id,
                          config.route_table_ids, eni, trust=trust)  # fmt: skip
         from .ha_gcp import GcpHa
 

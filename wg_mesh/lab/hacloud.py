@@ -38,7 +38,7 @@ from wg_mesh.lab import hagcp
 from wg_mesh.lab.build import BuiltLab
 from wg_mesh.lab.controlplane import AGENT_ENV, AWS_ENDPOINT, CLOUD_API, REPO_ROOT, ControlPlane, write_atomic
 from wg_mesh.lab.fabric import ip, veth
-from wg_mesh.lab.haplan import HaGateway, HaSite, ha_to_json, plan_ha
+from wg_mesh.lab.haplan import SPARE, HaGateway, HaSite, ha_to_json, plan_ha
 from wg_mesh.lab.imds import ADDRESS as IMDS_ADDRESS
 from wg_mesh.lab.machine import NamespaceGateway
 from wg_mesh.lab.netns import LabError, LabState, Node, tool_env
@@ -103,6 +103,7 @@ class HaCloud:
         self.cfg, self.lab, self.plane, self.delay_s = cfg, lab, plane, delay_s
         self.sites: dict[str, HaSite] = plan_ha(lab.plan)
         self.standbys: dict[str, StandbyGateway] = {}
+        self.placed: dict[str, dict[str, NamespaceGateway]] = {}  # machines started by `place` (site -> place)
         self.ids: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.latest: dict[str, dict[str, Any]] = {}
@@ -120,7 +121,17 @@ class HaCloud:
     def machines(self, site: str) -> dict[str, NamespaceGateway]:
         a = self.lab.machines[site]
         assert isinstance(a, NamespaceGateway)
-        return {"a": a, "b": self.standbys[site]}
+        return {"a": a, "b": self.standbys[site], **self.placed.get(site, {})}
+
+    def place(self, site: str, place: str, letter: str) -> NamespaceGateway:
+        """A new instance with gateway `letter`'s user data in `place` (a, b or the spare place c: its NIC, IMDS and
+        moto instance stay; a place whose instance was terminated is reused, id and all), not started yet: the drill's
+        replacement beside the old instance (Pulumi's create before delete)."""
+        lab, g = self.lab, self.sites[site].gateway(place)
+        machine = StandbyGateway(lab.plan, lab.plan.site(site), self.artifacts[site, letter], lab.state, g)
+        machine.provisioner = self
+        self.placed.setdefault(site, {})[place] = machine
+        return machine
 
     def start(self) -> None:
         """Seed moto and start its model, then each gateway's machine (a's replaced: its user data now has the ids),
@@ -142,12 +153,17 @@ class HaCloud:
                 else:
                     self._start_imds(ha, letter)
             self.standbys[name].attach()  # a's NIC is attached already (build; this runs after it)
+            if SPARE in (g.letter for g in ha.gateways):  # the spare place: its NIC and IMDS, no machine yet
+                self._start_imds(ha, SPARE)
+                self.place(name, SPARE, "a").attach()
+                del self.placed[name][SPARE]
 
     def renew(self, name: str, letter: str) -> NamespaceGateway:
         """A new machine object for the gateway (a new instance in the same place: its NIC and IMDS stay), not
         started yet."""
         lab, site = self.lab, self.lab.plan.site(name)
         machine: NamespaceGateway
+        self.placed.get(name, {}).pop(letter, None)
         if letter == "a":
             machine = NamespaceGateway(lab.plan, site, self.artifacts[name, letter], lab.state)
             lab.machines[name] = machine

@@ -35,6 +35,7 @@ from typing import Any
 from wg_mesh.lab.plan import BRIDGE_GW_PORT, PUBLIC_POOL, LabPlan, LabPlanError, SitePlan
 
 LETTERS = ("a", "b")
+SPARE = "c"  # an AWS HA site's third place: the drill starts a replacement there beside the old instance
 ZONE_BASE = 1000  # site i's EIP flows use conntrack zones ZONE_BASE * (i + 1) + k (k counts the moves, mod 1000)
 
 
@@ -87,15 +88,16 @@ def plan_ha(plan: LabPlan) -> dict[str, HaSite]:
 def ha_site(plan: LabPlan, site: SitePlan) -> HaSite:
     assert site.vpc_ns is not None and site.transit_site is not None and site.standby_ns is not None
     subnet = site.gateway_ip.network
-    b_ip = site.gateway_ip.ip + 1
-    if b_ip not in subnet or b_ip in (site.host_ip.ip, subnet.broadcast_address):
-        raise LabPlanError(f"{site.name}: no room for a second gateway next to {site.gateway_ip.ip} in {subnet}")
+    places = {"a": site.gateway_ns, "b": site.standby_ns, **({SPARE: site.spare_ns} if site.spare_ns else {})}
     gateways = []
-    for k, (letter, address) in enumerate(zip(LETTERS, (site.gateway_ip.ip, b_ip), strict=True)):
+    for k, (letter, netns) in enumerate(places.items()):
+        address = site.gateway_ip.ip + k
+        if address not in subnet or address in (site.host_ip.ip, subnet.broadcast_address):
+            raise LabPlanError(f"{site.name}: no room for gateway {letter} next to {site.gateway_ip.ip} in {subnet}")
         gateways.append(
             HaGateway(
                 letter=letter,
-                netns=site.gateway_ns if letter == "a" else site.standby_ns,
+                netns=netns,
                 private_ip=IPv4Interface(f"{address}/{subnet.prefixlen}"),
                 instance_public=PUBLIC_POOL[256 * (site.index + 1) + k + 1],  # 198.18.<i+1>.<k+1>, off the site pool
                 bridge_port=BRIDGE_GW_PORT if letter == "a" else f"gw{letter}",

@@ -180,13 +180,15 @@ def _v(value: Any, unit: str = "") -> str:
 
 def print_ha(report: DrillReport, console: Console) -> None:
     table = Table(title=f"ha drill: {report.label}", title_justify="left")
-    columns = ("step", "fault on", "active", "EIP/routes moved s", "peer handshake s", "outage ms", "lost", "stall ms")
+    columns = ("step", "fault on", "active", "EIP/routes moved s", "moves", "peer handshake s", "outage ms", "lost",
+               "stall ms")  # fmt: skip
     for column in (*columns, "2 active", ""):
         table.add_column(column)
     for s in report.steps:
         table.add_row(
             s["step"], s["fault_on"], f"{s['active_before']} -> {_v(s['active_after'])}",
-            f"{_v(s['eip_moved_s'])} / {_v(s.get('routes_moved_s'))}", _v(s.get("peer_handshake_s")),
+            f"{_v(s['eip_moved_s'])} / {_v(s.get('routes_moved_s'))}",
+            f"{_v(s.get('address_moves'))} / {_v(s.get('route_moves'))}", _v(s.get("peer_handshake_s")),
             _v(s.get("outage_ms")), _v(s.get("pings_lost")),
             _v(s.get("longest_stall_ms")), _v(s.get("two_active_samples")), "ok" if s.get("ok") else "FAIL",
         )  # fmt: skip
