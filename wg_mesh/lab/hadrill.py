@@ -21,6 +21,8 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
 6. partition           the two gateways drop each other's packets (both still reach the cloud) -> nothing moves
 7. planned replacement SIGTERM to the active's agent (systemd stopping it: a planned handover), then a new instance
                        in its place joins as standby
+8. stale ex-active     SIGSTOP to the active's agent, the standby takes over, SIGCONT: the resumed one must get no
+                       traffic (GCP: never a 200 to the probers; hastale.py). Run only when named.
 A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's address holders: at no sample may
 two gateways report the active role, nor two ENIs / VMs hold the address. Per step: the longest ping gap (the
 outage), pings lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when
@@ -44,6 +46,7 @@ from wg_mesh.lab.checks import latest_handshakes
 from wg_mesh.lab.drill import daemon_pids, metric, parse_metrics
 from wg_mesh.lab.hacloud import HaCloud
 from wg_mesh.lab.haplan import HaSite
+from wg_mesh.lab.hastale import StaleStep
 from wg_mesh.lab.machine import NamespaceGateway
 from wg_mesh.lab.netns import LabError, Node, pids_in_netns, proc_start_time, run
 from wg_mesh.lab.traffic import Pinger, Stream
@@ -65,7 +68,9 @@ STEPS = (
     "active hung (SIGSTOP wireguard-go)",
     "partition between the pair",
     "planned replacement",
+    "stale ex-active comes back",  # GCP (hastale.py); only when named: --ha-steps, the GCP CI drill
 )
+OPT_IN = (STEPS[7],)
 
 
 def ha_view(node: Node) -> dict[str, float | None]:
@@ -126,7 +131,7 @@ class HaDrill:
         """`peer`: the other site's gateway and this site's public key (its handshakes with the site are sampled);
         `steps`: the names (STEPS) of the steps to run, in STEPS's order (default all)."""
         self.cloud, self.site, self.traffic, self.step = cloud, site, traffic, step
-        self.selected = tuple(name for name in STEPS if not steps or name in steps)
+        self.selected = tuple(name for name in STEPS if name in steps or (not steps and name not in OPT_IN))
         self.ha: HaSite = cloud.sites[site]
         self.down: set[str] = set()  # gateways killed and not replaced yet
         self.steps: list[dict[str, Any]] = []
@@ -260,7 +265,8 @@ class HaDrill:
         after, holder = self.active(), self.cloud.holder(self.site)
         extra: dict[str, Any] = {}
         if heal is not None:
-            heal()
+            healed = heal()
+            extra.update(healed if isinstance(healed, dict) else {})
         else:
             extra["replaced_in_s"] = self.replace(target)
         self.flowing()
@@ -284,6 +290,7 @@ class HaDrill:
         if active is None:
             raise LabError(f"{self.site}: the pair never became steady: {self.roles()}, cloud {self.cloud.latest}")
         self.sampler.start()
+        stale = StaleStep(self)
         every: list[tuple[str, Callable[[str], Any], str]] = [  # on: active, standby or both (the partition)
             (STEPS[0], self.kill, "standby"),
             (STEPS[1], self.kill, "active"),
@@ -292,13 +299,14 @@ class HaDrill:
             (STEPS[4], self.hang, "active"),
             (STEPS[5], lambda _: self.partition(True), "both"),
             (STEPS[6], self.planned, "active"),
+            (STEPS[7], stale.freeze, "active"),
         ]
         faults = [f for f in every if f[0] in self.selected]
         for i, (name, inject, on) in enumerate(faults, 1):
             self.step(f"{i}/{len(faults)} {name}")
             active = self.active() or active
             target = {"active": active, "standby": "b" if active == "a" else "a", "both": "both"}[on]
-            heal = (lambda: self.partition(False)) if on == "both" else None
+            heal = (lambda: self.partition(False)) if on == "both" else (stale.thaw if name == STEPS[7] else None)
             self.drill(name, target, active, inject, on == "active", heal=heal)
         self.sampler.stop()
 
@@ -339,6 +347,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
                 outages.append(s["outage_ms"])
         else:
             s["ok"] = s["active_after"] == s["active_before"] and s["pings_lost"] == 0
+        s["ok"] = s["ok"] and not s.get("stale_healthy") and not s.get("stale_routes")  # hastale.py
         ok = ok and s["ok"]
     median = statistics.median(outages) if outages else None
     return {
