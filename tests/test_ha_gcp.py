@@ -15,7 +15,7 @@ from tests import gce_fake
 from tests.gce_fake import PROJECT, REGION, Cloud, Vm
 from tests.test_ha_aws import FakeGateway
 from wg_mesh.gateway.ha import Settings, parse_ha
-from wg_mesh.gateway.ha_gcp import UNHELD_TAKE_S, GcpHa, Metadata
+from wg_mesh.gateway.ha_gcp import SETTLE_S, UNHELD_TAKE_S, GcpHa, Metadata
 from wg_mesh.gateway.ha_run import Controller
 
 IP, EPHEMERAL_A, EPHEMERAL_B = "203.0.113.7", "198.51.100.1", "198.51.100.2"
@@ -70,16 +70,20 @@ def test_identity_from_the_metadata_server(
 
 def test_holder_and_the_other_gateways_health(gcp: tuple[Cloud, dict[str, str], str]) -> None:
     cloud, urls, compute = gcp
-    a, b = adapter("a", urls, compute), adapter("b", urls, compute)
+    clock = [100.0]
+    a, b = (adapter(g, urls, compute, lambda: clock[0]) for g in "ab")
     assert (a.holder(), b.holder()) == ("me", "other")
-    # the holder's health, wherever Google reports it (a holder has no "other" to judge)
-    assert b.other_health() == "HEALTHY" and a.other_health() is None
+    # the holder's health, wherever Google reports it (a holder has no "other" to judge), once b has seen it hold
+    # the address for SETTLE_S
+    assert b.other_health() is None and a.other_health() is None
+    clock[0] += SETTLE_S
+    assert b.other_health() == "HEALTHY"
     cloud.health["ga"] = "UNHEALTHY"
     assert b.other_health() == "UNHEALTHY"
     cloud.vms["ga"].nat_ip = None
     assert b.holder() == "none"
     assert b.reconcile([], lambda: True) == []  # unheld for a moment: maybe a claim in flight
-    b.unheld_since = -UNHELD_TAKE_S  # (time.monotonic() is far later)
+    clock[0] += UNHELD_TAKE_S
     assert b.reconcile([], lambda: True) == ["address gw-ip"]  # nobody held it for 10 s: the active takes it
     assert b.holder() == "me" and a.holder() == "other"
     assert a.reconcile([], lambda: True) == []  # never from another holder without a claim
