@@ -269,7 +269,10 @@ class GcpHa:
             self.judged, self.judged_since, self.orphan_since = holders, now, None
         if now - self.judged_since < SETTLE_S:
             return None
-        seen = {**self.group_health("a"), **self.group_health("b")}
+        # the other gateway's group first (where the holder is in a steady pair: one getHealth a tick), then ours
+        seen = self.group_health(self.config.other)
+        if not any(h in seen for h in holders):
+            seen = self.group_health(self.config.gateway)
         states = [seen[h] for h in holders if h in seen]
         if states:
             self.orphan_since = None
