@@ -4,7 +4,9 @@ token). Google's probers are not modelled here: the test sets the health they wo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from tests import gce_fake
 from tests.gce_fake import PROJECT, REGION, Cloud, Vm
 from tests.test_ha_aws import FakeGateway
 from wg_mesh.gateway.ha import Settings, parse_ha
-from wg_mesh.gateway.ha_gcp import GcpHa, Metadata
+from wg_mesh.gateway.ha_gcp import SETTLE_S, UNHELD_TAKE_S, GcpHa, Metadata
 from wg_mesh.gateway.ha_run import Controller
 
 IP, EPHEMERAL_A, EPHEMERAL_B = "203.0.113.7", "198.51.100.1", "198.51.100.2"
@@ -48,8 +50,8 @@ def gcp() -> Iterator[tuple[Cloud, dict[str, str], str]]:
             server.server_close()
 
 
-def adapter(g: str, urls: dict[str, str], compute: str) -> GcpHa:
-    return GcpHa(parse_ha({**HA, "gateway": g}), Metadata(urls[g]), compute)
+def adapter(g: str, urls: dict[str, str], compute: str, clock: Callable[[], float] = time.monotonic) -> GcpHa:
+    return GcpHa(parse_ha({**HA, "gateway": g}), Metadata(urls[g]), compute, clock)
 
 
 def test_identity_from_the_metadata_server(
@@ -68,14 +70,21 @@ def test_identity_from_the_metadata_server(
 
 def test_holder_and_the_other_gateways_health(gcp: tuple[Cloud, dict[str, str], str]) -> None:
     cloud, urls, compute = gcp
-    a, b = adapter("a", urls, compute), adapter("b", urls, compute)
+    clock = [100.0]
+    a, b = (adapter(g, urls, compute, lambda: clock[0]) for g in "ab")
     assert (a.holder(), b.holder()) == ("me", "other")
-    assert b.other_health() == "HEALTHY" and a.other_health() == "UNHEALTHY"
+    # the holder's health, wherever Google reports it (a holder has no "other" to judge), once b has seen it hold
+    # the address for SETTLE_S
+    assert b.other_health() is None and a.other_health() is None
+    clock[0] += SETTLE_S
+    assert b.other_health() == "HEALTHY"
     cloud.health["ga"] = "UNHEALTHY"
     assert b.other_health() == "UNHEALTHY"
     cloud.vms["ga"].nat_ip = None
     assert b.holder() == "none"
-    assert b.reconcile([], lambda: True) == ["address gw-ip"]  # nobody holds it: the active takes it
+    assert b.reconcile([], lambda: True) == []  # unheld for a moment: maybe a claim in flight
+    clock[0] += UNHELD_TAKE_S
+    assert b.reconcile([], lambda: True) == ["address gw-ip"]  # nobody held it for 10 s: the active takes it
     assert b.holder() == "me" and a.holder() == "other"
     assert a.reconcile([], lambda: True) == []  # never from another holder without a claim
 
@@ -90,9 +99,8 @@ def controllers(
     for g in "ab":
         gws[g] = FakeGateway(tmp_path)
         config = parse_ha({**HA, "gateway": g})
-        ctl = Controller(
-            "gcp-euw3", config, gws[g], lambda g=g: adapter(g, urls, compute), gws[g].run, lambda: clock[0], Settings()
-        )
+        make = functools.partial(adapter, g, urls, compute, lambda: clock[0])
+        ctl = Controller("gcp-euw3", config, gws[g], make, gws[g].run, lambda: clock[0], Settings())
         ctl.checks.forward_path = str(forward)
         ctls[g] = ctl
     return ctls, gws, clock

@@ -25,7 +25,7 @@ from tests.test_program_ha import (
     run,
     sites,
 )
-from wg_mesh import ha
+from wg_mesh import gcp_ha, ha
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +90,9 @@ def test_gcp_load_balancer_fails_over_to_b(applied: ProgramRun) -> None:
         instance = applied.named(GCP_INSTANCE, f"{gcp.name}{'' if letter == 'a' else '-b'}-instance")
         assert group.inputs["instances"] == [instance.outputs["selfLink"]]
         assert group.inputs["name"] == names.groups[letter] and group.inputs["zone"] == instance.inputs["zone"]
+        # a (new) VM becomes a backend only once its readiness gate passed (issue 21)
+        gate = f"{gcp.name}{'' if letter == 'a' else '-b'}-ready"
+        assert applied.depends_on(GROUP, group.name, COMMAND, gate), (group.name, gate)
     check = applied.named(CHECK, f"{gcp.name}-hc")
     assert {
         k: check.inputs[k] for k in ("checkIntervalSec", "timeoutSec", "unhealthyThreshold", "healthyThreshold")
@@ -120,6 +123,7 @@ def test_gcp_load_balancer_fails_over_to_b(applied: ProgramRun) -> None:
         "INTERNAL",
     )
     assert rule.inputs["backendService"] == backend.id
+    assert rule.inputs["allowGlobalAccess"] is True  # the routes are global: workloads of every region use them
     routes = [r for r in applied.of_type(GCP_ROUTE) if r.name.startswith(f"{gcp.name}-to-")]
     assert routes
     for route in routes:
@@ -165,11 +169,11 @@ def test_gcp_both_accounts_read_the_key_and_nothing_else(applied: ProgramRun) ->
     assert not any(p.startswith(("compute.routes.", "iam.", "resourcemanager.")) for p in role.inputs["permissions"])
     project = applied.of_type(PROJECT_IAM)
     assert {b.inputs["member"] for b in project} == members and len(project) == 2
-    address = applied.named("gcp:compute/address:Address", f"{gcp.name}-address").outputs["selfLink"]
     for binding in project:
         assert binding.inputs["role"] == role.outputs["name"]
         expression = binding.inputs["condition"]["expression"]
-        assert address[address.index("projects/") :] in expression
-        for suffix in ("", "-b"):
-            link = applied.named(GCP_INSTANCE, f"{gcp.name}{suffix}-instance").outputs["selfLink"]
-            assert link[link.index("projects/") :] in expression
+        for suffix in ("", "-b"):  # each VM by its name's prefix: a replacement's too, so the binding never changes
+            instance = applied.named(GCP_INSTANCE, f"{gcp.name}{suffix}-instance")
+            prefix = f"projects/my-project/zones/{instance.inputs['zone']}/instances/{instance.name}-"
+            assert f'resource.name.startsWith("{prefix}")' in expression, (prefix, expression)
+        assert set(re.findall(r'resource\.type [!=]= "([^"]+)"', expression)) <= gcp_ha.DOCUMENTED_RESOURCE_TYPES

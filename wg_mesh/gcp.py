@@ -274,16 +274,17 @@ class GcpGateway(component.SiteComponent):
         next_hop_instance: pulumi.Input[str] | None = self.instance.self_link
         next_hop_ilb: pulumi.Input[str] | None = None
         if names is not None:
+            gates = [self.ready, self.standby_ready]  # a VM joins its group only once ready (wg_mesh.gcp_ha)
             groups = [
                 gcp_ha.instance_group(
-                    ha.child_name(name, letter), names.groups[letter], instance.zone, instance, network.network, child
+                    ha.child_name(name, letter), names.groups[letter], instance, gate, network.network, child
                 )
-                for letter, instance in zip(ha.LETTERS, self.instances, strict=True)
+                for letter, instance, gate in zip(ha.LETTERS, self.instances, gates, strict=True)
             ]
-            backend, rule = gcp_ha.load_balancer(name, site, names, network.network, network.subnetwork, groups, child)
+            _, rule = gcp_ha.load_balancer(name, site, names, network.network, network.subnetwork, groups, child)
             gcp_ha.prober_firewall(name, network.network, tag, where, child)
             members = [self.stores.account.member, reader.account.member] if self.stores else []
-            gcp_ha.agent_iam(name, site, scope, members, self.instances, self.address, backend, child)
+            gcp_ha.agent_iam(name, site, scope, members, [site.zone, zone_b], child)
             # The routes' next hop is the load balancer by URL (pulumi-gcp 10.2.0 Route.next_hop_ilb: "With the GA
             # provider you can only specify the forwarding rule as a partial or full URL").
             next_hop_instance, next_hop_ilb = None, rule.self_link

@@ -17,14 +17,26 @@ standby's agent moves the static address.
   carried too (https://cloud.google.com/load-balancing/docs/internal/setting-up-ilb-multiple-protocols).
 - A firewall rule admitting the health port from Google's probers, 35.191.0.0/16 and 130.211.0.0/22
   (https://cloud.google.com/load-balancing/docs/health-check-concepts), to the gateways' tag.
+- Global access on the forwarding rule (`allow_global_access`): the routes through it are VPC routes, which apply
+  in every region of the network, but the load balancer takes traffic only from its own region unless "set to
+  `TRUE`, [then] clients can access ILB from all regions. Otherwise only allows access from clients in the same
+  region as the internal load balancer" (pulumi-gcp 10.2.0 compute.ForwardingRule `allow_global_access`; the REST
+  field `allowGlobalAccess`, https://cloud.google.com/compute/docs/reference/rest/v1/forwardingRules; next hops:
+  https://cloud.google.com/load-balancing/docs/internal/ilb-next-hop-overview). A single gateway
+  (`next_hop_instance`) serves every region of the network, so HA turns it on to keep that. Cost: we know of no
+  charge for the setting itself (not checked against https://cloud.google.com/vpc/network-pricing in this session:
+  docs/ha.md 12); traffic from other regions is inter-region VPC traffic, billed as it is to a single gateway, and
+  the load balancer's per-GB processing applies to all of its traffic, global access or not.
 - The agents' IAM: a custom role (the gate's permissions, README "Prerequisites", plus
   compute.regionBackendServices.get for getHealth) bound to each gateway's service account at the project, with an
-  IAM Condition that pins the instances, the address and the backend service by `resource.name` (resource attributes:
-  https://cloud.google.com/iam/docs/conditions-resource-attributes, whose type list has compute.googleapis.com/Instance
-  and /BackendService; /Address was not visible in the copy read on 2026-12-03). Each clause only narrows its own
-  type, so a type the condition does not recognise (zone operations, the network and subnetwork of `useExternalIp`)
-  passes: the narrowest one binding allows. Whether Compute evaluates the condition for each of these permissions is
-  to verify in a real project (docs/ha.md, open question 3).
+  IAM Condition on the one resource type of these that IAM Conditions recognise, compute.googleapis.com/Instance
+  (DOCUMENTED_RESOURCE_TYPES): add/deleteAccessConfig and instances.get only on the site's gateways, by the name
+  prefix every VM of a gateway letter shares (old and replacement alike). The address (no `Address` type in IAM's
+  list), the regional backend service (to IAM a `RegionBackendService`, issue 21, not a `BackendService`; the part of
+  the list we read does not show it), zone operations and useExternalIp are not narrowed: the gateways
+  may read any address and backend service of the project and attach a reserved address to themselves only.
+  Whether Compute evaluates the condition for each instance permission is to verify in a real project (docs/ha.md,
+  open question 3).
 """
 
 from __future__ import annotations
@@ -69,19 +81,24 @@ def standby_zone(site: GcpSite, opts: pulumi.ResourceOptions) -> pulumi.Input[st
 def instance_group(
     prefix: str,
     group_name: str,
-    zone: pulumi.Input[str],
     instance: gcp.compute.Instance,
+    ready: pulumi.Resource,
     network: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
 ) -> gcp.compute.InstanceGroup:
+    """The VM's group, updated to hold a new VM only after its readiness gate (`depends_on`): Pulumi updates a
+    resource only once all its dependencies are done, so a replacement that is not ready never becomes a backend,
+    and the old VM stays the group's member (and the load balancer's healthy backend) meanwhile. The group's
+    `instances` change is an in-place update (removeInstances/addInstances): the old VM leaves the group in the same
+    step, and the agents hand the address to the new one (wg_mesh.gateway.ha_gcp.GcpHa.other_health; docs/ha.md 9)."""
     return gcp.compute.InstanceGroup(
         f"{prefix}-ig",
         name=group_name,
-        zone=zone,
+        zone=instance.zone,
         instances=[instance.self_link],
         network=network,
         description="wg-mesh gateway (high availability backend)",
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ready])),
     )
 
 
@@ -142,6 +159,7 @@ def load_balancer(
         load_balancing_scheme="INTERNAL",
         ip_protocol="L3_DEFAULT",
         all_ports=True,
+        allow_global_access=True,  # the routes are global (module docstring)
         backend_service=backend.id,
         network=network,
         subnetwork=subnetwork,
@@ -182,27 +200,33 @@ def role_id(scope: str, site_name: str, suffix: str) -> str:
     return f"wgMeshHa_{scope}_{re.sub(r'[^a-zA-Z0-9]', '_', site_name)}_{suffix}"
 
 
-def condition_expression(instances: list[str], address: str, backend_service: str) -> str:
-    """CEL: the typed resources the role reaches are exactly these (resource names without the API prefix)."""
-    names = ", ".join(f'"{n}"' for n in instances)
-    return (
-        f'(resource.type != "compute.googleapis.com/Instance" || resource.name in [{names}]) && '
-        f'(resource.type != "compute.googleapis.com/Address" || resource.name == "{address}") && '
-        f'(resource.type != "compute.googleapis.com/BackendService" || resource.name == "{backend_service}")'
-    )
+# The resource types IAM Conditions recognise for Compute Engine, as far as this program names them: the "Resource type
+# values" table of https://cloud.google.com/iam/docs/conditions-resource-attributes (read 2026-12-03; its compute rows
+# begin BackendService, Disk, Firewall, ForwardingRule, GlobalForwardingRule, Image, Instance, InstanceTemplate). It
+# has no `Address`, and a regional backend service is no `BackendService`: a clause on a type IAM does not
+# recognise narrows nothing ("Other services and resource types do not recognize resource attributes"), so the
+# condition names the one type it can narrow (tests/test_gcp_ha_iam.py checks every type it names is in this list).
+DOCUMENTED_RESOURCE_TYPES = frozenset(
+    f"compute.googleapis.com/{t}"
+    for t in ("BackendService", "Disk", "Firewall", "ForwardingRule", "GlobalForwardingRule", "Image", "Instance",
+              "InstanceTemplate")
+)  # fmt: skip
+INSTANCE_TYPE = "compute.googleapis.com/Instance"
 
 
-def _relative(link: str) -> str:
-    """`https://www.googleapis.com/compute/v1/projects/p/zones/z/instances/n` -> `projects/p/zones/z/instances/n`."""
-    return link[link.index("projects/") :]
+def instance_prefix(project: str, zone: str, logical: str) -> str:
+    """The resource name (IAM's form: projects/P/zones/Z/instances/N) every VM of one gateway letter starts with:
+    Pulumi names a VM `<logical name>-<random suffix>`, so the old VM and its replacement both match, and the binding
+    does not change while `pulumi up` replaces a gateway (the handover needs both: wg_mesh.gateway.ha_gcp)."""
+    return f"projects/{project}/zones/{zone}/instances/{logical}-"
 
 
-def _condition(values: dict[str, Any]) -> str:
-    return condition_expression(
-        [_relative(link) for link in values["instances"]],
-        _relative(values["address"]),
-        _relative(values["backend_service"]),
-    )
+def condition_expression(prefixes: list[str]) -> str:
+    """CEL: on instances, only the site's gateways (old or new); the permissions on other types (the address, the
+    regional backend service, zone operations, the network and subnetwork's useExternalIp) are not narrowed: IAM
+    does not recognise their types (DOCUMENTED_RESOURCE_TYPES)."""
+    names = " || ".join(f'resource.name.startsWith("{p}")' for p in prefixes)
+    return f'resource.type != "{INSTANCE_TYPE}" || {names}'
 
 
 def agent_iam(
@@ -210,9 +234,7 @@ def agent_iam(
     site: GcpSite,
     scope: str,
     members: list[pulumi.Output[str]],
-    instances: list[gcp.compute.Instance],
-    address: gcp.compute.Address,
-    backend: gcp.compute.RegionBackendService,
+    zones: list[pulumi.Input[str]],
     opts: pulumi.ResourceOptions,
 ) -> gcp.projects.IAMCustomRole:
     """The custom role and one conditional project binding per gateway service account (module docstring)."""
@@ -232,12 +254,10 @@ def agent_iam(
         permissions=AGENT_PERMISSIONS,
         opts=opts,
     )
-    values = pulumi.Output.all(
-        instances=pulumi.Output.all(*[i.self_link for i in instances]),
-        address=address.self_link,
-        backend_service=backend.self_link,
+    logical = [f"{ha.child_name(name, letter)}-instance" for letter in ha.LETTERS]  # wg_mesh.gcp's VM names
+    expression = pulumi.Output.all(*zones).apply(
+        lambda zs: condition_expression([instance_prefix(site.project, z, n) for z, n in zip(zs, logical, strict=True)])
     )
-    expression = values.apply(_condition)
     for letter, member in zip(ha.LETTERS, members, strict=True):
         gcp.projects.IAMMember(
             f"{ha.child_name(name, letter)}-ha-member",
@@ -246,7 +266,7 @@ def agent_iam(
             member=member,
             condition=gcp.projects.IAMMemberConditionArgs(
                 title=f"wg-mesh {site.name} gateways",
-                description="only this site's gateways, static address and backend service",
+                description="on instances: only this site's gateways",
                 expression=expression,
             ),
             opts=opts,

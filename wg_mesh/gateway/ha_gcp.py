@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -32,6 +33,10 @@ NAT_NAME = "external-nat"  # the access config name gcloud and the console use
 OPERATION_TIMEOUT_S = 300.0
 HTTP_TIMEOUT_S = 30.0
 METADATA_URL = "http://169.254.169.254"
+# A standby judges a holder by Google's verdict only once it has seen that VM hold the address this long (the
+# machine's settle_s counts from the first "other", whichever VM it was; a replacement makes it another VM).
+SETTLE_S = 3.0
+ORPHAN_WAIT_S = 5.0  # gateway b's wait before it claims from a holder in no group (a goes first: GcpHa.other_health)
 
 
 class ApiError(Exception):
@@ -158,11 +163,57 @@ class Metadata:
         return instance_path(project, zone, self.get("instance/name"))
 
 
+# The active's /healthz answers 200 only while it *knows* it holds the static address (docs/ha.md 6.3, "A stale
+# ex-active"): a holder read said "me", and since then no gap longer than WITNESS_S passed without either another such
+# read or a /healthz answer. Google marks a backend UNHEALTHY after `unhealthy_threshold` failed probes
+# `check_interval_sec` apart (2 x 1 s, wg_mesh.ha.HEALTH_CHECK, which a test compares with this), and only then may
+# the standby take the address: a gateway that was frozen (SIGSTOP, a stalled VM) or cut off from the probers and
+# the API for longer may have lost it, and must read that it holds it before it answers 200 again. While the probes
+# keep arriving and get 200, Google sees it healthy, so nobody can have claimed: a Compute API outage alone keeps it
+# serving.
+WITNESS_S = 2.0
+# An active takes an address that nobody holds only after seeing it unheld this long: a claim in flight
+# (deleteAccessConfig on the holder, then addAccessConfig on the claimer, each a zonal operation) shows the address
+# unheld for a moment, and the old holder must not take it back then (GCP documents no duration for the operations).
+UNHELD_TAKE_S = 10.0
+
+
+class Witness:
+    """Whether this gateway may answer 200 (WITNESS_S above). Thread-safe: the tick reads, /healthz asks."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, window_s: float = WITNESS_S) -> None:
+        self.clock, self.window_s = clock, window_s
+        self.lock = threading.Lock()
+        self.holds = False
+        self.last = -1e9
+
+    def read(self, holder: str) -> None:
+        """A holder read that answered ("me", "other", "none"); failed reads tell nothing and are not reported."""
+        with self.lock:
+            self.holds, self.last = holder == "me", self.clock()
+
+    def serving(self) -> bool:
+        """Asked by every /healthz: True extends the chain (a probe that got 200 kept Google's verdict HEALTHY)."""
+        with self.lock:
+            now = self.clock()
+            if not self.holds or now - self.last > self.window_s:
+                self.holds = False  # until a read says "me" again
+                return False
+            self.last = now
+            return True
+
+
 class GcpHa:
     """One gateway's calls (docs/ha.md 6.3). Routes need no call: the ILB follows the health check."""
 
-    def __init__(self, config: HaConfig, metadata: Metadata | None = None, base: str = "") -> None:
-        self.config = config
+    def __init__(
+        self,
+        config: HaConfig,
+        metadata: Metadata | None = None,
+        base: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config, self.clock = config, clock
         self.metadata = metadata or Metadata()
         endpoint = base or os.environ.get("WG_MESH_COMPUTE_ENDPOINT") or COMPUTE
         self.api = Compute(self.metadata.token, endpoint, poll_s=0.2, timeout_s=5.0)
@@ -170,33 +221,77 @@ class GcpHa:
         self.address = f"projects/{config.project}/regions/{config.region}/addresses/{config.address}"
         service = f"projects/{config.project}/regions/{config.region}/backendServices/{config.backend_service}"
         self.health_path = f"{service}/getHealth"
+        self.witness = Witness(clock)
+        self.users: list[str] = []  # the address's users at the last holder read
+        self.unheld_since: float | None = None
+        self.orphan_since: float | None = None  # the holder is in no group of the site since (gateway b's wait)
+        self.judged: list[str] = []  # the holder other_health judges, and since when
+        self.judged_since = 0.0
 
     def group_url(self, gateway: str) -> str:
         zone, name = self.config.group(gateway)
         return f"{LINK}projects/{self.config.project}/zones/{zone}/instanceGroups/{name}"
 
     def holder(self) -> str:
-        users = self.api.call("GET", self.address).get("users", [])
-        if any(_same(u, self.instance) for u in users):
-            return "me"
-        return "other" if users else NONE
+        self.users = [str(u) for u in self.api.call("GET", self.address).get("users", [])]
+        answer = "me" if any(_same(u, self.instance) for u in self.users) else "other" if self.users else NONE
+        self.witness.read(answer)
+        if answer != NONE:
+            self.unheld_since = None
+        elif self.unheld_since is None:
+            self.unheld_since = self.clock()
+        return answer
+
+    def serving(self) -> bool:
+        """/healthz may answer 200 (the Witness): an active that does not know it holds the address answers 503."""
+        return self.witness.serving()
+
+    def group_health(self, gateway: str) -> dict[str, str]:
+        """Google's view of a gateway's instance group: member instance path -> HEALTHY / UNHEALTHY."""
+        answer = self.api.call("POST", self.health_path, body={"group": self.group_url(gateway)})
+        return {resource_path(str(s.get("instance", ""))): str(s.get("healthState")) for s in
+                answer.get("healthStatus", [])}  # fmt: skip
 
     def other_health(self) -> str | None:
-        """Google's view of the other gateway: HEALTHY if an instance of its group is, UNHEALTHY if all reported
-        are not, None when Google reports none (yet)."""
-        answer = self.api.call("POST", self.health_path, body={"group": self.group_url(self.config.other)})
-        states = [s.get("healthState") for s in answer.get("healthStatus", [])]
-        if not states:
+        """Google's view of the gateway that holds the address (the last holder read's), wherever it is: HEALTHY or
+        UNHEALTHY as Google reports it in either group; None when Google reports it nowhere yet, or while the holder
+        is new to us (SETTLE_S).
+
+        A holder that is in neither group is no backend (a replaced gateway: `pulumi up` put its replacement in its
+        group, once ready; wg_mesh.gcp): nothing sends the VPC's traffic to it, so it is UNHEALTHY for the claim, at
+        once for gateway a and after `ORPHAN_WAIT_S` for b, so that a replacement of the active takes the address
+        and the partner does not race it (one move)."""
+        holders = [resource_path(u) for u in self.users if not _same(u, self.instance)]
+        if not holders:
             return None
-        return "HEALTHY" if "HEALTHY" in states else "UNHEALTHY"
+        now = self.clock()
+        if holders != self.judged:  # a new holder: Google's verdict on it may still be from before it served 200
+            self.judged, self.judged_since, self.orphan_since = holders, now, None
+        if now - self.judged_since < SETTLE_S:
+            return None
+        # the other gateway's group first (where the holder is in a steady pair: one getHealth a tick), then ours
+        seen = self.group_health(self.config.other)
+        if not any(h in seen for h in holders):
+            seen = self.group_health(self.config.gateway)
+        states = [seen[h] for h in holders if h in seen]
+        if states:
+            self.orphan_since = None
+            return "HEALTHY" if "HEALTHY" in states else "UNHEALTHY"
+        self.orphan_since = now if self.orphan_since is None else self.orphan_since
+        wait = 0.0 if self.config.gateway == "a" else ORPHAN_WAIT_S
+        return "UNHEALTHY" if now - self.orphan_since >= wait else None
 
     def take_address(self) -> None:
         move_address(self.api, self.instance, self.address)
+        self.witness.read("me")
 
     def reconcile(self, ranges: Iterable[str], may_write: Callable[[], bool]) -> list[str]:
-        """The address to us when nobody holds it (the routes follow the ILB's health check, not us). Never from
-        another VM: without a lease, only a claim (Google saw that VM unhealthy) may take it from a holder."""
+        """The address to us when nobody has held it for UNHELD_TAKE_S (the routes follow the ILB's health check,
+        not us). Never from another VM: without a lease, only a claim (Google saw that VM unhealthy, or it is in no
+        group) may take it from a holder."""
         if not may_write() or self.holder() != NONE:
+            return []
+        if self.unheld_since is None or self.clock() - self.unheld_since < UNHELD_TAKE_S:
             return []
         self.take_address()
         return [f"address {self.config.address}"]

@@ -10,9 +10,13 @@
 round robin; the tunnel is fine while some peer answered within `window_s` (10 s) and some peer's latest handshake
 (from the dump the local checks read anyway) is at most 180 s old (REJECT_AFTER_TIME, the WgMeshHandshakeStale
 threshold).
-`HealthServer`: `GET /healthz` on every address: `200 active` when this gateway is active and healthy, `503
-standby` or `503 unhealthy: <check>` otherwise (GCP's load-balancer health check probes it; the lab and doctor read
-it on AWS too). One thread for every connection, each with a deadline, a size bound and a cap on how many are open.
+`HealthServer`: `GET /healthz` on every address: `200 active` when this gateway is active and healthy (and, on GCP,
+knows it holds the static address: wg_mesh.gateway.ha_gcp.Witness, so a stale ex-active never draws the load
+balancer's traffic), `503 standby`, `503 unhealthy: <check>` or `503 active, not known to hold the address`
+otherwise (GCP's load-balancer health check probes it; the lab and doctor read it on AWS too). On GCP every 200
+answered also keeps the Witness's chain: any client the INPUT policy admits (the probers, the gateway subnet,
+doctor on the gateway itself) counts as a probe. One thread for every connection, each with a deadline, a size
+bound and a cap on how many are open.
 """
 
 from __future__ import annotations

@@ -157,6 +157,8 @@ class Controller:
             return 503, f"unhealthy: {self.failed}"
         if self.machine.role != "active" or self.stopped:
             return 503, "standby"
+        if self.config.cloud == "gcp" and not (self.cloud is not None and self.cloud.serving()):
+            return 503, "active, not known to hold the address"  # a stale ex-active (ha_gcp.Witness)
         return 200, "active"
 
     def metrics_text(self) -> str:

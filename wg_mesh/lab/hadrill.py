@@ -27,6 +27,8 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
                        terminated (killed, its place free)                      -> nothing moves
 9. active replaced beside the old    the same for the active               -> the partner or the new instance takes
                        over, the address and each route move once, the outage within the target
+10. stale ex-active    SIGSTOP to the active's agent, the standby takes over, SIGCONT: the resumed one must get no
+                       traffic (GCP: never a 200 to the probers; hastale.py). Run only when named.
 A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's address holders: at no sample may
 two gateways report the active role, nor two ENIs / VMs hold the address. Per step: the longest ping gap (the
 outage), pings lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when
@@ -53,6 +55,7 @@ from wg_mesh.lab.drill import daemon_pids, metric, parse_metrics
 from wg_mesh.lab.hacloud import HaCloud
 from wg_mesh.lab.hamoves import count_moves
 from wg_mesh.lab.haplan import SPARE, HaSite
+from wg_mesh.lab.hastale import StaleStep
 from wg_mesh.lab.machine import NamespaceGateway
 from wg_mesh.lab.netns import LabError, Node, pids_in_netns, proc_start_time, run
 from wg_mesh.lab.traffic import Pinger, Stream
@@ -79,8 +82,10 @@ STEPS = (
     "planned replacement",
     "standby replaced beside the old",
     "active replaced beside the old",
+    "stale ex-active comes back",  # GCP (hastale.py); only when named: --ha-steps, the GCP CI drill
 )
-BESIDE = STEPS[7:]  # AWS only: the site's spare place runs the new instance (haplan.SPARE)
+BESIDE = STEPS[7:9]  # AWS only: the site's spare place runs the new instance (haplan.SPARE)
+OPT_IN = (STEPS[9],)
 
 
 def ha_view(node: Node) -> dict[str, float | None]:
@@ -143,7 +148,8 @@ class HaDrill:
         self.cloud, self.site, self.traffic, self.step = cloud, site, traffic, step
         self.ha: HaSite = cloud.sites[site]
         spare = SPARE in (g.letter for g in self.ha.gateways)
-        self.selected = tuple(n for n in STEPS if (not steps or n in steps) and (spare or n not in BESIDE))
+        chosen = (lambda n: n in steps) if steps else (lambda n: n not in OPT_IN)
+        self.selected = tuple(n for n in STEPS if chosen(n) and (spare or n not in BESIDE))
         self.free = [SPARE] if spare else []  # places without an instance (the spare, a terminated one's)
         self.down: set[str] = set()  # gateways killed and not replaced yet
         self.steps: list[dict[str, Any]] = []
@@ -280,7 +286,8 @@ class HaDrill:
         if name in BESIDE:  # the partner or the replacement may take over (the first standby's claim wins)
             extra["successors"] = [k for k, n in self.nodes().items() if n is not None and k != before]
         if heal is not None:
-            heal()
+            healed = heal()
+            extra.update(healed if isinstance(healed, dict) else {})
         else:
             extra["replaced_in_s"] = self.replace(target)
         self.flowing()
@@ -305,6 +312,7 @@ class HaDrill:
         if active is None:
             raise LabError(f"{self.site}: the pair never became steady: {self.roles()}, cloud {self.cloud.latest}")
         self.sampler.start()
+        stale = StaleStep(self)
         every: list[tuple[str, Callable[[str], Any], str]] = [  # on: active, standby or both (the partition)
             (STEPS[0], self.kill, "standby"),
             (STEPS[1], self.kill, "active"),
@@ -315,6 +323,7 @@ class HaDrill:
             (STEPS[6], self.planned, "active"),
             (STEPS[7], self.beside, "standby"),
             (STEPS[8], self.beside, "active"),
+            (STEPS[9], stale.freeze, "active"),
         ]
         faults = [f for f in every if f[0] in self.selected]
         for i, (name, inject, on) in enumerate(faults, 1):
@@ -322,7 +331,7 @@ class HaDrill:
             active = self.active() or active
             standby = next((k for k, n in self.nodes().items() if n is not None and k != active), "b")
             target = {"active": active, "standby": standby, "both": "both"}[on]
-            heal = (lambda: self.partition(False)) if on == "both" else None
+            heal = (lambda: self.partition(False)) if on == "both" else (stale.thaw if name == STEPS[9] else None)
             if name in BESIDE:  # the old instance is terminated, not replaced in place: its place is free
                 heal = functools.partial(self.terminate, target)
             self.drill(name, target, active, inject, on == "active", heal=heal, observe=1.0 if name in BESIDE else
@@ -396,6 +405,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
                 outages.append(s["outage_ms"])
         else:
             s["ok"] = s["active_after"] == s["active_before"] and s["pings_lost"] == 0 and steady
+        s["ok"] = s["ok"] and not s.get("stale_healthy") and not s.get("stale_routes")  # hastale.py
         ok = ok and s["ok"]
     median = statistics.median(outages) if outages else None
     return {
