@@ -205,7 +205,7 @@ def test_the_live_drill_on_the_prod_stack() -> None:
     rotation = report.steps[3]  # announced: both agents switched at key_at, after applying the document before it
     assert rotation["applied_before_key_at"] and set(rotation["switched"]) == {"aws-use1", "gcp-euw3"}, rotation
     assert all(t >= rotation["key_at"] for v in rotation["switched"].values() for t in v.values()), rotation
-    assert set(find_labs()) == before  # torn down
+    assert set(find_labs()) <= before  # torn down (another lab on the machine may end meanwhile)
 
 
 STEPS = [

@@ -114,4 +114,4 @@ def test_the_pmtu_drill_on_the_prod_stack() -> None:
     assert filtered["icmp_filtered"] and filtered["healed_route_mtu"] == 1328  # WireGuard's 16-byte padding
     assert filtered["alert_fires_s"] is not None and filtered["alert_fires_s"] + 30 <= 120
     assert [s["step"] for s in report.steps][1::2] == ["grow back", "grow back"]
-    assert set(find_labs()) == before  # torn down
+    assert set(find_labs()) <= before  # torn down (another lab on the machine may end meanwhile)
