@@ -248,6 +248,19 @@ class FakeHost:
         if argv[:4] == ["wg", "set", "wg0", "peer"] and argv[5:] == ["remove"]:
             self.peers.pop(argv[4], None)
             return Result(0, "", "")
+        if argv[:4] == ["wg", "set", "wg0", "peer"] and len(argv) > 5:
+            # `wg set wg0 peer K [allowed-ips A,B] [persistent-keepalive N] [endpoint E]`: a field not named keeps its
+            # value; AllowedIPs move to this peer from any other that had them (as WireGuard does)
+            options = dict(zip(argv[5::2], argv[6::2], strict=True))
+            assert set(options) <= {"allowed-ips", "persistent-keepalive", "endpoint"}, argv
+            allowed, keepalive, endpoint = self.peers.get(argv[4], ([], 0, "(none)"))
+            if "allowed-ips" in options:
+                allowed = [a for a in options["allowed-ips"].split(",") if a]
+                for key, (ips, k, e) in list(self.peers.items()):
+                    self.peers[key] = ([a for a in ips if a not in allowed], k, e)
+            keepalive = int(options.get("persistent-keepalive", keepalive))
+            self.peers[argv[4]] = (allowed, keepalive, options.get("endpoint", endpoint))
+            return Result(0, "", "")
         if argv[:5] == ["ip", "link", "set", "dev", "wg0"] and argv[5] == "mtu":
             self.mtu = int(argv[6])
             return Result(0, "", "")

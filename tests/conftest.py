@@ -126,9 +126,10 @@ def _stack_name(path: Path) -> str:
     return path.name.removeprefix("Pulumi.").removesuffix(".yaml")
 
 
-@pytest.fixture(scope="module", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
+@pytest.fixture(scope="session", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
 def applied(request: pytest.FixtureRequest) -> ProgramRun:
-    """Each stack file's `pulumi up`, under mocks (one run per stack file and test module)."""
+    """Each stack file's `pulumi up`, under mocks: one run per stack file and test process (an xdist worker), shared
+    by every module that asks (a whole-program run costs seconds; 8 modules used to run their own). Read it only."""
     run = run_program(read_raw(request.param), preview=False, stack=_stack_name(request.param))
     assert run.error is None, run.error
     return run
@@ -144,7 +145,7 @@ def with_delivery(raw: Any, delivery: str) -> Any:
     return {**raw, "delivery": delivery, "sites": sites}
 
 
-@pytest.fixture(scope="module", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
+@pytest.fixture(scope="session", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
 def applied_user_data(request: pytest.FixtureRequest) -> ProgramRun:
     """Each stack file's `pulumi up` with `delivery: user-data` (wg0.conf in the user data), under mocks."""
     raw = with_delivery(read_raw(request.param), "user-data")
@@ -153,7 +154,7 @@ def applied_user_data(request: pytest.FixtureRequest) -> ProgramRun:
     return run
 
 
-@pytest.fixture(scope="module", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
+@pytest.fixture(scope="session", params=STACK_FILES, ids=[p.name for p in STACK_FILES])
 def previewed(request: pytest.FixtureRequest) -> ProgramRun:
     """Each stack file's `pulumi preview`, under mocks: addresses, ids and keys are unknown."""
     run = run_program(read_raw(request.param), preview=True, stack=_stack_name(request.param))

@@ -124,10 +124,13 @@ def test_adding_and_removing_a_peer_syncs_and_routes_without_restarting(keys: Ke
     added = with_peer(base_plan(), "site-c", "10.77.0.0/16")
     store.text = doc_text(added, keys)
     assert agent.cycle()
+    # `wg set` for the new peer alone: a `wg syncconf` re-sets every peer's AllowedIPs (wg_mesh.gateway.peerset)
+    new = added.peers[-1]
     assert host.mutating() == [
-        ["wg", "syncconf", "wg0", "/dev/stdin"],
+        ["wg", "set", "wg0", "peer", new.public_key, "allowed-ips", "10.77.0.0/16", "persistent-keepalive",
+         str(new.persistent_keepalive), "endpoint", new.endpoint],
         ["ip", "-4", "route", "add", "10.77.0.0/16", "dev", "wg0"],
-    ]
+    ]  # fmt: skip
     assert host.peers[added.peers[-1].public_key][0] == ["10.77.0.0/16"]
     assert Path(paths.wg_conf).read_text() == wg_quick_conf(added, keys.private)
     assert "site-c" in Path(paths.mapping).read_text()
@@ -136,8 +139,9 @@ def test_adding_and_removing_a_peer_syncs_and_routes_without_restarting(keys: Ke
     removed = without_peer(added, "gcp-euw3")
     store.text = doc_text(removed, keys)
     assert agent.cycle()
+    gone = next(p.public_key for p in added.peers if p.name == "gcp-euw3")
     assert host.mutating() == [
-        ["wg", "syncconf", "wg0", "/dev/stdin"],
+        ["wg", "set", "wg0", "peer", gone, "remove"],
         ["ip", "-4", "route", "del", "10.100.0.0/16", "dev", "wg0"],
     ]
     assert set(host.peers) == {p.public_key for p in removed.peers}
@@ -241,19 +245,23 @@ def test_drift_is_repaired(keys: Keys, paths: Paths) -> None:
     host.rules.remove(clamp)  # a firewall reload dropped the MSS clamp
     assert agent.cycle()
     assert host.mutating() == [
-        ["wg", "syncconf", "wg0", "/dev/stdin"],
+        ["wg", "set", "wg0", "peer", gone.public_key, "allowed-ips", ",".join(sorted(gone.allowed_ips)),
+         "persistent-keepalive", str(gone.persistent_keepalive), "endpoint", gone.endpoint],
         ["ip", "link", "set", "dev", "wg0", "mtu", str(base_plan().mtu)],
         ["ip", "-4", "route", "add", "10.100.0.0/16", "dev", "wg0"],
         ["ip", "-4", "route", "del", "10.99.0.0/16", "dev", "wg0"],
         ["iptables", "-t", "mangle", "-A", clamp[1], *clamp[2].split()],
-    ]
+    ]  # fmt: skip
     assert gone.public_key in host.peers and clamp in host.rules
 
 
 def test_a_failed_command_is_an_apply_failure_and_is_retried(keys: Keys, paths: Paths) -> None:
     host, logs = FakeHost(), []
     store, agent = applied(keys, paths, host, logs)
-    store.text = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
+    plan = with_peer(base_plan(), "site-c", "10.77.0.0/16")
+    first = plan.peers[0]  # and a staying peer's AllowedIPs change: `wg syncconf` (wg_mesh.gateway.peerset)
+    changed = dataclasses.replace(first, allowed_ips=(*first.allowed_ips, "10.78.0.0/16"))
+    store.text = doc_text(dataclasses.replace(plan, peers=(changed, *plan.peers[1:])), keys)
     host.fail["wg syncconf"] = Result(1, "", "Line unrecognized: `PrivateKey=" + keys.private + "'\n")
     assert not agent.cycle()
     assert metric(paths, "wgmesh_agent_apply_failures_total", reason="apply") == 1

@@ -7,6 +7,7 @@ The image is built once per machine and cached (wg_mesh/lab/image.py: CACHE_DIR)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -40,9 +41,17 @@ needs_boot = pytest.mark.skipif(bool(CANNOT_BOOT), reason="--boot cannot run her
 QUICK = LabOptions(handshake_timeout=4, iperf_seconds=1, bulk_bytes=4 * 1024 * 1024, reboot_timeout=30)
 
 
-def user_data(stack: str, site: str) -> str:
+@functools.cache
+def _user_data(stack: str) -> dict[str, str]:
+    """Each site's user data of a stack, rendered once per test process (a render generates keys: ~2 CPU-s)."""
     cfg = load(REPO / f"Pulumi.{stack}.yaml")
-    return render_artifacts(cfg, plan_lab(cfg, PREFIX), LabKeys.generate(cfg))[site].user_data
+    return {
+        site: a.user_data for site, a in render_artifacts(cfg, plan_lab(cfg, PREFIX), LabKeys.generate(cfg)).items()
+    }
+
+
+def user_data(stack: str, site: str) -> str:
+    return _user_data(stack)[site]
 
 
 # --- what a booted gateway is given, and what is expected of it (pure) ------------------------------------

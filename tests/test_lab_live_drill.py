@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -188,14 +187,10 @@ NAMESPACE_SKIP = [*CANNOT_RUN] or (
 @pytest.mark.integration
 @pytest.mark.skipif(bool(NAMESPACE_SKIP), reason="; ".join(NAMESPACE_SKIP))
 def test_the_live_drill_on_the_prod_stack() -> None:
-    """Run twice at most: about one run in ten on the 2-core CI machine loses a single ping (or stalls the stream)
-    in one of the zero-loss steps, a cause not yet found; the first run's failure is reported as a warning, so a
-    regression (failing every time) still fails the test."""
+    """Run once. (The single ping it used to lose now and then in `add`/`remove vps-fra` was the agents' `wg syncconf`
+    re-setting the staying peer's AllowedIPs: wg_mesh.gateway.peerset.)"""
     before = set(find_labs())
     report = run_drill(PROD, "prod")
-    if not report.ok and report.error is None:
-        warnings.warn(f"live drill failed once, run again: {details(report)}", stacklevel=1)
-        report = run_drill(PROD, "prod")
     assert report.error is None, report.error
     failed = [s for s in report.steps if not s["ok"]]
     assert report.ok and not failed, details(report)
@@ -210,7 +205,7 @@ def test_the_live_drill_on_the_prod_stack() -> None:
     rotation = report.steps[3]  # announced: both agents switched at key_at, after applying the document before it
     assert rotation["applied_before_key_at"] and set(rotation["switched"]) == {"aws-use1", "gcp-euw3"}, rotation
     assert all(t >= rotation["key_at"] for v in rotation["switched"].values() for t in v.values()), rotation
-    assert set(find_labs()) == before  # torn down
+    assert set(find_labs()) <= before  # torn down (another lab on the machine may end meanwhile)
 
 
 STEPS = [
@@ -227,12 +222,9 @@ STEPS = [
 def test_the_live_drill_on_booted_gateways() -> None:
     """`lab --boot --drill live`: every gateway a systemd-nspawn container whose cloud-init runs the live user data
     (AWS: the bootstrap from moto, then `--once`; GCP: the metadata server in the container's own netns) and starts
-    wg-mesh-agent.service; the drill changes the stores only. Run twice at most, as in namespaces."""
+    wg-mesh-agent.service; the drill changes the stores only. Run once, as in namespaces."""
     before, nspawn_before = set(find_labs()), set(nspawn_pids())
     report = run_drill(PROD, "prod", boot=True)
-    if not report.ok and report.error is None:
-        warnings.warn(f"booted live drill failed once, run again: {details(report)}", stacklevel=1)
-        report = run_drill(PROD, "prod", boot=True)
     assert report.error is None, report.error
     assert report.ok and not [s for s in report.steps if not s["ok"]], details(report)
     assert report.mode == "boot" and [s["step"] for s in report.steps] == STEPS

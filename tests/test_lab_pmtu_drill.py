@@ -12,6 +12,7 @@ import pytest
 from bench.pathmtu import section
 from tests.test_lab_live_drill import CANNOT_RUN, PROD, pinger, stream
 from wg_mesh.lab import pmtudrill
+from wg_mesh.lab.checks import LabOptions
 from wg_mesh.lab.drillrun import DrillReport, run_drill
 from wg_mesh.lab.netns import find_labs
 from wg_mesh.lab.plan import plan_lab
@@ -104,7 +105,8 @@ def test_the_benchmarks_section_shows_every_step() -> None:
 @pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
 def test_the_pmtu_drill_on_the_prod_stack() -> None:
     before = set(find_labs())
-    report = run_drill(PROD, "prod", kind="pmtu")
+    short = LabOptions(pmtu_observe_s=pmtudrill.CI_OBSERVE_S)  # the ICMP-allowed shrink: 20 s here, 90 s in bench
+    report = run_drill(PROD, "prod", kind="pmtu", options=short)
     assert report.error is None, report.error
     failed = [s for s in report.steps if not s["ok"]]
     assert report.ok and not failed, failed
@@ -112,4 +114,4 @@ def test_the_pmtu_drill_on_the_prod_stack() -> None:
     assert filtered["icmp_filtered"] and filtered["healed_route_mtu"] == 1328  # WireGuard's 16-byte padding
     assert filtered["alert_fires_s"] is not None and filtered["alert_fires_s"] + 30 <= 120
     assert [s["step"] for s in report.steps][1::2] == ["grow back", "grow back"]
-    assert set(find_labs()) == before  # torn down
+    assert set(find_labs()) <= before  # torn down (another lab on the machine may end meanwhile)

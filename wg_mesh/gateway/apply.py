@@ -5,7 +5,8 @@ route), plans only the difference as a list of steps, and runs them; the same do
 command, and drift (a peer removed by hand, a route deleted, iptables rules flushed) is repaired on the next run:
 - /etc/wireguard/wg0.conf rewritten atomically (0600) when its text changes, so a reboot starts from the latest state
   (its PostUp/PostDown lines are for wg-quick at boot: the agent never runs them, nor anything else through a shell);
-- `wg syncconf wg0 /dev/stdin` (the same configuration without wg-quick's keys; private key on stdin only);
+- `wg syncconf wg0 /dev/stdin` (the same configuration without wg-quick's keys; private key on stdin only), or,
+  when whole peers come and go, `wg set` for those only (wg_mesh.gateway.peerset: the peers that stay lose nothing);
 - `ip link set dev wg0 mtu N`, the overlay address, the AllowedIPs routes outside the interface's own prefix;
 - the iptables rules, the endpoint host routes and the lower route MTUs of wg_mesh.gateway.hostplan.Managed, every
   argv built from typed values (the masquerade's device and the host routes' `via`/`dev` from the default route the
@@ -28,7 +29,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from . import files, hostplan, txn
+from . import files, hostplan, peerset, txn
 from .document import Document, is_key
 from .files import atomic_write, read_text
 from .hostplan import KernelRoute, Managed
@@ -304,7 +305,16 @@ class Applier:
             if stale:
                 what = "re-armed" if self.role == "active" else "without endpoint"
                 steps.append(Step("peers", f"{self.role}: {len(stale)} peers {what}"))
-            steps.append(cmd("peers", "wg syncconf", ["wg", "syncconf", iface, "/dev/stdin"], wg_config(conf)))
+            # Whole peers added or removed: `wg set` for those alone (peerset.py: a syncconf drops packets of the
+            # peers that stay); anything else: `wg syncconf`.
+            gentle = None if stale else peerset.peer_commands(iface, running, wg_config(conf))
+            if gentle is None:
+                steps.append(cmd("peers", "wg syncconf", ["wg", "syncconf", iface, "/dev/stdin"], wg_config(conf)))
+            for argv in gentle or ():
+                steps.append(cmd("peers", "", argv))
+            if gentle:
+                added, removed = (sum(a[5] == what for a in gentle) for what in ("allowed-ips", "remove"))
+                steps.append(Step("peers", f"wg set: {added} peers added, {removed} removed"))
         # A larger MTU goes on last, after the routes and the route MTUs: a private path's jumbo wg0 (docs/underlay.md)
         # must not carry internet peers' traffic before their routes have their own MTU. A smaller one goes first.
         new_mtu = doc.plan.mtu

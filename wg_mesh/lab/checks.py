@@ -73,6 +73,8 @@ class LabOptions:
     bulk_bytes: int = 16 * 1024 * 1024
     recovery_timeout: float = 15.0
     reboot_timeout: float = 90.0  # --boot: a rebooted gateway's wg0 must be active again within this
+    # --drill pmtu: how long the ICMP-allowed shrink is watched (pmtudrill.OBSERVE_S; the test suite's CI run: less)
+    pmtu_observe_s: float = 90.0
 
 
 def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

@@ -148,7 +148,7 @@ def run_drill(
                     run_step()
             else:
                 machines = {n: m.node for n, m in lab.machines.items() if n in names}
-                path_drill = PathDrill(plan, machines, lab.hosts, (a, b, c), (pinger, stream))
+                path_drill = PathDrill(plan, machines, lab.hosts, (a, b, c), (pinger, stream), options.pmtu_observe_s)
                 step("path-MTU probes: every pair passes at full size")
                 path_drill.wait_probed()
                 for i, (title, drop_icmp) in enumerate((("filtered", True), ("allowed", False))):
