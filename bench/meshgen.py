@@ -13,6 +13,7 @@ from typing import Any
 
 from wg_mesh import topology, userdata
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, load_mesh
+from wg_mesh.quotas import AWS_QUOTA_MAX
 
 AWS_REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-1", "us-west-2")
 GCP_LOCATIONS = (("europe-west3", "europe-west3-a"), ("us-central1", "us-central1-a"), ("asia-east1", "asia-east1-b"))
@@ -49,8 +50,11 @@ def _static_endpoint(k: int) -> str:
     return f"{nets[k // 250]}.{k % 250 + 2}"
 
 
-def generate_mesh(n: int) -> dict[str, Any]:
-    """The raw `wg-mesh:mesh` value of a full mesh of n sites: AWS, GCP, static, AWS, GCP, ... (one CIDR each)."""
+def generate_mesh(n: int, raised_quotas: bool = False) -> dict[str, Any]:
+    """The raw `wg-mesh:mesh` value of a full mesh of n sites: AWS, GCP, static, AWS, GCP, ... (one CIDR each).
+
+    raised_quotas: each AWS site declares the largest quotas `quotas:` accepts (an account that raised them), so
+    that a large mesh passes validate's quota rules and only its other limits (user data sizes) decide."""
     if n < 2:
         raise ValueError("a mesh needs at least two sites")
     overlay = IPv4Network(_overlay(n))
@@ -61,6 +65,9 @@ def generate_mesh(n: int) -> dict[str, Any]:
         site: dict[str, Any] = {"name": f"{kind}-{i:03d}", "cloud": kind, "overlay_ip": str(overlay[i + 1])}
         if kind == "aws":
             site |= {"region": AWS_REGIONS[(i // 3) % len(AWS_REGIONS)], "cidrs": [_cloud_cidr(clouds)]}
+            if raised_quotas:
+                site["quotas"] = {"rules_per_security_group": AWS_QUOTA_MAX, "routes_per_route_table": AWS_QUOTA_MAX,
+                                  "elastic_ips_per_region": 1000, "vpcs_per_region": 1000}  # fmt: skip
             clouds += 1
         elif kind == "gcp":
             region, zone = GCP_LOCATIONS[(i // 3) % len(GCP_LOCATIONS)]

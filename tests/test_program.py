@@ -244,7 +244,9 @@ def test_nothing_is_open_to_the_world_and_nothing_opens_ssh(applied: ProgramRun)
     # GCP: WireGuard, forward, remote (the stack files choose a workload scope), path-MTU ICMP from the gateway.
     assert rules == 2 * sum(isinstance(s, AwsSite) for s in cfg.sites) + 4 * sum(
         isinstance(s, GcpSite) for s in cfg.sites
-    ) + sum(isinstance(s, GcpSite) and s.gateways > 1 for s in cfg.sites)  # HA: the probers' rule
+    ) + sum(isinstance(s, GcpSite) and s.gateways > 1 for s in cfg.sites) + sum(  # GCP HA: the probers' rule
+        isinstance(s, AwsSite) and s.gateways > 1 and not s.uses_existing_network for s in cfg.sites
+    )  # AWS HA in a created VPC: HTTPS to the EC2 interface endpoint from the gateway subnets (aws_ha.ec2_endpoint)
 
 
 def test_gateways_forward_and_are_hardened(applied: ProgramRun) -> None:

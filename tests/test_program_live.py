@@ -360,12 +360,12 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
 
 
 def test_live_aws_user_data_fits_and_does_not_grow_with_the_mesh() -> None:
-    small, large = (load_mesh({**meshgen.generate_mesh(n), "delivery": "live"}) for n in (4, 160))
+    small, large = (load_mesh({**meshgen.generate_mesh(n, raised_quotas=True), "delivery": "live"}) for n in (4, 160))
     sizes = [userdata.live_user_data_size(cfg, next(s for s in cfg.sites if isinstance(s, AwsSite)), exact=True)
              for cfg in (small, large)]  # fmt: skip
     assert sizes[0] == sizes[1] < userdata.AWS_USER_DATA_LIMIT
     with pytest.raises(ConfigError):  # the same 160 sites in user data would not fit
-        load_mesh(meshgen.generate_mesh(160))
+        load_mesh(meshgen.generate_mesh(160, raised_quotas=True))
 
 
 def test_a_document_past_its_store_is_refused_naming_the_site(monkeypatch: pytest.MonkeyPatch) -> None:

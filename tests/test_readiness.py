@@ -7,8 +7,10 @@ metadata paths; only the emulator's instance id is set to the instance the test 
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +168,8 @@ def test_the_address_and_routes_move_only_after_the_gate(applied_dev: ProgramRun
     gate = applied_dev.named(COMMAND, "aws-use1-ready")
     instance = applied_dev.named("aws:ec2/instance:Instance", "aws-use1-instance")
     assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
-    assert gate.inputs["create"].split() == [
-        ".venv/bin/python", "-m", "wg_mesh.readygate", "--region", "us-east-1", "--profile", "net",
+    assert shlex.split(gate.inputs["create"]) == [  # the deployer's interpreter (wg_mesh.stamp.python_command)
+        sys.executable, "-m", "wg_mesh.readygate", "--region", "us-east-1", "--profile", "net",
         "--role-arn", "arn:aws:iam::123456789012:role/deploy", "--timeout", "900", "--instance-id", instance.id,
     ]  # fmt: skip
     assert applied_dev.depends_on(COMMAND, "aws-use1-ready", "aws:ec2/instance:Instance", "aws-use1-instance")

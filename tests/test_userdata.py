@@ -92,9 +92,9 @@ def test_estimate_is_not_below_what_a_real_gateway_sends(stack: str) -> None:
 def test_validate_knows_the_aws_limit() -> None:
     crossing = meshgen.user_data_crossing(160, "aws_user_data_bytes", userdata.AWS_USER_DATA_LIMIT)
     assert crossing is not None and 64 < crossing < 160  # far past the ~17 sites of plain text
-    load_mesh(meshgen.generate_mesh(crossing - 8))
+    load_mesh(meshgen.generate_mesh(crossing - 8, raised_quotas=True))
     with pytest.raises(ConfigError) as caught:
-        load_mesh(meshgen.generate_mesh(crossing))
+        load_mesh(meshgen.generate_mesh(crossing, raised_quotas=True))
     (problem,) = caught.value.problems
     assert problem.startswith("sites[") and "EC2's limit is 16384" in problem
 

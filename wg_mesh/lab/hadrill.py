@@ -144,12 +144,12 @@ class HaDrill:
     def __init__(self, cloud: HaCloud, site: str, step: Step, traffic: tuple[Pinger, Stream] | None = None,
                  peer: tuple[Node, str] | None = None, steps: Collection[str] = ()) -> None:  # fmt: skip
         """`peer`: the other site's gateway and this site's public key (its handshakes with the site are sampled);
-        `steps`: the names (STEPS) of the steps to run, in STEPS's order (default all)."""
+        `steps`: the names (STEPS) of the steps to run, in STEPS's order (default all but OPT_IN)."""
         self.cloud, self.site, self.traffic, self.step = cloud, site, traffic, step
         self.ha: HaSite = cloud.sites[site]
         spare = SPARE in (g.letter for g in self.ha.gateways)
-        chosen = (lambda n: n in steps) if steps else (lambda n: n not in OPT_IN)
-        self.selected = tuple(n for n in STEPS if chosen(n) and (spare or n not in BESIDE))
+        wanted = tuple(steps) if steps else tuple(n for n in STEPS if n not in OPT_IN)
+        self.selected = tuple(n for n in STEPS if n in wanted and (spare or n not in BESIDE))
         self.free = [SPARE] if spare else []  # places without an instance (the spare, a terminated one's)
         self.down: set[str] = set()  # gateways killed and not replaced yet
         self.steps: list[dict[str, Any]] = []
