@@ -64,6 +64,8 @@ def run_worker(n: int, timeout: float = 900.0) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"scale worker N={n} failed ({proc.returncode}): {err.strip()[-500:]}")
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    if "error" in result:
+        raise RuntimeError(f"scale worker N={n}: the program failed: {result['error'][-500:]}")
     result["process_wall_s"] = round(wall, 3)
     result["peak_rss_kb"] = rusage.ru_maxrss  # KiB on Linux
     return result
