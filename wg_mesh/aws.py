@@ -171,7 +171,8 @@ class AwsGateway(component.SiteComponent):
         self.newest_ami = self._ubuntu_ami(site, "*")
         if site.image is None:
             # The newest image when the instance is created, then kept: a new Ubuntu release must not
-            # replace every gateway. Rolling is deliberate: set `image` (README, "Rolling the image").
+            # replace every gateway. Rolling is deliberate: set `image` (README, "Rolling the image"). Kept within one
+            # architecture: a move to another is a new instance name, with no kept AMI (awsfacts.instance_suffix).
             ami: pulumi.Input[str] = self.newest_ami
             keep_image = pulumi.ResourceOptions(ignore_changes=["ami"])
         else:
@@ -291,7 +292,9 @@ class AwsGateway(component.SiteComponent):
     ) -> aws.ec2.Instance:
         """One gateway machine; both of an HA site are alike but for the subnet and the `ha` object's letter."""
         return aws.ec2.Instance(
-            f"{prefix}-instance",
+            # x86_64 keeps today's name; another architecture has its own, so a move across them is a new instance with
+            # the newest AMI of its architecture, not the kept one (awsfacts.instance_suffix).
+            prefix + awsfacts.instance_suffix(site.instance_type, private_ip is not None),
             iam_instance_profile=profile.name,
             ami=ami,
             instance_type=instance_type,

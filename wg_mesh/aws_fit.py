@@ -3,8 +3,10 @@
 An `instance_type` change replaces the gateway (wg_mesh.aws: `replace_on_changes`, through the readiness gate), and
 two things can make the new instance fail where the old one ran: the type is not offered in the subnet's zone (a
 subnet never moves; an unset `zone` was chosen for the old type and is kept), or the AMI is of the other architecture
-(a move to or from Graviton). Both are looked up while the program runs, by invokes, so `pulumi preview` (and the
-preview `pulumi up` starts with) fails with one line before anything changes. Part of the AwsGateway component.
+(a pinned `image` of the wrong one; unpinned, only a gateway with a fixed private address can keep an AMI across a move
+to or from Graviton: the others' instance name carries the architecture, awsfacts.instance_suffix). Both are looked
+up while the program runs, by invokes, so `pulumi preview` (and the preview `pulumi up` starts with) fails with one
+line before anything changes. Part of the AwsGateway component.
 """
 
 from __future__ import annotations

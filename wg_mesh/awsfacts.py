@@ -82,16 +82,45 @@ def check_offered(instance_type: str, zone: str, offered: Sequence[str]) -> str:
     return instance_type
 
 
+def instance_suffix(instance_type: str, fixed_address: bool) -> str:
+    """The end of a gateway instance's logical name: `-instance` (today's, for x86_64), `-instance-arm64` for Graviton.
+
+    Unpinned, an instance keeps the AMI of its creation (`ignore_changes` on `ami`, so a new Ubuntu release rolls no
+    gateway), and Pulumi applies that to a replacement too: the engine puts the recorded input in place of the ignored
+    one (pulumi/pulumi#2657: "replaces the values of input properties in the goal state with old inputs"), and uses the
+    program's value only "when there is no prior state" (Pulumi docs, "Resource option: ignoreChanges"). So the
+    architecture is in the name: a move across x86/Graviton declares a resource with no prior state, which gets the
+    newest AMI of its own architecture, and the old name is no longer declared, so Pulumi deletes it at the end of
+    `up`, after creating the new one and everything that follows it (the gate, the routes: pulumi/pulumi#9979, "pulumi
+    first creates all new resources and schedules the deletion of resources at the very end"). Within one
+    architecture the name, and so the kept AMI, stays.
+
+    A gateway with a fixed private address keeps one name: its address is the old instance's until that is gone
+    (`delete_before_replace`, which a new name cannot have), so old and new cannot run side by side; its move across
+    architectures is a replacement under one name and needs `image` (check_ami_architecture says so).
+
+    Unique by construction: the suffix ends the name, and every other child of a site ends in a fixed word or a CIDR
+    slug, none of them `arm64` (wg_mesh.names)."""
+    if fixed_address or ami_architecture(instance_type) == "amd64":
+        return "-instance"
+    return f"-instance-{ami_architecture(instance_type)}"
+
+
 def check_ami_architecture(instance_type: str, ami: str, architecture: str, pinned: bool) -> str:
     """The AMI, if built for the instance type's architecture; else ValueError naming the way out.
 
-    Unpinned, the instance keeps the AMI of its creation (`ignore_changes` on `ami`, which Pulumi applies to a
-    replacement too: the engine puts the old input in place of the ignored one, pulumi/pulumi#2657), so a move across
-    architectures needs a pin: an Ubuntu serial names the build of either architecture."""
+    Unpinned, the instance keeps the AMI of its creation, replacement or not (instance_suffix): only a gateway with a
+    fixed private address, whose name does not follow its architecture, can keep an AMI of the other architecture, so
+    its move across architectures needs a pin: an Ubuntu serial names the build of either architecture."""
     wanted = EC2_ARCHITECTURE[ami_architecture(instance_type)]
     if architecture == wanted:
         return ami
-    why = "the pinned image" if pinned else "the image this gateway keeps (the newest when it was created)"
+    why = (
+        "the pinned image"
+        if pinned
+        else "the image this gateway keeps (the newest when it was created; a gateway with a fixed private address "
+        "is replaced under its one name)"
+    )
     found = architecture or "of no known architecture"
     raise ValueError(
         f"instance type {instance_type} runs {wanted}, but {why} {ami} is {found}: "
