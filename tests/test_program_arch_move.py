@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ProgramRun, run_program
-from tests.test_program import AWS_INSTANCE, AWS_ROUTE, dev_raw, site_raw
+from tests.test_program import AWS_INSTANCE, AWS_ROUTE, GCP_INSTANCE, dev_raw, site_raw
 from tests.test_program_ha import EC2_TAG, ha_raw
 from tests.test_program_ha import run as ha_run
 from tests.test_program_type_change import GATE, failing_run, gated_replacement
@@ -71,8 +71,13 @@ def follows(run: ProgramRun, site: str, instance_name: str) -> None:
 def test_x86_to_graviton_and_back_boots_each_architectures_newest_ami_with_no_pin(kept: dict[str, str]) -> None:
     raw = dev_raw()
     site_raw(raw, "aws")["instance_type"] = "c7g.2xlarge"
+    site_raw(raw, "gcp")["instance_type"] = "t2a-standard-4"
     kept["aws-use1-instance"] = KEPT_X86  # the x86 gateway in the stack's state
     arm = applied(raw)
+    # GCP: the family is an input, never ignored, so the replacement (machineType) boots the new architecture's family.
+    vm = arm.named(GCP_INSTANCE, "gcp-euw3-instance")
+    assert vm.inputs["bootDisk"]["initializeParams"]["image"] == "ubuntu-os-cloud/ubuntu-2404-lts-arm64"
+    assert not [k for k in arm.options(GCP_INSTANCE, "gcp-euw3-instance").ignore_changes or [] if "bootDisk" in k]
     # A new resource: the old name is not declared, so Pulumi deletes it at the end.
     follows(arm, "aws-use1", "aws-use1-instance-arm64")
     instance = arm.named(AWS_INSTANCE, "aws-use1-instance-arm64")

@@ -46,7 +46,10 @@ def boot_image(site: GcpSite) -> str:
     `ubuntu-2404-lts-amd64` matches image `ubuntu-2404-noble-amd64-v20240423`), so a second preview after `up` stays
     empty when Canonical publishes a new image. But every replacement (new user data) boots the family's newest image
     at that moment; `image` pins it, and changing `image` is the deliberate roll (the boot image forces a new
-    instance)."""
+    instance). Unlike AWS's kept AMI this is no `ignore_changes` (which Pulumi would apply to a replacement too,
+    pulumi/pulumi#2657): a move across architectures (T2A/C4A) declares the other family, and the replacement is
+    created from the program's inputs, so GCP needs no architecture in the instance's name (wg_mesh.awsfacts.
+    instance_suffix is AWS's)."""
     return site.image if site.image is not None else image_family(site.instance_type)
 
 
