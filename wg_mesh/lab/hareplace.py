@@ -3,18 +3,20 @@ docs/ha.md 9 and 11), on both clouds: what `pulumi up` does when a gateway's use
 instance with the replaced gateway's user data starts in a free place (the site's spare place c, or a terminated
 one's) and runs beside the old one (three agents) until it is a healthy standby; then
 
-* GCP: its readiness gate has passed, so `pulumi up` updates the gateway's instance group to hold the new VM instead
-  of the old one (one update, wg_mesh.gcp; docs/ha.md 6.4: the cloud model's `group` command), polled as the gate
-  does (GATE_INTERVAL_S). The old VM is then in
-  no group: if it held the address, gateway a claims from it at once (b after ORPHAN_WAIT_S);
+* GCP: its readiness gate has passed (polled as the gate does: GATE_INTERVAL_S), so `pulumi up` updates the
+  gateway's instance group to hold the new VM instead of the old one (one update, wg_mesh.gcp; docs/ha.md 6.4: the
+  cloud model's `group` command). The old VM is then in no group: if it held the address, gateway a claims from it
+  at once (b after ORPHAN_WAIT_S);
 * AWS: nothing in the cloud changes (the lease holder is the instance: the new one stays standby);
 
-both run side by side BESIDE_S more (GCP: the old VM, in no group, counts as down for the sampler from the group
-update on: an ex-active's role metric lags its reads of the new holder by ~0.2 s, which the sampler saw as two
-actives in 2 samples, while its /healthz answers 503 from the address's move on and nothing sends it traffic; the
-step checks GCP's health view instead, hamoves.gcp_serving, as the stale step does); then the old one is stopped
-(systemd stops its agent at termination: SIGTERM, `HaDrill.planned`) and, after the step's failover or its observation, terminated (killed by pid; GCP deletes its VM
+both run side by side BESIDE_S more; then the old one is stopped (systemd stops its agent at termination: SIGTERM,
+`HaDrill.planned`) and, after the step's failover or its observation, terminated (killed by pid; GCP deletes its VM
 and access config): its place is free.
+
+GCP: the old VM, in no group, counts as down for the sampler from the group update on. An ex-active's role metric
+lags its reads of the new holder by ~0.2 s (the sampler saw two actives in 2 samples), while its /healthz answers
+503 from the address's move on and nothing sends it traffic; the step checks GCP's health view instead
+(hamoves.gcp_serving), as the stale step does.
 """
 
 from __future__ import annotations
