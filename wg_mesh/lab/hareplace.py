@@ -9,7 +9,9 @@ one's) and runs beside the old one (three agents) until it is a healthy standby;
   at once (b after ORPHAN_WAIT_S);
 * AWS: nothing in the cloud changes (the lease holder is the instance: the new one stays standby);
 
-both run side by side BESIDE_S more; then the old one is stopped (systemd stops its agent at termination: SIGTERM,
+both run side by side BESIDE_S more (GCP: + ha_gcp.SETTLE_S: an old ex-active demotes after two reads of the new
+holder and, as a standby, judges a holder only once it has seen it SETTLE_S; a claim back comes ~4 s after the move,
+measured with the pre-issue-21 judgement of the other group: the address moved 3 times, step failed); then the old one is stopped (systemd stops its agent at termination: SIGTERM,
 `HaDrill.planned`) and, after the step's failover or its observation, terminated (killed by pid; GCP deletes its VM
 and access config): its place is free.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from wg_mesh.gateway.ha_gcp import SETTLE_S
 from wg_mesh.lab.netns import LabError
 from wg_mesh.readygate import poll
 
@@ -74,7 +77,7 @@ class BesideStep:
         d.cloud.join(d.site, place, letter)
         if d.ha.cloud == "gcp":  # the old VM is no backend now: the sampler no longer reads its role (below)
             d.down.add(old)
-        time.sleep(BESIDE_S)
+        time.sleep(BESIDE_S + (SETTLE_S if d.ha.cloud == "gcp" else 0.0))
         d.planned(old)
 
     def terminate(self, place: str) -> None:
