@@ -11,9 +11,9 @@ one's) and runs beside the old one (three agents) until it is a healthy standby;
 
 both run side by side BESIDE_S more (GCP: + ha_gcp.SETTLE_S: an old ex-active demotes after two reads of the new
 holder and, as a standby, judges a holder only once it has seen it SETTLE_S; a claim back comes ~4 s after the move,
-measured with the pre-issue-21 judgement of the other group: the address moved 3 times, step failed); then the old one is stopped (systemd stops its agent at termination: SIGTERM,
-`HaDrill.planned`) and, after the step's failover or its observation, terminated (killed by pid; GCP deletes its VM
-and access config): its place is free.
+measured with the pre-issue-21 judgement of the other group: the address moved 3 times, step failed); then the old
+one is stopped (systemd stops its agent at termination: SIGTERM, `HaDrill.planned`) and, after the step's failover
+or its observation, terminated (killed by pid; GCP deletes its VM and access config): its place is free.
 
 GCP: the old VM, in no group, counts as down for the sampler from the group update on. An ex-active's role metric
 lags its reads of the new holder by ~0.2 s (the sampler saw two actives in 2 samples), while its /healthz answers
