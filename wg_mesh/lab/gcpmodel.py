@@ -17,9 +17,13 @@ Spanner only). One process in the lab's cloud namespace:
 
 Stdout: one JSON line `{"ok": true, "sites": {site: {...}}}` once serving, then one line per change: applied state
 `{"t", "site", "holder", "holders", "routes", "moves", "health", "applied_s"}`, a health verdict
-`{"t", "site", "gateway", "health"}`. `python -m wg_mesh.lab.gcpmodel HOST PORT` with the spec as the first stdin line:
-`{"interval", "sites": [haplan.ha_to_json(site) + {"project", "region", "address", "vms": {letter: {"name",
-"zone"}}, "groups": {letter: name}, "tokens": [...]}]}`.
+`{"t", "site", "gateway", "health"}`, a 200 from a group member without the address `{"t", "site", "gateway",
+"stale_200": 1}`, two group members HEALTHY at once and its end `{"t", "site", "two_healthy": [places] | []}`, a
+command's acknowledgement `{"t", "site", "ack"}`. Stdin's later lines are what `pulumi up` does in a replacement
+(`Site.command`: a new VM in a place, a group update, a VM deleted; the drill's hareplace.py). The spare place `c`
+has no VM until one is created; the next hop follows the groups' members. `python -m wg_mesh.lab.gcpmodel HOST
+PORT` with the spec as the first stdin line: `{"interval", "sites": [haplan.ha_to_json(site) + {"project",
+"region", "address", "vms": {place: {"name", "zone"}}, "groups": {letter: name}, "tokens": [...]}]}`.
 """
 
 from __future__ import annotations

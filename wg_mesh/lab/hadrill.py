@@ -30,13 +30,12 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
                        over, the address and each route move once, the outage within the target
 10. stale ex-active    SIGSTOP to the active's agent, the standby takes over, SIGCONT: the resumed one must get no
                        traffic (GCP: never a 200 to the probers; hastale.py). Run only when named.
-On GCP each step also counts the probes a group member answered 200 without holding the address and the episodes of
-two HEALTHY backends (hamoves.gcp_serving): both must be 0. A sampler (every SAMPLE_S) reads both agents'
-wg_mesh_ha.prom and the cloud model's address holders: at no sample may
-two gateways report the active role, nor two ENIs / VMs hold the address. Per step: the longest ping gap (the
-outage), pings lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when
-the address moved), and how often the address and each route moved (`count_moves`): at most once in a failover
-step, never in the others (no flapping, issue 21).
+GCP: each step also counts the 200s from a group member without the address and the episodes of two HEALTHY
+backends (hamoves.gcp_serving): both must be 0. A sampler (every SAMPLE_S) reads the agents' wg_mesh_ha.prom and the
+cloud model's address holders: at no sample may two gateways report the active role, nor two ENIs / VMs hold it.
+Per step: the longest ping gap (the outage), pings lost, the stream's longest stall, which gateway ended active, the
+failover seen in the cloud (when the address moved), and how often the address and each route moved
+(`count_moves`): at most once in a failover step, never in the others (no flapping, issue 21).
 """
 
 from __future__ import annotations
@@ -233,22 +232,8 @@ class HaDrill:
         verb = "-I" if cut else "-D"
         for g, other in ((a, b), (b, a)):
             for chain, direction in (("INPUT", "-s"), ("OUTPUT", "-d"), ("FORWARD", "-s"), ("FORWARD", "-d")):
-                run(
-                    [
-                        "ip",
-                        "netns",
-                        "exec",
-                        g.netns,
-                        "iptables",
-                        "-w",
-                        verb,
-                        chain,
-                        direction,
-                        other.private,
-                        "-j",
-                        "DROP",
-                    ]
-                )
+                run(["ip", "netns", "exec", g.netns, "iptables", "-w", verb, chain, direction, other.private, "-j",
+                     "DROP"])  # fmt: skip
 
     # --- the steps ---------------------------------------------------------------------------------------------
 

@@ -4,6 +4,8 @@ the GCP model process (gcpmodel.py), each gateway's `ha` object (wg_mesh.ha.gcp_
 
 * The VMs are named after their network namespaces, a in the site's `zone`, b in `standby_zone` (else the next zone
   of the region, wg_mesh.ha.next_zone over zones a, b, c: the lab has no zone list);
+* the spare place c (haplan.SPARE) has a metadata server from the start and a VM only once the drill creates one,
+  in the zone of the gateway it replaces (`place_vm`);
 * the static address's IP is the site's public address in the lab (as every lab public address replaces a cloud's);
 * each gateway's metadata server serves its own `instance/name` and `instance/zone` and the site's attributes (the
   peer document) and service-account token (gce/<site>/...: one token for both, the only accessor of the key's
