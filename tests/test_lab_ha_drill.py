@@ -95,6 +95,9 @@ def test_gcps_health_view_counts_stale_200s_and_two_healthy_backends() -> None:
     assert judge([{**base, "stale_200": 0, "two_healthy": 0}], pinger(REPLIES), stream([]), sampler())["ok"]
     for bad in ({"stale_200": 1}, {"two_healthy": 1}):
         assert not judge([{**base, **bad}], pinger(REPLIES), stream([]), sampler())["ok"], bad
+    in_c = step("stale ex-active comes back", "c", "b", True, 101.0, 103.0)  # after a replacement: a, b or c
+    assert judge([{**in_c, "partner": "b"}], pinger(REPLIES), stream([]), sampler())["ok"]
+    assert not judge([{**in_c, "partner": "a"}], pinger(REPLIES), stream([]), sampler())["ok"]
 
 
 def test_the_gcp_replacement_joins_its_group_at_the_readiness_gates_pace() -> None:

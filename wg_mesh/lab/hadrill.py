@@ -261,6 +261,7 @@ class HaDrill:
         gateway replaced by a new instance (or the fault healed); traffic again and SETTLE_S. The step's window, for
         its traffic numbers, is all of it."""
         time.sleep(PAUSE_S)
+        live = [k for k, n in self.nodes().items() if n is not None and k != before]  # the partner, in its place
         start = time.time()
         inject(target)
         if failover:
@@ -268,7 +269,7 @@ class HaDrill:
         else:
             time.sleep(observe)
         after, holder = self.active(), self.cloud.holder(self.site)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"partner": live[0]} if len(live) == 1 else {}
         if name in BESIDE:  # the partner or the replacement may take over (the first standby's claim wins)
             extra["successors"] = [k for k, n in self.nodes().items() if n is not None and k != before]
         if heal is not None:
@@ -356,7 +357,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
         s["pings_lost"], s["outage_ms"] = window["lost"], window["longest_gap_ms"]
         s["longest_stall_ms"] = stream.longest_stall_ms(s["start"], s["end"])
         s["two_active_samples"] = sum(1 for v in sampler.violations if s["start"] <= v["t"] <= s["end"])
-        other = {"a": "b", "b": "a"}.get(s["active_before"])
+        other = s.get("partner") or {"a": "b", "b": "a"}.get(s["active_before"])  # after a replacement: a, b or c
         if "successors" in s:  # a replacement beside the old: the partner or the new instance, within the target
             other = s["active_after"] if s["active_after"] in s["successors"] else "-"
             if (s["outage_ms"] or 0) > OUTAGE_TARGET_MS:
