@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from wg_mesh.gateway import ha_gcp
-from wg_mesh.lab import hagcp
+from wg_mesh.lab import compute, gcpmodel, hagcp
 from wg_mesh.lab.build import build
 from wg_mesh.lab.controlplane import ControlPlane, agent_configs
 from wg_mesh.lab.hacloud import HaCloud, ha_artifacts
@@ -40,7 +40,8 @@ def test_each_gcp_gateway_gets_its_ha_object_and_the_compute_endpoint() -> None:
     ha = plan_ha(plan)["gcp-euw3"]
     entry = hagcp.site_entry(HA_STACK, plan.prefix, ha, "tok")
     assert entry["vms"] == {"a": {"name": "wgl0000-gw-gcp-euw3-a", "zone": "europe-west3-a"},
-                            "b": {"name": "wgl0000-gw-gcp-euw3-b", "zone": "europe-west3-b"}}  # fmt: skip
+                            "b": {"name": "wgl0000-gw-gcp-euw3-b", "zone": "europe-west3-b"},
+                            "c": {"name": "wgl0000-gw-gcp-euw3-c", "zone": "europe-west3-a"}}  # fmt: skip
     assert entry["eip"] == str(ha.eip) and entry["tokens"] == ["tok"] and entry["project"] == "my-project"
     a = render_artifacts(HA_STACK, plan, LabKeys.generate(HA_STACK))["gcp-euw3"]
     configs = {
@@ -55,7 +56,32 @@ def test_each_gcp_gateway_gets_its_ha_object_and_the_compute_endpoint() -> None:
 
 def test_the_standby_zone_defaults_to_the_next_zone() -> None:
     site = HA_STACK.site("gcp-euw3").model_copy(update={"standby_zone": None, "zone": "europe-west3-c"})
-    assert hagcp.zones(site) == {"a": "europe-west3-c", "b": "europe-west3-a"}  # type: ignore[arg-type]
+    assert hagcp.zones(site) == {"a": "europe-west3-c", "b": "europe-west3-a", "c": "europe-west3-c"}  # type: ignore[arg-type]
+
+
+def test_the_gcp_model_plays_pulumis_replacement_new_vm_group_update_delete() -> None:
+    """gcpmodel.Site's commands (the drill's replacement beside the old, hareplace.py): the spare place has no VM
+    until created, a new VM is in no group (the load balancer ignores it), the group update makes it the group's
+    backend, a deleted VM holds nothing; a 200 from a member without the address is reported (`stale_200`)."""
+    plan = plan_lab(HA_STACK, "wgl0000", ha_sites=GCP)
+    ha = plan_ha(plan)["gcp-euw3"]
+    entry = hagcp.site_entry(HA_STACK, plan.prefix, ha, "tok")
+    cloud = compute.Cloud(project=entry["project"], zone=entry["vms"]["a"]["zone"], tokens=set())
+    site = gcpmodel.Site(ha, entry, cloud)
+    assert set(cloud.vms) == {entry["vms"][g]["name"] for g in "ab"}  # c: no VM yet
+    cloud.vms[entry["vms"]["a"]["name"]].nat_ip = str(ha.eip)
+    for place, state in (("a", "HEALTHY"), ("b", "UNHEALTHY"), ("c", "HEALTHY")):
+        site.prober.backends[place].state = state
+    hop = ha.gateway("a").private
+    assert site.state()[:2] == (["a"], dict.fromkeys(map(str, ha.remote_ranges), hop))
+    site.command({"op": "vm", "place": "c", "zone": entry["vms"]["a"]["zone"]})
+    assert site.state()[1] == dict.fromkeys(map(str, ha.remote_ranges), hop)  # healthy, but in no group
+    assert not site.member("c") and site.member("a")
+    site.command({"op": "group", "group": "a", "members": ["c"]})
+    assert cloud.groups[entry["groups"]["a"]] == [entry["vms"]["c"]["name"]] and not site.member("a")
+    assert site.state()[1] == dict.fromkeys(map(str, ha.remote_ranges), ha.gateway("c").private)
+    site.command({"op": "delete", "place": "a"})
+    assert site.state()[0] == [] and entry["vms"]["a"]["name"] not in cloud.vms
 
 
 _HEALTH = """

@@ -70,7 +70,7 @@ def build_ha_nat(plan: LabPlan, site: SitePlan) -> None:
     """An HA site (haplan.py): the second gateway's route, the site's NAT chains, nobody holding the address yet
     (the cloud model, awsmodel.py, applies who does)."""
     ha = ha_site(plan, site)
-    for g in ha.gateways[1:]:  # b (and an AWS site's spare place c)
+    for g in ha.gateways[1:]:  # b and the spare place c
         ip(plan.internet_ns, "route", "add", f"{g.private}/32", "via", ha.vpc_hop)
     for rule in chain_setup(ha):
         iptables(plan.internet_ns, *rule)

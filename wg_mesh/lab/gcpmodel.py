@@ -17,9 +17,13 @@ Spanner only). One process in the lab's cloud namespace:
 
 Stdout: one JSON line `{"ok": true, "sites": {site: {...}}}` once serving, then one line per change: applied state
 `{"t", "site", "holder", "holders", "routes", "moves", "health", "applied_s"}`, a health verdict
-`{"t", "site", "gateway", "health"}`. `python -m wg_mesh.lab.gcpmodel HOST PORT` with the spec as the first stdin line:
-`{"interval", "sites": [haplan.ha_to_json(site) + {"project", "region", "address", "vms": {letter: {"name",
-"zone"}}, "groups": {letter: name}, "tokens": [...]}]}`.
+`{"t", "site", "gateway", "health"}`, a 200 from a group member without the address `{"t", "site", "gateway",
+"stale_200": 1}`, two group members HEALTHY at once and its end `{"t", "site", "two_healthy": [places] | []}`, a
+command's acknowledgement `{"t", "site", "ack"}`. Stdin's later lines are what `pulumi up` does in a replacement
+(`Site.command`: a new VM in a place, a group update, a VM deleted; the drill's hareplace.py). The spare place `c`
+has no VM until one is created; the next hop follows the groups' members. `python -m wg_mesh.lab.gcpmodel HOST
+PORT` with the spec as the first stdin line: `{"interval", "sites": [haplan.ha_to_json(site) + {"project",
+"region", "address", "vms": {place: {"name", "zone"}}, "groups": {letter: name}, "tokens": [...]}]}`.
 """
 
 from __future__ import annotations
@@ -76,17 +80,44 @@ class Site(Applier):
         super().__init__(ha)
         self.cloud = cloud
         self.address_ip = str(ha.eip)
-        self.vm_of = {letter: vm["name"] for letter, vm in entry["vms"].items()}
+        self.vm_of = {letter: vm["name"] for letter, vm in entry["vms"].items()}  # place -> its VM's name
+        self.group_of = dict(entry["groups"])  # gateway letter -> its instance group's name
+        self.members = {letter: [letter] for letter in self.group_of}  # gateway letter -> the places in its group
         self.prober = Prober(mesh_ha.HEALTH_CHECK, tuple(self.vm_of))
         self.lock = threading.Lock()
+        self.two_healthy: list[str] = []
         with cloud.lock:
             cloud.addresses[entry["address"]] = self.address_ip
-            for g in ha.gateways:
-                vm = entry["vms"][g.letter]
-                cloud.vms[vm["name"]] = compute.Vm(vm["name"], str(g.instance_public), zone=vm["zone"])
-                cloud.groups[entry["groups"][g.letter]] = [vm["name"]]
-                cloud.health[vm["name"]] = UNHEALTHY
+            for letter in self.group_of:  # the spare place has no VM until the drill creates one (`command`)
+                self.create(letter, entry["vms"][letter]["zone"])
+                cloud.groups[self.group_of[letter]] = [self.vm_of[letter]]
             cloud.tokens.update(entry["tokens"])
+
+    def create(self, place: str, zone: str) -> None:
+        """A new VM in `place` with its own ephemeral access config (wg_mesh.gcp), UNHEALTHY until probed. Under
+        cloud.lock."""
+        name = self.vm_of[place]
+        self.cloud.vms[name] = compute.Vm(name, str(self.ha.gateway(place).instance_public), zone=zone)
+        self.cloud.health[name] = UNHEALTHY
+
+    def command(self, line: dict[str, Any]) -> None:
+        """What `pulumi up` does to the site (the drill's replacement beside the old, hacloud.py): `vm` creates a
+        VM in a place (in no group), `group` sets a gateway's instance group to the given places (the readiness
+        gate passed: the old VM out, the new one in, one update), `delete` deletes a place's VM."""
+        place = str(line.get("place", ""))
+        with self.cloud.lock:
+            if line["op"] == "vm":
+                self.create(place, str(line["zone"]))
+            elif line["op"] == "group":
+                letter = str(line["group"])
+                self.members[letter] = [str(p) for p in line["members"]]
+                self.cloud.groups[self.group_of[letter]] = [self.vm_of[p] for p in self.members[letter]]
+            elif line["op"] == "delete":
+                self.cloud.vms.pop(self.vm_of[place], None)
+                self.cloud.health.pop(self.vm_of[place], None)
+
+    def member(self, place: str) -> bool:
+        return any(place in places for places in self.members.values())
 
     def prober_thread(self, letter: str) -> None:
         """Google's prober for one gateway, from the site's VPC (the only place its private address is reachable)."""
@@ -101,22 +132,41 @@ class Site(Applier):
                 changed = self.prober.probed(letter, started, ok, elapsed)
                 state = self.prober.backends[letter].state
                 wait = self.prober.backends[letter].next_probe - time.monotonic()
+            with self.cloud.lock:
+                vm = self.cloud.vms.get(self.vm_of[letter])
+                if changed and vm is not None:
+                    self.cloud.health[vm.name] = state
+                # a backend answering 200 without the address (Google would send it the VPC's traffic)
+                stale = ok and self.member(letter) and (vm is None or vm.nat_ip != self.address_ip)
             if changed:
-                with self.cloud.lock:
-                    self.cloud.health[self.vm_of[letter]] = state
                 emit({"t": time.time(), "site": self.ha.site, "gateway": letter, "health": state})
+            if stale:
+                emit({"t": time.time(), "site": self.ha.site, "gateway": letter, "stale_200": 1})
             time.sleep(max(0.0, wait))
 
     def state(self) -> tuple[list[str], dict[str, str | None], dict[str, str]]:
         """(the letters of the VMs whose access config holds the address, remote range -> next hop's private
         address, each gateway's health)."""
         with self.cloud.lock:
-            holders = [k for k, name in self.vm_of.items() if self.cloud.vms[name].nat_ip == self.address_ip]
+            vms = {k: self.cloud.vms.get(name) for k, name in self.vm_of.items()}
+            holders = [k for k, vm in vms.items() if vm is not None and vm.nat_ip == self.address_ip]
+            primary, failover = tuple(self.members["a"]), tuple(self.members["b"])
         with self.lock:
-            health = self.prober.states()
-        hop = next_hop(health, mesh_ha.FAILOVER_POLICY)
+            health = {k: v if vms[k] is not None else UNHEALTHY for k, v in self.prober.states().items()}
+        hop = next_hop(health, mesh_ha.FAILOVER_POLICY, primary, failover)
         target = self.ha.gateway(hop).private if hop is not None else None
         return holders, {str(cidr): target for cidr in self.ha.remote_ranges}, health
+
+
+def commands(sites: dict[str, Site]) -> None:
+    """Stdin's later lines: `{"id", "site", "op", ...}` (Site.command), each acknowledged by `{"t", "site", "ack"}`."""
+    for text in sys.stdin:
+        line = json.loads(text)
+        try:
+            sites[line["site"]].command(line)
+            emit({"t": time.time(), "site": line["site"], "ack": line["id"]})
+        except (KeyError, ValueError) as exc:
+            emit({"t": time.time(), "site": line.get("site"), "ack": line.get("id"), "error": repr(exc)})
 
 
 def main(argv: list[str]) -> int:
@@ -138,11 +188,16 @@ def main(argv: list[str]) -> int:
     for site in sites:
         for letter in site.vm_of:
             threading.Thread(target=site.prober_thread, args=(letter,), daemon=True).start()
+    threading.Thread(target=commands, args=({s.ha.site: s for s in sites},), daemon=True).start()
     emit({"ok": True, "sites": {s.ha.site: {"vms": s.vm_of, "address": s.address_ip} for s in sites}})
     while True:
         started = time.monotonic()
         for site in sites:
             holders, routes, health = site.state()
+            healthy = sorted(p for p in (*site.members["a"], *site.members["b"]) if health.get(p) == HEALTHY)
+            if (len(healthy) > 1) != (len(site.two_healthy) > 1):  # two backends HEALTHY at once: a line each edge
+                site.two_healthy = healthy
+                emit({"t": time.time(), "site": site.ha.site, "two_healthy": healthy if len(healthy) > 1 else []})
             try:
                 if site.apply(holders[0] if len(holders) == 1 else None, routes):
                     emit({"t": time.time(), **site.event(), "holders": holders, "health": health,

@@ -111,6 +111,8 @@ class HaCloud:
         self.metadata_pids: set[int] = set()
         self.artifacts: dict[tuple[str, str], GatewayArtifacts] = {}
         self._models: list[subprocess.Popen[str]] = []
+        self._gcp: subprocess.Popen[str] | None = None  # the GCP model (`command`)
+        self._sent = 0
         for name, ha in self.sites.items():
             if ha.cloud not in ("aws", "gcp"):
                 raise LabError(f"{name}: the lab models HA on AWS and GCP only, not {ha.cloud}")
@@ -131,7 +133,39 @@ class HaCloud:
         machine = StandbyGateway(lab.plan, lab.plan.site(site), self.artifacts[site, letter], lab.state, g)
         machine.provisioner = self
         self.placed.setdefault(site, {})[place] = machine
+        if self.sites[site].cloud == "gcp":  # a new VM in the replaced gateway's zone (its group's), in no group yet
+            zone = self.ids[site]["vms"][letter]["zone"]
+            hagcp.place_vm(self.plane.root / "gce" / f"{site}-{place}", g.netns, zone)
+            self.command(site, op="vm", place=place, zone=zone)
         return machine
+
+    def join(self, site: str, place: str, letter: str) -> None:
+        """GCP: the readiness gate passed, `pulumi up` updates gateway `letter`'s instance group to hold the VM in
+        `place` instead of the old one (one update; wg_mesh.gcp, docs/ha.md 6.4). AWS: nothing (no group)."""
+        if self.sites[site].cloud == "gcp":
+            self.command(site, op="group", group=letter, members=[place])
+
+    def retire(self, site: str, place: str) -> None:
+        """The instance in `place` is deleted (its processes are killed by the drill): GCP's VM and its access
+        config go; AWS's instance stays in moto (its ENI's association is what the model reads)."""
+        if self.sites[site].cloud == "gcp":
+            self.command(site, op="delete", place=place)
+
+    def command(self, site: str, **line: Any) -> None:
+        """One line to the GCP model (gcpmodel.commands), waited for until acknowledged."""
+        assert self._gcp is not None and self._gcp.stdin is not None
+        self._sent += 1
+        self._gcp.stdin.write(json.dumps({"id": self._sent, "site": site, **line}) + "\n")
+        self._gcp.stdin.flush()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            ack = next((e for e in reversed(self.events) if e.get("ack") == self._sent), None)
+            if ack is not None:
+                if "error" in ack:
+                    raise LabError(f"the GCP model refused {line}: {ack['error']}")
+                return
+            time.sleep(POLL_INTERVAL_S)
+        raise LabError(f"the GCP model did not acknowledge {line}")
 
     def start(self) -> None:
         """Seed moto and start its model, then each gateway's machine (a's replaced: its user data now has the ids),
@@ -153,10 +187,15 @@ class HaCloud:
                 else:
                     self._start_imds(ha, letter)
             self.standbys[name].attach()  # a's NIC is attached already (build; this runs after it)
-            if SPARE in (g.letter for g in ha.gateways):  # the spare place: its NIC and IMDS, no machine yet
-                self._start_imds(ha, SPARE)
-                self.place(name, SPARE, "a").attach()
-                del self.placed[name][SPARE]
+            if SPARE in (g.letter for g in ha.gateways):  # the spare place: its NIC and IMDS/metadata, no machine yet
+                if ha.cloud == "gcp":
+                    root = hagcp.metadata_root(self.plane.root / "gce" / name, ids, SPARE)
+                    c = ha.gateway(SPARE)
+                    self.metadata_pids.add(self.plane.serve_metadata(c.netns, f"metadata-{name}-{SPARE}", root))
+                else:
+                    self._start_imds(ha, SPARE)
+                StandbyGateway(lab.plan, lab.plan.site(name), self.artifacts[name, "a"], lab.state,
+                               ha.gateway(SPARE)).attach()  # fmt: skip
 
     def renew(self, name: str, letter: str) -> NamespaceGateway:
         """A new machine object for the gateway (a new instance in the same place: its NIC and IMDS stay), not
@@ -201,6 +240,7 @@ class HaCloud:
         spec = {"interval": POLL_INTERVAL_S, "sites": entries}
         argv = [str(CLOUD_API.ip), str(hagcp.COMPUTE_PORT)]
         ready = self._model_process("gcpmodel", argv, spec, "gcp cloud model (Compute, probers -> namespaces)")
+        self._gcp = self._models[-1]
         if not ready.get("ok"):
             raise LabError(f"the GCP cloud model did not start: {ready.get('error')}")
         self.ids.update({entry["site"]: entry for entry in entries})

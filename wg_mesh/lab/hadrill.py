@@ -21,19 +21,21 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
 6. partition           the two gateways drop each other's packets (both still reach the cloud) -> nothing moves
 7. planned replacement SIGTERM to the active's agent (systemd stopping it: a planned handover), then a new instance
                        in its place joins as standby
-8. standby replaced beside the old   (AWS: the site's spare place) Pulumi's create before delete: a new instance with
-                       the standby's user data starts in a free place and runs beside the old one (three agents) until
-                       it is a healthy standby and BESIDE_S more; then the old one is stopped (SIGTERM) and
-                       terminated (killed, its place free)                      -> nothing moves
+8. standby replaced beside the old   (the site's spare place; hareplace.py) Pulumi's create before delete: a new
+                       instance with the standby's user data starts in a free place and runs beside the old one (three
+                       agents) until it is a healthy standby (GCP: then its group holds it instead of the old VM) and
+                       BESIDE_S more; then the old one is stopped (SIGTERM) and terminated (killed, its place free;
+                       GCP: its VM deleted)                                     -> nothing moves
 9. active replaced beside the old    the same for the active               -> the partner or the new instance takes
                        over, the address and each route move once, the outage within the target
 10. stale ex-active    SIGSTOP to the active's agent, the standby takes over, SIGCONT: the resumed one must get no
                        traffic (GCP: never a 200 to the probers; hastale.py). Run only when named.
-A sampler (every SAMPLE_S) reads both agents' wg_mesh_ha.prom and the cloud model's address holders: at no sample may
-two gateways report the active role, nor two ENIs / VMs hold the address. Per step: the longest ping gap (the
-outage), pings lost, the stream's longest stall, which gateway ended active, the failover seen in the cloud (when
-the address moved), and how often the address and each route moved (`count_moves`): at most once in a failover
-step, never in the others (no flapping, issue 21).
+GCP: each step also counts the 200s from a group member without the address and the episodes of two HEALTHY
+backends (hamoves.gcp_serving): both must be 0. A sampler (every SAMPLE_S) reads the agents' wg_mesh_ha.prom and the
+cloud model's address holders: at no sample may two gateways report the active role, nor two ENIs / VMs hold it.
+Per step: the longest ping gap (the outage), pings lost, the stream's longest stall, which gateway ended active, the
+failover seen in the cloud (when the address moved), and how often the address and each route moved
+(`count_moves`): at most once in a failover step, never in the others (no flapping, issue 21).
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ from typing import Any
 from wg_mesh.lab.checks import latest_handshakes
 from wg_mesh.lab.drill import daemon_pids, metric, parse_metrics
 from wg_mesh.lab.hacloud import HaCloud
-from wg_mesh.lab.hamoves import count_moves
+from wg_mesh.lab.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.haplan import SPARE, HaSite
+from wg_mesh.lab.hareplace import BesideStep
 from wg_mesh.lab.hastale import StaleStep
 from wg_mesh.lab.machine import NamespaceGateway
 from wg_mesh.lab.netns import LabError, Node, pids_in_netns, proc_start_time, run
@@ -67,9 +70,6 @@ FAILOVER_TIMEOUT_S = 30.0
 SETTLE_S = 2.0
 PAUSE_S = 1.0  # between a step's end and the next fault: a silence at the edge belongs to one window only
 OBSERVE_S = 5.0  # steps that must change nothing: how long they are watched (> the lease's 3 s and a read)
-BESIDE_S = 4.0  # old and new run side by side this long once the new one is a healthy standby: a letter-holder
-# replacement adopts the lease at its first read, the old one is fenced within 1 s and claims back after its 2 s
-# backoff (issue 21's fight: a move there and one back within 4 s; with 2 s the red run saw one move only)
 OUTAGE_TARGET_MS = 5000.0
 Step = Callable[[str], None]
 STEPS = (
@@ -84,7 +84,7 @@ STEPS = (
     "active replaced beside the old",
     "stale ex-active comes back",  # GCP (hastale.py); only when named: --ha-steps, the GCP CI drill
 )
-BESIDE = STEPS[7:9]  # AWS only: the site's spare place runs the new instance (haplan.SPARE)
+BESIDE = STEPS[7:9]  # the site's spare place runs the new instance (haplan.SPARE; hareplace.py)
 OPT_IN = (STEPS[9],)
 
 
@@ -232,22 +232,8 @@ class HaDrill:
         verb = "-I" if cut else "-D"
         for g, other in ((a, b), (b, a)):
             for chain, direction in (("INPUT", "-s"), ("OUTPUT", "-d"), ("FORWARD", "-s"), ("FORWARD", "-d")):
-                run(
-                    [
-                        "ip",
-                        "netns",
-                        "exec",
-                        g.netns,
-                        "iptables",
-                        "-w",
-                        verb,
-                        chain,
-                        direction,
-                        other.private,
-                        "-j",
-                        "DROP",
-                    ]
-                )
+                run(["ip", "netns", "exec", g.netns, "iptables", "-w", verb, chain, direction, other.private, "-j",
+                     "DROP"])  # fmt: skip
 
     # --- the steps ---------------------------------------------------------------------------------------------
 
@@ -275,6 +261,7 @@ class HaDrill:
         gateway replaced by a new instance (or the fault healed); traffic again and SETTLE_S. The step's window, for
         its traffic numbers, is all of it."""
         time.sleep(PAUSE_S)
+        live = [k for k, n in self.nodes().items() if n is not None and k != before]  # the partner, in its place
         start = time.time()
         inject(target)
         if failover:
@@ -282,7 +269,7 @@ class HaDrill:
         else:
             time.sleep(observe)
         after, holder = self.active(), self.cloud.holder(self.site)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"partner": live[0]} if len(live) == 1 else {}
         if name in BESIDE:  # the partner or the replacement may take over (the first standby's claim wins)
             extra["successors"] = [k for k, n in self.nodes().items() if n is not None and k != before]
         if heal is not None:
@@ -294,6 +281,8 @@ class HaDrill:
         time.sleep(SETTLE_S)
         end = time.time()
         extra["address_moves"], extra["route_moves"] = count_moves(list(self.cloud.events), self.site, start, end)
+        if self.ha.cloud == "gcp":  # 200s from a backend without the address, episodes of two HEALTHY backends
+            extra["stale_200"], extra["two_healthy"] = gcp_serving(list(self.cloud.events), self.site, start, end)
         moves = [e for e in self.cloud.events if e.get("site") == self.site and start <= e.get("t", 0) <= end]
         eip_moved = next((round(e["t"] - start, 2) for e in moves if e.get("holder") not in (None, before)), None)
         routes_moved = next((round(e["t"] - start, 2) for e in moves
@@ -312,7 +301,7 @@ class HaDrill:
         if active is None:
             raise LabError(f"{self.site}: the pair never became steady: {self.roles()}, cloud {self.cloud.latest}")
         self.sampler.start()
-        stale = StaleStep(self)
+        stale, beside = StaleStep(self), BesideStep(self)
         every: list[tuple[str, Callable[[str], Any], str]] = [  # on: active, standby or both (the partition)
             (STEPS[0], self.kill, "standby"),
             (STEPS[1], self.kill, "active"),
@@ -321,8 +310,8 @@ class HaDrill:
             (STEPS[4], self.hang, "active"),
             (STEPS[5], lambda _: self.partition(True), "both"),
             (STEPS[6], self.planned, "active"),
-            (STEPS[7], self.beside, "standby"),
-            (STEPS[8], self.beside, "active"),
+            (STEPS[7], beside.beside, "standby"),
+            (STEPS[8], beside.beside, "active"),
             (STEPS[9], stale.freeze, "active"),
         ]
         faults = [f for f in every if f[0] in self.selected]
@@ -333,7 +322,7 @@ class HaDrill:
             target = {"active": active, "standby": standby, "both": "both"}[on]
             heal = (lambda: self.partition(False)) if on == "both" else (stale.thaw if name == STEPS[9] else None)
             if name in BESIDE:  # the old instance is terminated, not replaced in place: its place is free
-                heal = functools.partial(self.terminate, target)
+                heal = functools.partial(beside.terminate, target)
             self.drill(name, target, active, inject, on == "active", heal=heal, observe=1.0 if name in BESIDE else
                        OBSERVE_S)  # fmt: skip
         self.sampler.stop()
@@ -347,29 +336,6 @@ class HaDrill:
     def hang(self, letter: str) -> None:
         for pid in daemon_pids(self.ha.gateway(letter).netns):
             os.kill(pid, signal.SIGSTOP)
-
-    def beside(self, old: str) -> None:
-        """Pulumi's create before delete: a new instance with `old`'s user data starts in a free place, runs beside
-        the old one until it is a healthy standby and BESIDE_S more; then the old one is stopped (systemd stops its
-        agent at termination: SIGTERM, `planned`). Killed after the step (`terminate`): its place is free."""
-        place = self.free.pop(0)
-        letter = self.letters.get(old, old)  # the letter of the user data the old instance runs
-        self.cloud.place(self.site, place, letter).start()
-        self.down.discard(place)
-        self.letters[place] = letter
-        deadline = time.monotonic() + STEADY_TIMEOUT_S
-        while ha_view(self.machine(place).node) != {"role": 0.0, "healthy": 1.0}:
-            if time.monotonic() > deadline:
-                raise LabError(f"{self.site}: the replacement in place {place} never became a healthy standby")
-            time.sleep(0.1)
-        time.sleep(BESIDE_S)
-        self.planned(old)
-
-    def terminate(self, letter: str) -> None:
-        self.kill(letter)
-        self.free.append(letter)
-        if self.steady() is None:
-            raise LabError(f"{self.site}: not steady after {letter} was terminated: {self.roles()}")
 
     def planned(self, letter: str) -> None:
         """What systemd does when the instance is stopped or terminated: SIGTERM to the agent's main process."""
@@ -391,7 +357,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
         s["pings_lost"], s["outage_ms"] = window["lost"], window["longest_gap_ms"]
         s["longest_stall_ms"] = stream.longest_stall_ms(s["start"], s["end"])
         s["two_active_samples"] = sum(1 for v in sampler.violations if s["start"] <= v["t"] <= s["end"])
-        other = {"a": "b", "b": "a"}.get(s["active_before"])
+        other = s.get("partner") or {"a": "b", "b": "a"}.get(s["active_before"])  # after a replacement: a, b or c
         if "successors" in s:  # a replacement beside the old: the partner or the new instance, within the target
             other = s["active_after"] if s["active_after"] in s["successors"] else "-"
             if (s["outage_ms"] or 0) > OUTAGE_TARGET_MS:
@@ -406,6 +372,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
         else:
             s["ok"] = s["active_after"] == s["active_before"] and s["pings_lost"] == 0 and steady
         s["ok"] = s["ok"] and not s.get("stale_healthy") and not s.get("stale_routes")  # hastale.py
+        s["ok"] = s["ok"] and not s.get("stale_200") and not s.get("two_healthy")  # GCP: one backend serves
         ok = ok and s["ok"]
     median = statistics.median(outages) if outages else None
     return {

@@ -4,6 +4,8 @@ the GCP model process (gcpmodel.py), each gateway's `ha` object (wg_mesh.ha.gcp_
 
 * The VMs are named after their network namespaces, a in the site's `zone`, b in `standby_zone` (else the next zone
   of the region, wg_mesh.ha.next_zone over zones a, b, c: the lab has no zone list);
+* the spare place c (haplan.SPARE) has a metadata server from the start and a VM only once the drill creates one,
+  in the zone of the gateway it replaces (`place_vm`);
 * the static address's IP is the site's public address in the lab (as every lab public address replaces a cloud's);
 * each gateway's metadata server serves its own `instance/name` and `instance/zone` and the site's attributes (the
   peer document) and service-account token (gce/<site>/...: one token for both, the only accessor of the key's
@@ -18,7 +20,7 @@ from typing import Any
 from wg_mesh import ha as mesh_ha
 from wg_mesh.config import GcpSite, MeshConfig
 from wg_mesh.lab.controlplane import CLOUD_API, write_atomic
-from wg_mesh.lab.haplan import HaSite, ha_to_json
+from wg_mesh.lab.haplan import SPARE, HaSite, ha_to_json
 from wg_mesh.lab.plan import LAB_PROJECT
 
 COMPUTE_PORT = 8082
@@ -27,8 +29,9 @@ ENV_LINE = f"WG_MESH_COMPUTE_ENDPOINT={COMPUTE_ENDPOINT}"  # wg_mesh.gateway.ha_
 
 
 def zones(site: GcpSite) -> dict[str, str]:
+    """Each place's zone at the start (the spare place c: a's, until the drill puts a replacement there, `move_vm`)."""
     standby = site.standby_zone or mesh_ha.next_zone(site.zone, [f"{site.region}-{z}" for z in "abc"])
-    return {"a": site.zone, "b": standby}
+    return {"a": site.zone, "b": standby, SPARE: site.zone}
 
 
 def site_entry(cfg: MeshConfig, prefix: str, ha: HaSite, token: str) -> dict[str, Any]:
@@ -61,10 +64,16 @@ def metadata_root(site_root: Path, entry: dict[str, Any], letter: str) -> Path:
     publishes into gce/<site>)."""
     root = site_root.with_name(f"{site_root.name}-{letter}")
     vm = entry["vms"][letter]
-    write_atomic(root / "instance" / "name", vm["name"].encode(), 0o644)
-    write_atomic(root / "instance" / "zone", f"projects/123456789/zones/{vm['zone']}".encode(), 0o644)
+    place_vm(root, vm["name"], vm["zone"])
     (site_root / "attributes").mkdir(parents=True, exist_ok=True)
     for link in ("attributes", "token"):
         if not (root / link).is_symlink():
             (root / link).symlink_to(Path("..") / site_root.name / link)
     return root
+
+
+def place_vm(root: Path, name: str, zone: str) -> None:
+    """The VM a place's metadata server answers for: a replacement in a place gets the zone of the gateway it
+    replaces (its instance group's zone: groups are zonal), written before its agent starts."""
+    write_atomic(root / "instance" / "name", name.encode(), 0o644)
+    write_atomic(root / "instance" / "zone", f"projects/123456789/zones/{zone}".encode(), 0o644)

@@ -1,6 +1,7 @@
 """How often an HA site's address and routes moved in a window of the drill (hadrill.py), from the cloud model's
-change lines (awsmodel.py / gcpmodel.py through haapply.Applier.event): a fight between gateways shows as many moves,
-a handover as one (issue 21). Pure."""
+change lines (awsmodel.py / gcpmodel.py through haapply.Applier.event; GCP's holder is the place whose VM's access
+config has the static address, its routes the load balancer's next hop): a fight between gateways shows as many
+moves, a handover as one (issue 21); and GCP's health view (`gcp_serving`). Pure."""
 
 from __future__ import annotations
 
@@ -29,4 +30,17 @@ def count_moves(events: list[dict[str, Any]], site: str, start: float, end: floa
     return address, max(routes.values(), default=0)
 
 
-__all__ = ["count_moves"]
+def gcp_serving(events: list[dict[str, Any]], site: str, start: float, end: float) -> tuple[int, int]:
+    """GCP's health view within [start, end] from gcpmodel.py's lines: (probes a backend answered 200 without holding
+    the address, episodes of two backends HEALTHY at once, one already under way at `start` included). Both are 0
+    when one gateway serves at a time: a 200 from a VM in a group is traffic the load balancer may send it."""
+    mine = sorted((e for e in events if e.get("site") == site), key=lambda e: float(e.get("t", 0)))
+    stale = sum(1 for e in mine if e.get("stale_200") and start <= e["t"] <= end)
+    edges = [e for e in mine if "two_healthy" in e]
+    before = [e for e in edges if e["t"] < start]
+    two = int(bool(before and before[-1]["two_healthy"]))
+    two += sum(1 for e in edges if start <= e["t"] <= end and e["two_healthy"])
+    return stale, two
+
+
+__all__ = ["count_moves", "gcp_serving"]

@@ -35,7 +35,7 @@ from typing import Any
 from wg_mesh.lab.plan import BRIDGE_GW_PORT, PUBLIC_POOL, LabPlan, LabPlanError, SitePlan
 
 LETTERS = ("a", "b")
-SPARE = "c"  # an AWS HA site's third place: the drill starts a replacement there beside the old instance
+SPARE = "c"  # an HA site's third place (AWS and GCP): the drill starts a replacement there beside the old instance
 ZONE_BASE = 1000  # site i's EIP flows use conntrack zones ZONE_BASE * (i + 1) + k (k counts the moves, mod 1000)
 
 

@@ -115,7 +115,7 @@ class SitePlan:
     host_routes: tuple[IPv4Network, ...]
     gateways: int = 1  # 2: an HA site (haplan.py): gateway_ns is gateway a's, standby_ns gateway b's
     standby_ns: str | None = None
-    spare_ns: str | None = None  # AWS HA site: a third instance's place (the drill's replacement beside the old)
+    spare_ns: str | None = None  # HA site: a third instance's place (the drill's replacement beside the old)
 
     @property
     def is_cloud(self) -> bool:
@@ -276,7 +276,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
                 host_routes=tuple(topology.remote_ranges(cfg, site.name)),
                 gateways=2 if ha else 1,
                 standby_ns=f"{prefix}-gw-{site.name}-b" if ha else None,
-                spare_ns=f"{prefix}-gw-{site.name}-c" if ha and site.cloud == "aws" else None,
+                spare_ns=f"{prefix}-gw-{site.name}-c" if ha else None,
             )
         )
     links, link_problems = plan_private_links(cfg, sites)
