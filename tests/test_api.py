@@ -109,7 +109,7 @@ def test_an_output_does_not_excuse_a_missing_sibling_or_a_bad_plain_value() -> N
 
 
 def test_input_keys_are_the_existing_network_keys() -> None:
-    from wg_mesh.rules import EXISTING_NETWORK_KEYS
+    from wg_mesh.config.rules import EXISTING_NETWORK_KEYS
 
     existing = {key for keys in EXISTING_NETWORK_KEYS.values() for key in keys} - {"route_table_ids"}
     assert set(INPUT_KEYS) == existing | {"standby_subnet_id"}

@@ -52,7 +52,7 @@ class SiteArgs(TypedDict):
     assume_role_arn: NotRequired[str]
     account_id: NotRequired[str]
     ssm_kms_key_arn: NotRequired[str]  # delivery: live (docs/security.md)
-    quotas: NotRequired[dict[str, int]]  # rules_per_security_group, routes_per_route_table (wg_mesh.quotas)
+    quotas: NotRequired[dict[str, int]]  # rules_per_security_group, routes_per_route_table (wg_mesh.config.quotas)
     # gcp
     project: NotRequired[str]
     network: NotRequired[pulumi.Input[str]]

@@ -10,15 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from wg_mesh import underlay
-from wg_mesh.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PREFIX  # re-exported
-from wg_mesh.addressing import gateway_subnet as gateway_subnet
-from wg_mesh.addressing import standby_gateway_subnet as standby_gateway_subnet
-from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, StaticSite
+from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, StaticSite, underlay
+from wg_mesh.config.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PREFIX  # re-exported
+from wg_mesh.config.addressing import gateway_subnet as gateway_subnet
+from wg_mesh.config.addressing import standby_gateway_subnet as standby_gateway_subnet
+from wg_mesh.config.sites import INTERNET_MTU
+from wg_mesh.config.underlay import PrivatePath
 from wg_mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
 from wg_mesh.gateway.wgconf import Peer as Peer
-from wg_mesh.sites import INTERNET_MTU
-from wg_mesh.underlay import PrivatePath
 
 IPV4_TCP_HEADERS = 40  # IPv4 (20) + TCP (20): MSS = MTU - 40
 

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
-from wg_mesh import addressing, awsfacts, credentials, zones
-from wg_mesh.messages import quote
-from wg_mesh.sites import (
+from wg_mesh import awsfacts
+from wg_mesh.config import addressing, credentials, zones
+from wg_mesh.config.messages import quote
+from wg_mesh.config.sites import (
     DEFAULT_AWS_UNDERLAY_MTU,
     DEFAULT_GCP_INSTANCE_TYPE,
     DEFAULT_GCP_UNDERLAY_MTU,

@@ -2,8 +2,8 @@
 
 Everything a user can get wrong is caught here, before a single resource is declared.
 `load_mesh` returns a valid `MeshConfig` or raises `ConfigError` carrying *every* problem,
-each prefixed with its field path (`sites[1].overlay_ip: ...`). The sites' models are in wg_mesh.sites,
-the rules between fields and sites in wg_mesh.rules.
+each prefixed with its field path (`sites[1].overlay_ip: ...`). The sites' models are in wg_mesh.config.sites,
+the rules between fields and sites in wg_mesh.config.rules.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pydantic import (
     model_validator,
 )
 
-from wg_mesh import quotas, underlay
-from wg_mesh.messages import EXPECTED, describe, quote
-from wg_mesh.names import name_problems
-from wg_mesh.rules import (
+from wg_mesh.config import quotas, underlay
+from wg_mesh.config.messages import EXPECTED, describe, quote
+from wg_mesh.config.names import name_problems
+from wg_mesh.config.rules import (
     SiteFacts,
     cross_site_problems,
     ha_delivery_problems,
@@ -32,7 +32,7 @@ from wg_mesh.rules import (
     previous_name_problems,
     site_rule_problems,
 )
-from wg_mesh.sites import (
+from wg_mesh.config.sites import (
     GCP_ARM_MACHINE_SERIES,
     MAX_INTERNET_TUNNEL_MTU,
     MIN_TUNNEL_MTU,
@@ -94,7 +94,7 @@ class MeshConfig(Strict):
     def _mesh_wide(self) -> MeshConfig:
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
         problems += previous_name_problems([site.__dict__ for site in self.sites])
-        problems += name_problems([site.__dict__ for site in self.sites])  # URNs unique (wg_mesh.names)
+        problems += name_problems([site.__dict__ for site in self.sites])  # URNs unique (wg_mesh.config.names)
         problems += ha_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += kms_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
@@ -202,8 +202,8 @@ def _problems_from(exc: ValidationError, raw_sites: Any) -> list[str]:
 def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
     """Validate the raw `wg-mesh:mesh` value; raise ConfigError listing every problem.
 
-    check_limits: also refuse a mesh that crosses the clouds' quotas (wg_mesh.quotas) or whose gateways' user data
-    would not fit their limits (the benchmarks turn it off to chart sizes past them)."""
+    check_limits: also refuse a mesh that crosses the clouds' quotas (wg_mesh.config.quotas) or whose gateways' user
+    data would not fit their limits (the benchmarks turn it off to chart sizes past them)."""
     if not isinstance(raw, dict):
         raise ConfigError([f"(top level): expected a mapping with overlay_cidr and sites, got {type(raw).__name__}"])
     try:

@@ -22,14 +22,16 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh import addressing, awsfacts, credentials, zones
-from wg_mesh.messages import bounded, one_line, quote
-from wg_mesh.quotas import AwsQuotas
+from wg_mesh import awsfacts
+from wg_mesh.config import addressing, credentials, zones
+from wg_mesh.config.messages import bounded, one_line, quote
+from wg_mesh.config.quotas import AwsQuotas
 
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
 # The internet carries 1500-byte packets at most, whatever a network's own MTU: a GCP network at 8896 sends
 # "packets larger than 1500 bytes ... dropped with an ICMP Fragmentation-Needed message if the packets are routed to
-# the Internet" (pulumi-gcp compute.Network, `mtu`). A jumbo underlay counts only on a private path (wg_mesh.underlay).
+# the Internet" (pulumi-gcp compute.Network, `mtu`). A jumbo underlay counts only on a private path
+# (wg_mesh.config.underlay).
 INTERNET_MTU = 1500
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
 MAX_TUNNEL_MTU = 8920  # AWS in-VPC jumbo frames (9001) minus the overhead, rounded down
@@ -247,7 +249,7 @@ class AwsSite(SiteBase):
     # delivery: live: a customer managed KMS key (symmetric, in the site's region) for the private-key parameter
     # instead of aws/ssm, whose key policy lets every principal of the account decrypt (docs/security.md).
     ssm_kms_key_arn: Annotated[str, AfterValidator(credentials.kms_key_arn)] | None = None
-    # This account's VPC quotas in the region where they are not AWS's defaults (wg_mesh.quotas).
+    # This account's VPC quotas in the region where they are not AWS's defaults (wg_mesh.config.quotas).
     quotas: AwsQuotas = Field(default_factory=AwsQuotas)
 
     @field_validator("region")
