@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from wg_mesh.config import ConfigError, MeshConfig, load_mesh, quotas
+from wg_mesh.config import ConfigError, MeshConfig, quotas
+from wg_mesh.validate import load_mesh
 
 AWS = {"name": "aws-use1", "cloud": "aws", "region": "us-east-1", "overlay_ip": "10.200.0.1", "cidrs": ["10.10.0.0/16"]}
 GCP = {

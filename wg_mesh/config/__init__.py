@@ -3,7 +3,7 @@
 Pure: pydantic and the standard library, nothing else of ours (tests/test_layout.py checks it); every layer above
 takes its decisions from a `MeshConfig`. The modules, top down:
 
-    model        MeshConfig, load_mesh (every problem, each with its field path), summary
+    model        MeshConfig, parse_mesh (every problem, each with its field path), summary
     sites        one pydantic model per cloud's site, and the field types they share
     rules        rules between fields and sites: zones, addressing, overlaps, MTU fit, renames, HA
     underlay     private paths between sites: their model and rules
@@ -19,7 +19,7 @@ from wg_mesh.config.model import (
     MAX_ROTATION_LEAD_S,
     MIN_ROTATION_LEAD_S,
     MeshConfig,
-    load_mesh,
+    parse_mesh,
     summary,
 )
 from wg_mesh.config.rules import cross_site_problems
@@ -49,6 +49,6 @@ __all__ = [
     "Site",
     "StaticSite",
     "cross_site_problems",
-    "load_mesh",
+    "parse_mesh",
     "summary",
 ]

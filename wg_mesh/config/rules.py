@@ -1,6 +1,6 @@
 """Rules that involve more than one field or site: zones, identifiers, addressing, overlaps, MTU fit, renames.
 
-Each takes a parsed site's fields or, leniently, the raw input, so that `load_mesh` can report them together with
+Each takes a parsed site's fields or, leniently, the raw input, so that `parse_mesh` can report them together with
 field errors in one round. Pure.
 """
 
