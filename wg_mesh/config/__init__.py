@@ -11,6 +11,7 @@ takes its decisions from a `MeshConfig`. The modules, top down:
     names        the logical names (URNs) a site's resources take: unique by construction
     addressing   what an address is: special-purpose ranges, gateway subnets
     zones        what a zone may look like in a region
+    awsnames     an AWS region's partition, the forms of an image pin
     credentials  IAM role and KMS key ARNs, service account emails
     messages     problem lines: one problem, one line, bounded
 """

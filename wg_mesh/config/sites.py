@@ -22,8 +22,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh import awsfacts
-from wg_mesh.config import addressing, credentials, zones
+from wg_mesh.config import addressing, awsnames, credentials, zones
 from wg_mesh.config.messages import bounded, one_line, quote
 from wg_mesh.config.quotas import AwsQuotas
 
@@ -235,7 +234,7 @@ class AwsSite(SiteBase):
     assume_role_arn: Annotated[str, AfterValidator(credentials.role_arn)] | None = None
     account_id: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
     # An AMI id or an Ubuntu serial; None: the newest Ubuntu 24.04 when the gateway is created, then kept.
-    image: Annotated[str, AfterValidator(awsfacts.check_image)] | None = None
+    image: Annotated[str, AfterValidator(awsnames.check_image)] | None = None
     # High availability (docs/ha.md): 2 = an active gateway and a standby sharing the site's identity.
     gateways: Gateways = 1
     # The standby's availability zone (created network); None: another zone of the region offering the type.
@@ -257,7 +256,7 @@ class AwsSite(SiteBase):
     def _region(cls, region: str) -> str:
         if not _AWS_REGION.fullmatch(region):
             raise ValueError(f"{quote(region)} is not an AWS region name (e.g. us-east-1)")
-        awsfacts.partition(region)  # the isolated partitions have no Ubuntu AMIs: refused here
+        awsnames.partition(region)  # the isolated partitions have no Ubuntu AMIs: refused here
         return region
 
     @property
@@ -277,7 +276,7 @@ class AwsSite(SiteBase):
     @model_validator(mode="after")
     def _role_in_the_sites_partition(self) -> AwsSite:
         if self.assume_role_arn is not None:
-            role_partition, region_partition = self.assume_role_arn.split(":")[1], awsfacts.partition(self.region)
+            role_partition, region_partition = self.assume_role_arn.split(":")[1], awsnames.partition(self.region)
             if role_partition != region_partition:
                 raise ValueError(
                     f"assume_role_arn: {self.assume_role_arn} is in partition {role_partition}, "
