@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,6 +43,11 @@ def module_files() -> dict[str, Path]:
             parts = path.relative_to(REPO).with_suffix("").parts
             files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return files
+
+
+@cache
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
 
 
 def is_type_checking(test: ast.expr) -> bool:
@@ -80,7 +86,7 @@ def imported(module: str, path: Path, modules: set[str], type_checking: bool) ->
     packages enclosing a target (run first by Python) are not counted: an __init__ is its own module."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     targets = set()
-    for node in import_nodes(ast.parse(path.read_text(), str(path)), type_checking):
+    for node in import_nodes(parsed(path), type_checking):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         else:
