@@ -12,15 +12,16 @@ from ipaddress import IPv4Network
 from typing import Any
 
 from wg_mesh import topology, userdata
-from wg_mesh.config import AwsSite, GcpSite, MeshConfig, load_mesh
-from wg_mesh.quotas import AWS_QUOTA_MAX, AWS_ROUTES_DEFAULT, AWS_SG_RULES_DEFAULT
+from wg_mesh.config import AwsSite, GcpSite, MeshConfig
+from wg_mesh.config.quotas import AWS_QUOTA_MAX, AWS_ROUTES_DEFAULT, AWS_SG_RULES_DEFAULT
+from wg_mesh.validate import load_mesh
 
 AWS_REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-1", "us-west-2")
 GCP_LOCATIONS = (("europe-west3", "europe-west3-a"), ("us-central1", "us-central1-a"), ("asia-east1", "asia-east1-b"))
 OVERLAY_BASE = "10.200.0.0"
 RESERVED_SECOND_OCTETS = range(200, 204)  # the overlay lives in 10.200.0.0/22 at most
 
-# Default quotas: AWS's from wg_mesh.quotas (validate's, with their sources); GCP's as the scale issue gave it.
+# Default quotas: AWS's from wg_mesh.config.quotas (validate's, with their sources); GCP's as the scale issue gave it.
 AWS_ROUTES_PER_TABLE = AWS_ROUTES_DEFAULT
 GCP_ROUTES_PER_NETWORK = 250
 AWS_SG_INBOUND_RULES = AWS_SG_RULES_DEFAULT

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent_fake import SITE, TRUST_JSON, Keys, base_plan, doc_text
-from wg_mesh.gateway import agent, ship, sources
+from wg_mesh.gateway import agent, ship
 
 GATEWAY = Path(ship.__file__).parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -185,7 +185,7 @@ def test_the_config_is_what_the_agent_reads(kind: str) -> None:
         agent.load_config(json.dumps(without))
     with pytest.raises(ValueError, match=r"trust\.site"):
         ship.config_file("aws-use1", SOURCES[kind], 7, trust=trust)
-    source = sources.make_source(config.source)
+    source = agent.make_source(config.source)
     assert source.pushes == (kind == "gcp")
     assert json.loads(text)["source"]["kind"] == kind
 
@@ -219,7 +219,7 @@ def test_every_module_a_shipped_module_imports_is_shipped_too() -> None:
     """A gateway runs only what the package carries: a relative import of a module left out of ship.MODULES fails
     at the first `--once` (it did, for fallback.py, in the lab)."""
     gateway = Path(ship.__file__).parent
-    # sources.py and ha_run.py import one cloud's modules, by agent.json's kind, inside a function: each kind ships
+    # agent.py and ha_run.py import one cloud's modules, by agent.json's kind, inside a function: each kind ships
     # its own (SOURCE_MODULES); everything else must be in the package of every kind
     per_kind = {name.removesuffix(".py") for names in ship.SOURCE_MODULES.values() for name in names}
     for kind in ship.SOURCE_MODULES:

@@ -25,11 +25,11 @@ from tests.agent_fake import SITE, TRUST, TRUST_JSON, FakeHost, Keys, base_plan,
 from tests.test_agent_ship import SYSTEM_PYTHON, install
 from wg_mesh import userdata
 from wg_mesh.gateway import ship
-from wg_mesh.gateway.agent import Agent, Config
+from wg_mesh.gateway.agent import Agent, Config, make_source
 from wg_mesh.gateway.apply import Paths
 from wg_mesh.gateway.source_aws import AwsSource
 from wg_mesh.gateway.source_gcp import GcpSource
-from wg_mesh.gateway.sources import FetchError, make_source
+from wg_mesh.gateway.sources import FetchError
 from wg_mesh.gateway.wgconf import wg_quick_conf
 
 REGION = "us-east-1"

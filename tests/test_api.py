@@ -15,10 +15,11 @@ from tests.conftest import REPO, ProgramRun
 from tests.golden import assert_golden
 from wg_mesh import ConfigError, Mesh, MeshArgs, MeshConfigError, SiteArgs
 from wg_mesh.args import INPUT_KEYS, to_config
-from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite, load_mesh
+from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.mesh import MESH_TYPE
 from wg_mesh.stackfile import read_raw
 from wg_mesh.testing import execute, new_run
+from wg_mesh.validate import load_mesh
 
 
 def dev_raw() -> dict[str, Any]:
@@ -109,7 +110,7 @@ def test_an_output_does_not_excuse_a_missing_sibling_or_a_bad_plain_value() -> N
 
 
 def test_input_keys_are_the_existing_network_keys() -> None:
-    from wg_mesh.rules import EXISTING_NETWORK_KEYS
+    from wg_mesh.config.rules import EXISTING_NETWORK_KEYS
 
     existing = {key for keys in EXISTING_NETWORK_KEYS.values() for key in keys} - {"route_table_ids"}
     assert set(INPUT_KEYS) == existing | {"standby_subnet_id"}

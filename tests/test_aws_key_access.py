@@ -11,8 +11,9 @@ import pytest
 
 from tests.conftest import STACK_FILES, ProgramRun, run_program, with_delivery
 from wg_mesh import aws_iam, live
-from wg_mesh.config import ConfigError, load_mesh
+from wg_mesh.config import ConfigError
 from wg_mesh.stackfile import read_raw
+from wg_mesh.validate import load_mesh
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 IAM_ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"

@@ -19,9 +19,10 @@ from bench.mtu import MtuOptions, config_at, sweep_points
 from bench.scale import run_scale
 from bench.stats import median, parse_pid_cpu, parse_proc_stat, percentile
 from wg_mesh import topology, userdata
-from wg_mesh.config import AwsSite, GcpSite, StaticSite, load_mesh
+from wg_mesh.config import AwsSite, GcpSite, StaticSite
 from wg_mesh.lab.netns import find_labs
 from wg_mesh.stackfile import read_raw
+from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 DEV = REPO / "Pulumi.dev.yaml"

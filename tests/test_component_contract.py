@@ -2,7 +2,7 @@
 cloud child, component-level `protect` protects addresses and keys (and leaves what must be replaceable alone), and
 URNs are unique by construction for every config validate accepts (hostile site names refused; two meshes in one
 program work, or are refused with one line when their sites' names meet). Programs run under Pulumi's mocks
-(wg_mesh.testing); the contract's pure parts (wg_mesh.names) are checked without a run."""
+(wg_mesh.testing); the contract's pure parts (wg_mesh.config.names) are checked without a run."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from wg_mesh import ConfigError, MeshConfigError, ha, names
-from wg_mesh.config import load_mesh
+from wg_mesh import ConfigError, MeshConfigError, ha
+from wg_mesh.config import names
 from wg_mesh.stackfile import read_raw
 from wg_mesh.testing import ProgramRun, execute, new_run
+from wg_mesh.validate import load_mesh
 
 GOLDEN_URNS = REPO / "tests" / "golden" / "urns"
 

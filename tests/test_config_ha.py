@@ -10,7 +10,8 @@ import pytest
 
 from tests.test_config import RTB1, SUBNET, VPC, base, problems_for
 from wg_mesh import topology
-from wg_mesh.config import AwsSite, GcpSite, StaticSite, load_mesh, summary
+from wg_mesh.config import AwsSite, GcpSite, StaticSite, summary
+from wg_mesh.validate import load_mesh
 
 SUBNET_B = "subnet-0123456789abcdef1"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from wg_mesh import quotas
-from wg_mesh.config import ConfigError, MeshConfig, load_mesh
+from wg_mesh.config import ConfigError, MeshConfig, quotas
+from wg_mesh.validate import load_mesh
 
 AWS = {"name": "aws-use1", "cloud": "aws", "region": "us-east-1", "overlay_ip": "10.200.0.1", "cidrs": ["10.10.0.0/16"]}
 GCP = {
@@ -41,7 +41,7 @@ def site(raw: dict[str, Any], i: int, **fields: Any) -> dict[str, Any]:
 
 
 def accepted(raw: dict[str, Any]) -> MeshConfig:
-    """Valid, quotas included (wg_mesh.quotas, as load_mesh checks them), without rendering user data (slow)."""
+    """Valid, quotas included (wg_mesh.config.quotas, as load_mesh checks them), without rendering user data (slow)."""
     cfg = load_mesh(raw, check_limits=False)
     assert quotas.problems(cfg) == []
     return cfg

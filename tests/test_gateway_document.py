@@ -15,8 +15,8 @@ import pytest
 from tests.agent_fake import SCOPE, SEED, TRUST, TRUST_JSON, sign
 from tests.conftest import STACK_FILES
 from tests.test_render import fake_public_key
-from wg_mesh import signing, sites
-from wg_mesh.config import MeshConfig
+from wg_mesh import signing
+from wg_mesh.config import MeshConfig, sites
 from wg_mesh.gateway import document, signed, trust
 from wg_mesh.gateway.document import DocumentError, Trust, decode, encode_body, parse_trust
 from wg_mesh.gateway.wgconf import InterfacePlan
@@ -122,7 +122,8 @@ def test_agent_json_trust_is_checked_field_by_field() -> None:
 
 
 def test_the_gateway_keeps_the_config_models_rules() -> None:
-    """The gateway package cannot import wg_mesh.sites (it ships alone): the same numbers and the same name rule."""
+    """The gateway package cannot import wg_mesh.config.sites (it ships alone): the same numbers and the same name
+    rule."""
     assert (trust.MIN_MTU, trust.MAX_MTU) == (sites.MIN_TUNNEL_MTU, sites.MAX_TUNNEL_MTU)
     for name in ("a", "aws-use1", "x" * 32, "a-b-c"):
         assert trust.is_name(name) and sites._DNS_LABEL.fullmatch(name)

@@ -23,8 +23,7 @@ from wg_mesh.gateway.pmtu_heal import overlay_address
 
 SNIPPET = """
 import json, sys, time
-from wgmesh_gateway.agent import Agent, load_config
-from wgmesh_gateway.sources import make_source
+from wgmesh_gateway.agent import Agent, load_config, make_source
 from wgmesh_gateway.ha_health import LocalChecks
 if sys.argv[1:] == ["check"]:  # the health sample alone (a document cycle would wait on a hung wg for 30 s)
     started = time.monotonic()
@@ -103,8 +102,7 @@ def test_health_check_sees_a_hung_wireguard_go(standby: Gateway) -> None:
 
 KICK = """
 import json, subprocess, sys
-from wgmesh_gateway.agent import Agent, load_config
-from wgmesh_gateway.sources import make_source
+from wgmesh_gateway.agent import Agent, load_config, make_source
 config = load_config(open("/etc/wg-mesh/agent.json").read())
 agent = Agent(config, make_source(config.source), log=lambda m: None)
 assert agent.cycle()

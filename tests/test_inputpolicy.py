@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from wg_mesh import gcp, gcp_ha, inputpolicy, live, userdata
-from wg_mesh.config import MeshConfig, load_mesh
+from wg_mesh.config import MeshConfig
 from wg_mesh.inputpolicy import Admit
+from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 

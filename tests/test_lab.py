@@ -26,7 +26,7 @@ import yaml
 
 from wg_mesh import inputpolicy, live, metrics, render, topology, userdata, wgkey
 from wg_mesh.__main__ import main
-from wg_mesh.config import MeshConfig, load_mesh
+from wg_mesh.config import MeshConfig
 from wg_mesh.gateway import wgconf
 from wg_mesh.lab import cloudinit
 from wg_mesh.lab.build import redact_keys
@@ -53,6 +53,7 @@ from wg_mesh.lab.plan import (
 )
 from wg_mesh.lab.run import run_lab
 from wg_mesh.stackfile import load
+from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))

@@ -13,13 +13,14 @@ import pytest
 import yaml
 
 from wg_mesh import topology
-from wg_mesh.config import MeshConfig, load_mesh
+from wg_mesh.config import MeshConfig
 from wg_mesh.lab.checks import LabOptions
 from wg_mesh.lab.netns import missing_requirements
 from wg_mesh.lab.plan import LabPlanError, plan_lab
 from wg_mesh.lab.privatepath import LINK_POOL
 from wg_mesh.lab.run import run_lab
 from wg_mesh.stackfile import load
+from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = REPO / "examples" / "underlay" / "Pulumi.underlay.yaml"

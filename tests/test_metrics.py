@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from wg_mesh import metrics, render, userdata, wgkey, wgmetrics
-from wg_mesh.config import load_mesh
 from wg_mesh.stackfile import load, read_raw
 from wg_mesh.topology import PeerAddress, interface_plan
+from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "gateway"

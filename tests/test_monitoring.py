@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from wg_mesh import monitoring, wgmetrics
-from wg_mesh.config import load_mesh
 from wg_mesh.gateway import agent, fallback, ha_run, pmtu
 from wg_mesh.stackfile import load, read_raw
 from wg_mesh.topology import peer_names
+from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 MONITORING = REPO / "monitoring"

@@ -27,9 +27,10 @@ from tests.conftest import (
 )
 from wg_mesh import awsfacts, render, topology, wgkey
 from wg_mesh.aws import SG_DESCRIPTION_CHARS, ami_architecture
-from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, load_mesh
+from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gcp import image_family
 from wg_mesh.stackfile import read_raw
+from wg_mesh.validate import load_mesh
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_SG = "aws:ec2/securityGroup:SecurityGroup"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wg_mesh.config import MeshConfig, load_mesh
+from wg_mesh.config import MeshConfig
 from wg_mesh.stackfile import load
 from wg_mesh.topology import (
     PeerAddress,
@@ -21,6 +21,7 @@ from wg_mesh.topology import (
     static_endpoints,
     tunnel_mtu,
 )
+from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ from tests import test_program as program_tests  # a module, not its tests: noth
 from tests.agent_fake import SCOPE, TRUST, resign, sign
 from tests.conftest import STACK_FILES, run_program
 from wg_mesh import topology
-from wg_mesh.config import ConfigError, load_mesh, summary
+from wg_mesh.config import ConfigError, summary
 from wg_mesh.doctor_base import CommandResult, parse_conf
 from wg_mesh.doctor_path import path_checks
 from wg_mesh.gateway import document, pmtu_heal
@@ -31,6 +31,7 @@ from wg_mesh.gateway.wgconf import (
 )
 from wg_mesh.stackfile import read_raw
 from wg_mesh.topology import PeerAddress
+from wg_mesh.validate import load_mesh
 
 KEY = "A" * 43 + "="
 EXAMPLE_STACK = Path(__file__).resolve().parent.parent / "examples" / "underlay" / "Pulumi.underlay.yaml"

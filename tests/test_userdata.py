@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from bench import meshgen
 from wg_mesh import topology, userdata
-from wg_mesh.config import ConfigError, load_mesh
+from wg_mesh.config import ConfigError
 from wg_mesh.stackfile import load
+from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 

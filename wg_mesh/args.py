@@ -17,7 +17,8 @@ from typing import Any, NotRequired, TypedDict
 
 import pulumi
 
-from wg_mesh.config import ConfigError, Deferred, MeshConfig, load_mesh
+from wg_mesh.config import ConfigError, Deferred, MeshConfig
+from wg_mesh.validate import load_mesh
 
 # The keys whose value may come from the user's own resources (known only at deploy time).
 INPUT_KEYS = ("vpc_id", "subnet_id", "standby_subnet_id", "network", "subnetwork")
@@ -52,7 +53,7 @@ class SiteArgs(TypedDict):
     assume_role_arn: NotRequired[str]
     account_id: NotRequired[str]
     ssm_kms_key_arn: NotRequired[str]  # delivery: live (docs/security.md)
-    quotas: NotRequired[dict[str, int]]  # rules_per_security_group, routes_per_route_table (wg_mesh.quotas)
+    quotas: NotRequired[dict[str, int]]  # rules_per_security_group, routes_per_route_table (wg_mesh.config.quotas)
     # gcp
     project: NotRequired[str]
     network: NotRequired[pulumi.Input[str]]

@@ -16,8 +16,8 @@ import functools
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts, zones
-from wg_mesh.config import AwsSite
+from wg_mesh import awsfacts
+from wg_mesh.config import AwsSite, zones
 
 
 def offered_type(

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts, ha, topology, zones
+from wg_mesh import awsfacts, ha, topology
 from wg_mesh.component import given
-from wg_mesh.config import AwsSite
+from wg_mesh.config import AwsSite, zones
 
 ANYWHERE = "0.0.0.0/0"
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from wg_mesh.config.awsnames import partition as partition  # re-exported (the config model's)
+
 # Canonical publishes Ubuntu AMIs under one account per partition, and only in these three
 # (Ubuntu public-images docs, "Find Ubuntu images on AWS" -> "Ownership verification":
 # 099720109477 default, 513442679011 GovCloud, 837727238323 China).
 CANONICAL_OWNERS = {"aws": "099720109477", "aws-us-gov": "513442679011", "aws-cn": "837727238323"}
-# The partition a region belongs to, by region-name prefix (AWS General Reference, "ARN formats": aws-cn for
-# cn-*, aws-us-gov for us-gov-*; aws-iso* for the isolated regions, where Canonical publishes nothing).
-_PARTITION_PREFIXES = (("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"))
-_ISOLATED = re.compile(r"^[a-z]{2}-iso[a-z]*-")
 
 # Graviton families have a 'g' right after the generation digit: t4g, c7g, m7gd, c6gn, is4gen, g5g, hpc7g;
 # the first Graviton family, a1, has none (EC2 instance types: "A1 ... AWS Graviton Processors").
@@ -24,21 +22,6 @@ _GRAVITON_FAMILY = re.compile(r"[a-z]+\d+g[a-z-]*|a1")
 # Canonical's AMI names end in the image's serial (YYYYMMDD, sometimes .N); the same serial is published in
 # every region, so a serial pins one image build across regions.
 UBUNTU_AMI_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-{arch}-server-{serial}"
-AMI_ID = re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$")
-UBUNTU_SERIAL = re.compile(r"^\d{8}(\.\d+)?$")
-
-
-def partition(region: str) -> str:
-    """`aws`, `aws-us-gov` or `aws-cn`; ValueError for the isolated partitions (no Ubuntu AMIs there)."""
-    if _ISOLATED.match(region):
-        raise ValueError(
-            f"{region} is in an isolated AWS partition, where Canonical publishes no Ubuntu AMIs; "
-            "wg-mesh supports the aws, aws-us-gov (GovCloud) and aws-cn (China) partitions"
-        )
-    for prefix, name in _PARTITION_PREFIXES:
-        if region.startswith(prefix):
-            return name
-    return "aws"
 
 
 def canonical_owner(region: str) -> str:
@@ -132,13 +115,3 @@ def check_ami_architecture(instance_type: str, ami: str, architecture: str, pinn
 def ubuntu_ami_name(instance_type: str, serial: str = "*") -> str:
     """The name filter for Ubuntu 24.04 server AMIs of the instance type's architecture: one serial, or all."""
     return UBUNTU_AMI_NAME.format(arch=ami_architecture(instance_type), serial=serial)
-
-
-def check_image(image: str) -> str:
-    """A site's `image`: an AMI id (`ami-...`) or an Ubuntu image serial (`20250804`, `20250804.1`)."""
-    if not (AMI_ID.fullmatch(image) or UBUNTU_SERIAL.fullmatch(image)):
-        raise ValueError(
-            f"{image!r} is neither an AMI id (ami- and 8 or 17 hex digits) nor an Ubuntu image serial "
-            "such as 20250804 (the date at the end of Canonical's AMI names)"
-        )
-    return image

@@ -36,8 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from wg_mesh import addressing, ha
-from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
+from wg_mesh import ha
+from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, addressing
 from wg_mesh.gateway import ship
 from wg_mesh.gateway.wgconf import INTERFACE
 from wg_mesh.render import CloudInitExtras, File

@@ -14,8 +14,8 @@ annotations` in this module.
 The component contract (README, "Use it from your program"): the caller's `providers`/`provider` reach every cloud
 child (wg_mesh.providers; a site's own credentials keys with one is refused); `protect=True` in its opts is `protect:
 true`, protecting the addresses and keys and leaving what must be replaceable alone (instances, gates, routes:
-component.kept, `_site`); child names are unique by construction (wg_mesh.names), and a second Mesh of the program
-whose sites' names meet the first's is refused before it declares anything (`_claim`).
+component.kept, `_site`); child names are unique by construction (wg_mesh.config.names), and a second Mesh of the
+program whose sites' names meet the first's is refused before it declares anything (`_claim`).
 """
 
 import functools
@@ -26,11 +26,11 @@ from typing import Any, cast
 import pulumi
 from pulumi.runtime.settings import get_root_resource
 
-from wg_mesh import names, providers, topology
+from wg_mesh import providers, topology
 from wg_mesh.args import MeshArgs, MeshConfigError, SiteOutputs, to_config
 from wg_mesh.aws import AwsGateway, AwsGatewayArgs
 from wg_mesh.component import Directory, SiteComponent, kept, site_options
-from wg_mesh.config import AwsSite, GcpSite, MeshConfig, Site
+from wg_mesh.config import AwsSite, GcpSite, MeshConfig, Site, names
 from wg_mesh.config import StaticSite as StaticSiteConfig
 from wg_mesh.gcp import GcpGateway, GcpGatewayArgs
 from wg_mesh.keys import SigningKey
@@ -41,13 +41,14 @@ from wg_mesh.topology import PeerAddress
 # The type token is in every user's resource URNs: changing it would replace every resource (tests/test_api.py).
 MESH_TYPE = "wg-mesh:index:Mesh"
 _UNPROTECTED = pulumi.ResourceOptions(protect=False)
-# Per program (its root stack resource): the name prefixes each Mesh's sites claim (wg_mesh.names) -> that Mesh.
+# Per program (its root stack resource): the name prefixes each Mesh's sites claim (wg_mesh.config.names) -> that Mesh.
 _CLAIMS: weakref.WeakKeyDictionary[pulumi.Resource, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 def _claim(mesh_name: str, prefixes: set[str]) -> list[str]:
     """Two Meshes in one program: refused, one line per name, when their sites' names (or previous names, or an HA
-    standby's prefix) meet; their URNs and their cloud names (wg_mesh.names) would be the same. Claimed on success."""
+    standby's prefix) meet; their URNs and their cloud names (wg_mesh.config.names) would be the same. Claimed on
+    success."""
     root = get_root_resource()
     if root is None:
         return []

@@ -18,15 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from wg_mesh import stackfile
 from wg_mesh.config import ConfigError
-from wg_mesh.messages import describe, quote
+from wg_mesh.config.messages import describe, quote
 
 PRICE_FILE = Path(__file__).with_name("prices.yaml")
 
 Unit = Literal["USD/hour", "USD/GB", "USD/GiB"]
 BYTES_PER_UNIT = {"USD/GB": 10**9, "USD/GiB": 2**30}  # per-volume units: how many bytes one unit is
 MAX_HOURS_PER_MONTH = 744  # 31 days
-# As strict as the mesh config (wg_mesh.sites.Strict): no unknown keys, and no coercion: "0.34" is not a price, `yes`
-# is not a number, a quoted "2026-12-03" is not a date (YAML reads the unquoted one as a date).
+# As strict as the mesh config (wg_mesh.config.sites.Strict): no unknown keys, and no coercion: "0.34" is not a price,
+# `yes` is not a number, a quoted "2026-12-03" is not a date (YAML reads the unquoted one as a date).
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 

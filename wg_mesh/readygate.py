@@ -16,27 +16,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from wg_mesh.gatepoll import poll
 from wg_mesh.readymark import READY_TAG, READY_VALUE
 
 DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
-
-
-def poll(
-    ready: Callable[[], bool],
-    timeout_s: float,
-    interval_s: float,
-    sleep: Callable[[float], None],
-    not_ready: Callable[[float], str],
-) -> float:
-    """The gate's waiting loop, for every cloud: seconds until `ready()` (which raises RuntimeError for a gateway
-    that died); TimeoutError with `not_ready(timeout_s)` after the timeout."""
-    start = time.monotonic()
-    while True:
-        if ready():
-            return time.monotonic() - start
-        if time.monotonic() - start >= timeout_s:
-            raise TimeoutError(not_ready(timeout_s))
-        sleep(interval_s)
 
 
 def wait_ready(

@@ -10,15 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from wg_mesh import underlay
-from wg_mesh.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PREFIX  # re-exported
-from wg_mesh.addressing import gateway_subnet as gateway_subnet
-from wg_mesh.addressing import standby_gateway_subnet as standby_gateway_subnet
-from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, StaticSite
+from wg_mesh.config import MeshConfig, StaticSite, underlay
+from wg_mesh.config.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PREFIX  # re-exported
+from wg_mesh.config.addressing import gateway_subnet as gateway_subnet
+from wg_mesh.config.addressing import standby_gateway_subnet as standby_gateway_subnet
+from wg_mesh.config.model import tunnel_mtu as tunnel_mtu  # re-exported (the model's: validate prints it)
+from wg_mesh.config.underlay import PrivatePath
 from wg_mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
 from wg_mesh.gateway.wgconf import Peer as Peer
-from wg_mesh.sites import INTERNET_MTU
-from wg_mesh.underlay import PrivatePath
 
 IPV4_TCP_HEADERS = 40  # IPv4 (20) + TCP (20): MSS = MTU - 40
 
@@ -68,14 +67,6 @@ def peer_endpoint_ip(cfg: MeshConfig, name: str, peer: str, directory: Mapping[s
     if entry.private_ip is None:
         raise KeyError(f"no private address known for {peer} (private path with {name})")
     return entry.private_ip
-
-
-def tunnel_mtu(cfg: MeshConfig) -> int:
-    """The internet tunnel MTU (every wg0 without private paths): explicit, or the smallest underlay (at most the
-    internet's 1500) minus WireGuard's overhead."""
-    if cfg.mtu != "auto":
-        return int(cfg.mtu)
-    return min(min(site.underlay_mtu, INTERNET_MTU) for site in cfg.sites) - WIREGUARD_IPV4_OVERHEAD
 
 
 def clamped_mss(mtu: int) -> int:

@@ -28,7 +28,7 @@ from .document import REASONS, Document, DocumentError, Trust, decode, parse_tru
 from .ha import HaConfig, parse_ha
 from .pmtu import PathWatch, Settings
 from .rotation import RotatingApplier
-from .sources import FetchError, Source, make_source
+from .sources import GCP_ATTRIBUTE, FetchError, FileSource, Source
 from .wgconf import INTERFACE, InterfacePlan
 
 FAILURE_REASONS = (*REASONS, KEY_REASON, APPLY_REASON)
@@ -335,6 +335,30 @@ class Agent:
             # polled sources (and any failed fetch) wait poll_seconds; a push source waits in its fetch
             pause = 1.0 if self.source.pushes and fetched else float(self.config.poll_seconds)
             sleep(max(0.0, pause - (time.monotonic() - started)))
+
+
+def make_source(spec: dict[str, Any]) -> Source:
+    """The source of agent.json's "source" object; ValueError naming what is wrong."""
+    kind = spec.get("kind")
+    fields: dict[str, tuple[str, ...]] = {
+        "aws": ("region", "document_secret", "private_key_parameter"),
+        "gcp": ("private_key_secret",),
+        "file": ("document", "private_key"),
+    }
+    if kind not in fields:
+        raise ValueError(f"source.kind: {kind!r} is not one of {', '.join(fields)}")
+    missing = [f for f in fields[kind] if not isinstance(spec.get(f), str) or not spec[f]]
+    if missing:
+        raise ValueError(f"source ({kind}): missing {', '.join(missing)}")
+    if kind == "aws":
+        from .source_aws import AwsSource  # only the modules of the gateway's own cloud ship (wg_mesh.gateway.ship)
+
+        return AwsSource(spec["region"], spec["document_secret"], spec["private_key_parameter"])
+    if kind == "gcp":
+        from .source_gcp import GcpSource
+
+        return GcpSource(spec["private_key_secret"], spec.get("attribute") or GCP_ATTRIBUTE)
+    return FileSource(spec["document"], spec["private_key"])
 
 
 def main(argv: Sequence[str] | None = None, runner: Runner = default_runner) -> int:

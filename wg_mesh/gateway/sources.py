@@ -9,11 +9,12 @@
   (`GET /v1/{name}:access`, payload.data base64) with the instance's service-account token.
 - file: /etc/wg-mesh/document.json and /etc/wg-mesh/private.key (static sites). Polled.
 Every call has a timeout; every failure is a FetchError (the agent logs and counts it and tries again).
+The agent makes agent.json's source (wg_mesh.gateway.agent.make_source), importing only its cloud's module.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 GCP_ATTRIBUTE = "wg-mesh-peers"
 
@@ -49,27 +50,3 @@ class FileSource:
 
     def private_key(self) -> str:
         return self._read(self.paths[1])
-
-
-def make_source(spec: dict[str, Any]) -> Source:
-    """The source of agent.json's "source" object; ValueError naming what is wrong."""
-    kind = spec.get("kind")
-    fields: dict[str, tuple[str, ...]] = {
-        "aws": ("region", "document_secret", "private_key_parameter"),
-        "gcp": ("private_key_secret",),
-        "file": ("document", "private_key"),
-    }
-    if kind not in fields:
-        raise ValueError(f"source.kind: {kind!r} is not one of {', '.join(fields)}")
-    missing = [f for f in fields[kind] if not isinstance(spec.get(f), str) or not spec[f]]
-    if missing:
-        raise ValueError(f"source ({kind}): missing {', '.join(missing)}")
-    if kind == "aws":
-        from .source_aws import AwsSource  # only the modules of the gateway's own cloud ship (wg_mesh.gateway.ship)
-
-        return AwsSource(spec["region"], spec["document_secret"], spec["private_key_parameter"])
-    if kind == "gcp":
-        from .source_gcp import GcpSource
-
-        return GcpSource(spec["private_key_secret"], spec.get("attribute") or GCP_ATTRIBUTE)
-    return FileSource(spec["document"], spec["private_key"])

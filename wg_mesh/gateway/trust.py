@@ -19,15 +19,15 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 from .wgconf import InterfacePlan
 
-# The config model's DNS-label rule for site names (wg_mesh.sites; a test compares them). fullmatch: `$` would let a
-# trailing newline through. [a-z] in a str pattern is ASCII only.
+# The config model's DNS-label rule for site names (wg_mesh.config.sites; a test compares them). fullmatch: `$` would
+# let a trailing newline through. [a-z] in a str pattern is ASCII only.
 NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 # Pulumi project and stack names: alphanumerics, '-', '_', '.' ("organization/project/stack" accepted too).
 SCOPE = re.compile(r"[A-Za-z0-9._-]{1,100}(/[A-Za-z0-9._-]{1,100}){1,2}")
 KEY_BYTES, KEY_CHARS = 32, 44
 KEYID_HEX = 16  # the envelope's keyid: the first 16 hex digits of sha256(raw verify key)
 MIN_PREFIX = 8  # nothing shorter than a /8: no default route, no half of it, no quarter...
-MIN_MTU, MAX_MTU = 1280, 8920  # wg_mesh.sites MIN_TUNNEL_MTU, MAX_TUNNEL_MTU (a test keeps them equal)
+MIN_MTU, MAX_MTU = 1280, 8920  # wg_mesh.config.sites MIN_TUNNEL_MTU, MAX_TUNNEL_MTU (a test keeps them equal)
 MAX_CIDRS = 64
 # Never routed into the tunnel, never a peer's endpoint: "this network" (RFC 1122 3.2.1.3), loopback, link-local
 # (169.254.169.254 is the clouds' metadata server: the instance's credentials), multicast and the reserved class E

@@ -34,8 +34,8 @@ from typing import Any
 
 from wg_mesh import live, render, signing, topology, userdata, wgkey
 from wg_mesh.config import MeshConfig, StaticSite
+from wg_mesh.config.sites import INTERNET_MTU
 from wg_mesh.lab.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
-from wg_mesh.sites import INTERNET_MTU
 from wg_mesh.topology import PeerAddress
 
 LAB_PUBLIC_RANGE = IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range, never routed on the internet

@@ -1,9 +1,9 @@
 """The mesh configuration: one pydantic model for the `wg-mesh:mesh` stack config key.
 
 Everything a user can get wrong is caught here, before a single resource is declared.
-`load_mesh` returns a valid `MeshConfig` or raises `ConfigError` carrying *every* problem,
-each prefixed with its field path (`sites[1].overlay_ip: ...`). The sites' models are in wg_mesh.sites,
-the rules between fields and sites in wg_mesh.rules.
+`parse_mesh` returns a valid `MeshConfig` or raises `ConfigError` carrying *every* problem,
+each prefixed with its field path (`sites[1].overlay_ip: ...`); wg_mesh.validate.load_mesh adds the limits. The
+sites' models are in wg_mesh.config.sites, the rules between fields and sites in wg_mesh.config.rules.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pydantic import (
     model_validator,
 )
 
-from wg_mesh import quotas, underlay
-from wg_mesh.messages import EXPECTED, describe, quote
-from wg_mesh.names import name_problems
-from wg_mesh.rules import (
+from wg_mesh.config import quotas, underlay
+from wg_mesh.config.messages import EXPECTED, describe, quote
+from wg_mesh.config.names import name_problems
+from wg_mesh.config.rules import (
     SiteFacts,
     cross_site_problems,
     ha_delivery_problems,
@@ -32,8 +32,9 @@ from wg_mesh.rules import (
     previous_name_problems,
     site_rule_problems,
 )
-from wg_mesh.sites import (
+from wg_mesh.config.sites import (
     GCP_ARM_MACHINE_SERIES,
+    INTERNET_MTU,
     MAX_INTERNET_TUNNEL_MTU,
     MIN_TUNNEL_MTU,
     WIREGUARD_IPV4_OVERHEAD,
@@ -94,7 +95,7 @@ class MeshConfig(Strict):
     def _mesh_wide(self) -> MeshConfig:
         problems = [p for i, site in enumerate(self.sites) for p in site_rule_problems(i, site.__dict__)]
         problems += previous_name_problems([site.__dict__ for site in self.sites])
-        problems += name_problems([site.__dict__ for site in self.sites])  # URNs unique (wg_mesh.names)
+        problems += name_problems([site.__dict__ for site in self.sites])  # URNs unique (wg_mesh.config.names)
         problems += ha_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += kms_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
@@ -199,24 +200,18 @@ def _problems_from(exc: ValidationError, raw_sites: Any) -> list[str]:
     return problems
 
 
-def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
-    """Validate the raw `wg-mesh:mesh` value; raise ConfigError listing every problem.
+def parse_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
+    """The raw `wg-mesh:mesh` value as a MeshConfig whose fields and rules hold; else ConfigError listing every problem.
 
-    check_limits: also refuse a mesh that crosses the clouds' quotas (wg_mesh.quotas) or whose gateways' user data
-    would not fit their limits (the benchmarks turn it off to chart sizes past them)."""
+    A valid config's limits are its caller's to check: wg_mesh.validate.load_mesh checks the quotas and the sizes of
+    the gateways' user data (which needs rendering, a layer above this one). check_limits: an invalid config's
+    problems include the quotas it crosses (wg_mesh.config.quotas), as far as its parsed fields tell."""
     if not isinstance(raw, dict):
         raise ConfigError([f"(top level): expected a mapping with overlay_cidr and sites, got {type(raw).__name__}"])
     try:
-        cfg = MeshConfig.model_validate(raw)
+        return MeshConfig.model_validate(raw)
     except ValidationError as exc:
         problems = _problems_from(exc, raw.get("sites"))
-    else:
-        if check_limits:
-            from wg_mesh.userdata import size_problems  # renders user data: imports topology, which imports this
-
-            if limits := quotas.problems(cfg) + size_problems(cfg):
-                raise ConfigError(limits)
-        return cfg
 
     # Field errors stop pydantic before the mesh-wide checks. Run those on whatever fields did
     # parse, so that a user fixing a typo is not surprised by a second round of problems.
@@ -266,10 +261,16 @@ def _parsed_rules(raw: dict[str, Any], check_limits: bool) -> list[str]:
     return underlay.problems(cfg) + (quotas.problems(cfg) if check_limits else [])
 
 
+def tunnel_mtu(cfg: MeshConfig) -> int:
+    """The internet tunnel MTU (every wg0 without private paths): explicit, or the smallest underlay (at most the
+    internet's 1500) minus WireGuard's overhead."""
+    if cfg.mtu != "auto":
+        return int(cfg.mtu)
+    return min(min(site.underlay_mtu, INTERNET_MTU) for site in cfg.sites) - WIREGUARD_IPV4_OVERHEAD
+
+
 def summary(cfg: MeshConfig) -> str:
     """One line describing a valid mesh, for `python -m wg_mesh validate`."""
-    from wg_mesh.topology import tunnel_mtu
-
     clouds = ", ".join(f"{s.name} ({s.cloud}{', 2 gateways' if s.gateways > 1 else ''})" for s in cfg.sites)
     paths = "".join(
         f", private path {p.name} ({', '.join(p.sites)}: tunnel MTU {p.tunnel_mtu})" for p in cfg.private_paths
@@ -292,6 +293,6 @@ __all__ = [
     "Site",
     "StaticSite",
     "cross_site_problems",
-    "load_mesh",
+    "parse_mesh",
     "summary",
 ]

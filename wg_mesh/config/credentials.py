@@ -1,5 +1,5 @@
 """A site's credentials as the clouds spell them: IAM role and KMS key ARNs, service account emails, and the rules
-between them. Part of the config model (wg_mesh.sites, wg_mesh.rules); pure.
+between them. Part of the config model (wg_mesh.config.sites, wg_mesh.config.rules); pure.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from wg_mesh.messages import quote
+from wg_mesh.config.messages import quote
 
 _ROLE_ARN = re.compile(r"^arn:(aws|aws-us-gov|aws-cn):iam::(\d{12}):role/[\w+=,.@/-]{1,512}$")
 # A KMS key by ARN (IAM policies name keys by ARN, never by alias): a key id is a UUID, a multi-Region key's is

@@ -22,14 +22,15 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh import addressing, awsfacts, credentials, zones
-from wg_mesh.messages import bounded, one_line, quote
-from wg_mesh.quotas import AwsQuotas
+from wg_mesh.config import addressing, awsnames, credentials, zones
+from wg_mesh.config.messages import bounded, one_line, quote
+from wg_mesh.config.quotas import AwsQuotas
 
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
 # The internet carries 1500-byte packets at most, whatever a network's own MTU: a GCP network at 8896 sends
 # "packets larger than 1500 bytes ... dropped with an ICMP Fragmentation-Needed message if the packets are routed to
-# the Internet" (pulumi-gcp compute.Network, `mtu`). A jumbo underlay counts only on a private path (wg_mesh.underlay).
+# the Internet" (pulumi-gcp compute.Network, `mtu`). A jumbo underlay counts only on a private path
+# (wg_mesh.config.underlay).
 INTERNET_MTU = 1500
 MIN_TUNNEL_MTU = 1280  # IPv6 minimum; WireGuard refuses to be useful below it
 MAX_TUNNEL_MTU = 8920  # AWS in-VPC jumbo frames (9001) minus the overhead, rounded down
@@ -233,7 +234,7 @@ class AwsSite(SiteBase):
     assume_role_arn: Annotated[str, AfterValidator(credentials.role_arn)] | None = None
     account_id: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
     # An AMI id or an Ubuntu serial; None: the newest Ubuntu 24.04 when the gateway is created, then kept.
-    image: Annotated[str, AfterValidator(awsfacts.check_image)] | None = None
+    image: Annotated[str, AfterValidator(awsnames.check_image)] | None = None
     # High availability (docs/ha.md): 2 = an active gateway and a standby sharing the site's identity.
     gateways: Gateways = 1
     # The standby's availability zone (created network); None: another zone of the region offering the type.
@@ -247,7 +248,7 @@ class AwsSite(SiteBase):
     # delivery: live: a customer managed KMS key (symmetric, in the site's region) for the private-key parameter
     # instead of aws/ssm, whose key policy lets every principal of the account decrypt (docs/security.md).
     ssm_kms_key_arn: Annotated[str, AfterValidator(credentials.kms_key_arn)] | None = None
-    # This account's VPC quotas in the region where they are not AWS's defaults (wg_mesh.quotas).
+    # This account's VPC quotas in the region where they are not AWS's defaults (wg_mesh.config.quotas).
     quotas: AwsQuotas = Field(default_factory=AwsQuotas)
 
     @field_validator("region")
@@ -255,7 +256,7 @@ class AwsSite(SiteBase):
     def _region(cls, region: str) -> str:
         if not _AWS_REGION.fullmatch(region):
             raise ValueError(f"{quote(region)} is not an AWS region name (e.g. us-east-1)")
-        awsfacts.partition(region)  # the isolated partitions have no Ubuntu AMIs: refused here
+        awsnames.partition(region)  # the isolated partitions have no Ubuntu AMIs: refused here
         return region
 
     @property
@@ -275,7 +276,7 @@ class AwsSite(SiteBase):
     @model_validator(mode="after")
     def _role_in_the_sites_partition(self) -> AwsSite:
         if self.assume_role_arn is not None:
-            role_partition, region_partition = self.assume_role_arn.split(":")[1], awsfacts.partition(self.region)
+            role_partition, region_partition = self.assume_role_arn.split(":")[1], awsnames.partition(self.region)
             if role_partition != region_partition:
                 raise ValueError(
                     f"assume_role_arn: {self.assume_role_arn} is in partition {role_partition}, "

@@ -1,6 +1,6 @@
 """Rules that involve more than one field or site: zones, identifiers, addressing, overlaps, MTU fit, renames.
 
-Each takes a parsed site's fields or, leniently, the raw input, so that `load_mesh` can report them together with
+Each takes a parsed site's fields or, leniently, the raw input, so that `parse_mesh` can report them together with
 field errors in one round. Pure.
 """
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
-from wg_mesh import addressing, awsfacts, credentials, zones
-from wg_mesh.messages import quote
-from wg_mesh.sites import (
+from wg_mesh.config import addressing, awsnames, credentials, zones
+from wg_mesh.config.messages import quote
+from wg_mesh.config.sites import (
     DEFAULT_AWS_UNDERLAY_MTU,
     DEFAULT_GCP_INSTANCE_TYPE,
     DEFAULT_GCP_UNDERLAY_MTU,
@@ -162,7 +162,7 @@ def kms_region_problems(i: int, site: Mapping[str, Any]) -> list[str]:
     if site.get("cloud") != "aws" or not isinstance(arn, str) or not isinstance(region, str):
         return []
     parts = arn.split(":")
-    partition = lenient(awsfacts.partition, region)
+    partition = lenient(awsnames.partition, region)
     if len(parts) < 6 or (parts[1], parts[3]) == (partition or parts[1], region):
         return []  # not an ARN, or not a region: the field's own error says so
     return [f"sites[{i}].ssm_kms_key_arn: the key is in {parts[1]} {parts[3]}, the site in {partition} {region} "

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from wg_mesh.config import MeshConfig
+    from wg_mesh.config.model import MeshConfig
 
 AWS_SG_RULES_DEFAULT, AWS_SG_RULES_CODE = 60, "L-0EA8095F"
 AWS_ROUTES_DEFAULT, AWS_ROUTES_CODE = 500, "L-93826ACB"

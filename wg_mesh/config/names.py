@@ -7,7 +7,7 @@ the type chain and this name, not the parent's name, so a site named `<ha-site>-
 would register or alias the URN of the HA site's gateway b: the engine stops the update at the second registration
 ("Duplicate resource URN"), part-way through a `pulumi up`. validate refuses those configs here, one line each; the
 name-against-name cases (a previous name that is a site's name or another site's previous name) are
-wg_mesh.rules.previous_name_problems. Every other child suffix is a fixed word or a CIDR slug that no site suffix
+wg_mesh.config.rules.previous_name_problems. Every other child suffix is a fixed word or a CIDR slug that no site suffix
 reaches (tests/test_component_contract.py checks the golden URNs for it). An AWS instance of another architecture than
 x86_64 ends in `-instance-arm64` (wg_mesh.awsfacts.instance_suffix): after `-instance`, which ends every gateway's
 instance name, so it adds no prefix to check here (tests/test_program_arch_move.py enumerates the near misses).

@@ -1,8 +1,8 @@
 """Private paths (issue 13, docs/underlay.md): sites that reach each other over an interconnect, a peering, a VPN or
 a private WAN, and use each other's private addresses and that path's MTU; every other pair stays on the internet.
 
-Pure: the config model of one path, the rules between paths and sites (field-path messages, like wg_mesh.rules), and
-each site's private address. No Pulumi, no I/O.
+Pure: the config model of one path, the rules between paths and sites (field-path messages, like
+wg_mesh.config.rules), and each site's private address. No Pulumi, no I/O.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from wg_mesh.addressing import gateway_subnet, special_purpose
-from wg_mesh.messages import quote
-from wg_mesh.sites import MAX_TUNNEL_MTU, WIREGUARD_IPV4_OVERHEAD, AwsSite, GcpSite, StaticSite, Strict
+from wg_mesh.config.addressing import gateway_subnet, special_purpose
+from wg_mesh.config.messages import quote
+from wg_mesh.config.sites import MAX_TUNNEL_MTU, WIREGUARD_IPV4_OVERHEAD, AwsSite, GcpSite, StaticSite, Strict
 
 if TYPE_CHECKING:
-    from wg_mesh.config import MeshConfig
+    from wg_mesh.config.model import MeshConfig
 
 # The path's underlay MTU: its tunnel (MTU - 60) must carry IPv6's 1280 (RFC 8200), and 9001 is the largest frame an
 # EC2 instance sends (Amazon EC2 User Guide, "Network maximum transmission unit (MTU) for your EC2 instance").

@@ -1,0 +1,25 @@
+"""The readiness gates' waiting loop, for every cloud: the AWS gate (wg_mesh.readygate) and the GCP gate
+(wg_mesh.gcpgate, which `python -m wg_mesh.readygate gcp` runs) both wait on it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def poll(
+    ready: Callable[[], bool],
+    timeout_s: float,
+    interval_s: float,
+    sleep: Callable[[float], None],
+    not_ready: Callable[[float], str],
+) -> float:
+    """The gate's waiting loop, for every cloud: seconds until `ready()` (which raises RuntimeError for a gateway
+    that died); TimeoutError with `not_ready(timeout_s)` after the timeout."""
+    start = time.monotonic()
+    while True:
+        if ready():
+            return time.monotonic() - start
+        if time.monotonic() - start >= timeout_s:
+            raise TimeoutError(not_ready(timeout_s))
+        sleep(interval_s)
