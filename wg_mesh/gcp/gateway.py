@@ -8,7 +8,7 @@ WireGuard from the peers' addresses only, the site's own traffic to the gateway 
 the remote sites' ranges to the workloads the site names (tags, service accounts, or the whole
 network when asked), and ICMP from the gateway's internal address (path-MTU discovery).
 Network tags carry a hash of the Pulumi project and stack, so stacks sharing a network stay apart.
-With `gateways: 2` (docs/ha.md 6) a second VM and an internal load balancer (wg_mesh.gcp_ha) carry the site: the routes
+With `gateways: 2` (docs/ha.md 6) a second VM and an internal load balancer (wg_mesh.gcp.ha) carry the site: the routes
 point at the load balancer, and the agents, not the gate, move the static address.
 """
 
@@ -22,11 +22,14 @@ import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from wg_mesh import component, gcp_fit, gcp_ha, gcp_live, ha, live, topology
+from wg_mesh import component, ha, live, topology
 from wg_mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
 from wg_mesh.component import Directory
 from wg_mesh.config import GcpSite, MeshConfig
-from wg_mesh.gcpfacts import (
+from wg_mesh.gcp import fit
+from wg_mesh.gcp import ha as gcp_ha
+from wg_mesh.gcp import live as gcp_live
+from wg_mesh.gcp.facts import (
     ARM_MACHINE_FAMILIES,
     HYPERDISK_BOOT_DISK,
     PD_BOOT_DISK,
@@ -41,7 +44,7 @@ from wg_mesh.gcpfacts import (
 from wg_mesh.keys import SigningKey
 from wg_mesh.providers import given_provider
 
-__all__ = [  # re-exported from wg_mesh.gcpfacts
+__all__ = [  # re-exported from wg_mesh.gcp.facts
     "ARM_MACHINE_FAMILIES",
     "HYPERDISK_BOOT_DISK",
     "PD_BOOT_DISK",
@@ -274,7 +277,7 @@ class GcpGateway(component.SiteComponent):
         next_hop_instance: pulumi.Input[str] | None = self.instance.self_link
         next_hop_ilb: pulumi.Input[str] | None = None
         if names is not None:
-            gates = [self.ready, self.standby_ready]  # a VM joins its group only once ready (wg_mesh.gcp_ha)
+            gates = [self.ready, self.standby_ready]  # a VM joins its group only once ready (wg_mesh.gcp.ha)
             groups = [
                 gcp_ha.instance_group(
                     ha.child_name(name, letter), names.groups[letter], instance, gate, network.network, child
@@ -337,8 +340,8 @@ class GcpGateway(component.SiteComponent):
         private_ip: str | None = None,
     ) -> gcp.compute.Instance:
         """One gateway VM; both of an HA site are alike but for the zone, the account and the `ha` object's letter."""
-        # The machine type must be offered in the VM's zone, else nothing changes (wg_mesh.gcp_fit).
-        machine_type = gcp_fit.offered_machine_type(
+        # The machine type must be offered in the VM's zone, else nothing changes (wg_mesh.gcp.fit).
+        machine_type = fit.offered_machine_type(
             site, zone, pulumi.InvokeOutputOptions(parent=self, provider=self.provider)
         )
         return gcp.compute.Instance(
