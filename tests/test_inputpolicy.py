@@ -13,7 +13,7 @@ import yaml
 from wg_mesh import inputpolicy, live, userdata
 from wg_mesh.config import MeshConfig, load_mesh
 from wg_mesh.gcp import ha as gcp_ha
-from wg_mesh.gcp.gateway import IAP_TCP_FORWARDING_RANGE
+from wg_mesh.gcp.firewall import IAP_TCP_FORWARDING_RANGE
 from wg_mesh.inputpolicy import Admit
 
 REPO = Path(__file__).resolve().parent.parent

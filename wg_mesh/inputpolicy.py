@@ -49,7 +49,7 @@ UNIT_NAME = "wg-mesh-input.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 SSH_PORT = 22
 # Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule;
-# the same constant as wg_mesh.gcp.gateway's firewall rule).
+# the same constant as wg_mesh.gcp.firewall's rule).
 IAP_TCP_FORWARDING = IPv4Network("35.235.240.0/20")
 # Google's health-check probers for load balancers such as the internal passthrough one of gateways: 2
 # (https://cloud.google.com/load-balancing/docs/health-check-concepts, "Probe IP ranges and firewall rules"); the

@@ -18,7 +18,7 @@ from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import document, ship
 from wg_mesh.topology import PeerAddress
 
-# GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp.gateway, REPLACE_ON).
+# GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp.instance, REPLACE_ON).
 GCP_ATTRIBUTE = "wg-mesh-peers"
 # Where an operator puts a static site's document and key (0600); NOT wgmetrics.MAPPING_PATH (peers.json).
 STATIC_DOCUMENT_PATH = ship.DOCUMENT_PATH

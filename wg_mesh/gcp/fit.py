@@ -1,10 +1,10 @@
 """Does a GCP gateway's machine type fit its zone: machineTypes.list there has it.
 
-A `machine_type` change replaces the gateway (wg_mesh.gcp: `replace_on_changes`, through the readiness gate), and a
-VM never leaves its zone: a type the zone lacks would fail the new VM's creation. Looked up while the program runs (an
-invoke), so `pulumi preview` (and the preview `pulumi up` starts with) fails with one line before anything changes.
-The architecture needs no lookup: the image family follows the machine type (wg_mesh.gcp.facts.image_family), and a
-pinned image of the other architecture is refused by `validate` (wg_mesh.rules.gcp_image_problems). Part of the
+A `machine_type` change replaces the gateway (wg_mesh.gcp.instance: `replace_on_changes`, through the readiness gate),
+and a VM never leaves its zone: a type the zone lacks would fail the new VM's creation. Looked up while the program
+runs (an invoke), so `pulumi preview` (and the preview `pulumi up` starts with) fails with one line before anything
+changes. The architecture needs no lookup: the image family follows the machine type (wg_mesh.gcp.facts.image_family),
+and a pinned image of the other architecture is refused by `validate` (wg_mesh.rules.gcp_image_problems). Part of the
 GcpGateway component.
 """
 
