@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wg_mesh import aws, gcp, stamp
+from wg_mesh import aws, stamp
+from wg_mesh.gcp import instance as gcp_instance
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,7 +23,7 @@ def test_the_gate_runs_with_the_interpreter_running_the_program() -> None:
     words = shlex.split(aws.GATE_COMMAND)
     assert words == [sys.executable, "-m", "wg_mesh.readygate"]
     assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK)
-    assert gcp.GATE_COMMAND is aws.GATE_COMMAND  # the GCP gate is the same module's `gcp` subcommand
+    assert gcp_instance.GATE_COMMAND is aws.GATE_COMMAND  # the GCP gate is the same module's `gcp` subcommand
 
 
 def test_the_stamp_and_the_gate_quote_the_same_way() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import STACK_FILES, ProgramRun, run_program
-from wg_mesh import gcp
+from wg_mesh.gcp.facts import boot_disk_type
 from wg_mesh.stackfile import read_raw
 
 GCP_INSTANCE = "gcp:compute/instance:Instance"
@@ -73,7 +73,7 @@ def boot_disk(run: ProgramRun) -> dict[str, Any]:
     ],
 )
 def test_boot_disk_type_by_machine_series(machine_type: str, disk: str) -> None:
-    assert gcp.boot_disk_type(machine_type) == disk
+    assert boot_disk_type(machine_type) == disk
 
 
 @pytest.mark.parametrize(

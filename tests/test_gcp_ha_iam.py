@@ -1,4 +1,4 @@
-"""The GCP HA agents' IAM Condition (wg_mesh.gcp_ha) against IAM's documented resource types, pure: every type the
+"""The GCP HA agents' IAM Condition (wg_mesh.gcp.ha) against IAM's documented resource types, pure: every type the
 expression names must be one IAM Conditions recognises (a clause on any other type narrows nothing), and the
 clause it has must admit the site's gateways, old and replacement, and nothing else."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from wg_mesh import gcp_ha
+from wg_mesh.gcp import ha as gcp_ha
 
 PREFIXES = [
     gcp_ha.instance_prefix("p", "europe-west3-a", "gcp-euw3-instance"),
@@ -62,5 +62,5 @@ def test_the_condition_admits_the_gateways_and_their_replacements_only() -> None
         "projects/p/zones/europe-west3-a/instances/gcp-euw3-instancex",
     ):
         assert not allows(expression, instance, name), name
-    # other types pass: IAM would not narrow them anyway (wg_mesh.gcp_ha's docstring says what that grants)
+    # other types pass: IAM would not narrow them anyway (wg_mesh.gcp.ha's docstring says what that grants)
     assert allows(expression, "", "projects/p/regions/europe-west3/addresses/gcp-euw3-address-1")

@@ -16,7 +16,8 @@ import yaml
 from tests import gce_fake
 from tests.conftest import REPO, ProgramRun, run_program
 from tests.gce_fake import PROJECT, REGION, TOKEN, ZONE, Cloud, Vm
-from wg_mesh import gcp, gcpgate, metrics, readygate, readymark, userdata
+from wg_mesh import gcpgate, metrics, readygate, readymark, userdata
+from wg_mesh.gcp.instance import REPLACE_ON
 from wg_mesh.stackfile import read_raw
 
 STATIC = "34.1.2.3"
@@ -191,7 +192,7 @@ def test_the_routes_and_the_icmp_rule_follow_the_gate(applied: ProgramRun) -> No
 def test_a_replacement_is_created_before_the_old_gateway_is_deleted(applied: ProgramRun) -> None:
     options = applied.options(GCP_INSTANCE, "gcp-euw3-instance")
     assert not options.delete_before_replace
-    assert applied.monitor.replace_on_changes["gcp-euw3-instance"] == [gcp.REPLACE_ON, "machineType"]
+    assert applied.monitor.replace_on_changes["gcp-euw3-instance"] == [REPLACE_ON, "machineType"]
     # No ignore_changes: Pulumi would create the replacement with the old VM's recorded access config.
     assert options.ignore_changes == ()
     inputs = applied.named(GCP_INSTANCE, "gcp-euw3-instance").inputs

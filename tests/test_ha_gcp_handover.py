@@ -166,7 +166,7 @@ def test_the_witness_needs_a_read_that_says_me_and_no_gap_longer_than_two_probes
 
 
 def test_the_witness_window_is_the_health_checks_detection_time() -> None:
-    """Google marks a backend UNHEALTHY after unhealthy_threshold probes check_interval_sec apart (wg_mesh.gcp_ha
+    """Google marks a backend UNHEALTHY after unhealthy_threshold probes check_interval_sec apart (wg_mesh.gcp.ha
     declares them): only after that may the standby have taken the address."""
     check = mesh_ha.HEALTH_CHECK
     assert check.check_interval_sec * check.unhealthy_threshold == WITNESS_S

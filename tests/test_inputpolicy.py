@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from wg_mesh import gcp, gcp_ha, inputpolicy, live, userdata
+from wg_mesh import inputpolicy, live, userdata
 from wg_mesh.config import MeshConfig
+from wg_mesh.gcp import ha as gcp_ha
+from wg_mesh.gcp.firewall import IAP_TCP_FORWARDING_RANGE
 from wg_mesh.inputpolicy import Admit
 from wg_mesh.validate import load_mesh
 
@@ -48,7 +50,7 @@ def test_cloud_gateways_are_closed_and_admit_only_their_sources() -> None:
         *gcp_ha.PROBER_RANGES,
     }
     assert accepts(aws, 22) == []  # Session Manager needs no inbound port
-    assert [line.split(" -s ")[1].split()[0] for line in accepts(gce, 22)] == [gcp.IAP_TCP_FORWARDING_RANGE]
+    assert [line.split(" -s ")[1].split()[0] for line in accepts(gce, 22)] == [IAP_TCP_FORWARDING_RANGE]
 
 
 def test_a_single_gateway_serves_no_healthz_and_without_monitoring_cidrs_no_exporter() -> None:
@@ -92,7 +94,7 @@ def test_the_policy_depends_on_no_peer_and_not_on_operator_access() -> None:
 
 def test_the_clouds_ranges_are_the_ones_their_vpc_rules_use() -> None:
     assert [str(n) for n in inputpolicy.GCP_PROBERS] == gcp_ha.PROBER_RANGES
-    assert str(inputpolicy.IAP_TCP_FORWARDING) == gcp.IAP_TCP_FORWARDING_RANGE
+    assert str(inputpolicy.IAP_TCP_FORWARDING) == IAP_TCP_FORWARDING_RANGE
 
 
 @pytest.mark.parametrize(

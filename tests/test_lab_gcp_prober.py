@@ -1,5 +1,5 @@
 """The lab's model of Google's health checking and of the ILB's failover policy (wg_mesh/lab/gcpprober.py): pure, with a
-fake clock. The thresholds are the program's (wg_mesh.ha.HEALTH_CHECK, which wg_mesh.gcp_ha declares): a model with
+fake clock. The thresholds are the program's (wg_mesh.ha.HEALTH_CHECK, which wg_mesh.gcp.ha declares): a model with
 another threshold fails these tests."""
 
 from __future__ import annotations

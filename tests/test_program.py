@@ -28,7 +28,7 @@ from tests.conftest import (
 from wg_mesh import awsfacts, render, topology, wgkey
 from wg_mesh.aws import SG_DESCRIPTION_CHARS, ami_architecture
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
-from wg_mesh.gcp import image_family
+from wg_mesh.gcp.facts import image_family
 from wg_mesh.stackfile import read_raw
 from wg_mesh.validate import load_mesh
 

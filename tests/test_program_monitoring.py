@@ -25,7 +25,7 @@ from tests.test_program import (
 )
 from wg_mesh import metrics, render, topology, wgmetrics
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
-from wg_mesh.gcp import gateway_tag, stack_scope
+from wg_mesh.gcp.gateway import gateway_tag, stack_scope
 from wg_mesh.stackfile import read_raw
 from wg_mesh.validate import load_mesh
 

@@ -21,7 +21,7 @@ LETTERS = ("a", "b")
 
 @dataclass(frozen=True)
 class GcpHealthCheck:
-    """GCP: the regional health check's timing and thresholds, as wg_mesh.gcp_ha declares them (docs/ha.md 6.2); the
+    """GCP: the regional health check's timing and thresholds, as wg_mesh.gcp.ha declares them (docs/ha.md 6.2); the
     lab's GCP model (wg_mesh/lab/gcpprober.py) probes with the same values."""
 
     check_interval_sec: int = 1
@@ -32,7 +32,7 @@ class GcpHealthCheck:
 
 @dataclass(frozen=True)
 class GcpFailoverPolicy:
-    """GCP: the backend service's failover policy (group a primary, b failover), as wg_mesh.gcp_ha declares it."""
+    """GCP: the backend service's failover policy (group a primary, b failover), as wg_mesh.gcp.ha declares it."""
 
     failover_ratio: float = 0.0
     drop_traffic_if_unhealthy: bool = True

@@ -49,11 +49,11 @@ UNIT_NAME = "wg-mesh-input.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 SSH_PORT = 22
 # Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule;
-# the same constant as wg_mesh.gcp's firewall rule).
+# the same constant as wg_mesh.gcp.firewall's rule).
 IAP_TCP_FORWARDING = IPv4Network("35.235.240.0/20")
 # Google's health-check probers for load balancers such as the internal passthrough one of gateways: 2
 # (https://cloud.google.com/load-balancing/docs/health-check-concepts, "Probe IP ranges and firewall rules"); the
-# same ranges as wg_mesh.gcp_ha.PROBER_RANGES' VPC rule (not imported: that module is Pulumi's, this one is pure).
+# same ranges as wg_mesh.gcp.ha.PROBER_RANGES' VPC rule (not imported: that module is Pulumi's, this one is pure).
 GCP_PROBERS = (IPv4Network("35.191.0.0/16"), IPv4Network("130.211.0.0/22"))
 # ICMP types admitted from anywhere (RFC 792): 3 destination unreachable (code 4: fragmentation needed, path-MTU
 # discovery, RFC 1191), 11 time exceeded (traceroute), 8 echo request (the agents' probes).

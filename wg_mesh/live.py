@@ -1,5 +1,5 @@
 """`delivery: live`, the pure part: where each site's peer document and private key live, what its agent is told,
-and the document itself. No Pulumi here: the cloud components (wg_mesh.aws_live, wg_mesh.gcp_live, wg_mesh.static)
+and the document itself. No Pulumi here: the cloud components (wg_mesh.aws_live, wg_mesh.gcp.live, wg_mesh.static)
 create the stores from these names, the user data (wg_mesh.userdata) tells the agent the same names, the lab uses both.
 
 Every name depends on the Pulumi project and stack and the site's name only: never on the peers, the MTU or a key,
@@ -18,7 +18,7 @@ from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import document, ship
 from wg_mesh.topology import PeerAddress
 
-# GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp, REPLACE_ON).
+# GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp.instance, REPLACE_ON).
 GCP_ATTRIBUTE = "wg-mesh-peers"
 # Where an operator puts a static site's document and key (0600); NOT wgmetrics.MAPPING_PATH (peers.json).
 STATIC_DOCUMENT_PATH = ship.DOCUMENT_PATH
@@ -33,7 +33,7 @@ SCOPE_CHARS = 8
 
 
 def scope(project: str, stack: str) -> str:
-    """A short, stable id of the Pulumi project and stack (the same as wg_mesh.gcp.stack_scope)."""
+    """A short, stable id of the Pulumi project and stack (the same as wg_mesh.gcp.gateway.stack_scope)."""
     return hashlib.sha256(f"{project}/{stack}".encode()).hexdigest()[:SCOPE_CHARS]
 
 

@@ -9,7 +9,7 @@ Spanner only). One process in the lab's cloud namespace:
    attached (the agents move it), one instance group per VM;
 2. Google's probers (gcpprober.py): per gateway, a thread in the site's VPC namespace that GETs
    http://<private address>:9181/healthz every `check_interval_sec` with `timeout_sec` and applies the thresholds
-   wg_mesh.ha.HEALTH_CHECK (the values wg_mesh.gcp_ha declares); getHealth answers their verdicts;
+   wg_mesh.ha.HEALTH_CHECK (the values wg_mesh.gcp.ha declares); getHealth answers their verdicts;
 3. every 50 ms, the state applied to the namespaces by haapply.Applier (the one mechanism the AWS model uses too):
    the 1:1 NAT of the site's public address to the VM whose access config holds it, and the VPC router's remote
    routes to the ILB's next hop (gcpprober.next_hop under wg_mesh.ha.FAILOVER_POLICY; None: blackhole, the dropped

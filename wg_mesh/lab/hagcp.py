@@ -53,7 +53,7 @@ def site_entry(cfg: MeshConfig, prefix: str, ha: HaSite, token: str) -> dict[str
 
 
 def ha_object(letter: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """Gateway `letter`'s agent.json `ha` object, as wg_mesh.gcp_ha.ha_object renders it from the program's values."""
+    """Gateway `letter`'s agent.json `ha` object, as wg_mesh.gcp.ha.ha_object renders it from the program's values."""
     groups = {g: {"zone": entry["vms"][g]["zone"], "name": entry["groups"][g]} for g in mesh_ha.LETTERS}
     return mesh_ha.gcp_ha(letter, entry["project"], entry["region"], entry["address"], entry["eip"],
                           entry["backend_service"], groups)  # fmt: skip

@@ -4,8 +4,8 @@ a custom instance metadata key (wg_mesh.live names them).
 - The document: instance metadata `wg-mesh-peers`. `metadata` is updated in place (setMetadata, no restart): only the
   separate `metadata_startup_script` argument forces a new instance (pulumi-gcp 10.2.0, compute.Instance,
   metadata_startup_script: "the only distinction is that this separate attribute will cause a recreate on
-  modification"), so wg_mesh.gcp's replace_on_changes names `metadata["user-data"]` alone. The agent watches the key
-  with `wait_for_change=true` (push, ETag).
+  modification"), so wg_mesh.gcp.instance's replace_on_changes names `metadata["user-data"]` alone. The agent watches
+  the key with `wait_for_change=true` (push, ETag).
 - The private key: a Secret Manager secret; a rotated key is a new version (the agent reads `latest`).
 - Who reads it: the gateway runs as a service account of its own (not the project's default compute account, which
   every other VM of the project may share), and `roles/secretmanager.secretAccessor` is bound on that one secret to

@@ -1,6 +1,6 @@
 """Plain facts about GCP that the GcpGateway component decides on: images and boot disks per machine type.
 
-Pure (no Pulumi); wg_mesh.gcp re-exports them.
+Pure (no Pulumi); wg_mesh.gcp.instance and wg_mesh.gcp.fit use them.
 """
 
 from __future__ import annotations

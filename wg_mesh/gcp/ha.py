@@ -254,7 +254,7 @@ def agent_iam(
         permissions=AGENT_PERMISSIONS,
         opts=opts,
     )
-    logical = [f"{ha.child_name(name, letter)}-instance" for letter in ha.LETTERS]  # wg_mesh.gcp's VM names
+    logical = [f"{ha.child_name(name, letter)}-instance" for letter in ha.LETTERS]  # wg_mesh.gcp.instance's VM names
     expression = pulumi.Output.all(*zones).apply(
         lambda zs: condition_expression([instance_prefix(site.project, z, n) for z, n in zip(zs, logical, strict=True)])
     )

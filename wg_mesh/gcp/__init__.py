@@ -1,0 +1,25 @@
+"""A GCP site as a Pulumi component: GcpGateway and its parts.
+
+- gateway: the component (GcpGateway, GcpGatewayArgs): network, address, firewall rules, the gateway VM(s), the
+  readiness gate and the routes through it;
+- ha: `gateways: 2`: the instance groups, the internal load balancer, the prober rule and the agents' IAM;
+- live: `delivery: live`: the gateway's service account and its key in Secret Manager;
+- fit: the machine type checked against the gateway's zone (an invoke);
+- facts: plain facts (no Pulumi): images and boot disks per machine type.
+
+The component is imported when first used, so that the pure `facts` does not load the Pulumi SDKs.
+"""
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wg_mesh.gcp.gateway import GcpGateway, GcpGatewayArgs
+
+__all__ = ["GcpGateway", "GcpGatewayArgs"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(import_module("wg_mesh.gcp.gateway"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
