@@ -142,10 +142,10 @@ def cmd_environment(args: argparse.Namespace) -> None:
 
 
 def cmd_doc(args: argparse.Namespace) -> None:
-    from bench import report
+    from bench.report import document
 
     doc = args.doc or (DEFAULT_DOC if args.out == DEFAULT_OUT else args.out / "benchmarks.md")
-    report.render(args.out, doc, plots=not args.no_plots, log=log)
+    document.render(args.out, doc, plots=not args.no_plots, log=log)
 
 
 def cmd_all(args: argparse.Namespace) -> None:

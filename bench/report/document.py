@@ -1,7 +1,7 @@
 """docs/benchmarks.md and the plots, rendered from the JSON results only.
 
 Every number in the generated document comes from docs/bench/*.json (or from the quoted, sourced anchors in
-bench/anchors.py, which sit in their own table). Sentences that state a result are built from the data, so
+bench/report/anchors.py, which sit in their own table). Sentences that state a result are built from the data, so
 re-running the bench rewrites them; nothing here is a figure typed by hand.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.anchors import (
+from bench.report.anchors import (
     ANCHORS,
     ARTICLE,
     ARTICLE_INSTANCE_VCPUS,
@@ -898,7 +898,7 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
 
         parts.append(section_boot(data["boot"]))
     if "meshchange" in data:
-        from bench.meshchange import section as section_meshchange
+        from bench.report.meshchange import section as section_meshchange
 
         parts.append(section_meshchange(data["meshchange"], data.get("meshchange-boot")))
     if "rotation" in data:
@@ -906,11 +906,11 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
 
         parts.append(section_rotation(data["rotation"]))
     if "pathmtu" in data:
-        from bench.pathmtu import section as section_pathmtu
+        from bench.report.pathmtu import section as section_pathmtu
 
         parts.append(section_pathmtu(data["pathmtu"]))
     if "hafailover" in data:
-        from bench.hafailover import section as section_hafailover
+        from bench.report.hafailover import section as section_hafailover
 
         parts.append(section_hafailover(data["hafailover"], data.get("hafailover-gcp")))
     if "underlay" in data:
@@ -934,7 +934,7 @@ def render(out: Path, doc: Path, *, plots: bool, log: Log) -> str:
         raise FileNotFoundError(f"no results in {out}: run `python -m bench all` first")
     images: dict[str, str] = {}
     if plots:
-        from bench import plots as plotting
+        from bench.report import plots as plotting
 
         for name, path in plotting.make_all(data, out).items():
             images[name] = os.path.relpath(path, doc.parent)
