@@ -17,6 +17,7 @@ from bench import meshgen
 from bench.ipsec import ESP_UDP_FIXED_OVERHEAD, esp_inner_mtu, strongswan_conf, swanctl_conf, tunnel_range
 from bench.mtu import MtuOptions, config_at, sweep_points
 from bench.report import document
+from bench.report.format import mbit
 from bench.scale import run_scale
 from bench.stats import median, parse_pid_cpu, parse_proc_stat, percentile
 from wg_mesh import topology, userdata
@@ -171,7 +172,7 @@ def test_lab_bench_smoke(tmp_path: Path) -> None:
     # the lab was torn down: no lab left behind by that process
     assert not [state for state in find_labs().values() if state.label == "bench" and not state.owner_alive()]
     text = document.render(tmp_path, tmp_path / "benchmarks.md", plots=False, log=lambda line: None)
-    assert f"**{document.mbit(paths['wireguard']['1']['mbps'])}**" in text
+    assert f"**{mbit(paths['wireguard']['1']['mbps'])}**" in text
 
 
 def test_boot_section_renders_every_gateway_and_the_reboot() -> None:
