@@ -176,7 +176,7 @@ def test_lab_bench_smoke(tmp_path: Path) -> None:
 
 
 def test_boot_section_renders_every_gateway_and_the_reboot() -> None:
-    from bench.boot import section
+    from bench.report.boot import section
 
     gateways = {"aws-use1": {"boot_to_cloud_init_done_s": 17.3, "boot_to_handshake_s": 14.4}}
     reboot = {"gateway": "aws-use1", "shutdown_ms": 600.0, "pid1_ms": 780.0, "wg_active_ms": 5200.0}

@@ -12,14 +12,8 @@ import pytest
 import yaml
 
 from bench.__main__ import main
-from bench.fallback import (
-    adjust_pmtu,
-    detection_window,
-    first_at,
-    outage,
-    section,
-    with_pmtu_seconds,
-)
+from bench.fallback import adjust_pmtu, first_at, outage, with_pmtu_seconds
+from bench.report.fallback import detection_window, section
 from wg_mesh.gateway.agent import load_config
 from wg_mesh.lab import cloudinit
 from wg_mesh.lab.live import live_configs

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.rotation import combine, section
+from bench.report.rotation import section
+from bench.rotation import combine
 
 
 def report(lost: int, stall: float, spread: float | None, ok: bool = True) -> dict[str, Any]:

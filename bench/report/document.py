@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.report import boot, fallback, ha_routes, hafailover, meshchange, pathmtu, rotation, underlay
 from bench.report.anchors import ANCHORS, ARTICLE_WG_GBPS, AWS_EGRESS_CAP_GBPS, AWS_EGRESS_VCPUS
 from bench.report.format import cell, mbit, num, table
 from bench.report.headline import headline
@@ -163,37 +164,21 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
         parts.append(section_ipsec(data))
     parts.append(section_meaning(data))
     if "boot" in data:
-        from bench.boot import section as section_boot
-
-        parts.append(section_boot(data["boot"]))
+        parts.append(boot.section(data["boot"]))
     if "meshchange" in data:
-        from bench.report.meshchange import section as section_meshchange
-
-        parts.append(section_meshchange(data["meshchange"], data.get("meshchange-boot")))
+        parts.append(meshchange.section(data["meshchange"], data.get("meshchange-boot")))
     if "rotation" in data:
-        from bench.rotation import section as section_rotation
-
-        parts.append(section_rotation(data["rotation"]))
+        parts.append(rotation.section(data["rotation"]))
     if "pathmtu" in data:
-        from bench.report.pathmtu import section as section_pathmtu
-
-        parts.append(section_pathmtu(data["pathmtu"]))
+        parts.append(pathmtu.section(data["pathmtu"]))
     if "hafailover" in data:
-        from bench.report.hafailover import section as section_hafailover
-
-        parts.append(section_hafailover(data["hafailover"], data.get("hafailover-gcp")))
+        parts.append(hafailover.section(data["hafailover"], data.get("hafailover-gcp")))
     if "underlay" in data:
-        from bench.underlay import section as section_underlay
-
-        parts.append(section_underlay(data["underlay"]))
+        parts.append(underlay.section(data["underlay"]))
     if "underlay-fallback" in data:
-        from bench.fallback import section as section_fallback
-
-        parts.append(section_fallback(data["underlay-fallback"]))
+        parts.append(fallback.section(data["underlay-fallback"]))
     if "ha_routes" in data:
-        from bench.ha_routes import section as section_ha_routes
-
-        parts.append(section_ha_routes(data["ha_routes"]))
+        parts.append(ha_routes.section(data["ha_routes"]))
     return "\n".join(parts)
 
 
