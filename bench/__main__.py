@@ -61,8 +61,8 @@ def cmd_scale(args: argparse.Namespace) -> None:
 
 
 def cmd_lab(args: argparse.Namespace) -> None:
-    from bench.dataplane import DataPlaneOptions
-    from bench.labbench import run_lab_bench
+    from bench.lab.dataplane import DataPlaneOptions
+    from bench.lab.labbench import run_lab_bench
     from wg_mesh.stackfile import read_raw
 
     if args.quick:
@@ -81,7 +81,7 @@ def cmd_lab(args: argparse.Namespace) -> None:
 
 
 def cmd_mtu(args: argparse.Namespace) -> None:
-    from bench.mtu import MtuOptions, run_mtu_sweep
+    from bench.lab.mtu import MtuOptions, run_mtu_sweep
     from wg_mesh.stackfile import read_raw
 
     raw = read_raw(DEV_STACK)
@@ -93,7 +93,7 @@ def cmd_mtu(args: argparse.Namespace) -> None:
 
 
 def cmd_boot(args: argparse.Namespace) -> None:
-    from bench.boot import run_boot_bench
+    from bench.lab.boot import run_boot_bench
     from wg_mesh.lab.checks import LabOptions
 
     stacks = [DEV_STACK] if args.quick else sorted(REPO.glob("Pulumi.*.yaml"))
@@ -102,7 +102,7 @@ def cmd_boot(args: argparse.Namespace) -> None:
 
 
 def cmd_underlay(args: argparse.Namespace) -> None:
-    from bench.underlay import STACK, run_underlay_bench
+    from bench.lab.underlay import STACK, run_underlay_bench
     from wg_mesh.stackfile import load
 
     if args.fallback:
@@ -113,8 +113,8 @@ def cmd_underlay(args: argparse.Namespace) -> None:
 
 
 def cmd_underlay_fallback(args: argparse.Namespace) -> None:
-    from bench.fallback import run_fallback_bench
-    from bench.underlay import STACK
+    from bench.lab.fallback import run_fallback_bench
+    from bench.lab.underlay import STACK
     from wg_mesh.stackfile import load
 
     write_json(args.out, "underlay-fallback", run_fallback_bench(load(STACK), log))

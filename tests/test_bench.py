@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bench import meshgen
-from bench.ipsec import ESP_UDP_FIXED_OVERHEAD, esp_inner_mtu, strongswan_conf, swanctl_conf, tunnel_range
-from bench.mtu import MtuOptions, config_at, sweep_points
+from bench.lab.ipsec import ESP_UDP_FIXED_OVERHEAD, esp_inner_mtu, strongswan_conf, swanctl_conf, tunnel_range
+from bench.lab.mtu import MtuOptions, config_at, sweep_points
 from bench.report import document
 from bench.report.format import mbit
 from bench.scale import run_scale

@@ -1,4 +1,4 @@
-"""docs/benchmarks.md section 7, booted gateways (`lab --boot`), from docs/bench/boot.json (bench/boot.py)."""
+"""docs/benchmarks.md section 7, booted gateways (`lab --boot`), from docs/bench/boot.json (bench/lab/boot.py)."""
 
 from __future__ import annotations
 

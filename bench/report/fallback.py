@@ -1,5 +1,5 @@
 """docs/benchmarks.md section 11.1, the private path's fallback to the public endpoints and back, from
-docs/bench/underlay-fallback.json (bench/fallback.py)."""
+docs/bench/underlay-fallback.json (bench/lab/fallback.py)."""
 
 from __future__ import annotations
 

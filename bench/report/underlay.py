@@ -1,5 +1,5 @@
 """docs/benchmarks.md section 11, a jumbo private path next to the internet, from docs/bench/underlay.json
-(bench/underlay.py)."""
+(bench/lab/underlay.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 
 def _frags(fragments: dict[str, dict[str, int]]) -> str:
-    """The counters that moved during a path's transfers, or "0" and the counters read (bench/underlay.py COUNTERS)."""
+    """The counters that moved during a path's transfers, or "0" and the counters read (bench/lab/underlay.py)."""
     moved = {f"{node}: {c} +{v}" for node, counters in fragments.items() for c, v in counters.items() if v}
     read = dict.fromkeys(c for counters in fragments.values() for c in counters)
     return "0 (" + ", ".join(read) + ")" if not moved else "**" + "; ".join(sorted(moved)) + "**"

@@ -26,7 +26,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.labkit import HOST_SYSCTL, wait_for_handshakes
+from bench.lab.labkit import HOST_SYSCTL, wait_for_handshakes
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.build import BuiltLab, build
 from wg_mesh.lab.bulk import bulk_transfer
@@ -37,7 +37,7 @@ from wg_mesh.lab.plan import GatewayArtifacts, LabKeys, SitePlan, plan_lab, rend
 from wg_mesh.lab.run import _Cleanup, new_prefix, signals_end_the_run
 from wg_mesh.lab.underlaycheck import link_counters, wg_endpoints
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 STACK = REPO / "examples" / "underlay" / "Pulumi.underlay.yaml"
 COUNTERS = ("IpFragCreates", "IpReasmReqds", "IpFragFails")
 KEEPALIVE_ALLOWANCE = 10  # packets per internet transfer on the private link: the private pair's keepalives, rekeys
@@ -52,7 +52,7 @@ def live_lab(
     adjust: Callable[[dict[str, GatewayArtifacts]], dict[str, GatewayArtifacts]] | None = None,
 ) -> Iterator[tuple[BuiltLab, LabKeys]]:
     """The stack in the lab with its clouds' stores and agents (as `mesh lab` builds it); always torn down.
-    `adjust`: changes the rendered gateways' artifacts for one run (bench/fallback.py: the agents' pmtu_seconds)."""
+    `adjust`: changes the rendered gateways' artifacts for one run (bench/lab/fallback.py: the agents' pmtu_seconds)."""
     problems = missing_requirements()
     if problems:
         raise LabError("; ".join(problems))

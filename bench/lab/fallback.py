@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from bench.underlay import live_lab
+from bench.lab.underlay import live_lab
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.build import BuiltLab
 from wg_mesh.lab.drill import metric
