@@ -121,7 +121,7 @@ def cmd_underlay_fallback(args: argparse.Namespace) -> None:
 
 
 def cmd_rotation(args: argparse.Namespace) -> None:
-    from bench.rotation import from_files, run_rotation_bench
+    from bench.lab.rotation import from_files, run_rotation_bench
 
     data = from_files(args.runs_from) if args.runs_from else run_rotation_bench(args.runs, log)
     write_json(args.out, "rotation", data)

@@ -1,4 +1,4 @@
-"""docs/benchmarks.md section 8.1, the announced key rotation, from docs/bench/rotation.json (bench/rotation.py)."""
+"""docs/benchmarks.md section 8.1, the announced key rotation, from docs/bench/rotation.json (bench/lab/rotation.py)."""
 
 from __future__ import annotations
 

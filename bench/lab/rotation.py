@@ -66,7 +66,7 @@ def run_rotation_bench(runs: int, log: Callable[[str], None]) -> dict[str, Any]:
     from wg_mesh.lab.drillrun import run_drill
     from wg_mesh.stackfile import load
 
-    prod = load(Path(__file__).resolve().parent.parent / "Pulumi.prod.yaml")
+    prod = load(Path(__file__).resolve().parent.parent.parent / "Pulumi.prod.yaml")
     reports = []
     for i in range(runs):
         report = run_drill(prod, "prod")
