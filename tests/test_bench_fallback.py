@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.__main__ import main
+from bench.cli import main
 from bench.lab.fallback import adjust_pmtu, first_at, outage, with_pmtu_seconds
 from bench.report.fallback import detection_window, section
 from wg_mesh.gateway.agent import load_config
