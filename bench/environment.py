@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.ipsec import CHARON, kernel_config_flags
+from bench.lab.ipsec import CHARON, kernel_config_flags
 
 KERNEL_FLAGS = ("CONFIG_WIREGUARD", "CONFIG_XFRM_USER", "CONFIG_INET_ESP", "CONFIG_CRYPTO_GCM", "CONFIG_XFRM_INTERFACE")
 PYTHON_PACKAGES = ("pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-random", "pydantic", "matplotlib")

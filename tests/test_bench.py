@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from bench import meshgen, report
-from bench.ipsec import ESP_UDP_FIXED_OVERHEAD, esp_inner_mtu, strongswan_conf, swanctl_conf, tunnel_range
-from bench.mtu import MtuOptions, config_at, sweep_points
+from bench import meshgen
+from bench.lab.ipsec import ESP_UDP_FIXED_OVERHEAD, esp_inner_mtu, strongswan_conf, swanctl_conf, tunnel_range
+from bench.lab.mtu import MtuOptions, config_at, sweep_points
+from bench.report import document
+from bench.report.format import mbit
 from bench.scale import run_scale
 from bench.stats import median, parse_pid_cpu, parse_proc_stat, percentile
 from wg_mesh import topology, userdata
@@ -131,7 +133,7 @@ def test_scale_smoke(scale_result: dict[str, Any]) -> None:
 
 def test_report_renders_from_results(scale_result: dict[str, Any], tmp_path: Path) -> None:
     (tmp_path / "scale.json").write_text(json.dumps(scale_result))
-    text = report.render(tmp_path, tmp_path / "benchmarks.md", plots=False, log=lambda line: None)
+    text = document.render(tmp_path, tmp_path / "benchmarks.md", plots=False, log=lambda line: None)
     assert (tmp_path / "benchmarks.md").read_text() == text
     for p in scale_result["points"]:
         assert f"| {p['n']} | {p['resources']} | {p['routes_declared']} |" in text
@@ -141,7 +143,7 @@ def test_report_renders_from_results(scale_result: dict[str, Any], tmp_path: Pat
 
 def test_plots_render(scale_result: dict[str, Any], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="bench-only dependency (bench/requirements.txt)")
-    from bench import plots
+    from bench.report import plots
 
     made = plots.make_all({"scale": scale_result}, tmp_path)
     assert made["scale"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -170,12 +172,12 @@ def test_lab_bench_smoke(tmp_path: Path) -> None:
     assert "ipsec" in lab  # measured, or the reason it was skipped
     # the lab was torn down: no lab left behind by that process
     assert not [state for state in find_labs().values() if state.label == "bench" and not state.owner_alive()]
-    text = report.render(tmp_path, tmp_path / "benchmarks.md", plots=False, log=lambda line: None)
-    assert f"**{report.mbit(paths['wireguard']['1']['mbps'])}**" in text
+    text = document.render(tmp_path, tmp_path / "benchmarks.md", plots=False, log=lambda line: None)
+    assert f"**{mbit(paths['wireguard']['1']['mbps'])}**" in text
 
 
 def test_boot_section_renders_every_gateway_and_the_reboot() -> None:
-    from bench.boot import section
+    from bench.report.boot import section
 
     gateways = {"aws-use1": {"boot_to_cloud_init_done_s": 17.3, "boot_to_handshake_s": 14.4}}
     reboot = {"gateway": "aws-use1", "shutdown_ms": 600.0, "pid1_ms": 780.0, "wg_active_ms": 5200.0}

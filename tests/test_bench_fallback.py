@@ -1,4 +1,4 @@
-"""The fallback drill's pure parts (bench/fallback.py): the one-run pmtu_seconds override, the outage arithmetic,
+"""The fallback drill's pure parts (bench/lab/fallback.py): the one-run pmtu_seconds override, the outage arithmetic,
 the report section. The drill itself needs root and about a minute of lab (two 3-tick switches of 5 s plus the
 build): it is left to `sudo .venv/bin/python -m bench underlay --fallback`, not run here (CI's time)."""
 
@@ -11,15 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.__main__ import main
-from bench.fallback import (
-    adjust_pmtu,
-    detection_window,
-    first_at,
-    outage,
-    section,
-    with_pmtu_seconds,
-)
+from bench.cli import main
+from bench.lab.fallback import adjust_pmtu, first_at, outage, with_pmtu_seconds
+from bench.report.fallback import detection_window, section
 from wg_mesh.gateway.agent import load_config
 from wg_mesh.lab import cloudinit
 from wg_mesh.lab.live import live_configs
@@ -122,9 +116,9 @@ def test_section_states_the_override_the_computed_default_and_what_is_not_modell
 def test_cli_underlay_fallback_flag_runs_the_drill_and_writes_its_json(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import bench.fallback
+    import bench.lab.fallback
 
     seen: list[str] = []
-    monkeypatch.setattr(bench.fallback, "run_fallback_bench", lambda cfg, log: seen.append("ran") or {"ok": True})
+    monkeypatch.setattr(bench.lab.fallback, "run_fallback_bench", lambda cfg, log: seen.append("ran") or {"ok": True})
     assert main(["underlay", "--fallback", "--out", str(tmp_path)]) == 0
     assert seen == ["ran"] and (tmp_path / "underlay-fallback.json").exists()

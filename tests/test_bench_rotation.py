@@ -1,10 +1,11 @@
-"""bench rotation (bench/rotation.py): the announced rotation's figures from live drill reports, and section 8.1."""
+"""bench rotation (bench/lab/rotation.py): the announced rotation's figures from live drill reports, and section 8.1."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.rotation import combine, section
+from bench.lab.rotation import combine
+from bench.report.rotation import section
 
 
 def report(lost: int, stall: float, spread: float | None, ok: bool = True) -> dict[str, Any]:

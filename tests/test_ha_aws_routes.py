@@ -301,7 +301,7 @@ def test_the_route_bench_section_renders_from_its_json() -> None:
     import json
     from pathlib import Path
 
-    from bench.ha_routes import section
+    from bench.report.ha_routes import section
 
     data = json.loads((Path(__file__).parent.parent / "docs" / "bench" / "ha_routes.json").read_text())
     text = section(data)

@@ -1,5 +1,5 @@
 """The HA drill (wg_mesh/lab/hadrill.py, harun.py, issue 11): its judgement and the sampler's invariant, pure; its
-docs/benchmarks.md section (bench/hafailover.py); the drill itself on the ha stack (integration, root)."""
+docs/benchmarks.md section (bench/report/hafailover.py); the drill itself on the ha stack (integration, root)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.hafailover import section
+from bench.report.hafailover import section
 from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
 from wg_mesh import gcpgate

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bench.labkit import Session, lab_session
+from bench.lab.labkit import Session, lab_session
 from wg_mesh import live
 from wg_mesh.lab.controlplane import AGENT_ENV, ControlPlane, documents
 from wg_mesh.lab.netns import find_labs, missing_requirements, teardown

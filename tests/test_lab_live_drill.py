@@ -1,6 +1,6 @@
 """The live drill (wg_mesh/lab/drill.py, drillrun.py, traffic.py): its judgement, pure; the drill itself on the prod
 stack (integration, root) once the stack delivers peers live, in namespaces and on booted gateways (`--boot`: the
-agent as the systemd service cloud-init starts); its docs/benchmarks.md section (bench/meshchange.py)."""
+agent as the systemd service cloud-init starts); its docs/benchmarks.md section (bench/report/meshchange.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.meshchange import section
+from bench.report.meshchange import section
 from tests.test_lab_boot import CANNOT_BOOT, nspawn_pids, run_mesh
 from wg_mesh.lab.drill import judge, metric, parse_metrics, pick_sites, switch_instants
 from wg_mesh.lab.drillrun import DrillReport, run_drill

@@ -1,7 +1,7 @@
 """The path-MTU drill (wg_mesh/lab/pmtudrill.py, issue 14): its judgement and the fault's commands, pure; the drill on
 the prod stack (integration, root): a black hole between two sites mid-transfer, detected, healed and alerted within
 two minutes by the agents as shipped, the stream resuming, the other paths untouched; its docs/benchmarks.md section
-(bench/pathmtu.py)."""
+(bench/report/pathmtu.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.pathmtu import section
+from bench.report.pathmtu import section
 from tests.test_lab_live_drill import CANNOT_RUN, PROD, pinger, stream
 from wg_mesh.lab import pmtudrill
 from wg_mesh.lab.checks import LabOptions

@@ -128,7 +128,7 @@ def test_a_static_member_is_refused_not_silently_left_on_the_internet() -> None:
 
 
 def test_bench_section_renders_from_the_published_json() -> None:
-    from bench.underlay import section
+    from bench.report.underlay import section
 
     path = REPO / "docs" / "bench" / "underlay.json"
     data = json.loads(path.read_text())

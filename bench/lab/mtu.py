@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.labkit import Endpoint, iperf, lab_session
+from bench.lab.labkit import Endpoint, iperf, lab_session
 from bench.stats import median
 from wg_mesh import topology
 from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.ipsec import IpsecTunnel
-from bench.labkit import Endpoint, Session, iperf, measure_outage
+from bench.lab.ipsec import IpsecTunnel
+from bench.lab.labkit import Endpoint, Session, iperf, measure_outage
 from bench.stats import median, summary
 from wg_mesh.lab.build import wg_quick
 from wg_mesh.render import INTERFACE

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: set before pyplot is imported
 import matplotlib.pyplot as plt
 
-from bench.report import RECOVERY_TARGET_MS, SHORT_LABELS, g, scale_marginal
+from bench.report.format import RECOVERY_TARGET_MS, SHORT_LABELS, g, scale_marginal
 
 DPI = 110
 

@@ -23,7 +23,7 @@ from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
 
-from bench.labkit import Session
+from bench.lab.labkit import Session
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.netns import LabError, Node
 from wg_mesh.lab.procs import stop
