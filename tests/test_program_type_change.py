@@ -20,7 +20,8 @@ import pytest
 
 from tests.conftest import REPO, ProgramRun, run_program
 from tests.test_program import AWS_INSTANCE, GCP_INSTANCE, dev_raw, site_raw
-from wg_mesh import awsfacts, gcpfacts
+from wg_mesh import gcpfacts
+from wg_mesh.aws import facts as awsfacts
 
 GATE = "command:local:Command"
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
-from wg_mesh import addressing, awsfacts, credentials, zones
+from wg_mesh import addressing, credentials, zones
+from wg_mesh.aws import facts as awsfacts
 from wg_mesh.messages import quote
 from wg_mesh.sites import (
     DEFAULT_AWS_UNDERLAY_MTU,

@@ -22,7 +22,8 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh import addressing, awsfacts, credentials, zones
+from wg_mesh import addressing, credentials, zones
+from wg_mesh.aws import facts as awsfacts
 from wg_mesh.messages import bounded, one_line, quote
 from wg_mesh.quotas import AwsQuotas
 

@@ -5,8 +5,8 @@ peer's config and firewall), the instance's user data holds the peers' addresses
 route tables send every remote range to the instance's network interface. Two orderings are explicit:
 a created subnet reaches the internet before the instance boots (cloud-init runs once), and the Elastic
 IP and the routes move to an instance only after it reported itself ready (the readiness gate).
-With `gateways: 2` (docs/ha.md 5) a second instance, a lease table and the agents' rights (wg_mesh.aws_ha) are added;
-the agents, not Pulumi, then own the Elastic IP's association and the routes' target. The network: wg_mesh.aws_network.
+With `gateways: 2` (docs/ha.md 5) a second instance, a lease table and the agents' rights (wg_mesh.aws.ha) are added;
+the agents, not Pulumi, then own the Elastic IP's association and the routes' target. The network: wg_mesh.aws.network.
 """
 
 from __future__ import annotations
@@ -19,20 +19,14 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
-from wg_mesh import (
-    aws_fit,
-    aws_ha,
-    aws_iam,
-    aws_live,
-    aws_network,
-    awsfacts,
-    component,
-    ha,
-    readymark,
-    topology,
-    userdata,
-)
-from wg_mesh.awsfacts import ami_architecture
+from wg_mesh import component, ha, readymark, topology, userdata
+from wg_mesh.aws import facts as awsfacts
+from wg_mesh.aws import fit as aws_fit
+from wg_mesh.aws import ha as aws_ha
+from wg_mesh.aws import iam as aws_iam
+from wg_mesh.aws import live as aws_live
+from wg_mesh.aws import network as aws_network
+from wg_mesh.aws.facts import ami_architecture
 from wg_mesh.component import Directory
 from wg_mesh.config import AwsSite, MeshConfig
 from wg_mesh.keys import SigningKey
@@ -178,7 +172,7 @@ class AwsGateway(component.SiteComponent):
             ami = site.image if site.image.startswith("ami-") else self._ubuntu_ami(site, site.image)
             keep_image = pulumi.ResourceOptions()
         # delivery: live: the key parameter and document secret, readable by this gateway's role only
-        # (wg_mesh.aws_live).
+        # (wg_mesh.aws.live).
         stores = self.stores = None
         if self.document is not None:
             stores = self.stores = aws_live.create_stores(name, site, self.key.private_key, self.document, child)
@@ -202,7 +196,7 @@ class AwsGateway(component.SiteComponent):
         invoke = pulumi.InvokeOutputOptions(parent=self, provider=self.provider)
         for letter, subnet_id, zone in zip(ha.LETTERS[: site.gateways], subnets, configured_zones, strict=False):
             prefix = ha.child_name(name, letter)
-            # The type must be offered in the subnet's zone, else nothing changes (wg_mesh.aws_fit).
+            # The type must be offered in the subnet's zone, else nothing changes (wg_mesh.aws.fit).
             instance_type = aws_fit.offered_type(site, subnet_id, zone, invoke)
             profile = aws_iam.gateway_profile(
                 prefix,
@@ -229,7 +223,7 @@ class AwsGateway(component.SiteComponent):
                 prefix, site, instance_type, ami, keep_image, subnet_id, user_data, profile, first_boot, child, fixed
             )
             # The AMI the instance boots (unpinned: the one it keeps) must be of the type's architecture; the gate's
-            # command waits for the check, so a mismatch fails the preview (wg_mesh.aws_fit).
+            # command waits for the check, so a mismatch fails the preview (wg_mesh.aws.fit).
             image = aws_fit.fitting_image(site, instance.ami, invoke)
             if names is not None:
                 aws_ha.tag_interface(prefix, site, instance, child)

@@ -2,7 +2,7 @@
 
 Always: mark itself ready (one tag, `wg-mesh:ready`, on instances of its own account, project, stack and site,
 from an instance's credentials only) - the readiness gate that holds the Elastic IP and the routes until then.
-With `delivery: live`: read its own private key parameter and peer document secret (wg_mesh.aws_live).
+With `delivery: live`: read its own private key parameter and peer document secret (wg_mesh.aws.live).
 With `operator_access: cloud`: the AWS managed policy AmazonSSMManagedInstanceCore, so operators reach the
 gateway through Systems Manager Session Manager (no SSH port, no key pair), and in every delivery mode a deny of every
 other parameter's value (that policy allows ssm:GetParameter(s) on every parameter: `no_other_parameter`).
@@ -16,7 +16,8 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts, live
+from wg_mesh import live
+from wg_mesh.aws import facts as awsfacts
 from wg_mesh.readymark import READY_TAG, READY_VALUE
 
 SITE_TAG = "wg-mesh-site"
@@ -102,7 +103,7 @@ def ha_policy(
     https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, DynamoDB:
     .../list_amazondynamodb.html): AssociateAddress names `elastic-ip`, `instance` and `network-interface`, each scoped
     here to the site's own (the EIP by its allocation id; instances and ENIs by the project, stack and site tags, the
-    ENIs tagged by wg_mesh.aws_ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires
+    ENIs tagged by wg_mesh.aws.ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires
     `route-table*` (condition keys `ec2:ResourceTag/${TagKey}`, `ec2:RouteTableID`, `ec2:Vpc`) and has neither a
     resource type for the new target nor a key for the destination, so IAM pins the tables (their exact ARNs, known at
     deploy time: created or named in the config) and, for tables wg-mesh created (`tables_tagged`: they carry the

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts, ha, topology, zones
+from wg_mesh import ha, topology, zones
+from wg_mesh.aws import facts as awsfacts
 from wg_mesh.component import given
 from wg_mesh.config import AwsSite
 

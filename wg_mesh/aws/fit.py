@@ -14,7 +14,8 @@ import functools
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts, zones
+from wg_mesh import zones
+from wg_mesh.aws import facts as awsfacts
 from wg_mesh.config import AwsSite
 
 
