@@ -28,7 +28,7 @@ from tests.conftest import (
 from wg_mesh import render, topology, wgkey
 from wg_mesh.aws import facts as awsfacts
 from wg_mesh.aws.facts import ami_architecture
-from wg_mesh.aws.gateway import SG_DESCRIPTION_CHARS
+from wg_mesh.aws.firewall import SG_DESCRIPTION_CHARS
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, load_mesh
 from wg_mesh.gcp import image_family
 from wg_mesh.stackfile import read_raw

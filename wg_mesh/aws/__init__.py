@@ -1,7 +1,10 @@
 """An AWS site as a Pulumi component (AwsGateway) and its parts.
 
-    gateway   the AwsGateway component: its constructor's steps, the instances, the readiness gate, the routes
+    gateway   the AwsGateway component: its constructor is the list of steps, from the provider to the routes
     network   the site's VPC and gateway subnets (created or existing)
+    firewall  the gateways' security group
+    images    the AMI a gateway boots (Canonical's Ubuntu 24.04: the newest, kept, or the pinned one)
+    machine   one gateway instance and its readiness gate
     iam       the gateway's role and policies (ready tag, live stores, HA), the site's tags
     live      delivery: live: the key parameter and the peer document secret
     ha        gateways: 2: the lease table, the endpoints, the `ha` object, the ENI tags
@@ -17,22 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from wg_mesh.aws.facts import ami_architecture
-    from wg_mesh.aws.gateway import (
-        GATE_COMMAND,
-        GATEWAY_TYPE,
-        READY_TIMEOUT_S,
-        SG_DESCRIPTION_CHARS,
-        AwsGateway,
-        AwsGatewayArgs,
-    )
+    from wg_mesh.aws.firewall import SG_DESCRIPTION_CHARS
+    from wg_mesh.aws.gateway import GATEWAY_TYPE, AwsGateway, AwsGatewayArgs
+    from wg_mesh.aws.machine import GATE_COMMAND, READY_TIMEOUT_S
 
 _EXPORTS = {
     "AwsGateway": "wg_mesh.aws.gateway",
     "AwsGatewayArgs": "wg_mesh.aws.gateway",
     "GATEWAY_TYPE": "wg_mesh.aws.gateway",
-    "GATE_COMMAND": "wg_mesh.aws.gateway",
-    "READY_TIMEOUT_S": "wg_mesh.aws.gateway",
-    "SG_DESCRIPTION_CHARS": "wg_mesh.aws.gateway",
+    "GATE_COMMAND": "wg_mesh.aws.machine",
+    "READY_TIMEOUT_S": "wg_mesh.aws.machine",
+    "SG_DESCRIPTION_CHARS": "wg_mesh.aws.firewall",
     "ami_architecture": "wg_mesh.aws.facts",
 }
 __all__ = [
