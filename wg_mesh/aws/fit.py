@@ -15,7 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from wg_mesh import zones
-from wg_mesh.aws import facts as awsfacts
+from wg_mesh.aws import facts
 from wg_mesh.config import AwsSite
 
 
@@ -43,7 +43,7 @@ def offered_type(
         opts=opts,
     )
     found = pulumi.Output.all(zone=where, offered=offerings.locations)
-    return found.apply(lambda v: awsfacts.check_offered(site.instance_type, v["zone"], v["offered"]))
+    return found.apply(lambda v: facts.check_offered(site.instance_type, v["zone"], v["offered"]))
 
 
 def fitting_image(site: AwsSite, ami: pulumi.Input[str], opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
@@ -55,5 +55,5 @@ def fitting_image(site: AwsSite, ami: pulumi.Input[str], opts: pulumi.InvokeOutp
         opts=opts,
     )
     pinned = site.image is not None
-    check = functools.partial(awsfacts.check_ami_architecture, site.instance_type, pinned=pinned)
+    check = functools.partial(facts.check_ami_architecture, site.instance_type, pinned=pinned)
     return pulumi.Output.all(ami=ami, arch=image.architecture).apply(lambda v: check(v["ami"], v["arch"]))

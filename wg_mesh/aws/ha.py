@@ -27,7 +27,7 @@ import pulumi
 import pulumi_aws as aws
 
 from wg_mesh import ha, topology
-from wg_mesh.aws import iam as aws_iam
+from wg_mesh.aws import iam
 from wg_mesh.config import AwsSite
 
 LEASE_KEY = "site"  # the hash key of the lease item {site, holder, epoch, counter} (HA.md)
@@ -100,7 +100,7 @@ def ec2_endpoint(
 
 def tag_interface(prefix: str, site: AwsSite, instance: aws.ec2.Instance, opts: pulumi.ResourceOptions) -> None:
     """The project, stack and site tags on the instance's primary ENI (see the module docstring)."""
-    tags = aws_iam.site_tags(site.name, pulumi.get_project(), pulumi.get_stack())
+    tags = iam.site_tags(site.name, pulumi.get_project(), pulumi.get_stack())
     for key, value in tags.items():
         suffix = key.removeprefix("wg-mesh-")
         aws.ec2.Tag(
@@ -128,7 +128,7 @@ def ha_object(
 
 
 def _policy(site: AwsSite, project: str, stack: str, table: str, tagged: bool, values: dict[str, Any]) -> str:
-    return aws_iam.ha_policy(
+    return iam.ha_policy(
         site.region,
         values["account"],
         site.name,

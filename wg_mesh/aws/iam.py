@@ -17,7 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from wg_mesh import live
-from wg_mesh.aws import facts as awsfacts
+from wg_mesh.aws import facts
 from wg_mesh.readymark import READY_TAG, READY_VALUE
 
 SITE_TAG = "wg-mesh-site"
@@ -61,7 +61,7 @@ def ready_policy(region: str, account: str, site_name: str, project: str, stack:
     Resource"), and `ec2:SourceInstanceARN` (set only for requests signed with an instance's role credentials; EC2
     docs, "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
     """
-    partition = awsfacts.partition(region)
+    partition = facts.partition(region)
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -113,7 +113,7 @@ def ha_policy(
     DescribeRouteTables are List actions WITHOUT resource types: they take `"Resource": "*"` only, the one documented
     exception to "exact ARNs" here, narrowed by the `ec2:Region` condition. GetItem/PutItem/UpdateItem require
     `table*`; `dynamodb:LeadingKeys` restricts them to the item of this site."""
-    partition = awsfacts.partition(region)
+    partition = facts.partition(region)
     ec2 = f"arn:{partition}:ec2:{region}:{account}"
     return json.dumps(
         {
@@ -194,7 +194,7 @@ def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
     whose example key policy uses exactly these two conditions; https://docs.aws.amazon.com/kms/latest/developerguide/
     services-parameter-store.html). The key policy itself is the key owner's: it must allow IAM policies of this
     account to grant its use (the default key policy does: docs/security.md)."""
-    service = f"ssm.{region}.{'amazonaws.com.cn' if awsfacts.partition(region) == 'aws-cn' else 'amazonaws.com'}"
+    service = f"ssm.{region}.{'amazonaws.com.cn' if facts.partition(region) == 'aws-cn' else 'amazonaws.com'}"
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -218,7 +218,7 @@ def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
 
 
 def managed_policy_arn(region: str, policy: str) -> str:
-    return f"arn:{awsfacts.partition(region)}:iam::aws:policy/{policy}"
+    return f"arn:{facts.partition(region)}:iam::aws:policy/{policy}"
 
 
 def gateway_profile(

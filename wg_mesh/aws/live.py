@@ -26,7 +26,7 @@ import pulumi
 import pulumi_aws as aws
 
 from wg_mesh import live, userdata
-from wg_mesh.aws import iam as aws_iam
+from wg_mesh.aws import iam
 from wg_mesh.config import AwsSite
 
 PARAMETER_TYPE = "SecureString"
@@ -99,5 +99,5 @@ def create_stores(
     arns = {"parameter": parameter.arn, "secret": secret.arn, "bundle": bundle.arn}
     policy = pulumi.Output.all(**arns).apply(live.store_policy_of)
     key = site.ssm_kms_key_arn
-    key_policy = None if key is None else parameter.arn.apply(lambda arn: aws_iam.kms_policy(site.region, key, arn))
+    key_policy = None if key is None else parameter.arn.apply(lambda arn: iam.kms_policy(site.region, key, arn))
     return AwsStores(parameter, secret, version, bundle, bundle_version, policy, key_policy)
