@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import STACK_FILES, ProgramRun, run_program, with_delivery
-from wg_mesh import aws_iam, live
+from wg_mesh import live
+from wg_mesh.aws import iam as aws_iam
 from wg_mesh.config import ConfigError
 from wg_mesh.stackfile import read_raw
 from wg_mesh.validate import load_mesh

@@ -452,7 +452,7 @@ def test_the_new_active_re_arms_only_peers_without_a_handshake_since_the_promoti
 def test_the_labs_lease_table_has_the_programs_key() -> None:
     """The lab, the bench and these tests seed moto with wg_mesh.lab.awsmodel's table, keyed as the program
     declares it."""
-    from wg_mesh import aws_ha
+    from wg_mesh.aws import ha as aws_ha
     from wg_mesh.lab import awsmodel
 
     assert awsmodel.LEASE_KEY == aws_ha.LEASE_KEY

@@ -25,9 +25,12 @@ from tests.conftest import (
     Recorded,
     run_program,
 )
-from wg_mesh import awsfacts, render, topology, wgkey
-from wg_mesh.aws import SG_DESCRIPTION_CHARS, ami_architecture
+from wg_mesh import render, topology, wgkey
+from wg_mesh.aws import facts as awsfacts
+from wg_mesh.aws.facts import ami_architecture
+from wg_mesh.aws.firewall import SG_DESCRIPTION_CHARS
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
+from wg_mesh.gcp import image_family
 from wg_mesh.gcp.facts import image_family
 from wg_mesh.stackfile import read_raw
 from wg_mesh.validate import load_mesh
@@ -247,7 +250,7 @@ def test_nothing_is_open_to_the_world_and_nothing_opens_ssh(applied: ProgramRun)
         isinstance(s, GcpSite) for s in cfg.sites
     ) + sum(isinstance(s, GcpSite) and s.gateways > 1 for s in cfg.sites) + sum(  # GCP HA: the probers' rule
         isinstance(s, AwsSite) and s.gateways > 1 and not s.uses_existing_network for s in cfg.sites
-    )  # AWS HA in a created VPC: HTTPS to the EC2 interface endpoint from the gateway subnets (aws_ha.ec2_endpoint)
+    )  # AWS HA in a created VPC: HTTPS to the EC2 interface endpoint from the gateway subnets (aws.ha.ec2_endpoint)
 
 
 def test_gateways_forward_and_are_hardened(applied: ProgramRun) -> None:

@@ -3,7 +3,7 @@ AMI itself, with no `image` pin.
 
 An unpinned gateway keeps the AMI of its creation (`ignore_changes` on `ami`), and Pulumi applies that to a replacement
 too (the recorded input replaces the program's), so the instance's logical name carries its architecture when it is
-not x86_64 (wg_mesh.awsfacts.instance_suffix): a move declares a new instance, which gets the newest AMI of its
+not x86_64 (wg_mesh.aws.facts.instance_suffix): a move declares a new instance, which gets the newest AMI of its
 architecture, and the old one, no longer declared, is deleted at the end of `up`. The mocks answer an instance named in
 RecordingMocks.kept_amis with that AMI, as the engine would for an instance in the stack's state: each test gives the
 instance of the previous architecture a kept AMI of that architecture, and the new instance does not get it.
@@ -23,7 +23,9 @@ from tests.test_program_ha import EC2_TAG, ha_raw
 from tests.test_program_ha import run as ha_run
 from tests.test_program_type_change import GATE, failing_run, gated_replacement
 from tests.test_underlay import prod_raw
-from wg_mesh import awsfacts, ha, names, testing
+from wg_mesh import ha, testing
+from wg_mesh.aws import facts as awsfacts
+from wg_mesh.config import names
 from wg_mesh.testing import RecordingMocks
 
 EIP_ASSOC = "aws:ec2/eipAssociation:EipAssociation"

@@ -24,7 +24,7 @@ from tests.test_program import (
     site_raw,
 )
 from tests.test_program_type_change import GATE, gated_replacement
-from wg_mesh import awsfacts
+from wg_mesh.aws import facts as awsfacts
 from wg_mesh.config import AwsSite, ConfigError
 from wg_mesh.stackfile import read_raw
 from wg_mesh.validate import load_mesh
@@ -93,7 +93,7 @@ AMI_CALL = "aws:ec2/getAmi:getAmi"
 
 
 def name_lookups(run: ProgramRun) -> list[Any]:
-    """The AMI lookups by name (Canonical's images); the others are by id (the architecture check, wg_mesh.aws_fit)."""
+    """The AMI lookups by name (Canonical's images); the others are by id (the architecture check, wg_mesh.aws.fit)."""
     return [c for c in run.mocks.calls if c.token == AMI_CALL and c.args["filters"][0]["name"] == "name"]
 
 
@@ -418,7 +418,7 @@ def test_a_configured_zone_reaches_the_subnet_by_name_or_id(zone: str, argument:
     (other,) = {"availabilityZone", "availabilityZoneId"} - {argument}
     assert other not in subnet.inputs
     assert run.options(SUBNET, "aws-use1-subnet").ignore_changes == ()  # a chosen zone is yours to change
-    # No zone to choose; the one lookup checks the configured zone offers the type (wg_mesh.aws_fit).
+    # No zone to choose; the one lookup checks the configured zone offers the type (wg_mesh.aws.fit).
     (check,) = [c for c in run.mocks.calls if c.token == OFFERINGS_CALL]
     assert {f["name"]: f["values"] for f in check.args["filters"]}["location"] == [zone]
     kind = "availability-zone-id" if argument == "availabilityZoneId" else "availability-zone"

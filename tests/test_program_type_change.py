@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import REPO, ProgramRun, run_program
 from tests.test_program import AWS_INSTANCE, GCP_INSTANCE, dev_raw, site_raw
-from wg_mesh import awsfacts
+from wg_mesh.aws import facts as awsfacts
 from wg_mesh.gcp import facts as gcpfacts
 
 GATE = "command:local:Command"

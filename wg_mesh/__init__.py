@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from wg_mesh.args import MeshArgs, MeshConfigError, PrivatePathArgs, SiteArgs, SiteOutputs
-    from wg_mesh.aws import AwsGateway
+    from wg_mesh.aws.gateway import AwsGateway
     from wg_mesh.config import ConfigError
     from wg_mesh.gcp import GcpGateway
     from wg_mesh.mesh import Mesh
@@ -28,7 +28,7 @@ _EXPORTS = {
     "SiteOutputs": "wg_mesh.args",
     "MeshConfigError": "wg_mesh.args",
     "ConfigError": "wg_mesh.config",
-    "AwsGateway": "wg_mesh.aws",
+    "AwsGateway": "wg_mesh.aws.gateway",
     "GcpGateway": "wg_mesh.gcp",
     "StaticSite": "wg_mesh.static",
 }

@@ -1,5 +1,5 @@
 """`delivery: live`, the pure part: where each site's peer document and private key live, what its agent is told,
-and the document itself. No Pulumi here: the cloud components (wg_mesh.aws_live, wg_mesh.gcp.live, wg_mesh.static)
+and the document itself. No Pulumi here: the cloud components (wg_mesh.aws.live, wg_mesh.gcp.live, wg_mesh.static)
 create the stores from these names, the user data (wg_mesh.userdata) tells the agent the same names, the lab uses both.
 
 Every name depends on the Pulumi project and stack and the site's name only: never on the peers, the MTU or a key,

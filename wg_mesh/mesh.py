@@ -28,7 +28,7 @@ from pulumi.runtime.settings import get_root_resource
 
 from wg_mesh import providers, topology
 from wg_mesh.args import MeshArgs, MeshConfigError, SiteOutputs, to_config
-from wg_mesh.aws import AwsGateway, AwsGatewayArgs
+from wg_mesh.aws.gateway import AwsGateway, AwsGatewayArgs
 from wg_mesh.component import Directory, SiteComponent, kept, site_options
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, Site, names
 from wg_mesh.config import StaticSite as StaticSiteConfig

@@ -8,7 +8,7 @@ from typing import Any
 
 import pulumi
 
-from wg_mesh.aws import AwsGateway
+from wg_mesh.aws.gateway import AwsGateway
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
 from wg_mesh.gcp import GcpGateway
 from wg_mesh.mesh import Mesh

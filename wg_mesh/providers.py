@@ -25,7 +25,7 @@ from typing import Any
 
 import pulumi
 
-from wg_mesh.aws_iam import site_tags
+from wg_mesh.aws.iam import site_tags
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig
 
 # The per-site keys that choose a site's account, by the provider package they configure.

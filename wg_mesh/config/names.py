@@ -9,7 +9,7 @@ would register or alias the URN of the HA site's gateway b: the engine stops the
 name-against-name cases (a previous name that is a site's name or another site's previous name) are
 wg_mesh.config.rules.previous_name_problems. Every other child suffix is a fixed word or a CIDR slug that no site suffix
 reaches (tests/test_component_contract.py checks the golden URNs for it). An AWS instance of another architecture than
-x86_64 ends in `-instance-arm64` (wg_mesh.awsfacts.instance_suffix): after `-instance`, which ends every gateway's
+x86_64 ends in `-instance-arm64` (wg_mesh.aws.facts.instance_suffix): after `-instance`, which ends every gateway's
 instance name, so it adds no prefix to check here (tests/test_program_arch_move.py enumerates the near misses).
 
 Two Mesh components in one program share the same space (their children's type chains are the same), and the cloud

@@ -37,11 +37,11 @@ POLL_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts":
 SEED_CONFIG = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3})  # moto's first calls are slow
 
 
-LEASE_KEY = "site"  # wg_mesh.aws_ha.LEASE_KEY (not imported: this module runs without Pulumi in the cloud namespace)
+LEASE_KEY = "site"  # wg_mesh.aws.ha.LEASE_KEY (not imported: this module runs without Pulumi in the cloud namespace)
 
 
 def create_lease_table(dynamodb: Any, name: str) -> None:
-    """The lease table as the program declares it (wg_mesh/aws_ha.py): on-demand, hash key `site`."""
+    """The lease table as the program declares it (wg_mesh/aws/ha.py): on-demand, hash key `site`."""
     dynamodb.create_table(
         TableName=name,
         AttributeDefinitions=[{"AttributeName": LEASE_KEY, "AttributeType": "S"}],

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts, ha, topology
+from wg_mesh import ha, topology
+from wg_mesh.aws import facts
 from wg_mesh.component import given
 from wg_mesh.config import AwsSite, zones
 
@@ -50,7 +51,7 @@ def _zone(owner: _Owner, site: AwsSite) -> dict[str, pulumi.Input[str] | None]:
         region=site.region,
         opts=pulumi.InvokeOutputOptions(parent=owner.parent, provider=owner.provider),
     )
-    choose = functools.partial(awsfacts.choose_zone, site.instance_type, site.region)
+    choose = functools.partial(facts.choose_zone, site.instance_type, site.region)
     return {"availability_zone": offerings.locations.apply(choose)}
 
 
@@ -66,7 +67,7 @@ def _standby_zone(owner: _Owner, site: AwsSite) -> dict[str, pulumi.Input[str] |
     if site.zone is not None:
         first: pulumi.Input[str] = site.zone
     else:
-        first = offerings.apply(functools.partial(awsfacts.choose_zone, site.instance_type, site.region))
+        first = offerings.apply(functools.partial(facts.choose_zone, site.instance_type, site.region))
     values = pulumi.Output.all(first=first, offered=offerings)
     other = values.apply(lambda v: ha.other_zone(site.instance_type, site.region, v["first"], v["offered"]))
     return {"availability_zone_id" if by_id else "availability_zone": other}

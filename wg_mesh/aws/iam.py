@@ -2,7 +2,7 @@
 
 Always: mark itself ready (one tag, `wg-mesh:ready`, on instances of its own account, project, stack and site,
 from an instance's credentials only) - the readiness gate that holds the Elastic IP and the routes until then.
-With `delivery: live`: read its own private key parameter and peer document secret (wg_mesh.aws_live).
+With `delivery: live`: read its own private key parameter and peer document secret (wg_mesh.aws.live).
 With `operator_access: cloud`: the AWS managed policy AmazonSSMManagedInstanceCore, so operators reach the
 gateway through Systems Manager Session Manager (no SSH port, no key pair), and in every delivery mode a deny of every
 other parameter's value (that policy allows ssm:GetParameter(s) on every parameter: `no_other_parameter`).
@@ -16,7 +16,8 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts, live
+from wg_mesh import live
+from wg_mesh.aws import facts
 from wg_mesh.readymark import READY_TAG, READY_VALUE
 
 SITE_TAG = "wg-mesh-site"
@@ -60,7 +61,7 @@ def ready_policy(region: str, account: str, site_name: str, project: str, stack:
     Resource"), and `ec2:SourceInstanceARN` (set only for requests signed with an instance's role credentials; EC2
     docs, "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
     """
-    partition = awsfacts.partition(region)
+    partition = facts.partition(region)
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -102,7 +103,7 @@ def ha_policy(
     https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, DynamoDB:
     .../list_amazondynamodb.html): AssociateAddress names `elastic-ip`, `instance` and `network-interface`, each scoped
     here to the site's own (the EIP by its allocation id; instances and ENIs by the project, stack and site tags, the
-    ENIs tagged by wg_mesh.aws_ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires
+    ENIs tagged by wg_mesh.aws.ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires
     `route-table*` (condition keys `ec2:ResourceTag/${TagKey}`, `ec2:RouteTableID`, `ec2:Vpc`) and has neither a
     resource type for the new target nor a key for the destination, so IAM pins the tables (their exact ARNs, known at
     deploy time: created or named in the config) and, for tables wg-mesh created (`tables_tagged`: they carry the
@@ -112,7 +113,7 @@ def ha_policy(
     DescribeRouteTables are List actions WITHOUT resource types: they take `"Resource": "*"` only, the one documented
     exception to "exact ARNs" here, narrowed by the `ec2:Region` condition. GetItem/PutItem/UpdateItem require
     `table*`; `dynamodb:LeadingKeys` restricts them to the item of this site."""
-    partition = awsfacts.partition(region)
+    partition = facts.partition(region)
     ec2 = f"arn:{partition}:ec2:{region}:{account}"
     return json.dumps(
         {
@@ -193,7 +194,7 @@ def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
     whose example key policy uses exactly these two conditions; https://docs.aws.amazon.com/kms/latest/developerguide/
     services-parameter-store.html). The key policy itself is the key owner's: it must allow IAM policies of this
     account to grant its use (the default key policy does: docs/security.md)."""
-    service = f"ssm.{region}.{'amazonaws.com.cn' if awsfacts.partition(region) == 'aws-cn' else 'amazonaws.com'}"
+    service = f"ssm.{region}.{'amazonaws.com.cn' if facts.partition(region) == 'aws-cn' else 'amazonaws.com'}"
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -217,7 +218,7 @@ def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
 
 
 def managed_policy_arn(region: str, policy: str) -> str:
-    return f"arn:{awsfacts.partition(region)}:iam::aws:policy/{policy}"
+    return f"arn:{facts.partition(region)}:iam::aws:policy/{policy}"
 
 
 def gateway_profile(

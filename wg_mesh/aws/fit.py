@@ -4,7 +4,7 @@ An `instance_type` change replaces the gateway (wg_mesh.aws: `replace_on_changes
 two things can make the new instance fail where the old one ran: the type is not offered in the subnet's zone (a
 subnet never moves; an unset `zone` was chosen for the old type and is kept), or the AMI is of the other architecture
 (a pinned `image` of the wrong one; unpinned, only a gateway with a fixed private address can keep an AMI across a move
-to or from Graviton: the others' instance name carries the architecture, awsfacts.instance_suffix). Both are looked
+to or from Graviton: the others' instance name carries the architecture, facts.instance_suffix). Both are looked
 up while the program runs, by invokes, so `pulumi preview` (and the preview `pulumi up` starts with) fails with one
 line before anything changes. Part of the AwsGateway component.
 """
@@ -16,7 +16,7 @@ import functools
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import awsfacts
+from wg_mesh.aws import facts
 from wg_mesh.config import AwsSite, zones
 
 
@@ -44,7 +44,7 @@ def offered_type(
         opts=opts,
     )
     found = pulumi.Output.all(zone=where, offered=offerings.locations)
-    return found.apply(lambda v: awsfacts.check_offered(site.instance_type, v["zone"], v["offered"]))
+    return found.apply(lambda v: facts.check_offered(site.instance_type, v["zone"], v["offered"]))
 
 
 def fitting_image(site: AwsSite, ami: pulumi.Input[str], opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
@@ -56,5 +56,5 @@ def fitting_image(site: AwsSite, ami: pulumi.Input[str], opts: pulumi.InvokeOutp
         opts=opts,
     )
     pinned = site.image is not None
-    check = functools.partial(awsfacts.check_ami_architecture, site.instance_type, pinned=pinned)
+    check = functools.partial(facts.check_ami_architecture, site.instance_type, pinned=pinned)
     return pulumi.Output.all(ami=ami, arch=image.architecture).apply(lambda v: check(v["ami"], v["arch"]))
