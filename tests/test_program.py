@@ -30,7 +30,6 @@ from wg_mesh.aws import facts as awsfacts
 from wg_mesh.aws.facts import ami_architecture
 from wg_mesh.aws.firewall import SG_DESCRIPTION_CHARS
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
-from wg_mesh.gcp import image_family
 from wg_mesh.gcp.facts import image_family
 from wg_mesh.stackfile import read_raw
 from wg_mesh.validate import load_mesh

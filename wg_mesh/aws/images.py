@@ -34,8 +34,8 @@ def ubuntu_ami(site: AwsSite, serial: str, opts: pulumi.InvokeOutputOptions) -> 
 
 def boot_image(site: AwsSite, newest: pulumi.Output[str], opts: pulumi.InvokeOutputOptions) -> BootImage:
     """`newest`: ubuntu_ami(site, "*"). Unpinned, the newest image when the instance is created, then kept: a new
-    Ubuntu release must not replace every gateway. Rolling is deliberate: set `image` (README, "Rolling the image"). Kept
-    within one architecture: a move to another is a new instance name, with no kept AMI (facts.instance_suffix)."""
+    Ubuntu release must not replace every gateway. Rolling is deliberate: set `image` (README, "Rolling the image").
+    Kept within one architecture: a move to another is a new instance name, with no kept AMI (facts.instance_suffix)."""
     if site.image is None:
         return BootImage(newest, pulumi.ResourceOptions(ignore_changes=["ami"]))
     ami = site.image if site.image.startswith("ami-") else ubuntu_ami(site, site.image, opts)
