@@ -12,7 +12,7 @@ from bench.dataplane import DataPlaneOptions, path_endpoints, run_recovery, run_
 from bench.ipsec import CHARON, IpsecTunnel
 from bench.labkit import HOST_SYSCTL, PING_INTERVAL_S, RTT_PINGS, lab_session, rtt
 from wg_mesh.config import load_mesh
-from wg_mesh.lab.netns import LabError
+from wg_mesh.lab.fabric.netns import LabError
 
 Log = Callable[[str], None]
 

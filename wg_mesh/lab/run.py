@@ -15,14 +15,14 @@ from typing import Any
 from rich.console import Console
 
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab import cloudinit
-from wg_mesh.lab.build import BuiltLab, MachineFactory, build
-from wg_mesh.lab.checks import LabOptions, run_checks
-from wg_mesh.lab.live import control_plane_hook, live_configs
-from wg_mesh.lab.machine import NamespaceGateway
-from wg_mesh.lab.netns import LabError, LabState, Node, lab_exists, missing_requirements, new_state, teardown
-from wg_mesh.lab.plan import GatewayArtifacts, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
-from wg_mesh.lab.report import LabReport, Steps
+from wg_mesh.lab.checks.mesh import LabOptions, run_checks
+from wg_mesh.lab.checks.report import LabReport, Steps
+from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
+from wg_mesh.lab.fabric.netns import LabError, LabState, Node, lab_exists, missing_requirements, new_state, teardown
+from wg_mesh.lab.fabric.plan import GatewayArtifacts, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
+from wg_mesh.lab.machines import cloudinit
+from wg_mesh.lab.machines.build import BuiltLab, MachineFactory, build
+from wg_mesh.lab.machines.machine import NamespaceGateway
 
 CHECK_STEPS = 6
 BOOT_CHECK_STEPS = 7  # bootchecks.TITLES (imported only with --boot)
@@ -97,9 +97,9 @@ def boot_machines(artifacts: dict[str, GatewayArtifacts]) -> tuple[MachineFactor
     """--boot: the cached image and the package source for these user data (built first when missing).
     Returns the machine factory, a note for the report and the image's summary (the reports' `image`)."""
 
-    from wg_mesh.lab import image as images
-    from wg_mesh.lab.container import ContainerGateway
-    from wg_mesh.lab.seed import user_data_facts
+    from wg_mesh.lab.machines import image as images
+    from wg_mesh.lab.machines.container import ContainerGateway
+    from wg_mesh.lab.machines.seed import user_data_facts
 
     image = images.ensure_image()
     repos, filled = {}, []
@@ -124,7 +124,7 @@ def boot_machines(artifacts: dict[str, GatewayArtifacts]) -> tuple[MachineFactor
 
 def boot_requirements() -> list[str]:
     """What this machine lacks to boot gateways (the lab's tools, then --boot's own)."""
-    from wg_mesh.lab.image import missing_boot_tools
+    from wg_mesh.lab.machines.image import missing_boot_tools
 
     return missing_requirements() + missing_boot_tools()
 
@@ -189,7 +189,7 @@ def run_lab(
             report.build_s = time.monotonic() - started
             report.notes += lab.notes
             if boot:
-                from wg_mesh.lab.bootchecks import boot_checks, boot_handshakes
+                from wg_mesh.lab.checks.bootchecks import boot_checks, boot_handshakes
 
                 handshakes = boot_handshakes(lab, keys)
             report.checks = list(run_checks(lab, keys, options, step))
