@@ -32,12 +32,10 @@ from wg_mesh.lab.checks.mesh import LabOptions
 from wg_mesh.lab.fabric.netns import (
     STATE_DIR,
     LabState,
-    find_labs,
     list_netns,
     missing_requirements,
     pids_in_netns,
     proc_start_time,
-    teardown,
 )
 from wg_mesh.lab.fabric.plan import (
     LAB_PROJECT,
@@ -49,6 +47,7 @@ from wg_mesh.lab.fabric.plan import (
     plan_lab,
     render_artifacts,
 )
+from wg_mesh.lab.fabric.teardown import find_labs, teardown
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.lab.machines.build import redact_keys
 from wg_mesh.lab.run import run_lab

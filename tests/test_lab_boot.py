@@ -21,9 +21,10 @@ import pytest
 
 from wg_mesh import metrics, render
 from wg_mesh.lab.checks.mesh import LabOptions
-from wg_mesh.lab.fabric.netns import STATE_DIR, find_labs, list_netns, missing_requirements, proc_start_time
+from wg_mesh.lab.fabric.netns import STATE_DIR, list_netns, missing_requirements, proc_start_time
 from wg_mesh.lab.fabric.nspawn import CGROUP_PARENT, cgroup2_root
 from wg_mesh.lab.fabric.plan import LabFaults, LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.lab.machines.image import REPO_MOUNT, missing_boot_tools
 from wg_mesh.lab.machines.seed import GCE_SYSCTL_PATH, image_files, network_config, user_data_facts
 from wg_mesh.lab.run import run_lab

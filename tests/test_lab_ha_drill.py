@@ -15,8 +15,9 @@ from wg_mesh.lab.drills.drillrun import DrillReport, run_drill
 from wg_mesh.lab.drills.hadrill import STEPS, Sampler, judge
 from wg_mesh.lab.drills.hamoves import count_moves
 from wg_mesh.lab.drills.harun import ha_sites, pick, run_ha_drill
-from wg_mesh.lab.fabric.netns import LabError, Node, find_labs, list_netns, missing_requirements
+from wg_mesh.lab.fabric.netns import LabError, Node, list_netns, missing_requirements
 from wg_mesh.lab.fabric.plan import plan_lab
+from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.stackfile import load
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")

@@ -19,7 +19,8 @@ import pytest
 from bench.labkit import Session, lab_session
 from wg_mesh import live
 from wg_mesh.lab.clouds.controlplane import AGENT_ENV, ControlPlane, documents
-from wg_mesh.lab.fabric.netns import find_labs, missing_requirements, teardown
+from wg_mesh.lab.fabric.netns import missing_requirements
+from wg_mesh.lab.fabric.teardown import find_labs, teardown
 from wg_mesh.stackfile import load
 
 CANNOT_RUN = missing_requirements() + ([] if shutil.which("python3", path="/usr/bin") else ["no /usr/bin/python3"])

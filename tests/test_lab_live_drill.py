@@ -19,8 +19,9 @@ from wg_mesh.lab.drills.drill import judge, metric, parse_metrics, pick_sites, s
 from wg_mesh.lab.drills.drillrun import DrillReport, run_drill
 from wg_mesh.lab.drills.harun import wait_replies
 from wg_mesh.lab.drills.traffic import Pinger, Stream
-from wg_mesh.lab.fabric.netns import LabError, LabState, Node, find_labs, missing_requirements
+from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.stackfile import load
 
 ROOT = Path(__file__).resolve().parent.parent

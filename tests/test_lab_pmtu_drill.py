@@ -14,8 +14,8 @@ from tests.test_lab_live_drill import CANNOT_RUN, PROD, pinger, stream
 from wg_mesh.lab.checks.mesh import LabOptions
 from wg_mesh.lab.drills import pmtudrill
 from wg_mesh.lab.drills.drillrun import DrillReport, run_drill
-from wg_mesh.lab.fabric.netns import find_labs
 from wg_mesh.lab.fabric.plan import plan_lab
+from wg_mesh.lab.fabric.teardown import find_labs
 
 UNTOUCHED = {"aws-use1->vps-fra": True, "gcp-euw3->vps-fra": True, "vps-fra->aws-use1": True, "vps-fra->gcp-euw3": True}
 

@@ -147,7 +147,7 @@ def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> i
 
 
 def cmd_down(labs: list[str], every: bool) -> int:
-    from wg_mesh.lab.fabric.netns import find_labs, lab_down
+    from wg_mesh.lab.fabric.teardown import find_labs, lab_down
 
     if not labs and not every:
         kept = [p for p, state in find_labs().items() if not state.owner_alive()]

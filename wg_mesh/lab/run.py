@@ -18,8 +18,9 @@ from wg_mesh.config import MeshConfig
 from wg_mesh.lab.checks.mesh import LabOptions, run_checks
 from wg_mesh.lab.checks.report import LabReport, Steps
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
-from wg_mesh.lab.fabric.netns import LabError, LabState, Node, lab_exists, missing_requirements, new_state, teardown
+from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import GatewayArtifacts, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.teardown import lab_exists, teardown
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.lab.machines.build import BuiltLab, MachineFactory, build
 from wg_mesh.lab.machines.machine import NamespaceGateway
