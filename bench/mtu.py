@@ -20,7 +20,7 @@ from bench.labkit import Endpoint, iperf, lab_session
 from bench.stats import median
 from wg_mesh import topology
 from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig, load_mesh
-from wg_mesh.lab.checks.mesh import ICMP_IPV4_HEADERS
+from wg_mesh.lab.checks.pathmtu import ICMP_IPV4_HEADERS
 from wg_mesh.lab.fabric.netns import Node
 from wg_mesh.lab.fabric.plan import LabFaults
 

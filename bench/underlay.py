@@ -29,7 +29,7 @@ from rich.console import Console
 from bench.labkit import HOST_SYSCTL, wait_for_handshakes
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.checks.bulk import bulk_transfer
-from wg_mesh.lab.checks.mesh import ICMP_IPV4_HEADERS, df_ping, refused_cleanly
+from wg_mesh.lab.checks.pathmtu import ICMP_IPV4_HEADERS, df_ping, refused_cleanly
 from wg_mesh.lab.checks.underlaycheck import link_counters, wg_endpoints
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements, new_state, run

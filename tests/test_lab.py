@@ -28,7 +28,7 @@ from wg_mesh import inputpolicy, live, metrics, render, topology, userdata, wgke
 from wg_mesh.__main__ import main
 from wg_mesh.config import MeshConfig, load_mesh
 from wg_mesh.gateway import wgconf
-from wg_mesh.lab.checks.mesh import LabOptions
+from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.fabric.netns import (
     STATE_DIR,
     LabState,

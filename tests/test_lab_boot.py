@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from wg_mesh import metrics, render
-from wg_mesh.lab.checks.mesh import LabOptions
+from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.fabric.netns import STATE_DIR, list_netns, missing_requirements, proc_start_time
 from wg_mesh.lab.fabric.nspawn import CGROUP_PARENT, cgroup2_root
 from wg_mesh.lab.fabric.plan import LabFaults, LabKeys, plan_lab, render_artifacts

@@ -11,7 +11,7 @@ import pytest
 
 from bench.pathmtu import section
 from tests.test_lab_live_drill import CANNOT_RUN, PROD, pinger, stream
-from wg_mesh.lab.checks.mesh import LabOptions
+from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.drills import pmtudrill
 from wg_mesh.lab.drills.drillrun import DrillReport, run_drill
 from wg_mesh.lab.fabric.plan import plan_lab

@@ -14,7 +14,7 @@ import yaml
 
 from wg_mesh import topology
 from wg_mesh.config import MeshConfig, load_mesh
-from wg_mesh.lab.checks.mesh import LabOptions
+from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.fabric.netns import missing_requirements
 from wg_mesh.lab.fabric.plan import LabPlanError, plan_lab
 from wg_mesh.lab.fabric.privatepath import LINK_POOL

@@ -15,8 +15,9 @@ from typing import Any
 from rich.console import Console
 
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab.checks.mesh import LabOptions, run_checks
+from wg_mesh.lab.checks.mesh import run_checks
 from wg_mesh.lab.checks.report import LabReport, Steps
+from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import GatewayArtifacts, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from wg_mesh import metrics, render
-from wg_mesh.lab.checks.mesh import CheckResult, LabOptions, main_pair, ok_text, timed
 from wg_mesh.lab.checks.outage import measure_outage
+from wg_mesh.lab.checks.result import CheckResult, LabOptions, main_pair, ok_text, timed
 from wg_mesh.lab.fabric.netns import run
 from wg_mesh.lab.fabric.plan import LabKeys
 from wg_mesh.lab.machines.build import BuiltLab

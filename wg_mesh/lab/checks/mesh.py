@@ -2,8 +2,8 @@
 
 1. handshakes  every gateway pair completed a WireGuard handshake (`wg show ... latest-handshakes`)
 2. ping        every workload host pings every other site's host, with RTTs
-3. path_mtu    the largest unfragmented ICMP payload (`ping -M do`) is the tunnel MTU - 28 and one byte more
-               is refused with an ICMP error (no black hole); the gateways' IP fragmentation counters
+3. path_mtu    (pathmtu.py) the largest unfragmented ICMP payload (`ping -M do`) is the tunnel MTU - 28 and one
+               byte more is refused with an ICMP error (no black hole); the gateways' IP fragmentation counters
                (`nstat` IpFragCreates / IpReasmReqds) stay at zero during the transfers of checks 4 and 5
 4. bulk_tcp    TCP from the 9001-MTU AWS host to every other site, bytes verified by SHA-256, MSS clamped
 5. throughput  iperf3 host -> host through two gateways, gateway -> gateway over the tunnel and over the
@@ -11,7 +11,6 @@
 6. recovery    `wg-quick down` / `up` on one gateway while pinging through it every 10 ms
 7. private_paths  (stacks with `private_paths` only, underlaycheck.py) the private-path peers' endpoints are their
                private addresses, the private links carry WireGuard only, the hosts route through their gateway
-Per pair, the tunnel MTU is the private path's MTU - 60 where one joins the two sites, else the internet tunnel MTU.
 """
 
 from __future__ import annotations
@@ -22,82 +21,31 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from wg_mesh import inputpolicy
 from wg_mesh.lab.checks.bulk import bulk_transfer
 from wg_mesh.lab.checks.outage import measure_outage
+from wg_mesh.lab.checks.pathmtu import check_path_mtu, frag_counters, probe_path_mtu
+from wg_mesh.lab.checks.result import (
+    TITLES,
+    CheckResult,
+    LabOptions,
+    main_pair,
+    ok_text,
+    ordered_pairs,
+    parallel,
+    timed,
+)
+from wg_mesh.lab.checks.underlaycheck import KEY, TITLE, check_private_paths
 from wg_mesh.lab.fabric.netns import LabError, Node
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan
 from wg_mesh.lab.fabric.procs import stop, wait_for_line
 from wg_mesh.lab.machines.build import BuiltLab, wg_quick
 from wg_mesh.render import INTERFACE
 
-ICMP_IPV4_HEADERS = 28  # IPv4 (20) + ICMP echo (8)
-SMALL_PAYLOAD = 56  # ping's default
-FRAG_COUNTERS = ("IpFragCreates", "IpReasmReqds")
 IPERF_PORT = 5201
-
-TITLES = {
-    "handshakes": "1. WireGuard handshakes",
-    "ping": "2. Workload host to workload host (ICMP)",
-    "path_mtu": "3. Path MTU and fragmentation",
-    "bulk_tcp": "4. Bulk TCP across the tunnel (MSS clamping, bytes verified)",
-    "throughput": "5. Throughput (iperf3, TCP)",
-    "recovery": "6. Recovery after a gateway restart (ping every 10 ms)",
-}
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-@dataclass
-class CheckResult:
-    key: str
-    title: str
-    ok: bool
-    summary: str
-    columns: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class LabOptions:
-    handshake_timeout: float = 10.0
-    iperf_seconds: float = 3.0
-    bulk_bytes: int = 16 * 1024 * 1024
-    recovery_timeout: float = 15.0
-    reboot_timeout: float = 90.0  # --boot: a rebooted gateway's wg0 must be active again within this
-    # --drill pmtu: how long the ICMP-allowed shrink is watched (pmtudrill.OBSERVE_S; the test suite's CI run: less)
-    pmtu_observe_s: float = 90.0
-
-
-def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    items = list(items)
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(items)))) as pool:
-        return list(pool.map(fn, items))
-
-
-def ordered_pairs(lab: BuiltLab) -> list[tuple[SitePlan, SitePlan]]:
-    return list(itertools.permutations(lab.plan.sites, 2))
-
-
-def main_pair(lab: BuiltLab) -> tuple[SitePlan, SitePlan]:
-    """The sender for the TCP and throughput checks (the AWS site, whose hosts have 9001-byte frames; else
-    the site with the largest host MTU) and its first peer."""
-    sites = lab.plan.sites
-    source = next((s for s in sites if s.cloud == "aws"), max(sites, key=lambda s: s.nic_mtu))
-    return source, next(s for s in sites if s is not source)
-
-
-def ok_text(ok: bool) -> str:
-    return "ok" if ok else "FAIL"
-
 
 # --- 1. handshakes -----------------------------------------------------------------------------------------
 
@@ -179,112 +127,6 @@ def check_ping(lab: BuiltLab) -> CheckResult:
         ["from host", "to host", "replies", "avg RTT ms", ""],
         rows,
         {"pairs": pairs},
-    )
-
-
-# --- 3. path MTU and fragmentation --------------------------------------------------------------------------
-
-
-def df_ping(node: Node, target: str, payload: int) -> tuple[bool, str]:
-    """One ping that must not be fragmented; (answered, output)."""
-    argv = ["ping", "-n", "-M", "do", "-c", "1", "-W", "1", "-s", str(payload), target]
-    result = node.run(argv, check=False, timeout=10)
-    return result.returncode == 0, result.stdout + result.stderr
-
-
-def refused_cleanly(output: str) -> bool:
-    """An ICMP 'fragmentation needed' came back (or the kernel already knew the path MTU)."""
-    return "Frag needed" in output or "message too long" in output
-
-
-def largest_payload(node: Node, target: str, low: int, high: int) -> int:
-    """Binary search for the largest payload in [low, high] that gets through; low - 1 if none does."""
-    best = low - 1
-    while low <= high:
-        mid = (low + high) // 2
-        if df_ping(node, target, mid)[0]:
-            best, low = mid, mid + 1
-        else:
-            high = mid - 1
-    return best
-
-
-def probe_path_mtu(lab: BuiltLab) -> list[dict[str, Any]]:
-    def probe(pair: tuple[SitePlan, SitePlan]) -> dict[str, Any]:
-        src, dst = pair
-        expected = lab.plan.peer_mtu(src.name, dst.name) - ICMP_IPV4_HEADERS
-        node, target = lab.hosts[src.name], str(dst.host_ip.ip)
-        fits, _ = df_ping(node, target, expected)
-        over_ok, over_output = df_ping(node, target, expected + 1)
-        clean = not over_ok and refused_cleanly(over_output)
-        biggest: int | None
-        if not fits and not df_ping(node, target, SMALL_PAYLOAD)[0]:
-            biggest = None  # no path at all: check 2 reports it, searching would only wait for timeouts
-        elif not fits:
-            biggest = largest_payload(node, target, SMALL_PAYLOAD, expected - 1)
-        elif over_ok:
-            biggest = largest_payload(node, target, expected + 1, src.nic_mtu - ICMP_IPV4_HEADERS)
-        else:
-            biggest = expected
-        return {"from": src.name, "to": dst.name, "max_payload": biggest, "expected_max_payload": expected,
-                "over_refused_cleanly": clean}  # fmt: skip
-
-    return parallel(probe, ordered_pairs(lab))
-
-
-def frag_counters(lab: BuiltLab) -> dict[str, dict[str, int]]:
-    def read(site: str) -> dict[str, int]:
-        out = lab.gateways[site].run(["nstat", "-a", "-s", "-z", *FRAG_COUNTERS], timeout=10).stdout
-        values = {name: int(value) for name, value, *_ in (line.split() for line in out.splitlines()[1:] if line)}
-        return {name: values.get(name, 0) for name in FRAG_COUNTERS}
-
-    return {site.name: read(site.name) for site in lab.plan.sites}
-
-
-def check_path_mtu(
-    lab: BuiltLab, probes: list[dict[str, Any]], before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
-) -> CheckResult:
-    computed = lab.plan.tunnel_mtu
-    expected = computed - ICMP_IPV4_HEADERS
-    rows = []
-    for p in probes:
-        good = p["max_payload"] == p["expected_max_payload"] and p["over_refused_cleanly"]
-        refused = "ICMP frag needed" if p["over_refused_cleanly"] else "black hole / passed"
-        largest = "no path" if p["max_payload"] is None else str(p["max_payload"])
-        want = "" if p["expected_max_payload"] == expected else f" (private path: {p['expected_max_payload']})"
-        rows.append([f"{p['from']} -> {p['to']}{want}", largest, f"+1: {refused}", ok_text(good)])
-    deltas = {site: {c: after[site][c] - before[site][c] for c in FRAG_COUNTERS} for site in before}
-    for site, delta in deltas.items():
-        clean = not any(delta.values())
-        counters = ", ".join(f"{name} +{value}" for name, value in delta.items())
-        rows.append([f"gateway {site}: fragments during checks 4-5", "", counters, ok_text(clean)])
-    internet = [p for p in probes if p["expected_max_payload"] == expected] or probes
-    measured = [p["max_payload"] for p in internet]
-    maximum = None if None in measured or not measured else min(measured)
-    probes_ok = all(p["max_payload"] == p["expected_max_payload"] and p["over_refused_cleanly"] for p in probes)
-    no_fragments = not any(v for delta in deltas.values() for v in delta.values())
-    largest = "no path for some pairs" if maximum is None else str(maximum)
-    summary = f"tunnel MTU {computed}: largest unfragmented ICMP payload {largest} (expected {expected})"
-    for link in lab.plan.private_links:
-        over = [p for p in probes if {p["from"], p["to"]} == link.sites]
-        found = "/".join(sorted({str(p["max_payload"]) for p in over}))
-        summary += f"; private path {link.path} (tunnel MTU {link.tunnel_mtu}): {found}"
-    if not no_fragments:
-        summary += "; the gateways fragmented packets (the underlay carries less than the tunnel needs)"
-    return CheckResult(
-        "path_mtu",
-        TITLES["path_mtu"],
-        probes_ok and no_fragments,
-        summary,
-        ["path", "largest payload", "detail", ""],
-        rows,
-        {
-            "computed": computed,
-            "max_unfragmented": maximum,
-            "expected_max_unfragmented": expected,
-            "probes": probes,
-            "fragmentation": deltas,
-        },
     )
 
 
@@ -448,17 +290,6 @@ def check_recovery(lab: BuiltLab, options: LabOptions) -> CheckResult:
     )
 
 
-def timed(key: str, fn: Callable[[], CheckResult], titles: Mapping[str, str] = TITLES) -> CheckResult:
-    """Run one check; a check that cannot even run is reported as failed, and the others still run."""
-    start = time.monotonic()
-    try:
-        result = fn()
-    except Exception as exc:  # reported, with its type: exit 1 either way
-        result = CheckResult(key, titles[key], False, f"could not run: {type(exc).__name__}: {exc}", ["error"])
-    result.seconds = round(time.monotonic() - start, 2)
-    return result
-
-
 def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable[[str], None]) -> Sequence[CheckResult]:
     """All checks, in an order that keeps them independent: the MTU probes run after the TCP transfers,
     so the path MTU they teach the hosts cannot stand in for MSS clamping."""
@@ -478,8 +309,6 @@ def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable
     recovery = timed("recovery", lambda: check_recovery(lab, options))
     results = [handshakes, ping, path_mtu, bulk, throughput, recovery]
     if lab.plan.private_links:
-        from wg_mesh.lab.checks.underlaycheck import KEY, TITLE, check_private_paths
-
         step("7/7 private paths")
         results.append(timed(KEY, lambda: check_private_paths(lab, keys), {KEY: TITLE}))
     return results

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from wg_mesh.lab.checks.mesh import CheckResult
+from wg_mesh.lab.checks.result import CheckResult
 from wg_mesh.lab.fabric.plan import LabPlan
 
 

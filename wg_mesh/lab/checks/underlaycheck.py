@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from ipaddress import IPv4Network
 from typing import Any
 
-from wg_mesh.lab.checks.mesh import CheckResult
+from wg_mesh.lab.checks.result import CheckResult
 from wg_mesh.lab.fabric.netns import Node, run
 from wg_mesh.lab.fabric.networks import PRIVATE_ALL_COMMENT, PRIVATE_ICMP_COMMENT, PRIVATE_WG_COMMENT
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan

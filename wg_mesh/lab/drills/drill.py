@@ -31,7 +31,8 @@ from typing import Any
 
 from wg_mesh import wgkey
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab.checks.mesh import LabOptions, check_handshakes, check_ping, latest_handshakes
+from wg_mesh.lab.checks.mesh import check_handshakes, check_ping, latest_handshakes
+from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.clouds.controlplane import ControlPlane, Published
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, Node, pids_in_netns

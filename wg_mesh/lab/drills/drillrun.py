@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab.checks.mesh import LabOptions
 from wg_mesh.lab.checks.report import Steps
+from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.clouds.controlplane import ControlPlane
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drill import Drill, daemon_pids, judge, pick_sites
