@@ -11,7 +11,8 @@ import pytest
 from bench.hafailover import section
 from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
-from wg_mesh.lab.drills.drillrun import DrillReport, run_drill
+from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.drillrun import run_drill
 from wg_mesh.lab.drills.hadrill import STEPS, Sampler, judge
 from wg_mesh.lab.drills.hamoves import count_moves
 from wg_mesh.lab.drills.harun import ha_sites, pick, run_ha_drill

@@ -16,7 +16,8 @@ from bench.meshchange import section
 from tests.test_lab_boot import CANNOT_BOOT, nspawn_pids, run_mesh
 from wg_mesh.lab.clouds.live import live_configs
 from wg_mesh.lab.drills.drill import judge, metric, parse_metrics, pick_sites, switch_instants
-from wg_mesh.lab.drills.drillrun import DrillReport, run_drill
+from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.drillrun import run_drill
 from wg_mesh.lab.drills.harun import wait_replies
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements

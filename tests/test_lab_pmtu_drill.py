@@ -13,7 +13,8 @@ from bench.pathmtu import section
 from tests.test_lab_live_drill import CANNOT_RUN, PROD, pinger, stream
 from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.drills import pmtudrill
-from wg_mesh.lab.drills.drillrun import DrillReport, run_drill
+from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.drillrun import run_drill
 from wg_mesh.lab.fabric.plan import plan_lab
 from wg_mesh.lab.fabric.teardown import find_labs
 

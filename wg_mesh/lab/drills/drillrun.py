@@ -7,7 +7,6 @@ hadrill.py: an HA site's failure modes; bench/hafailover.py)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +18,8 @@ from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.clouds.controlplane import ControlPlane
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drill import Drill, daemon_pids, judge, pick_sites
+from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.harun import print_ha, run_ha_drill
 from wg_mesh.lab.drills.pmtudrill import PathDrill
 from wg_mesh.lab.drills.pmtudrill import judge as judge_pmtu
 from wg_mesh.lab.drills.traffic import Pinger, Stream
@@ -36,41 +37,6 @@ from wg_mesh.lab.run import (
 )
 
 KINDS = ("live", "pmtu", "ha")
-
-
-@dataclass
-class DrillReport:
-    label: str
-    kind: str = "live"
-    sites: dict[str, dict[str, str]] = field(default_factory=dict)  # A/B/C -> name, cloud, store
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    stream: dict[str, Any] = field(default_factory=dict)
-    wireguard_go_pids: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # site -> before/after
-    poll_seconds: float | None = None
-    mode: str = "namespace"  # or "boot": every gateway a booted container, its agent the unit cloud-init starts
-    boot: dict[str, dict[str, Any]] = field(default_factory=dict)  # --boot: site -> cloud-init's time and exit
-    summary: dict[str, Any] = field(default_factory=dict)  # ha: the outage median, the sampler's counts
-    error: str | None = None
-    ok: bool = False
-    duration_s: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        steps = [{k: v for k, v in s.items() if k not in ("start", "end")} for s in self.steps]
-        return {
-            "ok": self.ok,
-            "drill": self.kind,
-            "mode": self.mode,
-            "stack": self.label,
-            "error": self.error,
-            "duration_s": round(self.duration_s, 1),
-            "sites": self.sites,
-            "poll_seconds": self.poll_seconds,
-            "steps": steps,
-            "stream": {k: v for k, v in self.stream.items() if k != "stalls"},
-            "wireguard_go_pids": self.wireguard_go_pids,
-            **({"boot": self.boot} if self.mode == "boot" else {}),
-            **({"summary": {k: v for k, v in self.summary.items() if k != "logs"}} if self.summary else {}),
-        }
 
 
 def run_drill(
@@ -92,8 +58,6 @@ def run_drill(
     if boot and kind != "live":
         raise LabError(f"--drill {kind} runs in namespaces only (--boot: the live drill)")
     if kind == "ha":
-        from wg_mesh.lab.drills.harun import run_ha_drill
-
         return run_ha_drill(cfg, label, site=ha_site)
     options = options or LabOptions()
     started = time.monotonic()
@@ -214,8 +178,6 @@ def _path_cells(s: dict[str, Any]) -> str:
 
 def print_drill(report: DrillReport, console: Console) -> None:
     if report.kind == "ha":
-        from wg_mesh.lab.drills.harun import print_ha
-
         print_ha(report, console)
         return
     table = Table(title=f"{report.kind} drill: {report.label}", title_justify="left")

@@ -1,6 +1,6 @@
 """One run of the HA drill (hadrill.py) on a `delivery: live` stack with a site of `gateways: 2` (AWS or GCP): build
 the lab with every HA site as a pair and its cloud's model (hacloud.py), start each pair (a first), the traffic
-P -> S, the steps on S, tear down (always); the report (drillrun.DrillReport, kind "ha") whose JSON
+P -> S, the steps on S, tear down (always); the report (drillreport.DrillReport, kind "ha") whose JSON
 docs/benchmarks.md's tables are rendered from (bench/hafailover.py).
 """
 
@@ -21,7 +21,7 @@ from wg_mesh.lab.checks.report import Steps
 from wg_mesh.lab.clouds.controlplane import ControlPlane
 from wg_mesh.lab.clouds.hacloud import HaCloud
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
-from wg_mesh.lab.drills.drillrun import DrillReport
+from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.hadrill import STEPS, HaDrill, judge
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
