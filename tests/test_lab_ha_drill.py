@@ -13,9 +13,10 @@ from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
 from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.drillrun import run_drill
-from wg_mesh.lab.drills.hadrill import STEPS, Sampler, judge
+from wg_mesh.lab.drills.hadrill import STEPS
 from wg_mesh.lab.drills.hamoves import count_moves
 from wg_mesh.lab.drills.harun import ha_sites, pick, run_ha_drill
+from wg_mesh.lab.drills.hawatch import Sampler, judge
 from wg_mesh.lab.fabric.netns import LabError, Node, list_netns, missing_requirements
 from wg_mesh.lab.fabric.plan import plan_lab
 from wg_mesh.lab.fabric.teardown import find_labs

@@ -22,7 +22,8 @@ from wg_mesh.lab.clouds.controlplane import ControlPlane
 from wg_mesh.lab.clouds.hacloud import HaCloud
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drillreport import DrillReport
-from wg_mesh.lab.drills.hadrill import STEPS, HaDrill, judge
+from wg_mesh.lab.drills.hadrill import STEPS, HaDrill
+from wg_mesh.lab.drills.hawatch import judge
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan, plan_lab, render_artifacts

@@ -3,7 +3,7 @@ agent is frozen (SIGSTOP to its process: a stalled VM, a long pause), so its /he
 probers mark it UNHEALTHY and the standby takes the address; then the agent resumes (SIGCONT) still believing it is
 active. Until it reads the new holder twice it keeps its role, but its /healthz must answer 503 from the first probe
 on (wg_mesh.gateway.ha_gcp.Witness): the step records every HEALTHY verdict the probers gave it after the resume,
-and every applied state whose routes or address went back to it. Either is a failure (hadrill.judge).
+and every applied state whose routes or address went back to it. Either is a failure (hawatch.judge).
 
 While frozen, the gateway's metrics file is what it wrote before the freeze (role 1): it is no report, so the
 gateway counts as down for the sampler until its resumed agent has written role 0 (bounded by DEMOTE_TIMEOUT_S; the
@@ -17,20 +17,31 @@ import contextlib
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from wg_mesh.lab.clouds.hacloud import HaCloud
+from wg_mesh.lab.drills.hawatch import ha_view
 from wg_mesh.lab.fabric.netns import LabError
-
-if TYPE_CHECKING:
-    from wg_mesh.lab.drills.hadrill import HaDrill
+from wg_mesh.lab.machines.machine import NamespaceGateway
 
 STEP = "stale ex-active comes back"
 WATCH_S = 3.0  # after the resume: three probes (check_interval_sec 1, healthy_threshold 1: one 200 would show)
 DEMOTE_TIMEOUT_S = 10.0
 
 
+class Drill(Protocol):
+    """What the step needs of the HA drill (hadrill.HaDrill): the site's gateways, the ones it counts as down, and
+    the cloud model's change lines."""
+
+    site: str
+    down: set[str]
+    cloud: HaCloud
+
+    def machine(self, letter: str) -> NamespaceGateway: ...
+
+
 class StaleStep:
-    def __init__(self, drill: HaDrill) -> None:
+    def __init__(self, drill: Drill) -> None:
         self.drill = drill
         self.letter = ""
         self.pids: list[int] = []
@@ -46,8 +57,6 @@ class StaleStep:
 
     def thaw(self) -> dict[str, Any]:
         """SIGCONT, then watch: what the step record gets (stale_healthy, stale_routes, stale_demoted_s)."""
-        from wg_mesh.lab.drills.hadrill import ha_view
-
         drill, letter = self.drill, self.letter
         resumed = time.time()
         for pid in self.pids:
