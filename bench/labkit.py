@@ -26,9 +26,9 @@ from wg_mesh.lab.checks.mesh import IPERF_PORT
 from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run
 from wg_mesh.lab.fabric.plan import NIC, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.procs import stop, wait_for_line
+from wg_mesh.lab.fabric.session import new_prefix, signals_end_the_run, signals_ignored
 from wg_mesh.lab.fabric.teardown import teardown
 from wg_mesh.lab.machines.build import BuiltLab, build
-from wg_mesh.lab.run import new_prefix, signals_end_the_run, signals_ignored
 from wg_mesh.render import INTERFACE
 
 Log = Callable[[str], None]

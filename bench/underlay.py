@@ -34,8 +34,8 @@ from wg_mesh.lab.checks.underlaycheck import link_counters, wg_endpoints
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements, new_state, run
 from wg_mesh.lab.fabric.plan import GatewayArtifacts, LabKeys, SitePlan, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.session import _Cleanup, new_prefix, signals_end_the_run
 from wg_mesh.lab.machines.build import BuiltLab, build
-from wg_mesh.lab.run import _Cleanup, new_prefix, signals_end_the_run
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = REPO / "examples" / "underlay" / "Pulumi.underlay.yaml"

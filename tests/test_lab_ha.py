@@ -28,10 +28,10 @@ from wg_mesh.lab.fabric.haplan import ha_from_json, ha_to_json, nat_rules, plan_
 from wg_mesh.lab.fabric.netns import Node, list_netns, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, LabPlanError, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.procs import stop
+from wg_mesh.lab.fabric.session import _Cleanup, new_prefix
 from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.lab.machines.build import build
 from wg_mesh.lab.machines.machine import NamespaceGateway
-from wg_mesh.lab.run import _Cleanup, new_prefix
 from wg_mesh.stackfile import load
 
 HA = {"aws-use1"}

@@ -25,10 +25,10 @@ from wg_mesh.lab.fabric.haplan import plan_ha
 from wg_mesh.lab.fabric.netns import Node, list_netns, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.procs import stop
+from wg_mesh.lab.fabric.session import _Cleanup, new_prefix
 from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.lab.machines.build import build
 from wg_mesh.lab.machines.machine import NamespaceGateway
-from wg_mesh.lab.run import _Cleanup, new_prefix
 from wg_mesh.stackfile import load
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")

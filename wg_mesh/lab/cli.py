@@ -70,8 +70,9 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
     from wg_mesh.lab.checks.report import print_report
     from wg_mesh.lab.fabric.plan import LabPlanError
+    from wg_mesh.lab.fabric.session import LabEnvironmentError
     from wg_mesh.lab.machines.cloudinit import UserDataError
-    from wg_mesh.lab.run import LabEnvironmentError, run_lab
+    from wg_mesh.lab.run import run_lab
     from wg_mesh.stackfile import load, stack_file
 
     if args.action in ("down", "image") and os.geteuid() != 0:
@@ -122,8 +123,8 @@ def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> i
     from wg_mesh.lab.drills.drillrun import print_drill, run_drill
     from wg_mesh.lab.fabric.netns import LabError
     from wg_mesh.lab.fabric.plan import LabPlanError
+    from wg_mesh.lab.fabric.session import LabEnvironmentError
     from wg_mesh.lab.machines.cloudinit import UserDataError
-    from wg_mesh.lab.run import LabEnvironmentError
 
     if args.keep or (args.boot and args.drill != "live"):
         _error(f"--drill {args.drill} always removes its lab (no --keep) and boots only for the live drill (--boot)")

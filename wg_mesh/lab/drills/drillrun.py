@@ -25,16 +25,10 @@ from wg_mesh.lab.drills.pmtudrill import judge as judge_pmtu
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.session import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
+from wg_mesh.lab.machines.boot import boot_machines, boot_requirements
 from wg_mesh.lab.machines.build import BuiltLab, MachineFactory, build
 from wg_mesh.lab.machines.machine import NamespaceGateway
-from wg_mesh.lab.run import (
-    LabEnvironmentError,
-    _Cleanup,
-    boot_machines,
-    boot_requirements,
-    new_prefix,
-    signals_end_the_run,
-)
 
 KINDS = ("live", "pmtu", "ha")
 
@@ -50,7 +44,7 @@ def run_drill(
 ) -> DrillReport:
     """Raises LabPlanError / UserDataError / LabError before anything is created when the stack cannot be drilled
     (not `delivery: live`, fewer than three sites), LabEnvironmentError when the machine cannot run the lab.
-    `boot` (the live drill): every gateway a booted container (run.boot_machines) whose cloud-init runs the user
+    `boot` (the live drill): every gateway a booted container (boot.boot_machines) whose cloud-init runs the user
     data's `--once` and starts wg-mesh-agent.service itself; the drill changes the stores as in namespaces.
     `ha_site` (the ha drill): the site with `gateways: 2` to drill, default the first."""
     if kind not in KINDS:

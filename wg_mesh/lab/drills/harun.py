@@ -27,9 +27,9 @@ from wg_mesh.lab.drills.hawatch import judge
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.session import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
 from wg_mesh.lab.machines.build import build
 from wg_mesh.lab.machines.machine import NamespaceGateway
-from wg_mesh.lab.run import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
 
 TRAFFIC_TIMEOUT_S = 60.0
 GCP_NOTE = (
