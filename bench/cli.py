@@ -94,7 +94,7 @@ def cmd_mtu(args: argparse.Namespace) -> None:
 
 def cmd_boot(args: argparse.Namespace) -> None:
     from bench.lab.boot import run_boot_bench
-    from wg_mesh.lab.checks import LabOptions
+    from wg_mesh.lab.checks.result import LabOptions
 
     stacks = [DEV_STACK] if args.quick else sorted(REPO.glob("Pulumi.*.yaml"))
     options = LabOptions(iperf_seconds=1, bulk_bytes=4 * 1024 * 1024) if args.quick else LabOptions()

@@ -26,7 +26,7 @@ import pytest
 from tests.agent_fake import TRUST_JSON, Keys, base_plan, doc_text, with_mtu, with_peer, without_peer
 from wg_mesh.gateway import ship
 from wg_mesh.gateway.wgconf import WG_CONF_PATH, wg_quick_conf
-from wg_mesh.lab.netns import pids_in_netns, proc_start_time
+from wg_mesh.lab.fabric.netns import pids_in_netns, proc_start_time
 
 pytestmark = [
     pytest.mark.integration,

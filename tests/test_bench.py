@@ -22,7 +22,7 @@ from bench.scale import run_scale
 from bench.stats import median, parse_pid_cpu, parse_proc_stat, percentile
 from wg_mesh import topology, userdata
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
-from wg_mesh.lab.netns import find_labs
+from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.stackfile import read_raw
 from wg_mesh.validate import load_mesh
 

@@ -15,10 +15,10 @@ from bench.cli import main
 from bench.lab.fallback import adjust_pmtu, first_at, outage, with_pmtu_seconds
 from bench.report.fallback import detection_window, section
 from wg_mesh.gateway.agent import load_config
-from wg_mesh.lab import cloudinit
-from wg_mesh.lab.live import live_configs
-from wg_mesh.lab.netns import LabError
-from wg_mesh.lab.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.clouds.live import live_configs
+from wg_mesh.lab.fabric.netns import LabError
+from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.machines import cloudinit
 from wg_mesh.stackfile import load
 
 STACK = Path(__file__).resolve().parent.parent / "examples" / "underlay" / "Pulumi.underlay.yaml"

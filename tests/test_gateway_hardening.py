@@ -10,7 +10,7 @@ import pytest
 from tests.test_render import directory, rendered
 from wg_mesh import render
 from wg_mesh.config import StaticSite
-from wg_mesh.lab.cloudinit import parse_sysctl
+from wg_mesh.lab.machines.cloudinit import parse_sysctl
 from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ from tests.agent_fake import TRUST, base_plan
 from wg_mesh.gateway.ha import Lease, Settings, parse_ha
 from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface, replaceable
 from wg_mesh.gateway.ha_run import Controller, cloud_factory, remote_ranges, safe_ranges
-from wg_mesh.lab.awsmodel import create_lease_table
+from wg_mesh.lab.clouds.awsmodel import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
 
@@ -450,10 +450,10 @@ def test_the_new_active_re_arms_only_peers_without_a_handshake_since_the_promoti
 
 
 def test_the_labs_lease_table_has_the_programs_key() -> None:
-    """The lab, the bench and these tests seed moto with wg_mesh.lab.awsmodel's table, keyed as the program
+    """The lab, the bench and these tests seed moto with wg_mesh.lab.clouds.awsmodel's table, keyed as the program
     declares it."""
     from wg_mesh.aws import ha as aws_ha
-    from wg_mesh.lab import awsmodel
+    from wg_mesh.lab.clouds import awsmodel
 
     assert awsmodel.LEASE_KEY == aws_ha.LEASE_KEY
 

@@ -28,20 +28,16 @@ from wg_mesh import inputpolicy, live, metrics, render, topology, userdata, wgke
 from wg_mesh.__main__ import main
 from wg_mesh.config import MeshConfig
 from wg_mesh.gateway import wgconf
-from wg_mesh.lab import cloudinit
-from wg_mesh.lab.build import redact_keys
-from wg_mesh.lab.checks import LabOptions
-from wg_mesh.lab.netns import (
+from wg_mesh.lab.checks.result import LabOptions
+from wg_mesh.lab.fabric.netns import (
     STATE_DIR,
     LabState,
-    find_labs,
     list_netns,
     missing_requirements,
     pids_in_netns,
     proc_start_time,
-    teardown,
 )
-from wg_mesh.lab.plan import (
+from wg_mesh.lab.fabric.plan import (
     LAB_PROJECT,
     LAB_PUBLIC_RANGE,
     NETNS_PATTERN,
@@ -51,6 +47,9 @@ from wg_mesh.lab.plan import (
     plan_lab,
     render_artifacts,
 )
+from wg_mesh.lab.fabric.teardown import find_labs, teardown
+from wg_mesh.lab.machines import cloudinit
+from wg_mesh.lab.machines.build import redact_keys
 from wg_mesh.lab.run import run_lab
 from wg_mesh.stackfile import load
 from wg_mesh.validate import load_mesh

@@ -2,7 +2,7 @@
 seed). Pure tests of what a container is given and what the boot checks expect; as root with systemd-nspawn and
 mmdebstrap, every stack file booted for real, and deliberately broken user data that must fail at the right check.
 
-The image is built once per machine and cached (wg_mesh/lab/image.py: CACHE_DIR); the first run builds it.
+The image is built once per machine and cached (wg_mesh/lab/machines/image.py: CACHE_DIR); the first run builds it.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from typing import Any
 import pytest
 
 from wg_mesh import metrics, render
-from wg_mesh.lab.checks import LabOptions
-from wg_mesh.lab.image import REPO_MOUNT, missing_boot_tools
-from wg_mesh.lab.netns import STATE_DIR, find_labs, list_netns, missing_requirements, proc_start_time
-from wg_mesh.lab.nspawn import CGROUP_PARENT, cgroup2_root
-from wg_mesh.lab.plan import LabFaults, LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.checks.result import LabOptions
+from wg_mesh.lab.fabric.netns import STATE_DIR, list_netns, missing_requirements, proc_start_time
+from wg_mesh.lab.fabric.nspawn import CGROUP_PARENT, cgroup2_root
+from wg_mesh.lab.fabric.plan import LabFaults, LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.teardown import find_labs
+from wg_mesh.lab.machines.image import REPO_MOUNT, missing_boot_tools
+from wg_mesh.lab.machines.seed import GCE_SYSCTL_PATH, image_files, network_config, user_data_facts
 from wg_mesh.lab.run import run_lab
-from wg_mesh.lab.seed import GCE_SYSCTL_PATH, image_files, network_config, user_data_facts
 from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,7 +100,7 @@ def test_boot_checks_read_their_expectations_from_the_user_data() -> None:
 
 
 def test_boot_without_its_tools_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wg_mesh.lab import image
+    from wg_mesh.lab.machines import image
 
     monkeypatch.setattr(image.shutil, "which", lambda tool, path=None: None)
     problems = missing_boot_tools()
@@ -250,7 +251,8 @@ def test_interrupted_boot_lab_stops_its_containers(nspawn_before: set[int]) -> N
 
 
 def test_progress_counts_every_boot_check() -> None:
-    from wg_mesh.lab import bootchecks, run
+    from wg_mesh.lab import run
+    from wg_mesh.lab.checks import bootchecks
 
     assert run.BOOT_CHECK_STEPS == len(bootchecks.TITLES) == len(BOOT_CHECKS)
     assert list(bootchecks.TITLES) == BOOT_CHECKS
@@ -260,7 +262,7 @@ def test_every_live_gateway_installs_python3_nacl_and_the_package_source_follows
     """The agent verifies documents with Ubuntu's PyNaCl: every live gateway's user data installs it, so the booted
     lab's package source (keyed on the user data's package list) holds it, and a new list is a new source."""
     from wg_mesh import userdata
-    from wg_mesh.lab import image as images
+    from wg_mesh.lab.machines import image as images
 
     for site in ("aws-use1", "gcp-euw3", "vps-fra"):
         assert userdata.VERIFY_PACKAGE in user_data_facts(user_data("prod", site)).packages, site

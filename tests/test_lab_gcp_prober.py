@@ -1,6 +1,6 @@
-"""The lab's model of Google's health checking and of the ILB's failover policy (wg_mesh/lab/gcpprober.py): pure, with a
-fake clock. The thresholds are the program's (wg_mesh.ha.HEALTH_CHECK, which wg_mesh.gcp.ha declares): a model with
-another threshold fails these tests."""
+"""The lab's model of Google's health checking and of the ILB's failover policy (wg_mesh/lab/clouds/gcpprober.py): pure,
+with a fake clock. The thresholds are the program's (wg_mesh.ha.HEALTH_CHECK, which wg_mesh.gcp.ha declares): a model
+with another threshold fails these tests."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from wg_mesh import ha as mesh_ha
 from wg_mesh.ha import GcpFailoverPolicy, GcpHealthCheck
-from wg_mesh.lab.gcpprober import HEALTHY, UNHEALTHY, Prober, next_hop
+from wg_mesh.lab.clouds.gcpprober import HEALTHY, UNHEALTHY, Prober, next_hop
 
 CHECK = mesh_ha.HEALTH_CHECK
 

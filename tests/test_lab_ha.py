@@ -20,17 +20,18 @@ import pytest
 from rich.console import Console
 
 from tests.test_lab_live_drill import PROD
-from wg_mesh.lab.build import build
-from wg_mesh.lab.controlplane import AWS_ENDPOINT, ControlPlane, agent_configs
-from wg_mesh.lab.hacloud import HaCloud, ha_artifacts, ha_env
-from wg_mesh.lab.haplan import ha_from_json, ha_to_json, nat_rules, plan_ha, route_targets
-from wg_mesh.lab.imds import make_server
-from wg_mesh.lab.live import control_plane_hook, live_configs
-from wg_mesh.lab.machine import NamespaceGateway
-from wg_mesh.lab.netns import Node, find_labs, list_netns, missing_requirements, new_state
-from wg_mesh.lab.plan import LabKeys, LabPlanError, plan_lab, render_artifacts
-from wg_mesh.lab.procs import stop
-from wg_mesh.lab.run import _Cleanup, new_prefix
+from wg_mesh.lab.clouds.controlplane import AWS_ENDPOINT, ControlPlane, agent_configs
+from wg_mesh.lab.clouds.hacloud import HaCloud, ha_artifacts, ha_env
+from wg_mesh.lab.clouds.imds import make_server
+from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
+from wg_mesh.lab.fabric.haplan import ha_from_json, ha_to_json, nat_rules, plan_ha, route_targets
+from wg_mesh.lab.fabric.netns import Node, list_netns, missing_requirements, new_state
+from wg_mesh.lab.fabric.plan import LabKeys, LabPlanError, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.procs import stop
+from wg_mesh.lab.fabric.session import _Cleanup, new_prefix
+from wg_mesh.lab.fabric.teardown import find_labs
+from wg_mesh.lab.machines.build import build
+from wg_mesh.lab.machines.machine import NamespaceGateway
 from wg_mesh.stackfile import load
 
 HA = {"aws-use1"}
@@ -226,7 +227,7 @@ def test_moving_the_eip_and_the_routes_in_moto_moves_the_nat_and_the_vpc_routes(
 
     try:
         lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook, start=[])
-        clouds.append(HaCloud(PROD, lab, planes[0]))  # once the fabric exists, as wg_mesh.lab.harun does
+        clouds.append(HaCloud(PROD, lab, planes[0]))  # once the fabric exists, as wg_mesh.lab.drills.harun does
         clouds[0].start()
         cloud, ha = clouds[0], clouds[0].sites["aws-use1"]
         ids = cloud.ids["aws-use1"]

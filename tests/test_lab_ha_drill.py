@@ -1,5 +1,5 @@
-"""The HA drill (wg_mesh/lab/hadrill.py, harun.py, issue 11): its judgement and the sampler's invariant, pure; its
-docs/benchmarks.md section (bench/report/hafailover.py); the drill itself on the ha stack (integration, root)."""
+"""The HA drill (wg_mesh/lab/drills/hadrill.py, harun.py, issue 11): its judgement and the sampler's invariant, pure;
+its docs/benchmarks.md section (bench/report/hafailover.py); the drill itself on the ha stack (integration, root)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,16 @@ from bench.report.hafailover import section
 from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
 from wg_mesh import gcpgate
-from wg_mesh.lab.drillrun import DrillReport, run_drill
-from wg_mesh.lab.hadrill import STEPS, Sampler, judge
-from wg_mesh.lab.hamoves import count_moves, gcp_serving
-from wg_mesh.lab.hareplace import GATE_INTERVAL_S
-from wg_mesh.lab.harun import ha_sites, pick, run_ha_drill
-from wg_mesh.lab.netns import LabError, Node, find_labs, list_netns, missing_requirements
-from wg_mesh.lab.plan import plan_lab
+from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.drillrun import run_drill
+from wg_mesh.lab.drills.hadrill import STEPS
+from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
+from wg_mesh.lab.drills.hareplace import GATE_INTERVAL_S
+from wg_mesh.lab.drills.harun import ha_sites, pick, run_ha_drill
+from wg_mesh.lab.drills.hawatch import Sampler, judge
+from wg_mesh.lab.fabric.netns import LabError, Node, list_netns, missing_requirements
+from wg_mesh.lab.fabric.plan import plan_lab
+from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.stackfile import load
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")

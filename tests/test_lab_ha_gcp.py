@@ -1,4 +1,4 @@
-"""The lab's GCP HA site (docs/ha.md 11, wg_mesh/lab/gcpmodel.py, hagcp.py): each gateway's `ha` object and
+"""The lab's GCP HA site (docs/ha.md 11, wg_mesh/lab/clouds/gcpmodel.py, hagcp.py): each gateway's `ha` object and
 environment (pure); and on a built fabric (integration, root), without the agents: each gateway's metadata server
 names its own VM, a static-address move through the Compute model's REST (what the agent calls) moves the 1:1 NAT,
 and the probers' verdicts on each gateway's /healthz (a stand-in server the test flips between 200 and 503) move the
@@ -17,17 +17,18 @@ import pytest
 from rich.console import Console
 
 from wg_mesh.gateway import ha_gcp
-from wg_mesh.lab import compute, gcpmodel, hagcp
-from wg_mesh.lab.build import build
-from wg_mesh.lab.controlplane import ControlPlane, agent_configs
-from wg_mesh.lab.hacloud import HaCloud, ha_artifacts
-from wg_mesh.lab.haplan import plan_ha
-from wg_mesh.lab.live import control_plane_hook, live_configs
-from wg_mesh.lab.machine import NamespaceGateway
-from wg_mesh.lab.netns import Node, find_labs, list_netns, missing_requirements, new_state
-from wg_mesh.lab.plan import LabKeys, plan_lab, render_artifacts
-from wg_mesh.lab.procs import stop
-from wg_mesh.lab.run import _Cleanup, new_prefix
+from wg_mesh.lab.clouds import compute, gcpmodel, hagcp
+from wg_mesh.lab.clouds.controlplane import ControlPlane, agent_configs
+from wg_mesh.lab.clouds.hacloud import HaCloud, ha_artifacts
+from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
+from wg_mesh.lab.fabric.haplan import plan_ha
+from wg_mesh.lab.fabric.netns import Node, list_netns, missing_requirements, new_state
+from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.procs import stop
+from wg_mesh.lab.fabric.session import _Cleanup, new_prefix
+from wg_mesh.lab.fabric.teardown import find_labs
+from wg_mesh.lab.machines.build import build
+from wg_mesh.lab.machines.machine import NamespaceGateway
 from wg_mesh.stackfile import load
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")

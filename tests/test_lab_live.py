@@ -12,10 +12,10 @@ import yaml
 
 from tests.signed import verified_body
 from wg_mesh.gateway import ship
-from wg_mesh.lab import cloudinit
-from wg_mesh.lab.controlplane import agent_env, documents, published_generation
-from wg_mesh.lab.live import live_configs
-from wg_mesh.lab.plan import GatewayArtifacts, LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.clouds.controlplane import agent_env, documents, published_generation
+from wg_mesh.lab.clouds.live import live_configs
+from wg_mesh.lab.fabric.plan import GatewayArtifacts, LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.machines import cloudinit
 from wg_mesh.stackfile import load
 
 ROOT = Path(__file__).resolve().parent.parent

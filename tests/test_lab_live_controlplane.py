@@ -1,5 +1,5 @@
-"""The lab's clouds for `delivery: live` (wg_mesh/lab/controlplane.py), reached the way a gateway's agent reaches them:
-from inside each gateway's namespaces, through the lab's VPC router and 1:1 NAT, with Debian's /usr/bin/python3
+"""The lab's clouds for `delivery: live` (wg_mesh/lab/clouds/controlplane.py), reached the way a gateway's agent reaches
+them: from inside each gateway's namespaces, through the lab's VPC router and 1:1 NAT, with Debian's /usr/bin/python3
 (botocore from python3-botocore against moto; urllib against the GCE metadata server and Secret Manager)."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import pytest
 
 from bench.lab.labkit import Session, lab_session
 from wg_mesh import live
-from wg_mesh.lab.controlplane import AGENT_ENV, ControlPlane, documents
-from wg_mesh.lab.netns import find_labs, missing_requirements, teardown
+from wg_mesh.lab.clouds.controlplane import AGENT_ENV, ControlPlane, documents
+from wg_mesh.lab.fabric.netns import missing_requirements
+from wg_mesh.lab.fabric.teardown import find_labs, teardown
 from wg_mesh.stackfile import load
 
 CANNOT_RUN = missing_requirements() + ([] if shutil.which("python3", path="/usr/bin") else ["no /usr/bin/python3"])

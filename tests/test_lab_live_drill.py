@@ -1,5 +1,5 @@
-"""The live drill (wg_mesh/lab/drill.py, drillrun.py, traffic.py): its judgement, pure; the drill itself on the prod
-stack (integration, root) once the stack delivers peers live, in namespaces and on booted gateways (`--boot`: the
+"""The live drill (wg_mesh/lab/drills/drill.py, drillrun.py, traffic.py): its judgement, pure; the drill itself on the
+prod stack (integration, root) once the stack delivers peers live, in namespaces and on booted gateways (`--boot`: the
 agent as the systemd service cloud-init starts); its docs/benchmarks.md section (bench/report/meshchange.py)."""
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ import pytest
 
 from bench.report.meshchange import section
 from tests.test_lab_boot import CANNOT_BOOT, nspawn_pids, run_mesh
-from wg_mesh.lab.drill import judge, metric, parse_metrics, pick_sites, switch_instants
-from wg_mesh.lab.drillrun import DrillReport, run_drill
-from wg_mesh.lab.harun import wait_replies
-from wg_mesh.lab.live import live_configs
-from wg_mesh.lab.netns import LabError, LabState, Node, find_labs, missing_requirements
-from wg_mesh.lab.plan import LabKeys, plan_lab, render_artifacts
-from wg_mesh.lab.traffic import Pinger, Stream
+from wg_mesh.lab.clouds.live import live_configs
+from wg_mesh.lab.drills.drill import judge, metric, parse_metrics, pick_sites, switch_instants
+from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.drillrun import run_drill
+from wg_mesh.lab.drills.harun import wait_replies
+from wg_mesh.lab.drills.traffic import Pinger, Stream
+from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements
+from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.stackfile import load
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
-"""The lab's GCE metadata server and Secret Manager model (wg_mesh/lab/gce.py) against Google's documented protocol,
-on loopback with real HTTP clients (urllib): no root needed."""
+"""The lab's GCE metadata server and Secret Manager model (wg_mesh/lab/clouds/gce.py) against Google's documented
+protocol, on loopback with real HTTP clients (urllib): no root needed."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from wg_mesh.lab import gce
-from wg_mesh.lab.controlplane import write_atomic
+from wg_mesh.lab.clouds import gce
+from wg_mesh.lab.clouds.controlplane import write_atomic
 
 GOOGLE = {"Metadata-Flavor": "Google"}
 

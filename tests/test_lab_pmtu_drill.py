@@ -1,7 +1,7 @@
-"""The path-MTU drill (wg_mesh/lab/pmtudrill.py, issue 14): its judgement and the fault's commands, pure; the drill on
-the prod stack (integration, root): a black hole between two sites mid-transfer, detected, healed and alerted within
-two minutes by the agents as shipped, the stream resuming, the other paths untouched; its docs/benchmarks.md section
-(bench/report/pathmtu.py)."""
+"""The path-MTU drill (wg_mesh/lab/drills/pmtudrill.py, issue 14): its judgement and the fault's commands, pure; the
+drill on the prod stack (integration, root): a black hole between two sites mid-transfer, detected, healed and alerted
+within two minutes by the agents as shipped, the stream resuming, the other paths untouched; its docs/benchmarks.md
+section (bench/report/pathmtu.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import pytest
 
 from bench.report.pathmtu import section
 from tests.test_lab_live_drill import CANNOT_RUN, PROD, pinger, stream
-from wg_mesh.lab import pmtudrill
-from wg_mesh.lab.checks import LabOptions
-from wg_mesh.lab.drillrun import DrillReport, run_drill
-from wg_mesh.lab.netns import find_labs
-from wg_mesh.lab.plan import plan_lab
+from wg_mesh.lab.checks.result import LabOptions
+from wg_mesh.lab.drills import pmtudrill
+from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.drillrun import run_drill
+from wg_mesh.lab.fabric.plan import plan_lab
+from wg_mesh.lab.fabric.teardown import find_labs
 
 UNTOUCHED = {"aws-use1->vps-fra": True, "gcp-euw3->vps-fra": True, "vps-fra->aws-use1": True, "vps-fra->gcp-euw3": True}
 

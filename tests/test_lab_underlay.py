@@ -1,6 +1,6 @@
-"""The lab's private paths (issue 13, docs/underlay.md; wg_mesh/lab/privatepath.py, underlaycheck.py): the plan (pure)
-and, as root, the underlay stack (examples/underlay/Pulumi.underlay.yaml: outside the every-stack tests' glob) built for
-real with check 7."""
+"""The lab's private paths (issue 13, docs/underlay.md; wg_mesh/lab/fabric/privatepath.py, underlaycheck.py): the plan
+(pure) and, as root, the underlay stack (examples/underlay/Pulumi.underlay.yaml: outside the every-stack tests' glob)
+built for real with check 7."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import yaml
 
 from wg_mesh import topology
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab.checks import LabOptions
-from wg_mesh.lab.netns import missing_requirements
-from wg_mesh.lab.plan import LabPlanError, plan_lab
-from wg_mesh.lab.privatepath import LINK_POOL
+from wg_mesh.lab.checks.result import LabOptions
+from wg_mesh.lab.fabric.netns import missing_requirements
+from wg_mesh.lab.fabric.plan import LabPlanError, plan_lab
+from wg_mesh.lab.fabric.privatepath import LINK_POOL
 from wg_mesh.lab.run import run_lab
 from wg_mesh.stackfile import load
 from wg_mesh.validate import load_mesh

@@ -26,18 +26,7 @@ OVERSIZE = {
     "wg_mesh/gateway/apply.py": 416,
     "wg_mesh/gateway/ha.py": 415,
     "wg_mesh/gateway/ha_run.py": 406,
-    "wg_mesh/lab/checks.py": 485,
-    "wg_mesh/lab/netns.py": 444,
     "wg_mesh/testing.py": 427,
-}
-
-# Circles the lab still has (its split by role, issue 22, removes them on a branch not merged yet): each may only
-# disappear (remove it here when it does); any other circle fails.
-KNOWN_CYCLES = {
-    frozenset({"wg_mesh.lab.checks", "wg_mesh.lab.underlaycheck"}),
-    frozenset({"wg_mesh.lab.drillrun", "wg_mesh.lab.harun"}),
-    frozenset({"wg_mesh.lab.hadrill", "wg_mesh.lab.hareplace", "wg_mesh.lab.hastale"}),
-    frozenset({"wg_mesh.lab.netns", "wg_mesh.lab.nspawn"}),
 }
 
 
@@ -160,9 +149,7 @@ def describe(component: list[str], graph: dict[str, set[str]]) -> str:
 
 def test_no_import_circles() -> None:
     graph = import_graph()
-    found = [c for c in cycles(graph) if frozenset(c) not in KNOWN_CYCLES]
-    gone = [sorted(c) for c in KNOWN_CYCLES if c not in {frozenset(f) for f in cycles(graph)}]
-    assert not gone, f"circles in KNOWN_CYCLES that are gone (remove them from the list): {gone}"
+    found = cycles(graph)
     assert not found, "import circles (each a strongly connected component, with its arrows):\n" + "\n".join(
         describe(component, graph) for component in found
     )

@@ -34,10 +34,11 @@ import pytest
 import yaml
 
 from wg_mesh import metrics, monitoring
-from wg_mesh.lab.build import BuiltLab, build, ip, veth, wg_quick
-from wg_mesh.lab.netns import Node, missing_requirements, new_state, teardown
-from wg_mesh.lab.plan import LabKeys, plan_lab, render_artifacts
-from wg_mesh.lab.run import new_prefix
+from wg_mesh.lab.fabric.netns import Node, missing_requirements, new_state
+from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.session import new_prefix
+from wg_mesh.lab.fabric.teardown import teardown
+from wg_mesh.lab.machines.build import BuiltLab, build, ip, veth, wg_quick
 from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent

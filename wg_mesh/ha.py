@@ -22,7 +22,7 @@ LETTERS = ("a", "b")
 @dataclass(frozen=True)
 class GcpHealthCheck:
     """GCP: the regional health check's timing and thresholds, as wg_mesh.gcp.ha declares them (docs/ha.md 6.2); the
-    lab's GCP model (wg_mesh/lab/gcpprober.py) probes with the same values."""
+    lab's GCP model (wg_mesh/lab/clouds/gcpprober.py) probes with the same values."""
 
     check_interval_sec: int = 1
     timeout_sec: int = 1  # must not exceed check_interval_sec

@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
-from wg_mesh.lab.checks import LabOptions
-from wg_mesh.lab.image import ensure_image, image_summary
-from wg_mesh.lab.report import LabReport
+from wg_mesh.lab.checks.report import LabReport
+from wg_mesh.lab.checks.result import LabOptions
+from wg_mesh.lab.machines.image import ensure_image, image_summary
 from wg_mesh.lab.run import run_lab
 from wg_mesh.stackfile import load
 

@@ -20,7 +20,7 @@ from typing import Any
 from bench.lab.ipsec import IpsecTunnel
 from bench.lab.labkit import Endpoint, Session, iperf, measure_outage
 from bench.stats import median, summary
-from wg_mesh.lab.build import wg_quick
+from wg_mesh.lab.machines.build import wg_quick
 from wg_mesh.render import INTERFACE
 
 Log = Callable[[str], None]

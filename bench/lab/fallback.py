@@ -8,8 +8,8 @@ agents' `pmtu_seconds` is 5 instead of the shipped 15 (`with_pmtu_seconds`, on t
 runs on that thread: 3 ticks with both the tunnel's small probe and a direct ping of the peer's private address
 failing switch the peer to its public endpoint; 3 ticks of the direct ping passing switch it back.
 
-1. steady   a ping every 10 ms (wg_mesh/lab/traffic.py Pinger) and a SHA-256-verified TCP stream from the AWS host
-            to the GCP host; both gateways' `wg show wg0 endpoints` at the private addresses
+1. steady   a ping every 10 ms (wg_mesh/lab/drills/traffic.py Pinger) and a SHA-256-verified TCP stream from the AWS
+            host to the GCP host; both gateways' `wg show wg0 endpoints` at the private addresses
 2. cut      every packet the AWS VPC router forwards onto or from the private link dropped (`iptables -I FORWARD -i/-o
             pp<j> -j DROP` in that router's namespace: the link is up, nothing crosses it, a dead interconnect as the
             gateways see it); measured: seconds until the first agent switched (its metric), until pings flow again,
@@ -31,15 +31,15 @@ import yaml
 
 from bench.lab.underlay import live_lab
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab.build import BuiltLab
-from wg_mesh.lab.drill import metric
-from wg_mesh.lab.fabric import iptables
-from wg_mesh.lab.netns import LabError, run
-from wg_mesh.lab.plan import GatewayArtifacts, SitePlan
-from wg_mesh.lab.pmtudrill import path_metrics
-from wg_mesh.lab.privatepath import LinkEnd
-from wg_mesh.lab.traffic import Pinger, Stream
-from wg_mesh.lab.underlaycheck import wg_endpoints
+from wg_mesh.lab.checks.underlaycheck import wg_endpoints
+from wg_mesh.lab.drills.drill import metric
+from wg_mesh.lab.drills.pmtudrill import path_metrics
+from wg_mesh.lab.drills.traffic import Pinger, Stream
+from wg_mesh.lab.fabric.netns import LabError, run
+from wg_mesh.lab.fabric.networks import iptables
+from wg_mesh.lab.fabric.plan import GatewayArtifacts, SitePlan
+from wg_mesh.lab.fabric.privatepath import LinkEnd
+from wg_mesh.lab.machines.build import BuiltLab
 
 AGENT_JSON = "/etc/wg-mesh/agent.json"
 PMTU_SECONDS = 5  # this run's agents; the shipped default is 15

@@ -25,8 +25,8 @@ from typing import Any
 
 from bench.lab.labkit import Session
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab.netns import LabError, Node
-from wg_mesh.lab.procs import stop
+from wg_mesh.lab.fabric.netns import LabError, Node
+from wg_mesh.lab.fabric.procs import stop
 
 CHARON = "/usr/lib/ipsec/charon"
 CONF_DIR = "/run/wg-mesh-bench"

@@ -11,7 +11,7 @@ from typing import Any
 from bench.lab.dataplane import DataPlaneOptions, path_endpoints, run_recovery, run_throughput
 from bench.lab.ipsec import CHARON, IpsecTunnel
 from bench.lab.labkit import HOST_SYSCTL, PING_INTERVAL_S, RTT_PINGS, lab_session, rtt
-from wg_mesh.lab.netns import LabError
+from wg_mesh.lab.fabric.netns import LabError
 from wg_mesh.validate import load_mesh
 
 Log = Callable[[str], None]

@@ -21,13 +21,14 @@ from typing import Any
 
 from bench.stats import CpuSample, cpu_sample, cpu_usage
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab import outage as lab_outage
-from wg_mesh.lab.build import BuiltLab, build
-from wg_mesh.lab.checks import IPERF_PORT
-from wg_mesh.lab.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run, teardown
-from wg_mesh.lab.plan import NIC, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
-from wg_mesh.lab.procs import stop, wait_for_line
-from wg_mesh.lab.run import new_prefix, signals_end_the_run, signals_ignored
+from wg_mesh.lab.checks import outage as lab_outage
+from wg_mesh.lab.checks.mesh import IPERF_PORT
+from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run
+from wg_mesh.lab.fabric.plan import NIC, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.procs import stop, wait_for_line
+from wg_mesh.lab.fabric.session import new_prefix, signals_end_the_run, signals_ignored
+from wg_mesh.lab.fabric.teardown import teardown
+from wg_mesh.lab.machines.build import BuiltLab, build
 from wg_mesh.render import INTERFACE
 
 Log = Callable[[str], None]

@@ -20,9 +20,9 @@ from bench.lab.labkit import Endpoint, iperf, lab_session
 from bench.stats import median
 from wg_mesh import topology
 from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig
-from wg_mesh.lab.checks import ICMP_IPV4_HEADERS
-from wg_mesh.lab.netns import Node
-from wg_mesh.lab.plan import LabFaults
+from wg_mesh.lab.checks.pathmtu import ICMP_IPV4_HEADERS
+from wg_mesh.lab.fabric.netns import Node
+from wg_mesh.lab.fabric.plan import LabFaults
 from wg_mesh.validate import load_mesh
 
 Log = Callable[[str], None]

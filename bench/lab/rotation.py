@@ -1,5 +1,5 @@
 """`sudo .venv/bin/python -m bench rotation [--runs N]`: the announced key rotation (issue 20 item 5,
-wg_mesh/gateway/rotation.py), measured over N runs of the live drill (wg_mesh/lab/drill.py, its step 4: A's key
+wg_mesh/gateway/rotation.py), measured over N runs of the live drill (wg_mesh/lab/drills/drill.py, its step 4: A's key
 rotated with key_at = publish + a poll interval + 5 s, a ping every 10 ms and a SHA-256-verified stream A -> B).
 `--from RUN.json ...` combines the JSON reports of `python -m wg_mesh lab --drill live --json RUN.json` instead.
 Writes docs/bench/rotation.json; `bench doc` renders it as section 8.1 of docs/benchmarks.md, against the figure of
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from wg_mesh.gateway.rotation import CLOCK_TOLERANCE_S, SWITCH_KICK_S
-from wg_mesh.lab.drill import ROTATION_GOAL
+from wg_mesh.lab.drills.drill import ROTATION_GOAL
 
 BEFORE = {"pings_lost": 547, "longest_stall_ms": 13333.0, "source": "docs/bench/meshchange.json at commit 0275c11"}
 KEYS = ("pings_lost", "longest_ping_gap_ms", "longest_stall_ms", "switch_spread_ms", "switch_after_key_at_ms")
@@ -63,7 +63,7 @@ def combine(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_rotation_bench(runs: int, log: Callable[[str], None]) -> dict[str, Any]:
-    from wg_mesh.lab.drillrun import run_drill
+    from wg_mesh.lab.drills.drillrun import run_drill
     from wg_mesh.stackfile import load
 
     prod = load(Path(__file__).resolve().parent.parent.parent / "Pulumi.prod.yaml")

@@ -3,10 +3,10 @@ lab run (issue 13 item 3, docs/underlay.md section 5). Writes docs/bench/underla
 
 The underlay stack (examples/underlay/Pulumi.underlay.yaml, `delivery: live`: the lab's clouds and agents as in
 `mesh lab`): AWS and GCP joined by a private path (the lab's link between their VPC routers at the path's MTU,
-wg_mesh/lab/privatepath.py), a VPS over the internet. From the AWS workload host (9001-byte NIC):
+wg_mesh/lab/fabric/privatepath.py), a VPS over the internet. From the AWS workload host (9001-byte NIC):
 
-* bulk TCP (wg_mesh/lab/bulk.py: SHA-256-verified, the MSS each side saw) to the GCP host over the private path and
-  to the VPS's host over the internet, alternating, `rounds` times each: Mbit/s per path, the ratio private/internet
+* bulk TCP (wg_mesh/lab/checks/bulk.py: SHA-256-verified, the MSS each side saw) to the GCP host over the private path
+  and to the VPS's host over the internet, alternating, `rounds` times each: Mbit/s per path, the ratio private/internet
   of the medians;
 * IP fragmentation counters (`nstat -az`: IpFragCreates, IpReasmReqds, IpFragFails) on the gateways and hosts of
   the three sites, before and after each path's transfers (0 expected on both paths);
@@ -28,14 +28,14 @@ from rich.console import Console
 
 from bench.lab.labkit import HOST_SYSCTL, wait_for_handshakes
 from wg_mesh.config import MeshConfig
-from wg_mesh.lab.build import BuiltLab, build
-from wg_mesh.lab.bulk import bulk_transfer
-from wg_mesh.lab.checks import ICMP_IPV4_HEADERS, df_ping, refused_cleanly
-from wg_mesh.lab.live import control_plane_hook, live_configs
-from wg_mesh.lab.netns import LabError, Node, missing_requirements, new_state, run
-from wg_mesh.lab.plan import GatewayArtifacts, LabKeys, SitePlan, plan_lab, render_artifacts
-from wg_mesh.lab.run import _Cleanup, new_prefix, signals_end_the_run
-from wg_mesh.lab.underlaycheck import link_counters, wg_endpoints
+from wg_mesh.lab.checks.bulk import bulk_transfer
+from wg_mesh.lab.checks.pathmtu import ICMP_IPV4_HEADERS, df_ping, refused_cleanly
+from wg_mesh.lab.checks.underlaycheck import link_counters, wg_endpoints
+from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
+from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements, new_state, run
+from wg_mesh.lab.fabric.plan import GatewayArtifacts, LabKeys, SitePlan, plan_lab, render_artifacts
+from wg_mesh.lab.fabric.session import _Cleanup, new_prefix, signals_end_the_run
+from wg_mesh.lab.machines.build import BuiltLab, build
 
 REPO = Path(__file__).resolve().parent.parent.parent
 STACK = REPO / "examples" / "underlay" / "Pulumi.underlay.yaml"

@@ -1,6 +1,7 @@
 """docs/benchmarks.md's "HA gateways" section, from docs/bench/hafailover.json and hafailover-gcp.json: the JSON
 reports of `python -m wg_mesh lab --drill ha --stack ha --json docs/bench/hafailover.json` (the AWS pair) and
-`... --ha-site gcp-euw3 --json docs/bench/hafailover-gcp.json` (the GCP pair) (wg_mesh/lab/hadrill.py, issue 11)."""
+`... --ha-site gcp-euw3 --json docs/bench/hafailover-gcp.json` (the GCP pair) (wg_mesh/lab/drills/hadrill.py, issue
+11)."""
 
 from __future__ import annotations
 

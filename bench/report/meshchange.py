@@ -1,6 +1,6 @@
 """docs/benchmarks.md's "mesh change" section, from docs/bench/meshchange.json: the JSON report of
-`python -m wg_mesh lab --drill live --stack prod --json docs/bench/meshchange.json` (wg_mesh/lab/drill.py), and from
-docs/bench/meshchange-boot.json, the same drill on booted gateways (`... --boot --json ...`)."""
+`python -m wg_mesh lab --drill live --stack prod --json docs/bench/meshchange.json` (wg_mesh/lab/drills/drill.py), and
+from docs/bench/meshchange-boot.json, the same drill on booted gateways (`... --boot --json ...`)."""
 
 from __future__ import annotations
 

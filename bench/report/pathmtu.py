@@ -1,5 +1,5 @@
 """docs/benchmarks.md's "path-MTU black hole" section, from docs/bench/pathmtu.json: the JSON report of
-`python -m wg_mesh lab --drill pmtu --stack prod --json docs/bench/pathmtu.json` (wg_mesh/lab/pmtudrill.py)."""
+`python -m wg_mesh lab --drill pmtu --stack prod --json docs/bench/pathmtu.json` (wg_mesh/lab/drills/pmtudrill.py)."""
 
 from __future__ import annotations
 

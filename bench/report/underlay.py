@@ -23,7 +23,7 @@ def section(data: dict[str, Any]) -> str:
         f"and agents): {a} and {b} are joined by the private path `{link['path']}` ({link['kind']}: in the lab a link "
         f"between their VPC routers at MTU {link['mtu']}, routing only the far gateway's /32), {c} is reached over "
         "the internet. From the AWS workload host (9001-byte NIC), a SHA-256-verified bulk TCP transfer "
-        f"(wg_mesh/lab/bulk.py, {data['bytes'] / 2**20:.0f} MiB) to {b}'s host and to {c}'s host, alternating, "
+        f"(wg_mesh/lab/checks/bulk.py, {data['bytes'] / 2**20:.0f} MiB) to {b}'s host and to {c}'s host, alternating, "
         f"{data['rounds']} times each in the same run; fragmentation counters (`nstat -az`) on the three sites' "
         "gateways and hosts around each transfer; DF pings at the largest payload each tunnel carries and one byte "
         "more.\n",

@@ -1,7 +1,7 @@
 """`python -m wg_mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`,
 `python -m wg_mesh lab --drill live|pmtu|ha --stack NAME [--boot] [--ha-site SITE] [--json PATH]` (a `delivery: live`
-mesh changed while traffic flows: wg_mesh/lab/drill.py, with --boot on booted gateways; a path-MTU black hole
-between two sites: wg_mesh/lab/pmtudrill.py; an HA pair's failures: wg_mesh/lab/hadrill.py),
+mesh changed while traffic flows: wg_mesh/lab/drills/drill.py, with --boot on booted gateways; a path-MTU black hole
+between two sites: wg_mesh/lab/drills/pmtudrill.py; an HA pair's failures: wg_mesh/lab/drills/hadrill.py),
 `python -m wg_mesh lab down LAB... | --all` and `python -m wg_mesh lab image [--rebuild]`.
 
 Exit codes: 0 every check passed; 1 a check failed (or the lab could not be built); 2 invalid config
@@ -68,10 +68,11 @@ def cmd_lab(args: argparse.Namespace) -> int:
     # Imported here so that `validate` does not pay for the lab's imports.
     from rich.console import Console
 
-    from wg_mesh.lab.cloudinit import UserDataError
-    from wg_mesh.lab.plan import LabPlanError
-    from wg_mesh.lab.report import print_report
-    from wg_mesh.lab.run import LabEnvironmentError, run_lab
+    from wg_mesh.lab.checks.report import print_report
+    from wg_mesh.lab.fabric.plan import LabPlanError
+    from wg_mesh.lab.fabric.session import LabEnvironmentError
+    from wg_mesh.lab.machines.cloudinit import UserDataError
+    from wg_mesh.lab.run import run_lab
     from wg_mesh.stackfile import load, stack_file
 
     if args.action in ("down", "image") and os.geteuid() != 0:
@@ -119,11 +120,11 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 
 def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> int:
-    from wg_mesh.lab.cloudinit import UserDataError
-    from wg_mesh.lab.drillrun import print_drill, run_drill
-    from wg_mesh.lab.netns import LabError
-    from wg_mesh.lab.plan import LabPlanError
-    from wg_mesh.lab.run import LabEnvironmentError
+    from wg_mesh.lab.drills.drillrun import print_drill, run_drill
+    from wg_mesh.lab.fabric.netns import LabError
+    from wg_mesh.lab.fabric.plan import LabPlanError
+    from wg_mesh.lab.fabric.session import LabEnvironmentError
+    from wg_mesh.lab.machines.cloudinit import UserDataError
 
     if args.keep or (args.boot and args.drill != "live"):
         _error(f"--drill {args.drill} always removes its lab (no --keep) and boots only for the live drill (--boot)")
@@ -147,7 +148,7 @@ def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> i
 
 
 def cmd_down(labs: list[str], every: bool) -> int:
-    from wg_mesh.lab.netns import find_labs, lab_down
+    from wg_mesh.lab.fabric.teardown import find_labs, lab_down
 
     if not labs and not every:
         kept = [p for p, state in find_labs().items() if not state.owner_alive()]
@@ -164,8 +165,8 @@ def cmd_down(labs: list[str], every: bool) -> int:
 
 
 def cmd_image(rebuild: bool) -> int:
-    from wg_mesh.lab.image import ensure_image, image_summary, missing_boot_tools
-    from wg_mesh.lab.netns import LabError
+    from wg_mesh.lab.fabric.netns import LabError
+    from wg_mesh.lab.machines.image import ensure_image, image_summary, missing_boot_tools
 
     problems = missing_boot_tools()
     if problems:

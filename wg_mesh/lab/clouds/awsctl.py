@@ -1,0 +1,88 @@
+"""The lab control plane's AWS hand: what `pulumi up` does to the AWS stores of a `delivery: live` mesh, done with
+boto3 against the lab's moto server (`python -m moto.server`, a real AWS API emulator) in the lab's cloud namespace.
+
+Runs in that namespace (the lab reaches moto only from there: no host networking) and reads one JSON request a
+line on stdin, answering one JSON line on stdout:
+
+    {"op": "secret", "region": R, "name": N, "value": V}     Secrets Manager: create the secret or put a new version
+    {"op": "parameter", "region": R, "name": N, "value": V}  SSM Parameter Store: SecureString, standard tier, overwrite
+    -> {"ok": true} | {"ok": false, "error": "..."}
+
+The values are key material and documents: never printed. `python -m wg_mesh.lab.clouds.awsctl ENDPOINT`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+CREDENTIALS = {"aws_access_key_id": "lab", "aws_secret_access_key": "lab"}  # moto accepts any
+
+
+def clients(endpoint: str) -> Any:
+    cache: dict[tuple[str, str], Any] = {}
+
+    def client(service: str, region: str) -> Any:
+        if (service, region) not in cache:
+            cache[service, region] = boto3.client(service, region_name=region, endpoint_url=endpoint, **CREDENTIALS)
+        return cache[service, region]
+
+    return client
+
+
+def handle(client: Any, request: dict[str, Any]) -> None:
+    op, region, name, value = request["op"], request["region"], request["name"], request["value"]
+    if op == "secret":
+        sm = client("secretsmanager", region)
+        try:
+            sm.put_secret_value(SecretId=name, SecretString=value)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+            sm.create_secret(Name=name, SecretString=value)
+    elif op == "parameter":
+        ssm = client("ssm", region)
+        ssm.put_parameter(Name=name, Value=value, Type="SecureString", Tier="Standard", Overwrite=True)
+    else:
+        raise ValueError(f"unknown op {op!r}")
+
+
+def wait_for(endpoint: str, timeout: float) -> None:
+    """Until moto answers (it starts in a second or two)."""
+    sts = boto3.client("sts", region_name="us-east-1", endpoint_url=endpoint, **CREDENTIALS)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            sts.get_caller_identity()
+            return
+        except (EndpointConnectionError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def main(argv: list[str]) -> int:
+    endpoint = argv[0]
+    try:
+        wait_for(endpoint, 30)
+    except (BotoCoreError, ConnectionError) as exc:
+        print(json.dumps({"ok": False, "error": f"moto at {endpoint} did not answer: {exc}"}), flush=True)
+        return 1
+    print(json.dumps({"ok": True, "ready": endpoint}), flush=True)
+    client = clients(endpoint)
+    for line in sys.stdin:
+        try:
+            handle(client, json.loads(line))
+            print(json.dumps({"ok": True}), flush=True)
+        except (BotoCoreError, ClientError, ValueError, KeyError) as exc:
+            print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
