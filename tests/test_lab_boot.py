@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from tests.lableft import lab_left
 from wg_mesh import metrics, render
 from wg_mesh.lab.checks.result import LabOptions
-from wg_mesh.lab.fabric.netns import STATE_DIR, list_netns, missing_requirements, proc_start_time
-from wg_mesh.lab.fabric.nspawn import CGROUP_PARENT, cgroup2_root
+from wg_mesh.lab.fabric.netns import missing_requirements, proc_start_time
 from wg_mesh.lab.fabric.plan import LabFaults, LabKeys, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.lab.machines.image import REPO_MOUNT, missing_boot_tools
@@ -39,6 +39,9 @@ PREFIX = "wgl0b0b"
 BOOT_CHECKS = ["cloud_init", "units", "files", "packages", "metrics", "sysctl", "reboot"]
 CANNOT_BOOT = missing_requirements() + missing_boot_tools()
 needs_boot = pytest.mark.skipif(bool(CANNOT_BOOT), reason="--boot cannot run here: " + "; ".join(CANNOT_BOOT))
+# Booted labs run one at a time, in one pytest-xdist worker: each test checks that no systemd-nspawn it did not
+# find at its start is left, and two image boots at once would share the CPU that their timings measure.
+one_boot_at_a_time = pytest.mark.xdist_group("nspawn")
 QUICK = LabOptions(handshake_timeout=4, iperf_seconds=1, bulk_bytes=4 * 1024 * 1024, reboot_timeout=30)
 
 
@@ -122,38 +125,15 @@ def run_mesh(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[st
     )
 
 
-def nspawn_pids() -> list[int]:
-    """systemd-nspawn processes on the machine, found by their executable (read-only: nothing is stopped)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.readlink(f"/proc/{entry}/exe").endswith("/systemd-nspawn"):
-                    found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-def assert_gone(prefix: str, nspawn_before: set[int]) -> None:
-    assert [n for n in list_netns() if n.startswith(prefix + "-")] == []
-    assert not (STATE_DIR / f"{prefix}.json").exists()
-    assert not (STATE_DIR / f"{prefix}.machines").exists()
-    assert prefix not in Path("/proc/self/mountinfo").read_text()
-    parent = cgroup2_root() / CGROUP_PARENT
-    assert not parent.exists() or not list(parent.glob(f"{prefix}-*"))
-    assert set(nspawn_pids()) <= nspawn_before
-
-
-@pytest.fixture
-def nspawn_before() -> set[int]:
-    return set(nspawn_pids())
+def assert_gone(prefix: str) -> None:
+    assert lab_left(prefix) == []
 
 
 @pytest.mark.integration
 @needs_boot
+@one_boot_at_a_time
 @pytest.mark.parametrize("stack_file", BOOT_STACK_FILES, ids=[p.name for p in BOOT_STACK_FILES])
-def test_boot_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path, nspawn_before: set[int]) -> None:
+def test_boot_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path) -> None:
     """A `delivery: live` stack (prod) boots as it is: the lab's clouds start first, each container finds the agent's
     EnvironmentFile in its root, and cloud-init runs the agent's --once and starts wg-mesh-agent.service (among the
     units checked); its compacted metrics script must run (wg-mesh-metrics.service, the metrics check)."""
@@ -185,12 +165,13 @@ def test_boot_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path, 
     assert all(g["boot_to_handshake_s"] and g["boot_to_cloud_init_done_s"] for g in boot["gateways"].values())
     reboot = boot["reboot"]
     assert reboot["cloud_init_reran"] == [] and reboot["wg_active_ms"] > 0 and reboot["traffic_outage_ms"] > 0
-    assert_gone(report["prefix"], nspawn_before)
+    assert_gone(report["prefix"])
 
 
 @pytest.mark.integration
 @needs_boot
-def test_boot_tunnel_failure_is_a_cloud_init_error_and_shows_in_the_metrics(nspawn_before: set[int]) -> None:
+@one_boot_at_a_time
+def test_boot_tunnel_failure_is_a_cloud_init_error_and_shows_in_the_metrics() -> None:
     """Issue 8's defect 1: with a wg0.conf wg(8) refuses, cloud-init must not say `done` without errors, and the
     gateway's own metrics must show wg0 down (WgMeshInterfaceDown) while its metrics keep flowing."""
     report = run_lab(
@@ -210,12 +191,13 @@ def test_boot_tunnel_failure_is_a_cloud_init_error_and_shows_in_the_metrics(nspa
     assert metrics_check is not None
     served = metrics_check.data["gateways"]
     assert served["gcp-euw3"]["file"] and served["gcp-euw3"]["interface_up"] == 0 and served["aws-use1"]["ok"]
-    assert_gone(report.plan.prefix, nspawn_before)
+    assert_gone(report.plan.prefix)
 
 
 @pytest.mark.integration
 @needs_boot
-def test_interrupted_boot_lab_stops_its_containers(nspawn_before: set[int]) -> None:
+@one_boot_at_a_time
+def test_interrupted_boot_lab_stops_its_containers() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "wg_mesh", "lab", "--boot", "--stack", "dev"],
         cwd=REPO,
@@ -247,7 +229,7 @@ def test_interrupted_boot_lab_stops_its_containers(nspawn_before: set[int]) -> N
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted; the lab was removed" in stderr
     assert [pid for pid, start in leaders if start is not None and proc_start_time(pid) == start] == []
-    assert_gone(prefix, nspawn_before)
+    assert_gone(prefix)
 
 
 def test_progress_counts_every_boot_check() -> None:

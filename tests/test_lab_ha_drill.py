@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bench.report.hafailover import section
+from tests.lableft import lab_left
 from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
 from wg_mesh import gcpgate
@@ -20,9 +21,8 @@ from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.drills.hareplace import GATE_INTERVAL_S
 from wg_mesh.lab.drills.harun import ha_sites, pick, run_ha_drill
 from wg_mesh.lab.drills.hawatch import Sampler, judge
-from wg_mesh.lab.fabric.netns import LabError, Node, list_netns, missing_requirements
+from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements
 from wg_mesh.lab.fabric.plan import plan_lab
-from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.stackfile import load
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")
@@ -178,11 +178,8 @@ CANNOT_RUN = missing_requirements()
 @pytest.mark.integration
 @pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
 def test_the_ha_drill_on_the_ha_stack() -> None:
-    before = set(list_netns())
     report = run_drill(HA_STACK, "ha", kind="ha")
-    labs = find_labs()  # other labs may come and go meanwhile; ours is gone with every namespace it made
-    ours = [n for n in set(list_netns()) - before if n[:7] not in labs or labs[n[:7]].label == "ha (ha drill)"]
-    assert not ours and not [p for p, state in labs.items() if state.label == "ha (ha drill)"]
+    assert lab_left(report.prefix) == []  # every namespace, state file and process of it
     assert report.error is None, report.error
     failed = [s for s in report.steps if not s["ok"]]
     assert not failed, failed
@@ -205,11 +202,8 @@ GCP_CI_STEPS = (STEPS[1], STEPS[4], STEPS[5], STEPS[8], STEPS[9])
 @pytest.mark.integration
 @pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
 def test_the_ha_drill_on_the_gcp_pair_shortened() -> None:
-    before = set(list_netns())
     report = run_ha_drill(HA_STACK, "ha-gcp", site="gcp-euw3", steps=GCP_CI_STEPS)
-    labs = find_labs()
-    ours = [n for n in set(list_netns()) - before if n[:7] not in labs or labs[n[:7]].label == "ha-gcp (ha drill)"]
-    assert not ours and not [p for p, state in labs.items() if state.label == "ha-gcp (ha drill)"]
+    assert lab_left(report.prefix) == []  # every namespace, state file and process of it
     assert report.error is None, report.error
     assert report.sites["S"]["name"] == "gcp-euw3" and [s["step"] for s in report.steps] == list(GCP_CI_STEPS)
     failed = [s for s in report.steps if not s["ok"]]

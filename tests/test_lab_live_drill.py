@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from bench.report.meshchange import section
-from tests.test_lab_boot import CANNOT_BOOT, nspawn_pids, run_mesh
+from tests.lableft import lab_left
+from tests.test_lab_boot import CANNOT_BOOT, run_mesh
 from wg_mesh.lab.clouds.live import live_configs
 from wg_mesh.lab.drills.drill import judge, metric, parse_metrics, pick_sites, switch_instants
 from wg_mesh.lab.drills.drillreport import DrillReport
@@ -22,7 +23,6 @@ from wg_mesh.lab.drills.harun import wait_replies
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
-from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.stackfile import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,7 +191,6 @@ NAMESPACE_SKIP = [*CANNOT_RUN] or (
 def test_the_live_drill_on_the_prod_stack() -> None:
     """Run once. (The single ping it used to lose now and then in `add`/`remove vps-fra` was the agents' `wg syncconf`
     re-setting the staying peer's AllowedIPs: wg_mesh.gateway.peerset.)"""
-    before = set(find_labs())
     report = run_drill(PROD, "prod")
     assert report.error is None, report.error
     failed = [s for s in report.steps if not s["ok"]]
@@ -207,7 +206,7 @@ def test_the_live_drill_on_the_prod_stack() -> None:
     rotation = report.steps[3]  # announced: both agents switched at key_at, after applying the document before it
     assert rotation["applied_before_key_at"] and set(rotation["switched"]) == {"aws-use1", "gcp-euw3"}, rotation
     assert all(t >= rotation["key_at"] for v in rotation["switched"].values() for t in v.values()), rotation
-    assert set(find_labs()) <= before  # torn down (another lab on the machine may end meanwhile)
+    assert lab_left(report.prefix) == []
 
 
 STEPS = [
@@ -221,11 +220,11 @@ STEPS = [
 
 @pytest.mark.integration
 @pytest.mark.skipif(bool(CANNOT_RUN + CANNOT_BOOT), reason="; ".join(CANNOT_RUN + CANNOT_BOOT))
+@pytest.mark.xdist_group("nspawn")  # with the boot tests: see tests/test_lab_boot.py
 def test_the_live_drill_on_booted_gateways() -> None:
     """`lab --boot --drill live`: every gateway a systemd-nspawn container whose cloud-init runs the live user data
     (AWS: the bootstrap from moto, then `--once`; GCP: the metadata server in the container's own netns) and starts
     wg-mesh-agent.service; the drill changes the stores only. Run once, as in namespaces."""
-    before, nspawn_before = set(find_labs()), set(nspawn_pids())
     report = run_drill(PROD, "prod", boot=True)
     assert report.error is None, report.error
     assert report.ok and not [s for s in report.steps if not s["ok"]], details(report)
@@ -241,7 +240,7 @@ def test_the_live_drill_on_booted_gateways() -> None:
     assert add["started_s"] is not None and 0 < add["convergence_s"]["vps-fra"] <= add["started_s"], add
     pids = report.wireguard_go_pids
     assert all(p["before"] == p["after"] and p["before"] for p in pids.values()), pids
-    assert set(find_labs()) <= before and set(nspawn_pids()) <= nspawn_before  # (other labs may end meanwhile)
+    assert lab_left(report.prefix) == []
 
 
 def test_boot_runs_only_the_live_drill() -> None:

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from bench.report.pathmtu import section
+from tests.lableft import lab_left
 from tests.test_lab_live_drill import CANNOT_RUN, PROD, pinger, stream
 from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.drills import pmtudrill
 from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.drillrun import run_drill
 from wg_mesh.lab.fabric.plan import plan_lab
-from wg_mesh.lab.fabric.teardown import find_labs
 
 UNTOUCHED = {"aws-use1->vps-fra": True, "gcp-euw3->vps-fra": True, "vps-fra->aws-use1": True, "vps-fra->gcp-euw3": True}
 
@@ -105,7 +105,6 @@ def test_the_benchmarks_section_shows_every_step() -> None:
 @pytest.mark.integration
 @pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
 def test_the_pmtu_drill_on_the_prod_stack() -> None:
-    before = set(find_labs())
     short = LabOptions(pmtu_observe_s=pmtudrill.CI_OBSERVE_S)  # the ICMP-allowed shrink: 20 s here, 90 s in bench
     report = run_drill(PROD, "prod", kind="pmtu", options=short)
     assert report.error is None, report.error
@@ -115,4 +114,4 @@ def test_the_pmtu_drill_on_the_prod_stack() -> None:
     assert filtered["icmp_filtered"] and filtered["healed_route_mtu"] == 1328  # WireGuard's 16-byte padding
     assert filtered["alert_fires_s"] is not None and filtered["alert_fires_s"] + 30 <= 120
     assert [s["step"] for s in report.steps][1::2] == ["grow back", "grow back"]
-    assert set(find_labs()) <= before  # torn down (another lab on the machine may end meanwhile)
+    assert lab_left(report.prefix) == []  # torn down

@@ -11,6 +11,7 @@ from typing import Any
 class DrillReport:
     label: str
     kind: str = "live"
+    prefix: str = ""  # the lab's name prefix (its namespaces, state file, containers): for teardown checks
     sites: dict[str, dict[str, str]] = field(default_factory=dict)  # A/B/C -> name, cloud, store
     steps: list[dict[str, Any]] = field(default_factory=list)
     stream: dict[str, Any] = field(default_factory=dict)

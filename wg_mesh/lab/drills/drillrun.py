@@ -65,7 +65,7 @@ def run_drill(
     problems = boot_requirements() if boot else missing_requirements()
     if problems:
         raise LabEnvironmentError("; ".join(problems))
-    report = DrillReport(label, kind, mode="boot" if boot else "namespace")
+    report = DrillReport(label, kind, prefix=plan.prefix, mode="boot" if boot else "namespace")
     machine: MachineFactory = NamespaceGateway
     if boot:
         machine, _, _ = boot_machines(artifacts)

@@ -91,7 +91,7 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
     problems = missing_requirements()
     if problems:
         raise LabEnvironmentError("; ".join(problems))
-    report = DrillReport(label, "ha")
+    report = DrillReport(label, "ha", prefix=plan.prefix)
     report.sites = {
         "S": {"name": s.name, "cloud": s.cloud, "gateways": "a, b"},
         "P": {"name": p.name, "cloud": p.cloud, "gateways": "a, b" if p.name in pairs else "a"},
