@@ -15,7 +15,6 @@ from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
 from wg_mesh import gcpgate
 from wg_mesh.lab.drills.drillreport import DrillReport
-from wg_mesh.lab.drills.drillrun import run_drill
 from wg_mesh.lab.drills.hadrill import STEPS
 from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.drills.hareplace import GATE_INTERVAL_S
@@ -175,16 +174,30 @@ def test_the_benchmarks_section_shows_every_step_and_the_target() -> None:
 CANNOT_RUN = missing_requirements()
 
 
+# CI runs the AWS pair's drill shortened to five of its nine steps: the standby's crash (nothing may move), the
+# active's crash (the lease expires, the EIP and the routes follow), the failure that looks healthy (forwarding off:
+# the health check releases the lease), the planned replacement (shutdown releases at once) and the issue-21 step
+# (the active replaced beside the old instance: each of the address and the routes moves once). Left to the full drill
+# (docs/benchmarks.md 10, `python -m bench ha`): wg0 down and the hung wireguard-go (the same health check and
+# release as forwarding off; the hang is in the GCP CI drill and tests/test_ha_netns.py), the partition (in the GCP
+# CI drill; on AWS the lease decides, tests/test_ha_aws.py) and the standby's replacement (moves nothing; the moto
+# test with three controllers).
+AWS_CI_STEPS = (STEPS[0], STEPS[1], STEPS[3], STEPS[6], STEPS[8])
+
+
 @pytest.mark.integration
 @pytest.mark.skipif(bool(CANNOT_RUN), reason="; ".join(CANNOT_RUN))
-def test_the_ha_drill_on_the_ha_stack() -> None:
-    report = run_drill(HA_STACK, "ha", kind="ha")
+def test_the_ha_drill_on_the_aws_pair_shortened() -> None:
+    report = run_ha_drill(HA_STACK, "ha", site="aws-use1", steps=AWS_CI_STEPS)
     assert lab_left(report.prefix) == []  # every namespace, state file and process of it
     assert report.error is None, report.error
     failed = [s for s in report.steps if not s["ok"]]
     assert not failed, failed
     assert report.stream["verified"]
-    assert report.steps[0]["step"] == "standby killed" and report.steps[0]["pings_lost"] == 0
+    assert [s["step"] for s in report.steps] == list(AWS_CI_STEPS)
+    assert report.steps[0]["pings_lost"] == 0  # the standby's crash
+    replaced = report.steps[4]
+    assert (replaced["address_moves"], replaced["route_moves"]) == (1, 1), replaced
     assert report.summary["two_active_samples"] == 0, report.summary["violations"]
     assert report.ok
 

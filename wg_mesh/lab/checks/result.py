@@ -46,8 +46,10 @@ class LabOptions:
     bulk_bytes: int = 16 * 1024 * 1024
     recovery_timeout: float = 15.0
     reboot_timeout: float = 90.0  # --boot: a rebooted gateway's wg0 must be active again within this
-    # --drill pmtu: how long the ICMP-allowed shrink is watched (pmtudrill.OBSERVE_S; the test suite's CI run: less)
+    # --drill pmtu: how long the ICMP-allowed shrink is watched (pmtudrill.OBSERVE_S), and whether it runs at all (the
+    # test suite's CI run: only the ICMP-filtered black hole and its grow-back; the benchmark runs both)
     pmtu_observe_s: float = 90.0
+    pmtu_icmp_allowed: bool = True
 
 
 def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

@@ -109,10 +109,11 @@ def run_drill(
                 path_drill = PathDrill(plan, machines, lab.hosts, (a, b, c), (pinger, stream), options.pmtu_observe_s)
                 step("path-MTU probes: every pair passes at full size")
                 path_drill.wait_probed()
-                for i, (title, drop_icmp) in enumerate((("filtered", True), ("allowed", False))):
-                    step(f"{2 * i + 1}/4 shrink {a.name}<->{b.name}, ICMP {title}")
+                faults = (("filtered", True), ("allowed", False))[: 2 if options.pmtu_icmp_allowed else 1]
+                for i, (title, drop_icmp) in enumerate(faults):
+                    step(f"{2 * i + 1}/{2 * len(faults)} shrink {a.name}<->{b.name}, ICMP {title}")
                     path_drill.shrink(drop_icmp)
-                    step(f"{2 * i + 2}/4 grow back")
+                    step(f"{2 * i + 2}/{2 * len(faults)} grow back")
                     path_drill.grow_back()
             report.steps = drill.steps if path_drill is None else path_drill.steps
             report.boot = boot_times(lab) if boot else {}

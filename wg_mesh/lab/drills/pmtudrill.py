@@ -39,8 +39,7 @@ TABLE, PRIORITY = "4242", 4242  # the fault's routing table and rules in the int
 DETECT_TIMEOUT_S = 150.0  # 3 failing ticks of 15 s, the search, and slack on a loaded 2-core machine
 OBSERVE_S = 90.0  # ICMP allowed: long enough for 3 failing ticks and the alert's `for:` if the failures held
 # (the bench's figures; the verdict of that step, the stream resuming and the other paths untouched, is read after the
-# window: the test suite watches CI_OBSERVE_S, one probe tick of 15 s under the fault and slack)
-CI_OBSERVE_S = 20.0
+# window; the test suite's CI run leaves that step to the benchmark: LabOptions.pmtu_icmp_allowed)
 RESTORE_TIMEOUT_S = 120.0  # 3 passing ticks
 RESUME_TIMEOUT_S = 60.0
 ICMP_DROP = ("OUTPUT", "-p", "icmp", "--icmp-type", "fragmentation-needed", "-j", "DROP")
