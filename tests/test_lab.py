@@ -406,9 +406,14 @@ def test_not_root_exits_2_with_a_clear_message() -> None:
 # --- integration: the mesh for real ---------------------------------------------------------------------------
 
 
+one_reaper_at_a_time = pytest.mark.xdist_group("reaps labs of ended lab processes")
+
+
 @pytest.fixture
 def no_lab_left_behind() -> Iterator[None]:
-    """Remove whatever lab a test started and left (a failing test must not leak namespaces)."""
+    """Remove whatever lab a test started and left (a failing test must not leak namespaces). A lab from a `lab`
+    process that ended looks the same whoever started it, so the tests using this run one at a time, in one
+    pytest-xdist worker (one_reaper_at_a_time): it would otherwise remove another test's kept lab."""
     before = set(find_labs())
     yield
     for prefix, state in find_labs().items():
@@ -431,6 +436,7 @@ def lab_processes(prefix: str) -> list[tuple[int, int | None]]:
 @needs_lab
 @pytest.mark.parametrize("stack_file", STACK_FILES, ids=[p.name for p in STACK_FILES])
 @pytest.mark.usefixtures("no_lab_left_behind")
+@one_reaper_at_a_time
 def test_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path) -> None:
     cfg = load(stack_file)
     out = tmp_path / "report.json"
@@ -477,6 +483,7 @@ def test_lab_passes_for_every_stack_file(stack_file: Path, tmp_path: Path) -> No
 @pytest.mark.integration
 @needs_lab
 @pytest.mark.usefixtures("no_lab_left_behind")
+@one_reaper_at_a_time
 def test_wrong_peer_key_fails_the_handshake_check() -> None:
     cfg = user_data_stack("prod")
     report = run_lab(cfg, "wrong-key", options=QUICK, faults=LabFaults(wrong_key=("aws-use1", "gcp-euw3")))
@@ -496,6 +503,7 @@ def test_wrong_peer_key_fails_the_handshake_check() -> None:
 @pytest.mark.integration
 @needs_lab
 @pytest.mark.usefixtures("no_lab_left_behind")
+@one_reaper_at_a_time
 def test_underlay_smaller_than_declared_is_caught_by_the_fragmentation_counters() -> None:
     """The config says the AWS internet path carries 1500 bytes; the lab's really carries 1420. Tunnel
     packets (1400 + 60) then get fragmented: the path-MTU check must fail on the gateways' counters."""
@@ -513,6 +521,7 @@ def test_underlay_smaller_than_declared_is_caught_by_the_fragmentation_counters(
 @pytest.mark.integration
 @needs_lab
 @pytest.mark.usefixtures("no_lab_left_behind")
+@one_reaper_at_a_time
 def test_missing_mss_clamp_fails_the_bulk_tcp_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rendered without the TCPMSS rules, TCP still gets through (path MTU discovery), but with segments the
     tunnel cannot carry unfragmented at first: check 4 must notice the unclamped MSS."""
@@ -529,6 +538,7 @@ def test_missing_mss_clamp_fails_the_bulk_tcp_check(monkeypatch: pytest.MonkeyPa
 @pytest.mark.integration
 @needs_lab
 @pytest.mark.usefixtures("no_lab_left_behind")
+@one_reaper_at_a_time
 def test_kept_lab_runs_until_lab_down_removes_it(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     result = run_mesh("lab", "--stack", "dev", "--keep", "--json", str(out))
@@ -586,6 +596,7 @@ def start_lab_in_background() -> tuple[subprocess.Popen[str], str]:
 @pytest.mark.integration
 @needs_lab
 @pytest.mark.usefixtures("no_lab_left_behind")
+@one_reaper_at_a_time
 def test_interrupted_lab_tears_itself_down() -> None:
     proc, prefix = start_lab_in_background()
     processes = lab_processes(prefix)
@@ -598,6 +609,7 @@ def test_interrupted_lab_tears_itself_down() -> None:
 @pytest.mark.integration
 @needs_lab
 @pytest.mark.usefixtures("no_lab_left_behind")
+@one_reaper_at_a_time
 def test_lab_down_removes_a_crashed_lab() -> None:
     proc, prefix = start_lab_in_background()
     processes = lab_processes(prefix)

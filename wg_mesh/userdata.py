@@ -20,6 +20,7 @@ real ones are, so the estimate is what `pulumi up` sends to within a few bytes o
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from collections.abc import Mapping
 from importlib import resources
@@ -152,6 +153,7 @@ def render_live_user_data(
 ZOPFLI_ITERATIONS = 5
 
 
+@functools.lru_cache(maxsize=64)  # pure, and slow on purpose (zopfli): every AWS gateway of a run packs the same bundle
 def aws_gzip_bytes(data: bytes) -> bytes:
     """gzip with mtime 0 and no name: the same bytes for the same input, on every machine with this zopfli."""
     return bytes(zopfli.gzip.compress(data, numiterations=ZOPFLI_ITERATIONS))
