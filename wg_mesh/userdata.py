@@ -289,7 +289,8 @@ def live_size_problems(cfg: MeshConfig) -> list[str]:
             if (size := document_size(cfg, other.name)) > live.DOCUMENT_LIMITS[cloud]:
                 problems.append(
                     f"sites[{j}]: {other.name}'s peer document would be about {size} bytes ({store} holds at most "
-                    f"{live.DOCUMENT_LIMITS[cloud]}): fewer sites or CIDRs (see docs/getting-started/before-you-deploy.md)"
+                    f"{live.DOCUMENT_LIMITS[cloud]}): fewer sites or CIDRs "
+                    "(see docs/getting-started/before-you-deploy.md)"
                 )
     return problems
 
