@@ -194,7 +194,8 @@ def test_a_given_provider_in_another_region_fails_the_run(tmp_path: Path) -> Non
 
 # --- protect ----------------------------------------------------------------------------------------------------
 
-# What component-level protect protects: what the next `pulumi up` cannot recreate as it was (README, "Protection").
+# What component-level protect protects: what the next `pulumi up` cannot recreate as it was
+# (docs/how-to/teardown.md, "Protection").
 PROTECTED_TYPES = {
     "aws:ec2/eip:Eip",  # the address in every peer's config and firewall, and in allowlists outside the mesh
     "gcp:compute/address:Address",

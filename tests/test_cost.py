@@ -1,4 +1,4 @@
-"""`python -m wg_mesh cost` and its price file: the arithmetic (by hand), the sources, the README table, bad input."""
+"""`python -m wg_mesh cost` and its price file: the arithmetic (by hand), the sources, the docs' table, bad input."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from wg_mesh.config import ConfigError
 from wg_mesh.prices import PRICE_FILE, PriceFile, load, parse, tiered
 
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
+COST_PAGE = REPO / "docs" / "concepts" / "comparison.md"  # once the README's section
 BEGIN, END = "<!-- BEGIN python -m wg_mesh cost (generated: do not edit) -->", "<!-- END python -m wg_mesh cost -->"
 GIB_PER_TB = 10**12 / 2**30  # 931.3225746154785
 
@@ -214,19 +214,19 @@ def test_tiers_must_rise_and_end_open() -> None:
         synthetic(aws_internet_egress={**AWS_EGRESS, "tiers": [{"up_to": 10, "price": 1}]})
 
 
-# --- the README table is the command's output ----------------------------------------------------------------------
+# --- the cost table (docs/concepts/comparison.md) is the command's output ------------------------------------------
 
 
 def test_readme_table_is_the_commands_output() -> None:
     """Golden: after changing prices or the model, regenerate on purpose with WG_MESH_UPDATE_GOLDEN=1."""
-    text = README.read_text()
+    text = COST_PAGE.read_text()
     match = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), text, re.S)
-    assert match, f"README.md has no {BEGIN} ... {END} block"
+    assert match, f"{COST_PAGE.name} has no {BEGIN} ... {END} block"
     output = cost.render(load(), cost.DEFAULT_TB, "both", cost.DEFAULT_SOURCE)
     if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1":
-        README.write_text(text[: match.start(1)] + output + text[match.end(1) :])
+        COST_PAGE.write_text(text[: match.start(1)] + output + text[match.end(1) :])
         return
-    assert match.group(1) == output, "README's cost table differs from `python -m wg_mesh cost`: regenerate and review"
+    assert match.group(1) == output, "the docs' cost table differs from `python -m wg_mesh cost`: regenerate and review"
 
 
 # --- the command line ---------------------------------------------------------------------------------------------

@@ -143,8 +143,8 @@ def test_the_depth_check_sees_what_json_would_nest() -> None:
 def test_every_reason_is_a_metric_label_and_documented() -> None:
     from wg_mesh.gateway.agent import FAILURE_REASONS
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    row = next(line for line in readme.splitlines() if line.startswith("| `wgmesh_agent_apply_failures_total`"))
+    page = (Path(__file__).resolve().parent.parent / "docs" / "concepts" / "delivery.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `wgmesh_agent_apply_failures_total`"))
     assert set(document.REASONS) <= set(FAILURE_REASONS)
     assert all(f"`{reason}`" in row for reason in FAILURE_REASONS)
     with pytest.raises(DocumentError) as caught:

@@ -74,7 +74,7 @@ def test_one_signing_key_per_mesh_child_of_it_kept_like_the_keys(runs: dict[str,
     random = run.named(RANDOM_BYTES, "mesh-signing-key-random")
     assert random.inputs["length"] == keys.SIGNING_SEED_BYTES
     assert random.inputs["keepers"] == {"signing_key_epoch": "0"}
-    # protect: true protects the seed as it does the sites' keys (README, "Protection")
+    # protect: true protects the seed as it does the sites' keys (docs/how-to/teardown.md, "Protection")
     assert run.options(RANDOM_BYTES, random.name).protect
     assert run.options(keys.SIGNING_KEY_TYPE, "mesh-signing-key").protect
     assert run.verify_key is not None and run.signing_seed is not None

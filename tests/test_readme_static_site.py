@@ -1,5 +1,6 @@
-"""The README's static-site procedure, run for real with /etc redirected: the key is never world-readable,
-the package is installed before anything is written to /etc/wireguard, and nothing lands on the local disk."""
+"""The static-site procedure (docs/how-to/static-sites.md, once the README's), run for real with /etc redirected:
+the key is never world-readable, the package is installed before anything is written to /etc/wireguard, and nothing
+lands on the local disk."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+PAGE = REPO / "docs" / "how-to" / "static-sites.md"
 SECRET = "[Interface]\nPrivateKey = c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3I=\n"
 
 
 def procedure() -> str:
-    readme = (REPO / "README.md").read_text()
+    readme = PAGE.read_text()
     section = readme[readme.index("**Applying a static site's config.**") :]
     block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
     assert block is not None
@@ -64,7 +66,7 @@ def test_the_remote_commands_leave_the_key_0600_in_a_0700_directory(tmp_path: Pa
 
 
 def live_procedure() -> str:
-    readme = (REPO / "README.md").read_text()
+    readme = PAGE.read_text()
     section = readme[readme.index("With `delivery: live` the static site's `static_site_cloud_init`") :]
     block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
     assert block is not None
@@ -72,7 +74,7 @@ def live_procedure() -> str:
 
 
 def test_the_live_procedure_leaves_key_and_document_0600_in_a_0700_directory(tmp_path: Path) -> None:
-    """delivery: live: the README's loop, run with `pulumi` and `ssh` stubbed (ssh runs its command locally with /etc
+    """delivery: live: the page's loop, run with `pulumi` and `ssh` stubbed (ssh runs its command locally with /etc
     redirected): both files land where the agent reads them (wg_mesh.live), 0600, in a 0700 directory, nothing left."""
     from wg_mesh import live
 

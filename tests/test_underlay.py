@@ -292,7 +292,7 @@ def test_doctor_probes_an_internet_peer_at_its_own_mtu() -> None:
 
 @pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
 def test_the_underlay_example_stack_runs_under_mocks_and_leaks_no_key(preview: bool) -> None:
-    """examples/underlay/Pulumi.underlay.yaml (kept out of the root's every-stack tests: README "Private paths"): the
+    """examples/underlay/Pulumi.underlay.yaml (not in the every-stack tests: docs/how-to/private-paths.md): the
     program runs it, the path's gateways are fixed to their private addresses, and the key-material scan of every
     stack file (tests/test_program.py) finds nothing public."""
     raw = read_raw(EXAMPLE_STACK)

@@ -291,7 +291,8 @@ def live_size_problems(cfg: MeshConfig) -> list[str]:
             if (size := document_size(cfg, other.name)) > live.DOCUMENT_LIMITS[cloud]:
                 problems.append(
                     f"sites[{j}]: {other.name}'s peer document would be about {size} bytes ({store} holds at most "
-                    f"{live.DOCUMENT_LIMITS[cloud]}): fewer sites or CIDRs (see README, Known limits)"
+                    f"{live.DOCUMENT_LIMITS[cloud]}): fewer sites or CIDRs "
+                    "(see docs/getting-started/before-you-deploy.md)"
                 )
     return problems
 
@@ -309,6 +310,6 @@ def size_problems(cfg: MeshConfig) -> list[str]:
             problems.append(
                 f"sites[{i}]: {site.name}'s gateway user data would be about {size} bytes ({how} is {limit}); "
                 f"every {cloud.upper()} gateway's user data holds the whole mesh: fewer sites or CIDRs "
-                "(see README, Known limits)"
+                "(see docs/getting-started/before-you-deploy.md)"
             )
     return problems
