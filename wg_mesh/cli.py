@@ -3,22 +3,52 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from wg_mesh import cost, doctor, monitoring
+from wg_mesh import __version__, clihelp, cost, doctor, monitoring
+from wg_mesh.clihelp import EXIT_CONFIG, EXIT_USAGE
 from wg_mesh.config import ConfigError, MeshConfig, summary
 from wg_mesh.lab.cli import add_arguments as add_lab_arguments
 from wg_mesh.lab.cli import cmd_lab
 from wg_mesh.stackfile import load, stack_file
 
-EXIT_INVALID = 2
+PROG = "wg-mesh"
 
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="read Pulumi.STACK.yaml in the current directory")
     source.add_argument("--file", type=Path, help="read this stack file")
+
+
+def stacks_here(directory: Path) -> list[str]:
+    """The stacks whose files are in `directory` (Pulumi.NAME.yaml; Pulumi.yaml is the project, not a stack)."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in directory.glob("Pulumi.?*.yaml"))
+
+
+def missing_stack(stack: str, directory: Path) -> ConfigError:
+    """A wrong --stack: the stacks there are, and the nearest name."""
+    known = stacks_here(directory)
+    if not known:
+        there = f"no Pulumi.NAME.yaml in {directory}; pass --file PATH, or run from the directory with the stack files"
+    else:
+        near = difflib.get_close_matches(stack, known, n=1)
+        there = f"the stacks in {directory}: {', '.join(known)}" + (f" (did you mean {near[0]}?)" if near else "")
+    return ConfigError([f"--stack {stack}: no stack file Pulumi.{stack}.yaml; {there}"])
+
+
+def _check_source(args: argparse.Namespace) -> None:
+    """Every command that reads a stack: a --stack or --file that is not there is a usage error, before anything
+    runs; a wrong stack name lists the stacks there are."""
+    stack, file = getattr(args, "stack", None), getattr(args, "file", None)
+    if file is not None and not file.exists():
+        raise ConfigError([f"--file {file}: no such stack file"])
+    if stack is not None and file is None and not stack_file(stack).is_file():
+        raise missing_stack(stack, Path.cwd())
 
 
 def _load(args: argparse.Namespace) -> MeshConfig:
@@ -41,7 +71,7 @@ def cmd_monitoring(args: argparse.Namespace) -> int:
             ha_gateways = monitoring.parse_ha_gateways(args.ha_gateways.read_text(), cfg)
         except (OSError, ValueError) as exc:
             print(f"{args.ha_gateways}: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_CONFIG
     for path in monitoring.write(cfg, source, args.out, ha_gateways):
         print(f"wrote {path}")
     return 0
@@ -51,13 +81,29 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return doctor.run(args)
 
 
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str, epilog: str
+) -> argparse.ArgumentParser:
+    return commands.add_parser(
+        name, help=help, description=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m wg_mesh", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    validate = commands.add_parser("validate", help="check a stack's wg-mesh:mesh config; exit 2 on problems")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, epilog=clihelp.MAIN, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--no-color", action="store_true", help="no colour in any output (as NO_COLOR=1 does)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    validate = _command(
+        commands, "validate", "check a stack's wg-mesh:mesh config; exit 1 on problems", clihelp.VALIDATE
+    )
     _add_source(validate)
     validate.set_defaults(run=cmd_validate)
-    rules = commands.add_parser("monitoring", help="write a stack's Prometheus rules and scrape job to --out")
+    rules = _command(
+        commands, "monitoring", "write a stack's Prometheus rules and scrape job to --out", clihelp.MONITORING
+    )
     _add_source(rules)
     rules.add_argument("--out", type=Path, required=True, help="directory for the rules and the scrape job")
     rules.add_argument(
@@ -66,24 +112,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="`pulumi stack output ha_gateways --json` saved to a file: scrape HA gateways by their VPC addresses",
     )
     rules.set_defaults(run=cmd_monitoring)
-    check = commands.add_parser("doctor", help="check this gateway's WireGuard, forwarding, routes; exit 1 on failure")
+    check = _command(
+        commands, "doctor", "check this gateway's WireGuard, forwarding, routes; exit 1 on failure", clihelp.DOCTOR
+    )
     doctor.add_arguments(check)
     check.set_defaults(run=cmd_doctor)
-    prices = commands.add_parser("cost", help="monthly cost of joining us-east-1 and us-east4, four ways, with sources")
+    prices = _command(
+        commands, "cost", "monthly cost of joining us-east-1 and us-east4, four ways, with sources", clihelp.COST
+    )
     cost.add_arguments(prices)
     prices.set_defaults(run=cost.run)
-    lab = commands.add_parser("lab", help="bring the mesh up in network namespaces and check it (root)")
+    lab = _command(commands, "lab", "bring the mesh up in network namespaces and check it (root)", clihelp.LAB)
     add_lab_arguments(lab)
     lab.set_defaults(run=cmd_lab)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def exit_code(problems: Sequence[str]) -> int:
+    """A problem with a flag's value (every problem names its flag: `--tb: ...`, `--set X: ...`) is a usage error;
+    anything else is the config's, or a file's it reads."""
+    return EXIT_USAGE if problems and all(p.startswith("--") for p in problems) else EXIT_CONFIG
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.no_color:
+        os.environ["NO_COLOR"] = "1"  # rich reads it for every Console, the lab's included
     try:
+        _check_source(args)
         return int(args.run(args))
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
-        return EXIT_INVALID
-
+        return exit_code(exc.problems)

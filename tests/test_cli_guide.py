@@ -1,0 +1,163 @@
+"""The CLI that guides (issue 23, item 4): --version, NO_COLOR, usage errors (2) apart from config errors (1), a
+wrong --stack listing the stacks there are, and examples in every --help that work as printed. In-process: main()."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from wg_mesh import __version__, clihelp
+from wg_mesh.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parent.parent
+# Examples that need root, a gateway or a deployed stack's output: parsed, not run.
+NOT_RUN_HERE = {"doctor", "lab"}
+
+
+@pytest.fixture
+def stacks_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory holding the repository's stack files, as the current directory (examples write into it)."""
+    for path in REPO.glob("Pulumi*.yaml"):
+        shutil.copy(path, tmp_path / path.name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"wg-mesh {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["validate", "--stack", "dev", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["validate"], "one of the arguments --stack --file is required"),
+        (["bake"], "invalid choice: 'bake'"),
+        ([], "the following arguments are required: COMMAND"),
+        (["cost", "--tb", "-1"], "argument --tb"),
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == clihelp.EXIT_USAGE == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_flag_value_refused_after_parsing_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--set", "nope=1"]) == 2
+    assert capsys.readouterr().err.startswith("--set nope=1: no price named 'nope'")
+
+
+def test_config_errors_exit_1(stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (stacks_dir / "Pulumi.bad.yaml").write_text("config:\n  wg-mesh:mesh:\n    overlay_cidr: 10.200.0.0/24\n")
+    assert main(["validate", "--stack", "bad"]) == clihelp.EXIT_CONFIG == 1
+    assert capsys.readouterr().err == "sites: required\n"
+
+
+def test_a_wrong_stack_lists_the_stacks_there_are(stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["validate"], ["monitoring", "--out", "m"], ["lab"]):
+        assert main([*command, "--stack", "pord"]) == 2
+        assert capsys.readouterr().err == (
+            f"--stack pord: no stack file Pulumi.pord.yaml; the stacks in {stacks_dir}: dev, ha, prod"
+            " (did you mean prod?)\n"
+        )
+    assert not (stacks_dir / "m").exists()
+
+
+def test_a_wrong_stack_where_there_is_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Pulumi.yaml").write_text("name: x\n")  # the project file is not a stack
+    assert main(["validate", "--stack", "dev"]) == 2
+    assert capsys.readouterr().err == (
+        f"--stack dev: no stack file Pulumi.dev.yaml; no Pulumi.NAME.yaml in {tmp_path}; pass --file PATH, or run"
+        " from the directory with the stack files\n"
+    )
+
+
+def test_a_missing_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--file", str(tmp_path / "nope.yaml")]) == 2
+    assert capsys.readouterr().err == f"--file {tmp_path / 'nope.yaml'}: no such stack file\n"
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_the_help_documents_exit_codes_and_no_color() -> None:
+    text = build_parser().format_help()
+    assert re.search(r"^  1 +the stack's config", text, re.M) and re.search(r"^  2 +usage:", text, re.M)
+    assert "NO_COLOR" in text and "--no-color" in text
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_command_has_examples_that_work(name: str, stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    command = _commands()[name]
+    assert command.formatter_class is argparse.RawDescriptionHelpFormatter
+    examples = clihelp.examples(command.epilog or "")
+    assert examples, f"`wg-mesh {name} --help` shows no example"
+    assert re.search(r"^  \$ (sudo )?wg-mesh ", command.format_help(), re.M)
+    for argv in examples:
+        assert argv[0] == name
+        args = build_parser().parse_args(argv)  # every example parses
+        if name in NOT_RUN_HERE or getattr(args, "ha_gateways", None) is not None:
+            continue
+        assert main(argv) == 0, (argv, capsys.readouterr().err)
+
+
+def test_the_main_help_examples_work(stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    examples = clihelp.examples(clihelp.MAIN)
+    assert len(examples) >= 3
+    for argv in examples:
+        if "--help" in argv:
+            with pytest.raises(SystemExit) as done:
+                main(argv)
+            assert done.value.code == 0
+        else:
+            assert main(argv) == 0, (argv, capsys.readouterr().err)
+
+
+def test_no_color_flag_sets_no_color_for_every_console(stacks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert main(["validate", "--stack", "dev"]) == 0
+    assert "NO_COLOR" not in os.environ
+    assert main(["--no-color", "validate", "--stack", "dev"]) == 0
+    assert os.environ["NO_COLOR"] == "1"
+
+
+@pytest.mark.parametrize(("value", "coloured"), [(None, True), ("", True), ("1", False)])
+def test_rich_consoles_honour_no_color(value: str | None, coloured: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """no-color.org: present and not empty disables colour. The lab's consoles are made as Console() or
+    Console(stderr=True), which read it (and must keep doing so: test_no_console_overrides_colour)."""
+    if value is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", value)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, color_system="standard").print("[red]down[/red] [green]up[/green]")
+    assert ("\x1b[31m" in out.getvalue()) is coloured
+
+
+def test_no_console_overrides_colour() -> None:
+    """A Console told its colours (no_color=, color_system=, force_terminal=) would ignore NO_COLOR."""
+    offenders = []
+    for path in [*(REPO / "wg_mesh").rglob("*.py"), *(REPO / "bench").rglob("*.py")]:
+        for call in re.findall(r"Console\(([^()]*)\)", path.read_text()):
+            if re.search(r"\b(no_color|color_system|force_terminal)\s*=", call):
+                offenders.append(f"{path.relative_to(REPO)}: Console({call})")
+    assert offenders == []

@@ -1,0 +1,82 @@
+"""The CLI's help texts: what `wg-mesh --help` and each command's `--help` print after the options.
+
+Every line of an EXAMPLES block that starts with `  $ ` is a command that works as printed (tests/test_cli_guide.py
+parses every one and runs the ones that need no root, no gateway and no deployed stack)."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_CONFIG = 1  # the stack's config (or a file it reads) is invalid; a check failed (doctor, lab)
+EXIT_USAGE = 2  # argparse's own code: an unknown flag, a missing or bad argument
+
+MAIN = """\
+exit status:
+  0    done; the config is valid
+  1    the stack's config, or a file the command reads, is invalid (every problem is printed, one a line,
+       field path first); doctor and lab: a check failed
+  2    usage: an unknown command or flag, a missing or bad argument (a --stack or --file that is not there,
+       a bad --tb or --set); lab: cannot run here (not root, missing tools)
+  130  interrupted
+
+environment:
+  NO_COLOR   set and not empty: no colour in any output (https://no-color.org); --no-color does the same
+
+examples:
+  $ wg-mesh validate --stack dev
+  $ wg-mesh cost
+  $ wg-mesh validate --help
+"""
+
+VALIDATE = """\
+Reads Pulumi.STACK.yaml (or --file) and checks it the way `pulumi up` would, before any resource: every problem
+is printed, one a line, field path first. Nothing is created and no cloud is asked.
+
+examples:
+  $ wg-mesh validate --stack dev
+  $ wg-mesh validate --file Pulumi.prod.yaml
+  $ wg-mesh validate --stack prod
+"""
+
+MONITORING = """\
+examples:
+  $ wg-mesh monitoring --stack prod --out monitoring/
+  after `pulumi stack output ha_gateways --json > ha.json` on a stack with HA sites:
+  $ wg-mesh monitoring --stack ha --out monitoring/ --ha-gateways ha.json
+"""
+
+DOCTOR = """\
+Runs on a gateway, as root (it reads WireGuard's state and the routes). On a gateway with nothing but python3, the
+same check is `sudo python3 -m wg_mesh.doctor` (see the README, "Doctor").
+
+examples:
+  $ sudo wg-mesh doctor
+  $ sudo wg-mesh doctor --interface wg0 --json
+"""
+
+COST = """\
+examples:
+  $ wg-mesh cost
+  $ wg-mesh cost --tb 5 50 --direction aws-to-gcp
+  $ wg-mesh cost --set aws_interconnect_link=1.5 --json
+"""
+
+LAB = """\
+Needs root (network namespaces); under sudo, name the venv's command: `sudo .venv/bin/wg-mesh lab ...`.
+
+examples:
+  $ sudo wg-mesh lab --stack dev
+  $ sudo wg-mesh lab --stack prod --drill live --json live.json
+  $ sudo wg-mesh lab down --all
+"""
+
+
+def examples(epilog: str) -> list[list[str]]:
+    """The commands of an EXAMPLES block, each as argv after `wg-mesh` (a leading `sudo` dropped)."""
+    commands = []
+    for line in epilog.splitlines():
+        if line.startswith("  $ "):
+            words = line[4:].split()
+            if words[0] == "sudo":
+                words = words[1:]
+            commands.append(words[1:])
+    return commands
