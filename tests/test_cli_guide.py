@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from rich.console import Console
 
 from wg_mesh import __version__, clihelp
@@ -161,3 +163,60 @@ def test_no_console_overrides_colour() -> None:
             if re.search(r"\b(no_color|color_system|force_terminal)\s*=", call):
                 offenders.append(f"{path.relative_to(REPO)}: Console({call})")
     assert offenders == []
+
+
+# --- validate --json -----------------------------------------------------------------------------------------------
+
+
+def test_validate_json_ok(stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--stack", "prod", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result == {
+        "ok": True,
+        "stack": "prod",
+        "file": str(stacks_dir / "Pulumi.prod.yaml"),
+        "summary": result["summary"],
+        "errors": [],
+        "warnings": [],
+    }
+    assert result["summary"].startswith("ok: 3 sites [aws-use1 (aws), gcp-euw3 (gcp), vps-fra (static)]")
+
+
+def test_validate_json_names_every_field_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mesh = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
+    mesh["listen_port"] = 99999
+    mesh["sites"][2]["cidrs"] = ["10.10.0.1/16"]
+    path = tmp_path / "Pulumi.broken.yaml"
+    path.write_text(yaml.safe_dump({"config": {"wg-mesh:mesh": mesh}}))
+    assert main(["validate", "--file", str(path), "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert json.loads(out) == {
+        "ok": False,
+        "stack": None,
+        "file": str(path),
+        "summary": None,
+        "errors": [
+            {"path": "listen_port", "message": "99999 is above the maximum 65535"},
+            {"path": "sites[2].cidrs[0]", "message": "10.10.0.1/16 has host bits set (did you mean 10.10.0.0/16?)"},
+        ],
+        "warnings": [],
+    }
+    # the same problems as the text form prints, one a line
+    assert main(["validate", "--file", str(path)]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"{e['path']}: {e['message']}" for e in json.loads(out)["errors"]]
+
+
+def test_validate_json_of_an_unreadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text("config: [unclosed")
+    assert main(["validate", "--file", str(path), "--json"]) == 1
+    (error,) = json.loads(capsys.readouterr().out)["errors"]
+    assert error["path"] == "(document)" and error["message"].startswith("not valid YAML in Pulumi.x.yaml")
+
+
+def test_validate_json_usage_errors_stay_text(stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--stack", "pord", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("--stack pord: no stack file")

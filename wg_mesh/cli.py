@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -56,9 +57,34 @@ def _load(args: argparse.Namespace) -> MeshConfig:
     return load(path)
 
 
+def split_problem(problem: str) -> dict[str, str]:
+    """One of ConfigError's lines ("sites[1].cidrs[0]: message") as {"path", "message"}; path "" if it has none."""
+    path, sep, message = problem.partition(": ")
+    return {"path": path, "message": message} if sep else {"path": "", "message": problem}
+
+
+def validation(args: argparse.Namespace, cfg: MeshConfig | None, problems: Sequence[str]) -> dict[str, object]:
+    """`validate --json`: the verdict for machines. `warnings` is always a list (the model has none to give yet)."""
+    return {
+        "ok": cfg is not None,
+        "stack": args.stack,
+        "file": str(args.file if args.file is not None else stack_file(args.stack)),
+        "summary": summary(cfg) if cfg is not None else None,
+        "errors": [split_problem(p) for p in problems],
+        "warnings": [],
+    }
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    cfg = _load(args)
-    print(summary(cfg))
+    if not args.json:
+        print(summary(_load(args)))
+        return 0
+    try:
+        cfg = _load(args)
+    except ConfigError as exc:
+        print(json.dumps(validation(args, None, exc.problems), indent=2))
+        return EXIT_CONFIG
+    print(json.dumps(validation(args, cfg, []), indent=2))
     return 0
 
 
@@ -100,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "validate", "check a stack's wg-mesh:mesh config; exit 1 on problems", clihelp.VALIDATE
     )
     _add_source(validate)
+    validate.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"ok", "stack", "file", "summary", "errors": [{"path", "message"}], "warnings"} on stdout, '
+        "also when the config is invalid (exit 1); usage errors stay text on stderr (exit 2)",
+    )
     validate.set_defaults(run=cmd_validate)
     rules = _command(
         commands, "monitoring", "write a stack's Prometheus rules and scrape job to --out", clihelp.MONITORING

@@ -34,7 +34,7 @@ is printed, one a line, field path first. Nothing is created and no cloud is ask
 examples:
   $ wg-mesh validate --stack dev
   $ wg-mesh validate --file Pulumi.prod.yaml
-  $ wg-mesh validate --stack prod
+  $ wg-mesh validate --stack prod --json
 """
 
 MONITORING = """\
