@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from wg_mesh import __version__, clihelp, cost, doctor, monitoring
+from wg_mesh import __version__, clihelp, clirender, cost, doctor, monitoring
 from wg_mesh.clihelp import EXIT_CONFIG, EXIT_USAGE
 from wg_mesh.config import ConfigError, MeshConfig, summary
 from wg_mesh.lab.cli import add_arguments as add_lab_arguments
@@ -88,6 +88,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_render(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    path = args.file if args.file is not None else stack_file(args.stack)
+    stack = args.stack or clirender.stack_name(path)
+    label = f"stack {args.stack} ({path.name})" if args.stack else str(path)
+    text = clirender.render_site(
+        cfg,
+        args.site,
+        project=clirender.project_name(path),
+        stack=stack,
+        label=label,
+        parts=tuple(args.part or clirender.PARTS),
+        show_secrets=args.show_secrets,
+    )
+    sys.stdout.write(text)
+    return 0
+
+
 def cmd_monitoring(args: argparse.Namespace) -> int:
     cfg = _load(args)
     source = f"stack {args.stack} (Pulumi.{args.stack}.yaml)" if args.stack else args.file.name
@@ -133,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
         "also when the config is invalid (exit 1); usage errors stay text on stderr (exit 2)",
     )
     validate.set_defaults(run=cmd_validate)
+    show = _command(commands, "render", "print a site's wg0.conf and user data, secrets masked", clihelp.RENDER)
+    _add_source(show)
+    clirender.add_arguments(show)
+    show.set_defaults(run=cmd_render)
     rules = _command(
         commands, "monitoring", "write a stack's Prometheus rules and scrape job to --out", clihelp.MONITORING
     )

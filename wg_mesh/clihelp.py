@@ -23,6 +23,7 @@ environment:
 
 examples:
   $ wg-mesh validate --stack dev
+  $ wg-mesh render --stack dev --site aws-use1
   $ wg-mesh cost
   $ wg-mesh validate --help
 """
@@ -35,6 +36,17 @@ examples:
   $ wg-mesh validate --stack dev
   $ wg-mesh validate --file Pulumi.prod.yaml
   $ wg-mesh validate --stack prod --json
+"""
+
+RENDER = """\
+Prints what a site's gateway is given, as the program renders it: its wg0.conf and its cloud-init user data. The
+WireGuard keys are generated for this display (the real ones live in the stack's Pulumi state, never in a file) and
+are masked unless --show-secrets; AWS and GCP gateways' public addresses are stand-ins until pulumi up.
+
+examples:
+  $ wg-mesh render --stack dev --site aws-use1
+  $ wg-mesh render --stack prod --site vps-fra --part wg0.conf
+  $ wg-mesh render --stack dev --site gcp-euw3 --show-secrets
 """
 
 MONITORING = """\
