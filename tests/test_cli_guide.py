@@ -106,8 +106,18 @@ def test_the_help_documents_exit_codes_and_no_color() -> None:
     assert "NO_COLOR" in text and "--no-color" in text
 
 
+class Terminal(io.StringIO):
+    """stdin as a terminal that answers `wg-mesh init`'s questions."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 @pytest.mark.parametrize("name", sorted(_commands()))
-def test_every_command_has_examples_that_work(name: str, stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_command_has_examples_that_work(
+    name: str, stacks_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", Terminal("a:aws:us-east-1:10.10.0.0/16\nb:static:203.0.113.9:10.9.0.0/24\n\n"))
     command = _commands()[name]
     assert command.formatter_class is argparse.RawDescriptionHelpFormatter
     examples = clihelp.examples(command.epilog or "")
@@ -220,3 +230,72 @@ def test_validate_json_usage_errors_stay_text(stacks_dir: Path, capsys: pytest.C
     assert main(["validate", "--stack", "pord", "--json"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("--stack pord: no stack file")
+
+
+# --- init ----------------------------------------------------------------------------------------------------------
+
+
+def test_init_writes_a_stack_that_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    sites = ["aws-use1:aws:us-east-1:10.10.0.0/16", "gcp-euw3:gcp:europe-west3:10.100.0.0/16,10.101.0.0/16"]
+    argv = ["init", "--stack", "corp", "--gcp-project", "proj-1", *(f"--site={s}" for s in sites)]
+    assert main([*argv, "--site", "office:static:203.0.113.10:10.50.0.0/24"]) == 0
+    mesh = yaml.safe_load((tmp_path / "Pulumi.corp.yaml").read_text())["config"]["wg-mesh:mesh"]
+    assert mesh["overlay_cidr"] == "10.200.0.0/24"
+    assert [(s["name"], s["cloud"], s["overlay_ip"], s["cidrs"]) for s in mesh["sites"]] == [
+        ("aws-use1", "aws", "10.200.0.1", ["10.10.0.0/16"]),
+        ("gcp-euw3", "gcp", "10.200.0.2", ["10.100.0.0/16", "10.101.0.0/16"]),
+        ("office", "static", "10.200.0.3", ["10.50.0.0/24"]),
+    ]
+    assert mesh["sites"][0]["region"] == "us-east-1" and mesh["sites"][2]["endpoint"] == "203.0.113.10"
+    gcp = mesh["sites"][1]
+    assert (gcp["project"], gcp["region"], gcp["zone"]) == ("proj-1", "europe-west3", "europe-west3-a")
+    assert main(["validate", "--stack", "corp"]) == 0
+
+
+def test_init_never_overwrites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Pulumi.corp.yaml").write_text("mine\n")
+    argv = ["init", "--stack", "corp", "--site", "a:aws:us-east-1:10.1.0.0/16", "--site", "b:aws:us-east-2:10.2.0.0/16"]
+    assert main(argv) == 2
+    assert "exists; wg-mesh init never overwrites" in capsys.readouterr().err
+    assert (tmp_path / "Pulumi.corp.yaml").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(
+    ("sites", "code", "message"),
+    [
+        (["a:aws:us-east-1"], 2, "--site a:aws:us-east-1: expected NAME:CLOUD:WHERE:CIDR"),
+        (["a:azure:westeurope:10.1.0.0/16"], 2, "cloud 'azure' is not one of aws, gcp, static"),
+        (["a:gcp:europe-west3:10.1.0.0/16"], 2, "a GCP site needs --gcp-project PROJECT"),
+        (["a:aws:us-east-1:10.1.0.1/16", "b:aws:us-east-2:10.2.0.0/16"], 1, "sites[0].cidrs[0]: 10.1.0.1/16 has host"),
+        (["a:aws:us-east-1:10.1.0.0/16"], 1, "sites: a mesh needs at least two sites, got 1"),
+    ],
+)
+def test_init_refuses_and_writes_nothing(
+    sites: list[str], code: int, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "--stack", "x", *(f"--site={s}" for s in sites)]) == code
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_asks_in_a_terminal_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.StringIO("a:aws:us-east-1:10.1.0.0/16\n"))
+    assert main(["init", "--stack", "x"]) == 2
+    assert "--site: give one per site" in capsys.readouterr().err and not (tmp_path / "Pulumi.x.yaml").exists()
+    monkeypatch.setattr(
+        "sys.stdin", Terminal("a:gcp:europe-west3-b:10.1.0.0/16\nb:static:203.0.113.9:10.9.0.0/24\n\nproj-2\n")
+    )
+    assert main(["init", "--stack", "x"]) == 0
+    out = capsys.readouterr().out
+    assert "site 1 (empty to finish): " in out and "GCP project for the GCP sites: " in out and "wrote " in out
+    mesh = yaml.safe_load((tmp_path / "Pulumi.x.yaml").read_text())["config"]["wg-mesh:mesh"]
+    assert (mesh["sites"][0]["project"], mesh["sites"][0]["zone"]) == ("proj-2", "europe-west3-b")

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from wg_mesh import __version__, clihelp, clirender, cost, doctor, monitoring
+from wg_mesh import __version__, clihelp, cliinit, clirender, cost, doctor, monitoring
 from wg_mesh.clihelp import EXIT_CONFIG, EXIT_USAGE
 from wg_mesh.config import ConfigError, MeshConfig, summary
 from wg_mesh.lab.cli import add_arguments as add_lab_arguments
@@ -45,6 +45,8 @@ def missing_stack(stack: str, directory: Path) -> ConfigError:
 def _check_source(args: argparse.Namespace) -> None:
     """Every command that reads a stack: a --stack or --file that is not there is a usage error, before anything
     runs; a wrong stack name lists the stacks there are."""
+    if args.run is cmd_init:
+        return  # it writes the stack file
     stack, file = getattr(args, "stack", None), getattr(args, "file", None)
     if file is not None and not file.exists():
         raise ConfigError([f"--file {file}: no such stack file"])
@@ -85,6 +87,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(validation(args, None, exc.problems), indent=2))
         return EXIT_CONFIG
     print(json.dumps(validation(args, cfg, []), indent=2))
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path = stack_file(args.stack)
+    cfg = cliinit.init(args, path)
+    sys.stdout.write(cliinit.report(cfg, path, args.stack))
     return 0
 
 
@@ -140,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--no-color", action="store_true", help="no colour in any output (as NO_COLOR=1 does)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    new = _command(commands, "init", "write a stack file for your sites, then validate it", clihelp.INIT)
+    cliinit.add_arguments(new)
+    new.set_defaults(run=cmd_init)
     validate = _command(
         commands, "validate", "check a stack's wg-mesh:mesh config; exit 1 on problems", clihelp.VALIDATE
     )

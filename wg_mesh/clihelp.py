@@ -1,7 +1,8 @@
 """The CLI's help texts: what `wg-mesh --help` and each command's `--help` print after the options.
 
-Every line of an EXAMPLES block that starts with `  $ ` is a command that works as printed (tests/test_cli_guide.py
-parses every one and runs the ones that need no root, no gateway and no deployed stack)."""
+Every line of an EXAMPLES block that starts with `  $ ` (with its continuation lines) is a command that works as
+printed (tests/test_cli_guide.py parses every one and runs the ones that need no root, no gateway and no deployed
+stack)."""
 
 from __future__ import annotations
 
@@ -82,11 +83,29 @@ examples:
 """
 
 
+INIT = """\
+Writes Pulumi.STACK.yaml for the sites given (asked for one by one when no --site is given and stdin is a
+terminal), checked as `wg-mesh validate` checks it first: an invalid one is not written, and an existing file is
+never overwritten. WHERE is an AWS region, a GCP zone (a region: its zone -a) or a static site's public IPv4.
+
+examples:
+  $ wg-mesh init --stack corp --site aws-use1:aws:us-east-1:10.10.0.0/16 \\
+      --site office:static:203.0.113.10:10.50.0.0/24
+  $ wg-mesh init --stack two --gcp-project my-project --site aws-use1:aws:us-east-1:10.10.0.0/16 \\
+      --site gcp-euw3:gcp:europe-west3-a:10.100.0.0/16
+  $ wg-mesh init --stack asked
+"""
+
+
 def examples(epilog: str) -> list[list[str]]:
-    """The commands of an EXAMPLES block, each as argv after `wg-mesh` (a leading `sudo` dropped)."""
+    """The commands of an EXAMPLES block, each as argv after `wg-mesh` (a leading `sudo` dropped; a line ending in
+    a backslash goes on on the next, as in a shell)."""
     commands = []
-    for line in epilog.splitlines():
+    lines = iter(epilog.splitlines())
+    for line in lines:
         if line.startswith("  $ "):
+            while line.endswith("\\"):
+                line = line[:-1] + next(lines).strip()
             words = line[4:].split()
             if words[0] == "sudo":
                 words = words[1:]
