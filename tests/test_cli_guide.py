@@ -9,6 +9,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -299,3 +301,26 @@ def test_init_asks_in_a_terminal_only(
     assert "site 1 (empty to finish): " in out and "GCP project for the GCP sites: " in out and "wrote " in out
     mesh = yaml.safe_load((tmp_path / "Pulumi.x.yaml").read_text())["config"]["wg-mesh:mesh"]
     assert (mesh["sites"][0]["project"], mesh["sites"][0]["zone"]) == ("proj-2", "europe-west3-b")
+
+
+# --- the entry points ----------------------------------------------------------------------------------------------
+
+
+def test_the_wg_mesh_command_is_the_clis_main() -> None:
+    import tomllib
+    from importlib import import_module
+
+    from wg_mesh import cli
+
+    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["wg-mesh"]
+    module, _, name = target.partition(":")
+    assert getattr(import_module(module), name) is cli.main
+
+
+def test_python_m_wg_mesh_runs_the_cli() -> None:
+    """The module entry point itself is the subject here: a subprocess."""
+    done = subprocess.run(
+        [sys.executable, "-m", "wg_mesh", "--version"], cwd=REPO, capture_output=True, text=True, check=False,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"wg-mesh {__version__}\n", "")

@@ -23,8 +23,10 @@ environment:
   NO_COLOR   set and not empty: no colour in any output (https://no-color.org); --no-color does the same
 
 examples:
-  $ wg-mesh validate --stack dev
-  $ wg-mesh render --stack dev --site aws-use1
+  $ wg-mesh init --stack corp --site aws-use1:aws:us-east-1:10.10.0.0/16 \\
+      --site office:static:203.0.113.10:10.50.0.0/24
+  $ wg-mesh validate --stack corp
+  $ wg-mesh render --stack corp --site office
   $ wg-mesh cost
   $ wg-mesh validate --help
 """
