@@ -324,3 +324,41 @@ def test_python_m_wg_mesh_runs_the_cli() -> None:
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert (done.returncode, done.stdout, done.stderr) == (0, f"wg-mesh {__version__}\n", "")
+
+
+def test_init_sets_any_key_an_existing_network_among_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    sites = ["--site=a:aws:us-east-1:10.1.0.0/16", "--site=b:static:203.0.113.9:10.9.0.0/24"]
+    aws = ["--set=a.vpc_id=vpc-0abc1234", "--set=a.subnet_id=subnet-0abc1234"]
+    assert main(["init", "--stack", "x", *sites, *aws]) == 1  # an existing network is all three ids or none
+    assert "sites[0].route_table_ids: required with vpc_id, subnet_id" in capsys.readouterr().err
+    argv = [
+        "init",
+        "--stack",
+        "x",
+        *sites,
+        *aws,
+        "--set=a.route_table_ids=[rtb-0123abcd, rtb-4567abcd]",
+        "--set=delivery=live",
+    ]
+    assert main(argv) == 0
+    mesh = yaml.safe_load((tmp_path / "Pulumi.x.yaml").read_text())["config"]["wg-mesh:mesh"]
+    assert mesh["delivery"] == "live"
+    assert {k: mesh["sites"][0][k] for k in ("vpc_id", "subnet_id", "route_table_ids")} == {
+        "vpc_id": "vpc-0abc1234", "subnet_id": "subnet-0abc1234", "route_table_ids": ["rtb-0123abcd", "rtb-4567abcd"],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("c.vpc_id=vpc-1", "--set c.vpc_id=vpc-1: no site 'c' (the sites: a, b)"), ("a.vpc_id", "expected KEY=VALUE")],
+)
+def test_init_set_usage_errors(
+    value: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    sites = ["--site=a:aws:us-east-1:10.1.0.0/16", "--site=b:static:203.0.113.9:10.9.0.0/24"]
+    assert main(["init", "--stack", "x", *sites, f"--set={value}"]) == 2
+    assert message in capsys.readouterr().err and list(tmp_path.iterdir()) == []

@@ -1,7 +1,8 @@
 """`wg-mesh init`: a stack file for a topology, from --site flags or, in a terminal, from questions.
 
 Each site is NAME:CLOUD:WHERE:CIDR[,CIDR...] where WHERE is an AWS region, a GCP zone (or region: its zone `-a`),
-or a static site's public IPv4 address. Overlay addresses are given in order from --overlay-cidr. The text is
+or a static site's public IPv4 address; `--set [SITE.]KEY=VALUE` gives any other key (an existing network's ids,
+an instance type, delivery). Overlay addresses are given in order from --overlay-cidr. The text is
 validated exactly as `wg-mesh validate` reads a file before it is written; an existing file is never overwritten.
 """
 
@@ -49,7 +50,28 @@ def parse_site(spec: str, overlay_ip: str, gcp_project: str | None) -> dict[str,
     return site
 
 
-def stack_text(stack: str, specs: Sequence[str], overlay_cidr: str, gcp_project: str | None) -> str:
+def apply_sets(mesh: dict[str, Any], sets: Sequence[str]) -> None:
+    """`--set KEY=VALUE` (the mesh's key) or `--set SITE.KEY=VALUE` (a site's): VALUE read as YAML, so
+    `route_table_ids=[rtb-1,rtb-2]` is a list. ConfigError naming the flag for a malformed one or an unknown site;
+    the keys and values themselves are checked with the rest of the config."""
+    sites = {site["name"]: site for site in mesh["sites"]}
+    for text in sets:
+        where, sep, raw = text.partition("=")
+        name, dot, key = where.rpartition(".")
+        if not sep or not key:
+            raise ConfigError([f"--set {text}: expected KEY=VALUE or SITE.KEY=VALUE (e.g. aws-use1.vpc_id=vpc-0abc)"])
+        if dot and name not in sites:
+            raise ConfigError([f"--set {text}: no site {name!r} (the sites: {', '.join(sites)})"])
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            value = raw
+        (sites[name] if dot else mesh)[key] = value
+
+
+def stack_text(
+    stack: str, specs: Sequence[str], overlay_cidr: str, gcp_project: str | None, sets: Sequence[str] = ()
+) -> str:
     try:
         hosts = [str(h) for h in IPv4Network(overlay_cidr).hosts()]
     except ValueError as exc:
@@ -57,7 +79,8 @@ def stack_text(stack: str, specs: Sequence[str], overlay_cidr: str, gcp_project:
     if len(specs) > len(hosts):
         raise ConfigError([f"--overlay-cidr {overlay_cidr}: {len(hosts)} addresses for {len(specs)} sites"])
     sites = [parse_site(spec, hosts[i], gcp_project) for i, spec in enumerate(specs)]
-    mesh = {"overlay_cidr": overlay_cidr, "sites": sites}
+    mesh: dict[str, Any] = {"overlay_cidr": overlay_cidr, "sites": sites}
+    apply_sets(mesh, sets)
     header = (
         f"# {stack}: written by `wg-mesh init`. Check it offline: wg-mesh validate --stack {stack}\n"
         "# Every key: the configuration reference. GCP sites: workload_scope network lets every instance of the\n"
@@ -87,7 +110,7 @@ def init(args: argparse.Namespace, path: Path, read: Callable[[str], str] = inpu
         if not sys.stdin.isatty():
             raise ConfigError([f"--site: give one per site ({SPEC}), or run in a terminal to be asked"])
         specs, project = ask(read, project)
-    text = stack_text(args.stack, specs, args.overlay_cidr, project)
+    text = stack_text(args.stack, specs, args.overlay_cidr, project, args.set or ())
     cfg = load_mesh(parse(text, path)["config"][CONFIG_KEY])
     with path.open("x", encoding="utf-8") as out:  # "x": another writer in between is not overwritten either
         out.write(text)
@@ -108,6 +131,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--site", action="append", metavar=SPEC, help="a site (repeat for each); none: asked, in a terminal"
     )
     parser.add_argument("--gcp-project", metavar="PROJECT", help="the GCP project of the GCP sites")
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="[SITE.]KEY=VALUE",
+        help="any other key of the mesh or of a site, VALUE as YAML: an existing network "
+        "(SITE.vpc_id=..., SITE.subnet_id=..., SITE.route_table_ids=[...]; GCP: SITE.network=..., SITE.subnetwork=...),"
+        " SITE.instance_type=..., delivery=live",
+    )
     parser.add_argument(
         "--overlay-cidr", default=DEFAULT_OVERLAY, help=f"the tunnel addresses, one a site (default {DEFAULT_OVERLAY})"
     )
