@@ -19,6 +19,7 @@ from rich.console import Console
 
 from wg_mesh import __version__, clihelp
 from wg_mesh.cli import build_parser, main
+from wg_mesh.cliinit import parse_site
 
 REPO = Path(__file__).resolve().parent.parent
 # Examples that need root, a gateway or a deployed stack's output: parsed, not run.
@@ -269,7 +270,8 @@ def test_init_never_overwrites(
 @pytest.mark.parametrize(
     ("sites", "code", "message"),
     [
-        (["a:aws:us-east-1"], 2, "--site a:aws:us-east-1: expected NAME:CLOUD:WHERE:CIDR"),
+        (["a:aws"], 2, "--site a:aws: expected NAME:CLOUD:WHERE[:CIDR[,CIDR...]]"),
+        (["a:aws:us-east-1:10.1.0.0/16:x"], 2, "expected NAME:CLOUD:WHERE[:CIDR[,CIDR...]]"),
         (["a:azure:westeurope:10.1.0.0/16"], 2, "cloud 'azure' is not one of aws, gcp, static"),
         (["a:gcp:europe-west3:10.1.0.0/16"], 2, "a GCP site needs --gcp-project PROJECT"),
         (["a:aws:us-east-1:10.1.0.1/16", "b:aws:us-east-2:10.2.0.0/16"], 1, "sites[0].cidrs[0]: 10.1.0.1/16 has host"),
@@ -284,6 +286,12 @@ def test_init_refuses_and_writes_nothing(
     assert main(["init", "--stack", "x", *(f"--site={s}" for s in sites)]) == code
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_init_site_without_networks_leaves_cidrs_to_the_model() -> None:
+    """A single host with nothing behind it: no `cidrs` key written; whether the mesh accepts one is the model's."""
+    site = parse_site("vps:static:203.0.113.9", "10.200.0.3", None)
+    assert site == {"name": "vps", "cloud": "static", "endpoint": "203.0.113.9", "overlay_ip": "10.200.0.3"}
 
 
 def test_init_asks_in_a_terminal_only(

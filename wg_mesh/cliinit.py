@@ -1,6 +1,6 @@
 """`wg-mesh init`: a stack file for a topology, from --site flags or, in a terminal, from questions.
 
-Each site is NAME:CLOUD:WHERE:CIDR[,CIDR...] where WHERE is an AWS region, a GCP zone (or region: its zone `-a`),
+Each site is NAME:CLOUD:WHERE[:CIDR[,CIDR...]] where WHERE is an AWS region, a GCP zone (or region: its zone `-a`),
 or a static site's public IPv4 address; `--set [SITE.]KEY=VALUE` gives any other key (an existing network's ids,
 an instance type, delivery). Overlay addresses are given in order from --overlay-cidr. The text is
 validated exactly as `wg-mesh validate` reads a file before it is written; an existing file is never overwritten.
@@ -23,7 +23,7 @@ from wg_mesh.stackfile import CONFIG_KEY, parse
 from wg_mesh.validate import load_mesh
 
 CLOUDS = ("aws", "gcp", "static")
-SPEC = "NAME:CLOUD:WHERE:CIDR[,CIDR...]"
+SPEC = "NAME:CLOUD:WHERE[:CIDR[,CIDR...]]"
 GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 DEFAULT_OVERLAY = "10.200.0.0/24"
 
@@ -31,9 +31,9 @@ DEFAULT_OVERLAY = "10.200.0.0/24"
 def parse_site(spec: str, overlay_ip: str, gcp_project: str | None) -> dict[str, Any]:
     """One --site value as the stack file's site; ConfigError naming the flag (a usage error) if it is malformed."""
     parts = spec.split(":")
-    if len(parts) != 4 or not all(parts):
+    if len(parts) not in (3, 4) or not all(parts):
         raise ConfigError([f"--site {spec}: expected {SPEC} (e.g. aws-use1:aws:us-east-1:10.10.0.0/16)"])
-    name, cloud, where, cidrs = parts
+    name, cloud, where, cidrs = (*parts, "")[:4]
     if cloud not in CLOUDS:
         raise ConfigError([f"--site {spec}: cloud {cloud!r} is not one of {', '.join(CLOUDS)}"])
     site: dict[str, Any] = {"name": name, "cloud": cloud}
@@ -46,7 +46,9 @@ def parse_site(spec: str, overlay_ip: str, gcp_project: str | None) -> dict[str,
         site.update(project=gcp_project, region=zone.rsplit("-", 1)[0], zone=zone, workload_scope="network")
     else:
         site["endpoint"] = where
-    site.update(overlay_ip=overlay_ip, cidrs=cidrs.split(","))
+    site["overlay_ip"] = overlay_ip
+    if cidrs:  # none: a single host with no network behind it (a site's networks are checked with the rest)
+        site["cidrs"] = cidrs.split(",")
     return site
 
 
