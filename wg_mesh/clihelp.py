@@ -76,7 +76,8 @@ examples:
 """
 
 LAB = """\
-Needs root (network namespaces); under sudo, name the venv's command: `sudo .venv/bin/wg-mesh lab ...`.
+Needs root (network namespaces). sudo's PATH may not hold your venv's: `sudo "$(command -v wg-mesh)" lab ...`,
+or from a checkout `sudo .venv/bin/python -m wg_mesh lab ...`.
 
 examples:
   $ sudo wg-mesh lab --stack dev
