@@ -1,4 +1,6 @@
-"""`python -m wg_mesh validate`: exit 0 + one line when valid; exit 2 + one line per problem; never a traceback."""
+"""`python -m wg_mesh validate`: exit 0 + one line when valid; exit 1 + one line per problem; never a traceback.
+
+Usage errors (a flag, a stack or a file that is not there) exit 2: tests/test_cli_guide.py."""
 
 from __future__ import annotations
 
@@ -34,13 +36,13 @@ def write_stack(tmp_path: Path, mesh: object) -> Path:
     return path
 
 
-def test_validate_lists_every_problem_and_exits_2(tmp_path: Path) -> None:
+def test_validate_lists_every_problem_and_exits_1(tmp_path: Path) -> None:
     mesh = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
     mesh["listen_port"] = 99999
     mesh["sites"][1]["overlay_ip"] = "10.201.0.2"
     mesh["sites"][2]["cidrs"] = ["10.10.0.1/16"]
     result = run_mesh("validate", "--file", str(write_stack(tmp_path, mesh)))
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
         "listen_port: 99999 is above the maximum 65535",
@@ -50,33 +52,33 @@ def test_validate_lists_every_problem_and_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_an_unknown_delivery_exits_2_naming_the_field(tmp_path: Path) -> None:
+def test_an_unknown_delivery_exits_1_naming_the_field(tmp_path: Path) -> None:
     mesh = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
     mesh["delivery"] = "push"
     result = run_mesh("validate", "--file", str(write_stack(tmp_path, mesh)))
-    assert (result.returncode, result.stderr) == (2, "delivery: Input should be 'user-data' or 'live'\n")
+    assert (result.returncode, result.stderr) == (1, "delivery: Input should be 'user-data' or 'live'\n")
 
 
 def test_validate_stack_name_reads_the_file_in_the_current_directory(tmp_path: Path) -> None:
     write_stack(tmp_path, {"overlay_cidr": "10.200.0.0/24", "sites": []})
     result = run_mesh("validate", "--stack", "broken", cwd=tmp_path)
-    assert (result.returncode, result.stderr) == (2, "sites: a mesh needs at least two sites, got 0\n")
+    assert (result.returncode, result.stderr) == (1, "sites: a mesh needs at least two sites, got 0\n")
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, "no such stack file"),
+        (None, "no such stack file"),  # a usage error: exit 2
         ("config: [unclosed", "not valid YAML"),
         ("config:\n  aws:region: us-east-1\n", "has no config.wg-mesh:mesh key"),
         ("just a string", "has no config.wg-mesh:mesh key"),
     ],
 )
-def test_unreadable_stack_files_exit_2_without_traceback(tmp_path: Path, content: str | None, message: str) -> None:
+def test_unreadable_stack_files_exit_1_without_traceback(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / "Pulumi.x.yaml"
     if content is not None:
         path.write_text(content)
     result = run_mesh("validate", "--file", str(path))
-    assert result.returncode == 2
+    assert result.returncode == (2 if content is None else 1)
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.splitlines()) == 1

@@ -410,7 +410,7 @@ def test_validate_never_prints_a_traceback(tmp_path: Path, text: str) -> None:
         [sys.executable, "-m", "wg_mesh", "validate", "--file", str(path)],
         cwd=REPO, capture_output=True, text=True, check=False, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr and result.stderr.strip()
     assert all(": " in line for line in result.stderr.splitlines())
 

@@ -122,14 +122,14 @@ def test_a_broken_file_is_one_line(tmp_path: Path, text: str, line: str) -> None
     assert len(err.value.problems) == 1 and line in err.value.problems[0], err.value.problems
 
 
-def test_the_command_refuses_a_binary_file_with_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_the_command_refuses_a_binary_file_with_one_line_and_exit_1(tmp_path: Path) -> None:
     path = tmp_path / "prices.yaml"
     path.write_bytes(b"as_of: \xff\xfe\n")
     done = subprocess.run(
         [sys.executable, "-m", "wg_mesh", "cost", "--prices", str(path), "--tb", "1"],
         cwd=REPO, capture_output=True, text=True, check=False, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
-    assert (done.returncode, done.stdout) == (2, "")
+    assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == f"{path}: not UTF-8 (byte 0xff on line 1); price files are UTF-8\n"
 
 

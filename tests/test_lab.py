@@ -358,18 +358,18 @@ def broken_stack(tmp_path: Path) -> Path:
     return path
 
 
-def test_invalid_config_exits_2_with_the_errors_of_validate(tmp_path: Path) -> None:
+def test_invalid_config_exits_1_with_the_errors_of_validate(tmp_path: Path) -> None:
     path = broken_stack(tmp_path)
     result = run_mesh("lab", "--file", str(path))
     validate = run_mesh("validate", "--file", str(path))
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert result.stderr == validate.stderr and "sites[1].overlay_ip: 10.201.0.2 is outside" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
 @pytest.mark.usefixtures("nothing_may_start")
 def test_invalid_config_builds_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["lab", "--file", str(broken_stack(tmp_path))]) == 2
+    assert main(["lab", "--file", str(broken_stack(tmp_path))]) == 1
     assert "listen_port: 0 is below the minimum 1" in capsys.readouterr().err
 
 

@@ -122,7 +122,7 @@ def test_monitoring_cli_reports_config_errors(tmp_path: Path) -> None:
         text=True,
         check=False,
     )
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "sites: a mesh needs at least two sites, got 0" in result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -346,4 +346,4 @@ def test_ha_gateways_are_scraped_by_their_vpc_addresses(tmp_path: Path) -> None:
     assert "10.10.1.10:9100" in (tmp_path / "out" / monitoring.SCRAPE_FILE).read_text()
     path.write_text("{")
     done = subprocess.run([*argv, "--ha-gateways", str(path)], cwd=REPO, capture_output=True, text=True, check=False)
-    assert done.returncode == 2 and "ha_gateways: not JSON" in done.stderr
+    assert done.returncode == 1 and "ha_gateways: not JSON" in done.stderr

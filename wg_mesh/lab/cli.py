@@ -96,7 +96,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
         _error("--stack NAME or --file PATH is required")
         return EXIT_CANNOT_RUN
     path = args.file if args.file is not None else stack_file(args.stack)
-    cfg = load(path)  # ConfigError: `python -m wg_mesh` prints every problem and exits 2
+    cfg = load(path)  # ConfigError: `wg-mesh` prints every problem and exits 1
     label = args.stack or str(path)
     console = Console()
     if args.drill is not None:
