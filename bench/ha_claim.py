@@ -17,10 +17,11 @@ import argparse
 import base64
 import ipaddress
 import json
-import os
 import statistics
 import time
 from typing import Any
+
+from wg_mesh.lab.clouds.motolocal import moto_server
 
 REGION = "us-east-1"
 
@@ -87,19 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--routes", type=int, nargs="+", default=[3, 16, 64])
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args(argv)
-    from moto.server import ThreadedMotoServer
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
-        os.environ.setdefault(name, value)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        url = f"http://{host}:{port}"
-        os.environ["AWS_ENDPOINT_URL"] = url
+    with moto_server(as_default=True) as url:
         results = [measure(url, n, args.runs) for n in args.routes]
-    finally:
-        server.stop()
     print(
         f"{'routes':>6} {'poll ms':>8} {'claim ms':>9} {'reconcile ms':>13} {'claim/poll':>10} {'reconcile/poll':>14}"
     )

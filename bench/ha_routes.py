@@ -185,19 +185,9 @@ def measure(url: str, runs: int, log: Callable[[str], None]) -> dict[str, Any]:
 
 def run_ha_routes(runs: int, log: Callable[[str], None]) -> dict[str, Any]:
     import logging
-    import os
 
-    from moto.server import ThreadedMotoServer
+    from wg_mesh.lab.clouds.motolocal import moto_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
-    for name, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
-        os.environ.setdefault(name, value)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        url = f"http://{host}:{port}"
-        os.environ["AWS_ENDPOINT_URL"] = url
+    with moto_server(as_default=True) as url:
         return measure(url, runs, log)
-    finally:
-        server.stop()

@@ -170,12 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
     """A real AWS API emulator (moto in server mode) on loopback for one test module; its endpoint URL."""
-    from moto.server import ThreadedMotoServer
+    from wg_mesh.lab.clouds.motolocal import moto_server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with moto_server() as url:
+        yield url

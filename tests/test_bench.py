@@ -141,6 +141,14 @@ def test_report_renders_from_results(scale_result: dict[str, Any], tmp_path: Pat
     assert "AWS user data, bytes before base64" in text and "| 12 |" in text
 
 
+def test_the_committed_benchmarks_doc_is_its_results_rendered() -> None:
+    """docs/benchmarks.md is what `python -m bench doc` makes of the committed docs/bench/*.json and plots: every
+    section there, in its order, and nothing typed by hand. Pure: nothing is measured, no matplotlib."""
+    images = {name: f"bench/{name}.png" for name in ("dataplane", "mtu", "recovery", "scale")}
+    text = document.markdown(document.load(REPO / "docs" / "bench"), images)
+    assert text == (REPO / "docs" / "benchmarks.md").read_text()
+
+
 def test_plots_render(scale_result: dict[str, Any], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="bench-only dependency (bench/requirements.txt)")
     from bench.report import plots

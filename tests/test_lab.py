@@ -664,3 +664,21 @@ def test_lab_down_touches_only_what_a_lab_recorded() -> None:
                 subprocess.run(["ip", "netns", "delete", netns], check=False)
         for state in states:
             state.path.unlink(missing_ok=True)
+
+
+def test_a_lab_run_or_drill_outcome_writes_its_report_and_says_how_it_went(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """wg_mesh.lab.cli's end of `lab` and `lab --drill`: the report as JSON when --json asks, then 0 if it passed,
+    1 if it failed or its JSON cannot be written."""
+    from types import SimpleNamespace
+
+    from wg_mesh.lab import cli as lab_cli
+
+    passed = SimpleNamespace(ok=True, to_json=lambda: {"ok": True})
+    failed = SimpleNamespace(ok=False, to_json=lambda: {"ok": False})
+    assert lab_cli._outcome(passed, None) == lab_cli.EXIT_OK
+    assert lab_cli._outcome(failed, tmp_path / "r.json") == lab_cli.EXIT_FAILED
+    assert json.loads((tmp_path / "r.json").read_text()) == {"ok": False}
+    assert lab_cli._outcome(passed, tmp_path / "missing" / "r.json") == lab_cli.EXIT_FAILED
+    assert "cannot write" in capsys.readouterr().err

@@ -246,3 +246,15 @@ def test_the_live_drill_on_booted_gateways() -> None:
 def test_boot_runs_only_the_live_drill() -> None:
     result = run_mesh("lab", "--boot", "--drill", "pmtu", "--stack", "prod")
     assert result.returncode == 2 and "boots only for the live drill (--boot)" in result.stderr
+
+
+def test_a_drill_whose_teardown_left_something_behind_fails() -> None:
+    """DrillReport.finish (drillrun.py's and harun.py's end): teardown problems fail the drill after its own error."""
+    import time
+
+    clean = DrillReport("dev", ok=True).finish([], time.monotonic() - 2)
+    assert clean.ok and clean.error is None and clean.duration_s >= 2
+    report = DrillReport("dev", ok=True)
+    report.error = "step 2 failed"
+    assert report.finish(["processes would not stop: [7]"], time.monotonic()) is report
+    assert not report.ok and report.error == "step 2 failed; teardown: processes would not stop: [7]"

@@ -8,7 +8,8 @@ A site's wg0.conf needs its own private key and every peer's public address and 
 from __future__ import annotations
 
 import functools
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
 
 import pulumi
 
@@ -18,6 +19,18 @@ from wg_mesh.keys import SigningKey, WireGuardKey
 from wg_mesh.topology import PeerAddress
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
+SiteT = TypeVar("SiteT", bound=AwsSite | GcpSite | StaticSite)
+
+
+@dataclass(frozen=True)
+class SiteComponentArgs(Generic[SiteT]):
+    """What every site component is built from: AwsGatewayArgs, GcpGatewayArgs and StaticSiteArgs are this, each for
+    its kind of site."""
+
+    mesh: MeshConfig
+    site: SiteT
+    directory: Directory
+    signing_key: SigningKey | None = None  # delivery: live: the mesh's document signing key (wg_mesh.mesh)
 
 
 class SiteComponent(pulumi.ComponentResource):

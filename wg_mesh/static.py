@@ -10,23 +10,15 @@ STATIC_PRIVATE_KEY_PATH); its agent.json pins the mesh's signing key, so a docum
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pulumi
 
 from wg_mesh import component, config
-from wg_mesh.component import Directory
-from wg_mesh.keys import SigningKey
 
 SITE_TYPE = "wg-mesh:static:Site"
 
 
-@dataclass(frozen=True)
-class StaticSiteArgs:
-    mesh: config.MeshConfig
-    site: config.StaticSite
-    directory: Directory
-    signing_key: SigningKey | None = None  # delivery: live: the mesh's document signing key (wg_mesh.mesh)
+class StaticSiteArgs(component.SiteComponentArgs[config.StaticSite]):
+    """A static site component's inputs (wg_mesh.component.SiteComponentArgs)."""
 
 
 class StaticSite(component.SiteComponent):

@@ -136,6 +136,27 @@ def commands(quick: bool) -> str:
     )
 
 
+Section = Callable[[dict[str, Any], dict[str, str]], str]  # (all results, plot paths) -> its markdown
+# The sections after the commands, in their order, each where the result it reads is there (None: always).
+BODY: tuple[tuple[str | None, Section], ...] = (
+    ("environment", lambda data, images: section_environment(data["environment"])),
+    ("lab", lambda data, images: section_dataplane(data["lab"], images)),
+    ("mtu", lambda data, images: section_mtu(data["mtu"], images)),
+    ("lab", section_recovery),
+    ("scale", lambda data, images: section_scale(data["scale"], images)),
+    ("lab", lambda data, images: section_ipsec(data)),
+    (None, lambda data, images: section_meaning(data)),
+    ("boot", lambda data, images: boot.section(data["boot"])),
+    ("meshchange", lambda data, images: meshchange.section(data["meshchange"], data.get("meshchange-boot"))),
+    ("rotation", lambda data, images: rotation.section(data["rotation"])),
+    ("pathmtu", lambda data, images: pathmtu.section(data["pathmtu"])),
+    ("hafailover", lambda data, images: hafailover.section(data["hafailover"], data.get("hafailover-gcp"))),
+    ("underlay", lambda data, images: underlay.section(data["underlay"])),
+    ("underlay-fallback", lambda data, images: fallback.section(data["underlay-fallback"])),
+    ("ha_routes", lambda data, images: ha_routes.section(data["ha_routes"])),
+)
+
+
 def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
     quick = bool(data.get("environment", {}).get("quick"))
     parts = [
@@ -150,35 +171,7 @@ def markdown(data: dict[str, Any], images: dict[str, str]) -> str:
     if lines:
         parts.append("## Headline\n\n" + "\n".join(lines) + "\n")
     parts.append(commands(quick))
-    if "environment" in data:
-        parts.append(section_environment(data["environment"]))
-    if "lab" in data:
-        parts.append(section_dataplane(data["lab"], images))
-    if "mtu" in data:
-        parts.append(section_mtu(data["mtu"], images))
-    if "lab" in data:
-        parts.append(section_recovery(data, images))
-    if "scale" in data:
-        parts.append(section_scale(data["scale"], images))
-    if "lab" in data:
-        parts.append(section_ipsec(data))
-    parts.append(section_meaning(data))
-    if "boot" in data:
-        parts.append(boot.section(data["boot"]))
-    if "meshchange" in data:
-        parts.append(meshchange.section(data["meshchange"], data.get("meshchange-boot")))
-    if "rotation" in data:
-        parts.append(rotation.section(data["rotation"]))
-    if "pathmtu" in data:
-        parts.append(pathmtu.section(data["pathmtu"]))
-    if "hafailover" in data:
-        parts.append(hafailover.section(data["hafailover"], data.get("hafailover-gcp")))
-    if "underlay" in data:
-        parts.append(underlay.section(data["underlay"]))
-    if "underlay-fallback" in data:
-        parts.append(fallback.section(data["underlay-fallback"]))
-    if "ha_routes" in data:
-        parts.append(ha_routes.section(data["ha_routes"]))
+    parts.extend(section(data, images) for key, section in BODY if key is None or key in data)
     return "\n".join(parts)
 
 

@@ -25,7 +25,6 @@ from wg_mesh.aws import live as aws_live
 from wg_mesh.aws import network as aws_network
 from wg_mesh.component import Directory
 from wg_mesh.config import AwsSite, MeshConfig
-from wg_mesh.keys import SigningKey
 from wg_mesh.providers import aws_default_tags, given_provider
 
 __all__ = ["GATEWAY_TYPE", "AwsGateway", "AwsGatewayArgs"]
@@ -33,12 +32,8 @@ __all__ = ["GATEWAY_TYPE", "AwsGateway", "AwsGatewayArgs"]
 GATEWAY_TYPE = "wg-mesh:aws:Gateway"
 
 
-@dataclass(frozen=True)
-class AwsGatewayArgs:
-    mesh: MeshConfig
-    site: AwsSite
-    directory: Directory
-    signing_key: SigningKey | None = None  # delivery: live: the mesh's document signing key (wg_mesh.mesh)
+class AwsGatewayArgs(component.SiteComponentArgs[AwsSite]):
+    """An AWS site's gateway component's inputs (wg_mesh.component.SiteComponentArgs)."""
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,11 @@ import pulumi_command as command
 import pulumi_gcp as gcp
 
 from wg_mesh import component, ha, live, topology
-from wg_mesh.component import Directory
 from wg_mesh.config import GcpSite, MeshConfig
 from wg_mesh.gcp import firewall, instance
 from wg_mesh.gcp import ha as gcp_ha
 from wg_mesh.gcp import live as gcp_live
 from wg_mesh.gcp.network import Network, site_network
-from wg_mesh.keys import SigningKey
 from wg_mesh.providers import given_provider
 
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
@@ -48,12 +46,8 @@ def gateway_tag(name: str, scope: str) -> str:
     return f"{name}-wg-gw-{scope}"
 
 
-@dataclass(frozen=True)
-class GcpGatewayArgs:
-    mesh: MeshConfig
-    site: GcpSite
-    directory: Directory
-    signing_key: SigningKey | None = None  # delivery: live: the mesh's document signing key (wg_mesh.mesh)
+class GcpGatewayArgs(component.SiteComponentArgs[GcpSite]):
+    """A GCP site's gateway component's inputs (wg_mesh.component.SiteComponentArgs)."""
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,17 @@ def _error(message: str) -> None:
     print(f"lab: {message}", file=sys.stderr)
 
 
+def _outcome(report: Any, json_path: Path | None) -> int:
+    """A run's or a drill's exit status, once its report is written as JSON to `json_path` when asked."""
+    if json_path is not None:
+        try:
+            json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        except OSError as exc:
+            _error(f"cannot write {json_path}: {exc.strerror}")
+            return EXIT_FAILED
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
 def cmd_lab(args: argparse.Namespace) -> int:
     # Imported here so that `validate` does not pay for the lab's imports.
     from rich.console import Console
@@ -110,13 +121,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
         _error("interrupted; the lab was removed")
         return EXIT_INTERRUPTED
     print_report(report, console)
-    if args.json_path is not None:
-        try:
-            args.json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
-        except OSError as exc:
-            _error(f"cannot write {args.json_path}: {exc.strerror}")
-            return EXIT_FAILED
-    return EXIT_OK if report.ok else EXIT_FAILED
+    return _outcome(report, args.json_path)
 
 
 def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> int:
@@ -138,13 +143,7 @@ def cmd_drill(cfg: Any, label: str, args: argparse.Namespace, console: Any) -> i
         _error("interrupted; the lab was removed")
         return EXIT_INTERRUPTED
     print_drill(report, console)
-    if args.json_path is not None:
-        try:
-            args.json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
-        except OSError as exc:
-            _error(f"cannot write {args.json_path}: {exc.strerror}")
-            return EXIT_FAILED
-    return EXIT_OK if report.ok else EXIT_FAILED
+    return _outcome(report, args.json_path)
 
 
 def cmd_down(labs: list[str], every: bool) -> int:

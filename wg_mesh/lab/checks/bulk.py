@@ -10,21 +10,15 @@ from typing import Any
 
 from wg_mesh.lab.fabric.netns import LabError
 from wg_mesh.lab.fabric.plan import SitePlan
-from wg_mesh.lab.fabric.procs import stop, wait_for_line
+from wg_mesh.lab.fabric.procs import ACCEPT_ONE, stop, wait_for_line
 from wg_mesh.lab.machines.build import BuiltLab
 
 BULK_PORT = 5001
 
-_BULK_SERVER = """
-import hashlib, json, socket, sys
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind((sys.argv[1], int(sys.argv[2])))
-srv.listen(1)
-srv.settimeout(30)
-print("listening", flush=True)
-conn, _ = srv.accept()
-conn.settimeout(30)
+_BULK_SERVER = (
+    "import hashlib, json"
+    + ACCEPT_ONE
+    + """conn.settimeout(30)
 digest, size = hashlib.sha256(), 0
 while chunk := conn.recv(1 << 16):
     digest.update(chunk)
@@ -33,6 +27,7 @@ mss = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
 conn.sendall(json.dumps({"bytes": size, "sha256": digest.hexdigest(), "mss": mss}).encode())
 conn.close()
 """
+)
 
 _BULK_CLIENT = """
 import hashlib, json, os, socket, sys, time

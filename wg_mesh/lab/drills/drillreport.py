@@ -3,6 +3,7 @@ the JSON (`--json`) that docs/benchmarks.md's tables are rendered from. drillrun
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,15 @@ class DrillReport:
     error: str | None = None
     ok: bool = False
     duration_s: float = 0.0
+
+    def finish(self, teardown_problems: list[str], started: float) -> DrillReport:
+        """The drill's end: a teardown that left something behind fails it (after any error it had), and its length
+        since `started` (time.monotonic())."""
+        if teardown_problems:
+            self.error = (self.error + "; " if self.error else "") + "teardown: " + "; ".join(teardown_problems)
+            self.ok = False
+        self.duration_s = time.monotonic() - started
+        return self
 
     def to_json(self) -> dict[str, Any]:
         steps = [{k: v for k, v in s.items() if k not in ("start", "end")} for s in self.steps]

@@ -137,11 +137,7 @@ def run_drill(
             if stream is not None and not stream.result:
                 stream.stop()
             cleanup()
-    if cleanup.problems:
-        report.error = (report.error + "; " if report.error else "") + "teardown: " + "; ".join(cleanup.problems)
-        report.ok = False
-    report.duration_s = time.monotonic() - started
-    return report
+    return report.finish(cleanup.problems, started)
 
 
 def boot_times(lab: BuiltLab) -> dict[str, dict[str, Any]]:

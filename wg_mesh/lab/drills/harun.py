@@ -168,11 +168,7 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
                 shutil.copytree(state.log_dir, kept, dirs_exist_ok=True)
                 report.summary["logs"] = str(kept)
             cleanup()
-    if cleanup.problems:
-        report.error = (report.error + "; " if report.error else "") + "teardown: " + "; ".join(cleanup.problems)
-        report.ok = False
-    report.duration_s = time.monotonic() - started
-    return report
+    return report.finish(cleanup.problems, started)
 
 
 def _v(value: Any, unit: str = "") -> str:

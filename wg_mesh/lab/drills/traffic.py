@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wg_mesh.lab.fabric.netns import LabError, LabState, Node
-from wg_mesh.lab.fabric.procs import stop
+from wg_mesh.lab.fabric.procs import ACCEPT_ONE, stop
 
 PING_INTERVAL_S = 0.01
 STREAM_PORT = 5002
@@ -102,16 +102,10 @@ class Pinger:
         return {"replies": len(inside), "lost": lost, "longest_gap_ms": round(gap * 1000, 1), "lost_at_s": lost_at}
 
 
-_STREAM_SERVER = """
-import hashlib, json, socket, sys, time
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind((sys.argv[1], int(sys.argv[2])))
-srv.listen(1)
-srv.settimeout(30)
-print("listening", flush=True)
-conn, _ = srv.accept()
-conn.settimeout(120)
+_STREAM_SERVER = (
+    "import hashlib, json, time"
+    + ACCEPT_ONE
+    + """conn.settimeout(120)
 digest, size, stalls, last, noted = hashlib.sha256(), 0, [], time.time(), 0.0
 while chunk := conn.recv(1 << 16):
     now = time.time()
@@ -126,6 +120,7 @@ while chunk := conn.recv(1 << 16):
 conn.sendall(json.dumps({"bytes": size, "sha256": digest.hexdigest(), "stalls": stalls}).encode())
 conn.close()
 """
+)
 
 _STREAM_CLIENT = """
 import hashlib, json, os, signal, socket, sys, time

@@ -9,6 +9,20 @@ import signal
 import subprocess
 import threading
 
+# The middle of a receiver's script (`python3 -I -c`; argv: address, port, then the script's own): it listens, says
+# `listening` (what its starter waits for, wait_for_line) and accepts one connection within 30 s, as `conn`. Its own
+# imports go before it, what it does with `conn` after it.
+ACCEPT_ONE = """
+import socket, sys
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((sys.argv[1], int(sys.argv[2])))
+srv.listen(1)
+srv.settimeout(30)
+print("listening", flush=True)
+conn, _ = srv.accept()
+"""
+
 
 def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float) -> bool:
     """Whether the process prints a line containing `marker` within `timeout` seconds."""
