@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from wg_mesh.config import quotas, underlay
+from wg_mesh.config.fields import MonitoringCidr, Port, UsableCidr, parse_network
 from wg_mesh.config.messages import EXPECTED, describe, quote
 from wg_mesh.config.names import name_problems
 from wg_mesh.config.rules import (
@@ -43,14 +44,10 @@ from wg_mesh.config.sites import (
     ConfigError,
     Deferred,
     GcpSite,
-    MonitoringCidr,
-    Port,
     Site,
     SiteBase,
     StaticSite,
     Strict,
-    UsableCidr,
-    parse_network,
 )
 
 # --- the mesh ---------------------------------------------------------------------------

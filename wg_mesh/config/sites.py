@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
@@ -22,7 +20,8 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh.config import addressing, awsnames, credentials, zones
+from wg_mesh.config import awsnames, credentials, zones
+from wg_mesh.config.fields import Address, Endpoint, UsableCidr, pattern
 from wg_mesh.config.messages import bounded, one_line, quote
 from wg_mesh.config.quotas import AwsQuotas
 
@@ -88,80 +87,7 @@ class Deferred:
         return core_schema.is_instance_schema(cls)
 
 
-# --- field types with messages a human can act on ---------------------------------------
-
-
-def parse_network(value: Any) -> Any:
-    if isinstance(value, IPv4Network):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"expected an IPv4 CIDR such as 10.10.0.0/16, got {quote(value)}")
-    shown = value if value and value.isprintable() and " " not in value and len(value) <= 60 else quote(value)
-    if "/" not in value:
-        raise ValueError(f"{shown} has no prefix length (write it as a CIDR, e.g. {shown}/16)")
-    try:
-        return IPv4Network(value, strict=True)
-    except ValueError as exc:
-        try:
-            loose = IPv4Network(value, strict=False)
-        except ValueError:
-            raise ValueError(f"{shown} is not an IPv4 CIDR ({quote(str(exc))})") from None
-        raise ValueError(f"{value} has host bits set (did you mean {loose}?)") from None
-
-
-def parse_address(value: Any) -> Any:
-    if isinstance(value, IPv4Address):
-        return value
-    try:
-        return IPv4Address(str(value))
-    except ValueError:
-        raise ValueError(f"{quote(value)} is not an IPv4 address") from None
-
-
-Cidr = Annotated[IPv4Network, BeforeValidator(parse_network)]
-Address = Annotated[IPv4Address, BeforeValidator(parse_address)]
-Port = Annotated[int, Field(ge=1, le=65535)]
-
-
-def _not_the_internet(net: IPv4Network) -> IPv4Network:
-    if net.prefixlen == 0:
-        raise ValueError(
-            f"{net} would open node-exporter (no authentication, no TLS) to the whole internet; "
-            "list the networks of your Prometheus servers instead"
-        )
-    return net
-
-
-def _usable(net: IPv4Network) -> IPv4Network:
-    problem = addressing.cidr_problem(net)
-    if problem is not None:
-        raise ValueError(problem)
-    return net
-
-
-def _reachable(ip: IPv4Address) -> IPv4Address:
-    problem = addressing.endpoint_problem(ip)
-    if problem is not None:
-        raise ValueError(problem)
-    return ip
-
-
-MonitoringCidr = Annotated[
-    IPv4Network, BeforeValidator(parse_network), AfterValidator(_not_the_internet), AfterValidator(_usable)
-]
-# A site's network or the overlay: routed by every gateway, so no special-purpose range and not half the internet.
-UsableCidr = Annotated[IPv4Network, BeforeValidator(parse_network), AfterValidator(_usable)]
-Endpoint = Annotated[IPv4Address, BeforeValidator(parse_address), AfterValidator(_reachable)]
-
-
-def _pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not regex.fullmatch(value):
-            raise ValueError(f"{quote(value)} is not {what}")
-        return value
-
-    return AfterValidator(check)
-
+# --- field types: wg_mesh.config.fields ---------------------------------------------------
 
 # How many gateways a cloud site runs: 1 (today's layout) or 2 (active + standby). A strict integer: `yes` is not 1.
 Gateways = Annotated[int, Field(ge=1, le=MAX_GATEWAYS)]
@@ -211,22 +137,20 @@ class AwsSite(SiteBase):
     cloud: Literal["aws"]
     region: str
     zone: str | None = None  # availability zone of the gateway subnet; AWS picks one when unset
-    instance_type: Annotated[str, _pattern(_AWS_INSTANCE_TYPE, "an EC2 instance type (e.g. c6i.2xlarge)")] = (
+    instance_type: Annotated[str, pattern(_AWS_INSTANCE_TYPE, "an EC2 instance type (e.g. c6i.2xlarge)")] = (
         DEFAULT_AWS_INSTANCE_TYPE
     )
     underlay_mtu: int = Field(default=DEFAULT_AWS_UNDERLAY_MTU, ge=1280, le=9001)
     # An existing network: plain ids (stack file) or, through wg_mesh.args.MeshArgs, Deferred outputs of the user's own
     # resources (checked when they are plain, passed on when they are not).
-    vpc_id: Annotated[str, _pattern(re.compile(_AWS_ID.format("vpc")), "a VPC id (vpc-0123abcd)")] | Deferred | None = (
+    vpc_id: Annotated[str, pattern(re.compile(_AWS_ID.format("vpc")), "a VPC id (vpc-0123abcd)")] | Deferred | None = (
         None
     )
     subnet_id: (
-        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")]
-        | Deferred
-        | None
+        Annotated[str, pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")] | Deferred | None
     ) = None
     route_table_ids: (
-        list[Annotated[str, _pattern(re.compile(_AWS_ID.format("rtb")), "a route table id (rtb-0123abcd)")] | Deferred]
+        list[Annotated[str, pattern(re.compile(_AWS_ID.format("rtb")), "a route table id (rtb-0123abcd)")] | Deferred]
         | None
     ) = Field(default=None, min_length=1)
     # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
@@ -241,9 +165,7 @@ class AwsSite(SiteBase):
     standby_zone: str | None = None
     # The standby's subnet (existing network, with subnet_id): required there with gateways: 2.
     standby_subnet_id: (
-        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")]
-        | Deferred
-        | None
+        Annotated[str, pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")] | Deferred | None
     ) = None
     # delivery: live: a customer managed KMS key (symmetric, in the site's region) for the private-key parameter
     # instead of aws/ssm, whose key policy lets every principal of the account decrypt (docs/security.md).
@@ -290,15 +212,15 @@ class GcpSite(SiteBase):
     project: str
     region: str
     zone: str
-    instance_type: Annotated[str, _pattern(_GCP_MACHINE_TYPE, "a GCE machine type (e.g. n2-standard-8)")] = (
+    instance_type: Annotated[str, pattern(_GCP_MACHINE_TYPE, "a GCE machine type (e.g. n2-standard-8)")] = (
         DEFAULT_GCP_INSTANCE_TYPE
     )
     underlay_mtu: int = Field(default=DEFAULT_GCP_UNDERLAY_MTU, ge=1300, le=8896)  # GCP VPC MTU range
-    network: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP network name or self link")] | Deferred | None = None
-    subnetwork: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | Deferred | None = None
+    network: Annotated[str, pattern(_GCP_RESOURCE, "a GCP network name or self link")] | Deferred | None = None
+    subnetwork: Annotated[str, pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | Deferred | None = None
     # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
     impersonate_service_account: (
-        Annotated[str, _pattern(credentials.SERVICE_ACCOUNT, credentials.SERVICE_ACCOUNT_FORMS)] | None
+        Annotated[str, pattern(credentials.SERVICE_ACCOUNT, credentials.SERVICE_ACCOUNT_FORMS)] | None
     ) = None
     # Which instances of the network accept traffic from the other sites: those with these network tags, or running
     # as these service accounts, or (workload_scope: network) every instance. None: no such rule (admit the remote
@@ -308,7 +230,7 @@ class GcpSite(SiteBase):
     image: (
         Annotated[
             str,
-            _pattern(
+            pattern(
                 _GCP_IMAGE, "a GCE image reference (PROJECT/IMAGE, projects/PROJECT/global/images/IMAGE, or its URL)"
             ),
         ]
