@@ -10,10 +10,34 @@ import textwrap
 import typing
 from typing import Any
 
+from pydantic import BaseModel
+
 import wg_mesh
 from refdocs import md
+from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
+from wg_mesh.config.underlay import PrivatePath
 
 SOURCE = "the docstrings and source of `wg_mesh.__all__`"
+# The TypedDicts that carry the config's keys: a key without a note of its own gets its config field's description.
+CONFIG_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
+    "MeshArgs": (MeshConfig,),
+    "SiteArgs": (AwsSite, GcpSite, StaticSite),
+    "PrivatePathArgs": (PrivatePath,),
+}
+
+
+def _config_note(typed_dict: str, key: str) -> str:
+    """The config field's description; where the clouds' fields differ, each cloud's (`cloud` itself: none)."""
+    found: dict[str, list[str]] = {}
+    for model in CONFIG_MODELS.get(typed_dict, ()):
+        info = model.model_fields.get(key)
+        if info is not None and info.description and key != "cloud":
+            found.setdefault(info.description, []).append(model.__name__.removesuffix("Site").lower())
+    if not found:
+        return ""
+    if len(found) == 1:
+        return f"{next(iter(found))} ([config](config.md))"
+    return " ".join(f"{', '.join(clouds)}: {text}" for text, clouds in found.items()) + " ([config](config.md))"
 
 
 def _doc(obj: Any) -> str:
@@ -103,7 +127,13 @@ def _typed_dict(cls: type) -> list[str]:
             else annotation
         )
         rows.append(
-            [md.code(name), md.code(shown), "yes" if name in required else "", *([group] if grouped else []), note]
+            [
+                md.code(name),
+                md.code(shown),
+                "yes" if name in required else "",
+                *([group] if grouped else []),
+                note or _config_note(cls.__name__, name),
+            ]
         )
     return md.table(columns, rows)
 
