@@ -181,7 +181,7 @@ def render() -> str:
     lines += [
         (_doc(wg_mesh).split("\n\n")[0]),
         "",
-        *md.fenced(f"from wg_mesh import {', '.join(sorted(wg_mesh.__all__))}", "python"),
+        *md.fenced("from wg_mesh import (\n" + "".join(f"    {n},\n" for n in sorted(wg_mesh.__all__)) + ")", "python"),
         *md.table(
             ("name", "kind", "what"),
             [
