@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from wg_mesh.config import quotas, underlay
+from wg_mesh.config.fields import MonitoringCidr, Port, UsableCidr, parse_network
 from wg_mesh.config.messages import EXPECTED, describe, quote
 from wg_mesh.config.names import name_problems
 from wg_mesh.config.rules import (
@@ -43,14 +44,10 @@ from wg_mesh.config.sites import (
     ConfigError,
     Deferred,
     GcpSite,
-    MonitoringCidr,
-    Port,
     Site,
     SiteBase,
     StaticSite,
     Strict,
-    UsableCidr,
-    parse_network,
 )
 
 # --- the mesh ---------------------------------------------------------------------------
@@ -60,36 +57,83 @@ MIN_ROTATION_LEAD_S, MAX_ROTATION_LEAD_S = 60, 86_400  # rotation_lead_seconds (
 
 
 class MeshConfig(Strict):
-    overlay_cidr: UsableCidr
-    listen_port: Port = 51820
-    mtu: Literal["auto"] | Annotated[int, Field(ge=MIN_TUNNEL_MTU, le=MAX_INTERNET_TUNNEL_MTU)] = "auto"
-    persistent_keepalive: int = Field(default=25, ge=0, le=65535)
-    masquerade: bool = False
-    sites: list[Site] = Field(min_length=2)
+    overlay_cidr: UsableCidr = Field(
+        description="The overlay network: every site's `overlay_ip` lies in it; the same address rules as `cidrs`."
+    )
+    listen_port: Port = Field(default=51820, description="WireGuard's UDP port on every gateway.")
+    mtu: Literal["auto"] | Annotated[int, Field(ge=MIN_TUNNEL_MTU, le=MAX_INTERNET_TUNNEL_MTU)] = Field(
+        default="auto",
+        description="The internet tunnel MTU. `auto`: the smallest `underlay_mtu` (counted at most 1500, the "
+        "internet's) minus 60 (outer IPv4 header, UDP, WireGuard). Pairs on a private path use that path's.",
+    )
+    persistent_keepalive: int = Field(
+        default=25,
+        ge=0,
+        le=65535,
+        description="Seconds between keepalives: keeps NAT and conntrack state open (0: off).",
+    )
+    masquerade: bool = Field(
+        default=False,
+        description="SNAT the mesh's traffic to the gateway's address; off so that source addresses are preserved "
+        "(the routes are wired). A site's own `masquerade` overrides it.",
+    )
+    sites: list[Site] = Field(min_length=2, description="The sites of the mesh, two or more (the tables below).")
     # Who may scrape the gateways' node-exporter on exporter_port (TCP), from outside the mesh or inside it (the cloud
     # firewalls and every gateway's INPUT policy, wg_mesh.inputpolicy, admit these only): none by default.
-    monitoring_cidrs: list[MonitoringCidr] = Field(default_factory=list)
-    exporter_port: Port = 9100
+    monitoring_cidrs: list[MonitoringCidr] = Field(
+        default_factory=list,
+        description="Networks allowed to scrape the gateways' node-exporter (TCP `exporter_port`), in the cloud "
+        "firewalls and every gateway's INPUT policy; a Prometheus inside the mesh must be listed too. A change "
+        "replaces the gateways.",
+    )
+    exporter_port: Port = Field(default=9100, description="node-exporter's TCP port on every gateway.")
     # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
     # AWS: Session Manager), never through a port open to the internet. none: no access path at all.
-    operator_access: Literal["none", "cloud"] = "none"
+    operator_access: Literal["none", "cloud"] = Field(
+        default="none",
+        description="`cloud`: operators reach the gateways through the cloud's own access path (AWS Session Manager, "
+        "GCP IAP TCP forwarding with OS Login), never an open SSH port. `none`: no access path.",
+    )
     # Pulumi `protect` on what other environments remember: public addresses and keys (on in Pulumi.prod.yaml).
-    protect: bool = False
+    protect: bool = Field(
+        default=False,
+        description="Pulumi `protect` on public addresses and keys: `destroy` or a removed site cannot delete them.",
+    )
     # delivery: live: a rotated key (key_epoch) becomes valid this long after `pulumi up` created it, on every gateway
     # at the same moment (wg_mesh.gateway.rotation; README, "Rotating a key"). It must exceed the time `pulumi up`
     # takes from the new key to its last document, plus the agents' poll interval (10 s); a party that applies the
     # document later switches when it does (the outage of an unannounced rotation, for that party only). 60 s at
     # least: the poll and a large mesh's document writes; a day at most: a static site's operator copying its files.
-    rotation_lead_seconds: int = Field(default=120, ge=MIN_ROTATION_LEAD_S, le=MAX_ROTATION_LEAD_S)
+    rotation_lead_seconds: int = Field(
+        default=120,
+        ge=MIN_ROTATION_LEAD_S,
+        le=MAX_ROTATION_LEAD_S,
+        description="`delivery: live`: a rotated key becomes valid this long after `pulumi up` created it, on every "
+        "gateway at the same moment.",
+    )
     # How a gateway gets its peers and its private key (README, "Delivery"). user-data: in the user data, read once at
     # first boot (a peer change replaces the gateway). live: the cloud's own stores, read by wg-mesh-agent on the
     # gateway and applied in place; nothing that replaces a gateway depends on the peers or on any key.
-    delivery: Literal["user-data", "live"] = "user-data"
+    delivery: Literal["user-data", "live"] = Field(
+        default="user-data",
+        description="How a gateway gets its peers and its private key. `user-data`: read once at first boot (a new "
+        "site or a rotated key replaces every cloud gateway). `live`: the clouds' own stores, applied in place by "
+        "wg-mesh-agent (nothing is replaced).",
+    )
     # delivery: live: bump to replace the mesh's document signing key (wg_mesh.keys.SigningKey's RandomBytes keepers).
     # Every gateway pins the key in its user data, so a new one replaces every cloud gateway (README, "Delivery").
-    signing_key_epoch: int = Field(default=0, ge=0)
+    signing_key_epoch: int = Field(
+        default=0,
+        ge=0,
+        description="`delivery: live`: bump to replace the mesh's document signing key (every cloud gateway is "
+        "replaced; static sites need their agent files again).",
+    )
     # Sites that reach each other over a private path (docs/underlay.md): their private addresses, the path's MTU.
-    private_paths: list[underlay.PrivatePath] = Field(default_factory=list)
+    private_paths: list[underlay.PrivatePath] = Field(
+        default_factory=list,
+        description="Sites that reach each other over a private path (interconnect, peering, VPN, WAN): their "
+        "private addresses and the path's MTU. Needs `delivery: live`.",
+    )
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:

@@ -44,10 +44,18 @@ class AwsQuotas(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    rules_per_security_group: Annotated[int, Field(ge=1, le=AWS_QUOTA_MAX)] = AWS_SG_RULES_DEFAULT
-    routes_per_route_table: Annotated[int, Field(ge=1, le=AWS_QUOTA_MAX)] = AWS_ROUTES_DEFAULT
-    elastic_ips_per_region: Annotated[int, Field(ge=1, le=100_000)] = AWS_EIPS_DEFAULT
-    vpcs_per_region: Annotated[int, Field(ge=1, le=100_000)] = AWS_VPCS_DEFAULT
+    rules_per_security_group: Annotated[int, Field(ge=1, le=AWS_QUOTA_MAX)] = Field(
+        default=AWS_SG_RULES_DEFAULT, description=f"Inbound rules per security group ({AWS_SG_RULES_CODE})."
+    )
+    routes_per_route_table: Annotated[int, Field(ge=1, le=AWS_QUOTA_MAX)] = Field(
+        default=AWS_ROUTES_DEFAULT, description=f"Routes per route table ({AWS_ROUTES_CODE})."
+    )
+    elastic_ips_per_region: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=AWS_EIPS_DEFAULT, description=f"Elastic IP addresses per region ({AWS_EIPS_CODE})."
+    )
+    vpcs_per_region: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=AWS_VPCS_DEFAULT, description=f"VPCs per region ({AWS_VPCS_CODE})."
+    )
 
 
 def aws_inbound_rules(cfg: MeshConfig, name: str) -> dict[str, int]:

@@ -12,6 +12,7 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
 from wg_mesh.config import addressing, awsnames, credentials, zones
+from wg_mesh.config.fields import parse_address, parse_network
 from wg_mesh.config.messages import quote
 from wg_mesh.config.sites import (
     DEFAULT_AWS_UNDERLAY_MTU,
@@ -26,8 +27,6 @@ from wg_mesh.config.sites import (
     WIREGUARD_IPV4_OVERHEAD,
     SiteBase,
     StaticSite,
-    parse_address,
-    parse_network,
 )
 
 

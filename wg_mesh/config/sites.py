@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
@@ -22,7 +20,8 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh.config import addressing, awsnames, credentials, zones
+from wg_mesh.config import awsnames, credentials, zones
+from wg_mesh.config.fields import Address, Endpoint, UsableCidr, pattern
 from wg_mesh.config.messages import bounded, one_line, quote
 from wg_mesh.config.quotas import AwsQuotas
 
@@ -88,80 +87,7 @@ class Deferred:
         return core_schema.is_instance_schema(cls)
 
 
-# --- field types with messages a human can act on ---------------------------------------
-
-
-def parse_network(value: Any) -> Any:
-    if isinstance(value, IPv4Network):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"expected an IPv4 CIDR such as 10.10.0.0/16, got {quote(value)}")
-    shown = value if value and value.isprintable() and " " not in value and len(value) <= 60 else quote(value)
-    if "/" not in value:
-        raise ValueError(f"{shown} has no prefix length (write it as a CIDR, e.g. {shown}/16)")
-    try:
-        return IPv4Network(value, strict=True)
-    except ValueError as exc:
-        try:
-            loose = IPv4Network(value, strict=False)
-        except ValueError:
-            raise ValueError(f"{shown} is not an IPv4 CIDR ({quote(str(exc))})") from None
-        raise ValueError(f"{value} has host bits set (did you mean {loose}?)") from None
-
-
-def parse_address(value: Any) -> Any:
-    if isinstance(value, IPv4Address):
-        return value
-    try:
-        return IPv4Address(str(value))
-    except ValueError:
-        raise ValueError(f"{quote(value)} is not an IPv4 address") from None
-
-
-Cidr = Annotated[IPv4Network, BeforeValidator(parse_network)]
-Address = Annotated[IPv4Address, BeforeValidator(parse_address)]
-Port = Annotated[int, Field(ge=1, le=65535)]
-
-
-def _not_the_internet(net: IPv4Network) -> IPv4Network:
-    if net.prefixlen == 0:
-        raise ValueError(
-            f"{net} would open node-exporter (no authentication, no TLS) to the whole internet; "
-            "list the networks of your Prometheus servers instead"
-        )
-    return net
-
-
-def _usable(net: IPv4Network) -> IPv4Network:
-    problem = addressing.cidr_problem(net)
-    if problem is not None:
-        raise ValueError(problem)
-    return net
-
-
-def _reachable(ip: IPv4Address) -> IPv4Address:
-    problem = addressing.endpoint_problem(ip)
-    if problem is not None:
-        raise ValueError(problem)
-    return ip
-
-
-MonitoringCidr = Annotated[
-    IPv4Network, BeforeValidator(parse_network), AfterValidator(_not_the_internet), AfterValidator(_usable)
-]
-# A site's network or the overlay: routed by every gateway, so no special-purpose range and not half the internet.
-UsableCidr = Annotated[IPv4Network, BeforeValidator(parse_network), AfterValidator(_usable)]
-Endpoint = Annotated[IPv4Address, BeforeValidator(parse_address), AfterValidator(_reachable)]
-
-
-def _pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not regex.fullmatch(value):
-            raise ValueError(f"{quote(value)} is not {what}")
-        return value
-
-    return AfterValidator(check)
-
+# --- field types: wg_mesh.config.fields ---------------------------------------------------
 
 # How many gateways a cloud site runs: 1 (today's layout) or 2 (active + standby). A strict integer: `yes` is not 1.
 Gateways = Annotated[int, Field(ge=1, le=MAX_GATEWAYS)]
@@ -176,17 +102,32 @@ class Strict(BaseModel):
 
 
 class SiteBase(Strict):
-    name: str
-    overlay_ip: Address
-    cidrs: list[UsableCidr] = Field(min_length=1)
-    masquerade: bool | None = None  # None: inherit the mesh-wide setting
-    key_epoch: int = Field(default=0, ge=0)
-    underlay_mtu: int = DEFAULT_STATIC_UNDERLAY_MTU  # each cloud sets its own default and bounds
+    name: str = Field(description="The site's name: a DNS label (lowercase letters, digits, `-`), unique.")
+    overlay_ip: Address = Field(description="The site's wg0 address: in `overlay_cidr`, unique.")
+    cidrs: list[UsableCidr] = Field(
+        min_length=1,
+        description="The networks behind the site: no overlaps with each other or the overlay, no host bits, no "
+        "special-purpose range, not half the internet.",
+    )
+    masquerade: bool | None = Field(  # None: inherit the mesh-wide setting
+        default=None, description="SNAT to this gateway; unset: the mesh-wide `masquerade`."
+    )
+    key_epoch: int = Field(default=0, ge=0, description="Bump to rotate the site's WireGuard key.")
+    underlay_mtu: int = Field(  # each cloud sets its own default and bounds
+        default=DEFAULT_STATIC_UNDERLAY_MTU, description="The MTU of the path the tunnel runs over."
+    )
     # Names this site had before: its address, key and other resources are carried over (Pulumi aliases).
-    previous_names: list[str] = Field(default_factory=list)
+    previous_names: list[str] = Field(
+        default_factory=list,
+        description="Names the site had: a rename keeps its address, key and resources (Pulumi aliases).",
+    )
     # The gateway's address on a private path (private_paths, docs/underlay.md): a static site's must be given; a
     # cloud gateway's is fixed to it (default: the 10th address of the gateway subnet wg-mesh creates).
-    private_ip: Address | None = None
+    private_ip: Address | None = Field(
+        default=None,
+        description="The gateway's address on a private path: required for a static site; a cloud gateway is fixed "
+        "to it (default: the 10th address of the gateway subnet wg-mesh creates).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -208,48 +149,80 @@ class SiteBase(Strict):
 
 
 class AwsSite(SiteBase):
-    cloud: Literal["aws"]
-    region: str
-    zone: str | None = None  # availability zone of the gateway subnet; AWS picks one when unset
-    instance_type: Annotated[str, _pattern(_AWS_INSTANCE_TYPE, "an EC2 instance type (e.g. c6i.2xlarge)")] = (
-        DEFAULT_AWS_INSTANCE_TYPE
+    cloud: Literal["aws"] = Field(description="`aws`: a VPC with a gateway instance.")
+    region: str = Field(description="The AWS region, e.g. `us-east-1`.")
+    zone: str | None = Field(
+        default=None,
+        description="The gateway subnet's zone: a name (`us-east-1a`), Local Zone or zone ID (`use1-az1`); unset: "
+        "the first zone, by name, that offers `instance_type`, kept once created.",
     )
-    underlay_mtu: int = Field(default=DEFAULT_AWS_UNDERLAY_MTU, ge=1280, le=9001)
+    instance_type: Annotated[str, pattern(_AWS_INSTANCE_TYPE, "an EC2 instance type (e.g. c6i.2xlarge)")] = Field(
+        default=DEFAULT_AWS_INSTANCE_TYPE,
+        description="The gateway's EC2 instance type (Graviton types get the arm64 AMI); a change replaces it.",
+    )
+    underlay_mtu: int = Field(
+        default=DEFAULT_AWS_UNDERLAY_MTU, ge=1280, le=9001, description="The MTU of the path the tunnel runs over."
+    )
     # An existing network: plain ids (stack file) or, through wg_mesh.args.MeshArgs, Deferred outputs of the user's own
     # resources (checked when they are plain, passed on when they are not).
-    vpc_id: Annotated[str, _pattern(re.compile(_AWS_ID.format("vpc")), "a VPC id (vpc-0123abcd)")] | Deferred | None = (
-        None
+    vpc_id: Annotated[str, pattern(re.compile(_AWS_ID.format("vpc")), "a VPC id (vpc-0123abcd)")] | Deferred | None = (
+        Field(default=None, description="An existing VPC (with `subnet_id` and `route_table_ids`); unset: created.")
     )
     subnet_id: (
-        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")]
-        | Deferred
-        | None
-    ) = None
+        Annotated[str, pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")] | Deferred | None
+    ) = Field(default=None, description="The gateway's subnet in the existing VPC.")
     route_table_ids: (
-        list[Annotated[str, _pattern(re.compile(_AWS_ID.format("rtb")), "a route table id (rtb-0123abcd)")] | Deferred]
+        list[Annotated[str, pattern(re.compile(_AWS_ID.format("rtb")), "a route table id (rtb-0123abcd)")] | Deferred]
         | None
-    ) = Field(default=None, min_length=1)
+    ) = Field(
+        default=None,
+        min_length=1,
+        description="The existing VPC's route tables that get a route to every remote network through the gateway.",
+    )
     # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
-    profile: str | None = Field(default=None, min_length=1)
-    assume_role_arn: Annotated[str, AfterValidator(credentials.role_arn)] | None = None
-    account_id: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    profile: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The named AWS profile this site is deployed with; unset: the environment.",
+    )
+    assume_role_arn: Annotated[str, AfterValidator(credentials.role_arn)] | None = Field(
+        default=None, description="A role to assume for this site (in the partition of `region`)."
+    )
+    account_id: Annotated[str, Field(pattern=r"^\d{12}$")] | None = Field(
+        default=None, description="The account the credentials must be (with `assume_role_arn`: the role's)."
+    )
     # An AMI id or an Ubuntu serial; None: the newest Ubuntu 24.04 when the gateway is created, then kept.
-    image: Annotated[str, AfterValidator(awsnames.check_image)] | None = None
+    image: Annotated[str, AfterValidator(awsnames.check_image)] | None = Field(
+        default=None,
+        description="An AMI id (`ami-...`) or an Ubuntu serial (`20250804`); unset: the newest Ubuntu 24.04 when the "
+        "gateway is created, then kept.",
+    )
     # High availability (docs/ha.md): 2 = an active gateway and a standby sharing the site's identity.
-    gateways: Gateways = 1
+    gateways: Gateways = Field(
+        default=1,
+        description="`2`: an active gateway and a standby sharing the site's identity (needs `delivery: live`).",
+    )
     # The standby's availability zone (created network); None: another zone of the region offering the type.
-    standby_zone: str | None = None
+    standby_zone: str | None = Field(
+        default=None,
+        description="`gateways: 2`: the standby's zone (created network); unset: another zone offering the type.",
+    )
     # The standby's subnet (existing network, with subnet_id): required there with gateways: 2.
     standby_subnet_id: (
-        Annotated[str, _pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")]
-        | Deferred
-        | None
-    ) = None
+        Annotated[str, pattern(re.compile(_AWS_ID.format("subnet")), "a subnet id (subnet-0123abcd)")] | Deferred | None
+    ) = Field(default=None, description="`gateways: 2` with `subnet_id`: the standby's subnet in the existing VPC.")
     # delivery: live: a customer managed KMS key (symmetric, in the site's region) for the private-key parameter
     # instead of aws/ssm, whose key policy lets every principal of the account decrypt (docs/security.md).
-    ssm_kms_key_arn: Annotated[str, AfterValidator(credentials.kms_key_arn)] | None = None
+    ssm_kms_key_arn: Annotated[str, AfterValidator(credentials.kms_key_arn)] | None = Field(
+        default=None,
+        description="`delivery: live`: a customer managed KMS key (its ARN, in the site's region) for the private-key "
+        "parameter; unset: `aws/ssm`.",
+    )
     # This account's VPC quotas in the region where they are not AWS's defaults (wg_mesh.config.quotas).
-    quotas: AwsQuotas = Field(default_factory=AwsQuotas)
+    quotas: AwsQuotas = Field(
+        default_factory=AwsQuotas,
+        description="This account's VPC quotas in the region where they are not AWS's defaults (the `quotas` table).",
+    )
 
     @field_validator("region")
     @classmethod
@@ -286,20 +259,29 @@ class AwsSite(SiteBase):
 
 
 class GcpSite(SiteBase):
-    cloud: Literal["gcp"]
-    project: str
-    region: str
-    zone: str
-    instance_type: Annotated[str, _pattern(_GCP_MACHINE_TYPE, "a GCE machine type (e.g. n2-standard-8)")] = (
-        DEFAULT_GCP_INSTANCE_TYPE
+    cloud: Literal["gcp"] = Field(description="`gcp`: a VPC network with a gateway VM.")
+    project: str = Field(description="The GCP project id.")
+    region: str = Field(description="The GCP region, e.g. `europe-west3`.")
+    zone: str = Field(description="The gateway VM's zone, in `region`, e.g. `europe-west3-a`.")
+    instance_type: Annotated[str, pattern(_GCP_MACHINE_TYPE, "a GCE machine type (e.g. n2-standard-8)")] = Field(
+        default=DEFAULT_GCP_INSTANCE_TYPE, description="The gateway's GCE machine type; a change replaces it."
     )
-    underlay_mtu: int = Field(default=DEFAULT_GCP_UNDERLAY_MTU, ge=1300, le=8896)  # GCP VPC MTU range
-    network: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP network name or self link")] | Deferred | None = None
-    subnetwork: Annotated[str, _pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | Deferred | None = None
+    underlay_mtu: int = Field(  # GCP VPC MTU range
+        default=DEFAULT_GCP_UNDERLAY_MTU,
+        ge=1300,
+        le=8896,
+        description="The MTU of the path the tunnel runs over (the MTU of the network wg-mesh creates).",
+    )
+    network: Annotated[str, pattern(_GCP_RESOURCE, "a GCP network name or self link")] | Deferred | None = Field(
+        default=None, description="An existing network (with `subnetwork`), name or self link; unset: created."
+    )
+    subnetwork: Annotated[str, pattern(_GCP_RESOURCE, "a GCP subnetwork name or self link")] | Deferred | None = Field(
+        default=None, description="The gateway's subnetwork in the existing network."
+    )
     # Deploy this site as that service account (the caller needs roles/iam.serviceAccountTokenCreator on it).
     impersonate_service_account: (
-        Annotated[str, _pattern(credentials.SERVICE_ACCOUNT, credentials.SERVICE_ACCOUNT_FORMS)] | None
-    ) = None
+        Annotated[str, pattern(credentials.SERVICE_ACCOUNT, credentials.SERVICE_ACCOUNT_FORMS)] | None
+    ) = Field(default=None, description="Deploy this site as that service account (impersonated).")
     # Which instances of the network accept traffic from the other sites: those with these network tags, or running
     # as these service accounts, or (workload_scope: network) every instance. None: no such rule (admit the remote
     # ranges with your own firewall rules, as on AWS).
@@ -308,19 +290,35 @@ class GcpSite(SiteBase):
     image: (
         Annotated[
             str,
-            _pattern(
+            pattern(
                 _GCP_IMAGE, "a GCE image reference (PROJECT/IMAGE, projects/PROJECT/global/images/IMAGE, or its URL)"
             ),
         ]
         | None
-    ) = None
-    workload_tags: list[str] = Field(default_factory=list)
-    workload_service_accounts: list[str] = Field(default_factory=list)
-    workload_scope: Literal["network"] | None = None
+    ) = Field(
+        default=None,
+        description="A pinned boot image (`ubuntu-os-cloud/ubuntu-2404-noble-amd64-vYYYYMMDD`); unset: the Ubuntu "
+        "24.04 LTS family of the machine's architecture.",
+    )
+    workload_tags: list[str] = Field(
+        default_factory=list, description="Network tags of the instances that accept the other sites' traffic."
+    )
+    workload_service_accounts: list[str] = Field(
+        default_factory=list,
+        description="Or: the service accounts of those instances (not both: a GCP rule targets one kind).",
+    )
+    workload_scope: Literal["network"] | None = Field(
+        default=None, description="`network`: every instance of the network accepts the other sites' traffic."
+    )
     # High availability (docs/ha.md): 2 = an active VM and a standby behind an internal load balancer.
-    gateways: Gateways = 1
+    gateways: Gateways = Field(
+        default=1,
+        description="`2`: an active VM and a standby behind an internal load balancer (needs `delivery: live`).",
+    )
     # The standby VM's zone; None: the next zone of the region (by letter) after `zone`.
-    standby_zone: str | None = None
+    standby_zone: str | None = Field(
+        default=None, description="`gateways: 2`: the standby VM's zone; unset: the next zone letter after `zone`."
+    )
 
     @field_validator("workload_tags")
     @classmethod
@@ -360,10 +358,19 @@ class GcpSite(SiteBase):
 class StaticSite(SiteBase):
     """A bare-metal or VPS host that already exists: it gets a config, not resources."""
 
-    cloud: Literal["static"]
-    endpoint: Endpoint
-    underlay_mtu: int = Field(default=DEFAULT_STATIC_UNDERLAY_MTU, ge=1280, le=9216)
-    gateways: int = 1  # a static site is the one host it names: anything else is refused below
+    cloud: Literal["static"] = Field(
+        description="`static`: a host that exists already; it gets a config, no resources."
+    )
+    endpoint: Endpoint = Field(
+        description="The host's public IPv4 address: not special-purpose, private (RFC 1918), CGNAT or benchmarking "
+        "space."
+    )
+    underlay_mtu: int = Field(
+        default=DEFAULT_STATIC_UNDERLAY_MTU, ge=1280, le=9216, description="The MTU of the path the tunnel runs over."
+    )
+    gateways: int = Field(  # a static site is the one host it names: anything else is refused below
+        default=1, description="Always 1: a static site is the one host it names."
+    )
 
     @field_validator("gateways")
     @classmethod

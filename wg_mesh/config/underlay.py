@@ -47,10 +47,14 @@ _RESERVED_WHY = {
 
 
 class PrivatePath(Strict):
-    name: str
-    sites: list[str] = Field(min_length=2)
-    mtu: Annotated[int, Field(ge=MIN_PATH_MTU, le=MAX_PATH_MTU)] = DEFAULT_PATH_MTU
-    kind: Literal["interconnect", "peering", "vpn", "wan"] = "interconnect"  # a label (docs, metrics) only
+    name: str = Field(description="The path's name: lowercase letters, digits and `-`, at most 32.")
+    sites: list[str] = Field(min_length=2, description="The sites on the path (two or more; one path per pair).")
+    mtu: Annotated[int, Field(ge=MIN_PATH_MTU, le=MAX_PATH_MTU)] = Field(
+        default=DEFAULT_PATH_MTU, description="The path's MTU; the tunnel over it is 60 bytes less."
+    )
+    kind: Literal["interconnect", "peering", "vpn", "wan"] = Field(  # a label (docs, metrics) only
+        default="interconnect", description="What the path is: a label for the docs and metrics only."
+    )
 
     @field_validator("name")
     @classmethod
