@@ -2,16 +2,20 @@
 
 `MeshArgs` has the keys of the stack file's `wg-mesh:mesh` (README, "Config reference"), so a stack file's value
 is a `MeshArgs` as it is, and a program builds one the same way. The existing-network keys (vpc_id, subnet_id,
-standby_subnet_id, route_table_ids' items, network, subnetwork) also take a `pulumi.Input[str]`: an output of the
-program's own VPC, subnet, route table or network. Everything else must be known when the program runs (it decides
-which resources exist and what they are named); `to_config` validates it with the config model (wg_mesh.config: the
-same messages as for a stack file) before any resource is declared.
+standby_subnet_id, route_table_ids' items, network, subnetwork) and a static site's endpoint also take a
+`pulumi.Input[str]`: an output of the program's own VPC, subnet, route table, network or address (the endpoint is
+checked when its value is known: wg_mesh.static). Everything else must be known when the program runs (it decides
+which resources exist, what they are named and what is rendered): an Output there is one readable problem.
+`to_config` validates the args with the config model (wg_mesh.config: the same messages as for a stack file) before
+any resource is declared. The fields' docstrings are their descriptions (IDEs, the schema: wg_mesh.provider);
+docs/how-to/component-inputs.md is the table of what takes an Output.
 
 No `from __future__ import annotations` here: Pulumi's schema inference (pulumi.provider.experimental, wg_mesh.provider)
 reads these annotations at run time.
 """
 
 import inspect
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -22,7 +26,7 @@ from wg_mesh.validate import load_mesh
 
 # The keys whose value may come from the user's own resources, known only at deploy time
 # (docs/how-to/component-inputs.md).
-INPUT_KEYS = ("vpc_id", "subnet_id", "standby_subnet_id", "network", "subnetwork")
+INPUT_KEYS = ("vpc_id", "subnet_id", "standby_subnet_id", "network", "subnetwork", "endpoint")
 INPUT_LIST_KEYS = ("route_table_ids",)
 
 # The fixed choices, as the config model has them (tests/test_args_ide.py holds them equal).
@@ -111,8 +115,9 @@ class SiteArgs(TypedDict):
     """gcp: or the service accounts of those instances (not with `workload_tags`)."""
     workload_scope: NotRequired[WorkloadScope]
     """gcp: 'network': every instance of the network accepts the other sites' traffic."""
-    endpoint: NotRequired[str]
-    """static (required): the host's public IPv4 address, where the other sites send to."""
+    endpoint: NotRequired[pulumi.Input[str]]
+    """static (required): the host's public IPv4 address, where the other sites send to. May be an Output (e.g. an
+    address your program allocates): checked when its value is known, during `pulumi up`."""
 
 
 class PrivatePathArgs(TypedDict):
@@ -192,32 +197,43 @@ class MeshConfigError(ConfigError, pulumi.RunError):
     traceback; a ConfigError (ValueError), so a program can catch it as the stack file's errors."""
 
 
-def _deferred(value: object) -> object:
-    """A user's Input (an Output or an awaitable) as the model carries it; anything else as it is, to be checked."""
-    return Deferred(value) if isinstance(value, pulumi.Output) or inspect.isawaitable(value) else value
+def _is_input(value: object) -> bool:
+    return isinstance(value, pulumi.Output) or inspect.isawaitable(value)
 
 
-def raw_site(site: Mapping[str, Any]) -> Any:
-    if not isinstance(site, Mapping):
-        return site  # the model says what is wrong with it
-    raw = dict(site)
-    for key in INPUT_KEYS:
-        if key in raw:
-            raw[key] = _deferred(raw[key])
-    for key in INPUT_LIST_KEYS:
-        if isinstance(raw.get(key), list):
-            raw[key] = [_deferred(item) for item in raw[key]]
-    return raw
+def _carried(value: Any, path: str, refused: dict[str, str]) -> Any:
+    """`value` with every Input (an Output or an awaitable) in it as the model carries one (Deferred, whose repr says
+    what it is: an Output's str() is a warning, not a value); each at a key that does not take one, in `refused`."""
+    if _is_input(value):
+        if not _TAKES_INPUT.fullmatch(path):
+            refused[path] = (
+                f"{path}: given an Output, but it must be known when the program runs (it decides which resources "
+                "exist, what they are named and what is rendered); docs/how-to/component-inputs.md lists the keys "
+                "that take one"
+            )
+        return Deferred(value)
+    if isinstance(value, Mapping):
+        return {key: _carried(item, f"{path}.{key}" if path else str(key), refused) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_carried(item, f"{path}[{i}]", refused) for i, item in enumerate(value)]
+    return value
+
+
+# The paths at which an Input is carried to the resources: INPUT_KEYS, and INPUT_LIST_KEYS' items.
+_TAKES_INPUT = re.compile(rf"sites\[\d+\]\.(?:{'|'.join(INPUT_KEYS)}|(?:{'|'.join(INPUT_LIST_KEYS)})\[\d+\])")
 
 
 def to_config(args: MeshArgs | Mapping[str, Any]) -> MeshConfig:
-    """The validated mesh of `args` (a MeshArgs or a stack file's value), or MeshConfigError listing every problem."""
-    raw: Any = args
-    if isinstance(args, Mapping):
-        raw = dict(args)
-        if isinstance(raw.get("sites"), list):
-            raw["sites"] = [raw_site(site) for site in raw["sites"]]
+    """The validated mesh of `args` (a MeshArgs or a stack file's value), or MeshConfigError listing every problem.
+    An Output where the mesh cannot take one is one problem naming its key (the model's own message about the same
+    key, which could only say that it is not a string, is left out)."""
+    refused: dict[str, str] = {}
+    raw = _carried(args, "", refused) if isinstance(args, Mapping) else args
     try:
-        return load_mesh(raw)
+        config = load_mesh(raw)
     except ConfigError as exc:
-        raise MeshConfigError(exc.problems) from None
+        rest = [p for p in exc.problems if not any(p.startswith(tuple(f"{k}{c}" for c in ":.[")) for k in refused)]
+        raise MeshConfigError([*refused.values(), *rest]) from None
+    if refused:
+        raise MeshConfigError(list(refused.values()))
+    return config

@@ -361,7 +361,9 @@ class StaticSite(SiteBase):
     """A bare-metal or VPS host that already exists: it gets a config, not resources."""
 
     cloud: Literal["static"]
-    endpoint: Endpoint
+    # The host's public address: plain (stack file), or through wg_mesh.args a Deferred output of the user's program,
+    # checked when it is known (wg_mesh.static.endpoint_problems).
+    endpoint: Endpoint | Deferred
     underlay_mtu: int = Field(default=DEFAULT_STATIC_UNDERLAY_MTU, ge=1280, le=9216)
     gateways: int = 1  # a static site is the one host it names: anything else is refused below
 
