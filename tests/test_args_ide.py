@@ -113,3 +113,24 @@ def test_mypy_checks_the_typed_example() -> None:
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
     assert "tests/args_typed_example.py" in config["files"] and config["strict"] is True
+
+
+# --- docs/how-to/component-inputs.md ----------------------------------------------------------------------------
+
+HOW_TO = REPO / "docs" / "how-to" / "component-inputs.md"
+
+
+def test_the_how_to_says_yes_for_exactly_the_keys_that_take_an_output() -> None:
+    rows = [line.split("|")[1:-1] for line in HOW_TO.read_text().splitlines() if line.startswith("| `")]
+    rows = [cells for cells in rows if len(cells) == 4]  # the first table: key, site, takes an Output, checked
+    takes = {cells[0].strip().strip("`") for cells in rows if cells[2].strip().startswith(("yes", "each id: yes"))}
+    assert takes == set(args.INPUT_KEYS) | set(args.INPUT_LIST_KEYS)
+
+
+def test_the_how_tos_example_is_typed_python() -> None:
+    import ast
+
+    text = HOW_TO.read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    tree = ast.parse(block)
+    assert any(isinstance(node, ast.ImportFrom) and node.module == "wg_mesh" for node in tree.body)
