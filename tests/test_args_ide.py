@@ -127,7 +127,7 @@ def test_the_how_to_says_yes_for_exactly_the_keys_that_take_an_output() -> None:
     assert takes == set(args.INPUT_KEYS) | set(args.INPUT_LIST_KEYS)
 
 
-def test_the_how_tos_example_is_typed_python() -> None:
+def test_the_how_tos_example_parses_and_imports_wg_mesh() -> None:
     import ast
 
     text = HOW_TO.read_text()
