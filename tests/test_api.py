@@ -113,7 +113,7 @@ def test_input_keys_are_the_existing_network_keys() -> None:
     from wg_mesh.config.rules import EXISTING_NETWORK_KEYS
 
     existing = {key for keys in EXISTING_NETWORK_KEYS.values() for key in keys} - {"route_table_ids"}
-    assert set(INPUT_KEYS) == existing | {"standby_subnet_id"}
+    assert set(INPUT_KEYS) == existing | {"standby_subnet_id", "endpoint"}  # and a static site's address
 
 
 def test_the_config_error_is_a_run_error_and_a_config_error() -> None:

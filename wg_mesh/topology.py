@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from wg_mesh.config import MeshConfig, StaticSite, underlay
+from wg_mesh.config import Deferred, MeshConfig, StaticSite, underlay
 from wg_mesh.config.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PREFIX  # re-exported
 from wg_mesh.config.addressing import gateway_subnet as gateway_subnet
 from wg_mesh.config.addressing import standby_gateway_subnet as standby_gateway_subnet
@@ -95,8 +95,12 @@ def remote_ranges(cfg: MeshConfig, name: str) -> list[IPv4Network]:
 
 
 def static_endpoints(cfg: MeshConfig) -> dict[str, str]:
-    """Public addresses that are known from config alone (static sites)."""
-    return {site.name: str(site.endpoint) for site in cfg.sites if isinstance(site, StaticSite)}
+    """Public addresses that are known from config alone (static sites; not one given as an Output)."""
+    return {
+        site.name: str(site.endpoint)
+        for site in cfg.sites
+        if isinstance(site, StaticSite) and not isinstance(site.endpoint, Deferred)
+    }
 
 
 def peer_source_ranges(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> list[str]:

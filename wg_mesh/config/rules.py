@@ -42,7 +42,7 @@ class SiteFacts:
 
     @classmethod
     def of(cls, site: SiteBase) -> SiteFacts:
-        endpoint = site.endpoint if isinstance(site, StaticSite) else None
+        endpoint = site.endpoint if isinstance(site, StaticSite) and isinstance(site.endpoint, IPv4Address) else None
         return cls(site.name, site.overlay_ip, tuple(enumerate(site.cidrs)), site.underlay_mtu, endpoint)
 
     @classmethod

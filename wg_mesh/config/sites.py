@@ -361,9 +361,11 @@ class StaticSite(SiteBase):
     cloud: Literal["static"] = Field(
         description="`static`: a host that exists already; it gets a config, no resources."
     )
-    endpoint: Endpoint = Field(
+    # Plain (stack file), or through wg_mesh.args a Deferred output of the user's program, checked when it is known
+    # (wg_mesh.static.endpoint_problems).
+    endpoint: Endpoint | Deferred = Field(
         description="The host's public IPv4 address: not special-purpose, private (RFC 1918), CGNAT or benchmarking "
-        "space."
+        "space (from a program: a known value or a pulumi Output)."
     )
     underlay_mtu: int = Field(
         default=DEFAULT_STATIC_UNDERLAY_MTU, ge=1280, le=9216, description="The MTU of the path the tunnel runs over."
