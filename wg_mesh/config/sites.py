@@ -178,7 +178,9 @@ class Strict(BaseModel):
 class SiteBase(Strict):
     name: str
     overlay_ip: Address
-    cidrs: list[UsableCidr] = Field(min_length=1)
+    # The networks behind the gateway, routed through it. A cloud site has at least one (its VPC/network); a static
+    # site may have none: a single host reached at its overlay address (AwsSite and GcpSite require one below).
+    cidrs: list[UsableCidr] = Field(default_factory=list)
     masquerade: bool | None = None  # None: inherit the mesh-wide setting
     key_epoch: int = Field(default=0, ge=0)
     underlay_mtu: int = DEFAULT_STATIC_UNDERLAY_MTU  # each cloud sets its own default and bounds
@@ -209,6 +211,7 @@ class SiteBase(Strict):
 
 class AwsSite(SiteBase):
     cloud: Literal["aws"]
+    cidrs: list[UsableCidr] = Field(min_length=1)  # the VPC's blocks: a cloud site has a network behind it
     region: str
     zone: str | None = None  # availability zone of the gateway subnet; AWS picks one when unset
     instance_type: Annotated[str, _pattern(_AWS_INSTANCE_TYPE, "an EC2 instance type (e.g. c6i.2xlarge)")] = (
@@ -287,6 +290,7 @@ class AwsSite(SiteBase):
 
 class GcpSite(SiteBase):
     cloud: Literal["gcp"]
+    cidrs: list[UsableCidr] = Field(min_length=1)  # the network's ranges: a cloud site has a network behind it
     project: str
     region: str
     zone: str
