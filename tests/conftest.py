@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.stacks import STACK_FILES
 from wg_mesh.mesh import Mesh
 from wg_mesh.stackfile import read_raw
 from wg_mesh.testing import (
@@ -37,7 +38,6 @@ from wg_mesh.testing import ProgramRun as _Run
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "__main__.py"
-STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
 
 __all__ = [
     "FAKE_PUBLIC_NET",

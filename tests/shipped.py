@@ -9,12 +9,13 @@ from pathlib import Path
 
 import yaml
 
+from tests.stacks import example_stack_files, stack_files
 from wg_mesh import live, render, topology, userdata
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab
 from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
-STACK_FILES = (*sorted(REPO.glob("Pulumi.*.yaml")), *sorted(REPO.glob("examples/**/Pulumi.*.yaml")))
+STACK_FILES = (*stack_files(), *example_stack_files())
 PREFIX = "wgl0b0b"
 
 

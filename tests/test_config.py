@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from tests.stacks import STACK_FILES
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite
 from wg_mesh.stackfile import load
 from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
-STACKS = sorted(REPO.glob("Pulumi.*.yaml"))
+STACKS = STACK_FILES
 VPC, SUBNET, RTB1, RTB2 = "vpc-0123abcd", "subnet-0123456789abcdef0", "rtb-0a1b2c3d", "rtb-0a1b2c3e"
 
 

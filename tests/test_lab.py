@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.stacks import STACK_FILES
 from wg_mesh import inputpolicy, live, metrics, render, topology, userdata, wgkey
 from wg_mesh.__main__ import main
 from wg_mesh.config import MeshConfig
@@ -55,7 +56,6 @@ from wg_mesh.stackfile import load
 from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
-STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
 PREFIX = "wgl0a1b"
 IFNAMSIZ = 15
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.lableft import lab_left
+from tests.stacks import STACK_FILES
 from wg_mesh import metrics, render
 from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.fabric.netns import missing_requirements, proc_start_time
@@ -31,7 +32,6 @@ from wg_mesh.lab.run import run_lab
 from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
-STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))
 # Pulumi.ha.yaml is dev's topology with HA pairs; a booted lab does not model the pair's cloud (lease, IMDS, EIP
 # moves: the HA drill does, in namespaces), and its topology boots as dev. Left out to keep CI under 30 minutes.
 BOOT_STACK_FILES = [p for p in STACK_FILES if p.name != "Pulumi.ha.yaml"]

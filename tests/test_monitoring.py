@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.stacks import STACK_NAMES
 from wg_mesh import monitoring, wgmetrics
 from wg_mesh.gateway import agent, fallback, ha_run, pmtu
 from wg_mesh.stackfile import load, read_raw
@@ -27,7 +28,7 @@ from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 MONITORING = REPO / "monitoring"
-STACKS = sorted(p.stem.split(".", 1)[1] for p in REPO.glob("Pulumi.*.yaml"))
+STACKS = sorted(STACK_NAMES)
 DASHBOARD = MONITORING / "grafana-dashboard.json"
 UPDATE = os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1"
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (prometheus)")

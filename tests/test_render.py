@@ -12,13 +12,14 @@ import pytest
 import yaml
 
 from tests.golden import assert_golden
+from tests.stacks import STACK_FILES
 from wg_mesh import render, wgkey
 from wg_mesh.config import MeshConfig
 from wg_mesh.stackfile import load
 from wg_mesh.topology import PeerAddress, interface_plan
 
 REPO = Path(__file__).resolve().parent.parent
-STACKS = sorted(REPO.glob("Pulumi.*.yaml"))
+STACKS = STACK_FILES
 needs_cloud_init = pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed")
 needs_wg = pytest.mark.skipif(shutil.which("wg") is None, reason="wireguard-tools not installed")
 

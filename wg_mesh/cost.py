@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from wg_mesh import stackcost
 from wg_mesh.config import ConfigError
 from wg_mesh.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, load
+from wg_mesh.stackfile import load as load_stack
+from wg_mesh.stackfile import stack_file
 
 BYTES_PER_TB = 10**12
 DEFAULT_TB = (1.0, 10.0, 100.0)
@@ -314,6 +317,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="both: each volume AWS -> GCP and again GCP -> AWS (default); or one way only",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the figures and their sources as JSON")
+    stack = parser.add_mutually_exclusive_group()
+    stack.add_argument("--stack", help="price this stack's own gateways (Pulumi.STACK.yaml here), idle, by site")
+    stack.add_argument("--file", type=Path, help="price the gateways of this stack file, idle, by site")
     parser.add_argument("--prices", type=Path, default=PRICE_FILE, help="another price file of the same shape")
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=USD", dest="overrides",
@@ -358,11 +364,24 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         raise ConfigError(problems)
     prices = load(args.prices)
+    source = DEFAULT_SOURCE if args.prices == PRICE_FILE else str(args.prices)
+    if getattr(args, "stack", None) is not None or getattr(args, "file", None) is not None:
+        return _run_stack(args, apply_overrides(prices, args.overrides), source)
     check_keys(prices, str(args.prices))
     prices = apply_overrides(prices, args.overrides)
     if args.json:
         print(json.dumps(as_json(prices, args.tb, args.direction), indent=2, ensure_ascii=False))
     else:
-        source = DEFAULT_SOURCE if args.prices == PRICE_FILE else str(args.prices)
         sys.stdout.write(render(prices, args.tb, args.direction, source))
+    return 0
+
+
+def _run_stack(args: argparse.Namespace, prices: PriceFile, source: str) -> int:
+    path = args.file if args.file is not None else stack_file(args.stack)
+    name = args.stack if args.stack is not None else path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    cfg = load_stack(path)
+    if args.json:
+        print(json.dumps(stackcost.as_json(cfg, name, prices, source), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(stackcost.render(cfg, name, prices, source))
     return 0

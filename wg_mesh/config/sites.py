@@ -104,10 +104,13 @@ class Strict(BaseModel):
 class SiteBase(Strict):
     name: str = Field(description="The site's name: a DNS label (lowercase letters, digits, `-`), unique.")
     overlay_ip: Address = Field(description="The site's wg0 address: in `overlay_cidr`, unique.")
+    # A cloud site has at least one (its VPC/network: AwsSite and GcpSite require it); a static site may have none: a
+    # single host reached at its overlay address.
     cidrs: list[UsableCidr] = Field(
-        min_length=1,
-        description="The networks behind the site: no overlaps with each other or the overlay, no host bits, no "
-        "special-purpose range, not half the internet.",
+        default_factory=list,
+        description="The networks behind the site, routed through its gateway: no overlaps with each other or the "
+        "overlay, no host bits, no special-purpose range, not half the internet. A static site may have none (a single "
+        "host); a cloud site needs its network's.",
     )
     masquerade: bool | None = Field(  # None: inherit the mesh-wide setting
         default=None, description="SNAT to this gateway; unset: the mesh-wide `masquerade`."
@@ -150,6 +153,9 @@ class SiteBase(Strict):
 
 class AwsSite(SiteBase):
     cloud: Literal["aws"] = Field(description="`aws`: a VPC with a gateway instance.")
+    cidrs: list[UsableCidr] = Field(
+        min_length=1, description="The VPC's blocks routed through the gateway (at least one)."
+    )
     region: str = Field(description="The AWS region, e.g. `us-east-1`.")
     zone: str | None = Field(
         default=None,
@@ -260,6 +266,9 @@ class AwsSite(SiteBase):
 
 class GcpSite(SiteBase):
     cloud: Literal["gcp"] = Field(description="`gcp`: a VPC network with a gateway VM.")
+    cidrs: list[UsableCidr] = Field(
+        min_length=1, description="The network's ranges routed through the gateway (at least one)."
+    )
     project: str = Field(description="The GCP project id.")
     region: str = Field(description="The GCP region, e.g. `europe-west3`.")
     zone: str = Field(description="The gateway VM's zone, in `region`, e.g. `europe-west3-a`.")

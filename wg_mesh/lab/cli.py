@@ -76,8 +76,12 @@ def _outcome(report: Any, json_path: Path | None) -> int:
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
-    # Imported here so that `validate` does not pay for the lab's imports.
-    from rich.console import Console
+    # Imported here so that `validate` does not pay for the lab's imports (nor need the lab's extra).
+    try:
+        from rich.console import Console
+    except ModuleNotFoundError:
+        _error("needs the lab's extra: pip install 'pulumi-wg-mesh[lab]' (or pip install -r requirements-dev.txt)")
+        return 2
 
     from wg_mesh.lab.checks.report import print_report
     from wg_mesh.lab.fabric.plan import LabPlanError

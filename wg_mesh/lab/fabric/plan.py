@@ -236,6 +236,12 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
         ha = site.name in ha_sites
         if ha and not cloud:
             problems.append(f"sites[{i}]: {site.name} is a static site: one gateway only")
+        if not site.cidrs:  # a single-host static site: the lab's checks need a host behind each gateway
+            problems.append(
+                f"sites[{i}]: {site.name} is a single host (no cidrs): the lab runs a host behind every gateway and "
+                "checks the paths between them; give it a cidrs entry (its LAN) to run this topology in the lab"
+            )
+            continue
         try:
             router, gateway, host = site_addresses(site.cidrs[0], cloud)
         except ValueError as exc:

@@ -1,0 +1,87 @@
+"""`wg-mesh cost --stack S`: the stack's own regions, instance types and sites, priced from the dated price file, or
+refused by name where the file lacks a price (issue 23). Pure, on base() moved to the file's regions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.test_config import base
+from wg_mesh import stackcost
+from wg_mesh.__main__ import main
+from wg_mesh.config import ConfigError
+from wg_mesh.prices import load
+from wg_mesh.validate import load_mesh
+
+PRICES = load()
+ORIGIN = "wg_mesh/prices.yaml"
+
+
+def priced_stack() -> dict[str, Any]:
+    """base() (aws us-east-1, gcp, a static site) with its GCP site in the price file's GCP region."""
+    raw = base()
+    raw["sites"][1].update(region=PRICES.regions.gcp, zone=f"{PRICES.regions.gcp}-a")
+    return raw
+
+
+def test_the_stacks_own_sites_are_priced_idle() -> None:
+    cfg = load_mesh(priced_stack())
+    lines = stackcost.stack_lines(cfg, PRICES, ORIGIN)
+    assert [(li.site, li.price, li.count) for li in lines] == [
+        ("aws-use1", "aws_c6i_2xlarge", 1),
+        ("aws-use1", "aws_public_ipv4", 1),
+        ("gcp-euw3", "gcp_n2_standard_8", 1),
+        ("gcp-euw3", "gcp_external_ipv4", 1),
+    ]
+    total = sum(li.monthly(PRICES.hours_per_month) for li in lines)
+    assert round(total, 2) == round(730 * (0.34 + 0.005 + 0.43751 + 0.005), 2) == 574.88
+    text = stackcost.render(cfg, "corp", PRICES, ORIGIN)
+    assert "| vps-fra | your own host: not priced | | | 0.00 |" in text and "**574.88**" in text
+    assert "aws c6i.2xlarge + its address: $251.85; gcp n2-standard-8 + its address: $323.03" in text
+
+
+def test_an_ha_pair_is_two_gateways_and_two_addresses() -> None:
+    raw = priced_stack()
+    raw["delivery"] = "live"
+    raw["sites"][0]["gateways"] = 2
+    lines = stackcost.stack_lines(load_mesh(raw), PRICES, ORIGIN)
+    assert {li.price: li.count for li in lines if li.site == "aws-use1"} == {"aws_c6i_2xlarge": 2, "aws_public_ipv4": 2}
+
+
+def test_what_the_file_lacks_is_named_not_guessed() -> None:
+    raw = priced_stack()
+    raw["sites"][0]["instance_type"] = "c6i.xlarge"
+    raw["sites"][1].update(region="europe-west3", zone="europe-west3-a")
+    with pytest.raises(ConfigError) as caught:
+        stackcost.stack_lines(load_mesh(raw), PRICES, ORIGIN)
+    assert caught.value.problems == [
+        "sites[0] (aws-use1): wg_mesh/prices.yaml (as of 2026-12-03) has no price aws_c6i_xlarge "
+        "(aws c6i.xlarge in us-east-1)",
+        "sites[1] (gcp-euw3): gcp region europe-west3: wg_mesh/prices.yaml (as of 2026-12-03) prices gcp in us-east4 "
+        "only; add that region's prices to a copy of the file and pass it with --prices",
+    ]
+
+
+def test_a_price_the_sources_did_not_give_is_refused() -> None:
+    missing = PRICES.prices["aws_public_ipv4"].model_copy(update={"value": None, "not_found": "not on the page"})
+    prices = PRICES.model_copy(update={"prices": {**PRICES.prices, "aws_public_ipv4": missing}})
+    with pytest.raises(ConfigError, match=r"prices.aws_public_ipv4 was not found .*: not on the page"):
+        stackcost.stack_lines(load_mesh(priced_stack()), prices, ORIGIN)
+
+
+def test_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = tmp_path / "Pulumi.corp.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"wg-mesh:mesh": priced_stack()}}))
+    assert main(["cost", "--file", str(stack), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stack"] == "corp" and out["total_usd_per_month"] == 574.88 and out["static_sites"] == ["vps-fra"]
+    raw = priced_stack()
+    raw["sites"][1].update(region="europe-west3", zone="europe-west3-a")
+    stack.write_text(yaml.safe_dump({"config": {"wg-mesh:mesh": raw}}))
+    assert main(["cost", "--file", str(stack)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "prices gcp in us-east4 only" in captured.err

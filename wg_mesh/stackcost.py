@@ -1,0 +1,167 @@
+"""`wg-mesh cost --stack S`: what a stack's own gateways cost a month while idle, from the dated price file.
+
+Per cloud site: its gateways (`gateways`: 1, or 2 for an HA pair) at the hourly price of its own instance type in its
+own region, and one public IPv4 address per gateway (docs/ha.md: each gateway of a pair has one while the other holds
+the site's address). A static site is the user's own host: not priced. A price the file lacks (another region than
+the one it prices, an instance type it does not list, a price it could not find) is refused by name, never guessed:
+the caller prints the problems instead of a total. Traffic is not counted here (it depends on where it flows): the
+built-in comparison (`wg-mesh cost` without --stack) prices internet egress per TB. Pure arithmetic and text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig
+from wg_mesh.config.sites import DEFAULT_AWS_INSTANCE_TYPE, DEFAULT_GCP_INSTANCE_TYPE
+from wg_mesh.prices import PriceFile
+
+ADDRESS_PRICE = {"aws": "aws_public_ipv4", "gcp": "gcp_external_ipv4"}
+ADDRESS_LABEL = {"aws": "public IPv4 address", "gcp": "external IPv4 address"}
+DEFAULT_TYPES = {"aws": DEFAULT_AWS_INSTANCE_TYPE, "gcp": DEFAULT_GCP_INSTANCE_TYPE}
+
+
+def instance_price_key(cloud: str, instance_type: str) -> str:
+    """The price file's name for an instance type: aws_c6i_2xlarge, gcp_n2_standard_8."""
+    return f"{cloud}_{re.sub(r'[^a-z0-9]+', '_', instance_type.lower())}"
+
+
+@dataclass(frozen=True)
+class Line:
+    site: str
+    label: str
+    count: int
+    price: str  # the price file's key
+    usd_per_hour: float
+
+    def monthly(self, hours_per_month: float) -> float:
+        return self.count * self.usd_per_hour * hours_per_month
+
+
+def _hourly(prices: PriceFile, key: str, needed: str, origin: str) -> tuple[float | None, str | None]:
+    price = prices.prices.get(key)
+    if price is None:
+        return None, f"{origin} (as of {prices.as_of}) has no price {key} ({needed})"
+    if price.unit != "USD/hour":
+        return None, f"{origin}: prices.{key} is in {price.unit}, not USD/hour ({needed})"
+    if price.value is None:
+        return None, f"{origin}: prices.{key} was not found in the stored sources ({needed}): {price.not_found}"
+    return price.value, None
+
+
+def site_lines(
+    site: AwsSite | GcpSite, prices: PriceFile, origin: str, where: str, *, instance_type: str | None = None
+) -> tuple[list[Line], list[str]]:
+    """A cloud site's idle items, or the problems naming what the price file lacks for it."""
+    kind = instance_type or site.instance_type
+    region = prices.regions.aws if site.cloud == "aws" else prices.regions.gcp
+    if site.region != region:
+        return [], [
+            f"{where}: {site.cloud} region {site.region}: {origin} (as of {prices.as_of}) prices {site.cloud} in "
+            f"{region} only; add that region's prices to a copy of the file and pass it with --prices"
+        ]
+    wanted = [
+        (instance_price_key(site.cloud, kind), f"{site.cloud} {kind} in {site.region}", f"gateway {kind}"),
+        (
+            ADDRESS_PRICE[site.cloud],
+            f"{site.cloud} {ADDRESS_LABEL[site.cloud]}",
+            f"gateway's {ADDRESS_LABEL[site.cloud]}",
+        ),
+    ]
+    lines, problems = [], []
+    for key, needed, label in wanted:
+        value, problem = _hourly(prices, key, needed, origin)
+        if problem is not None:
+            problems.append(f"{where}: {problem}")
+        else:
+            assert value is not None
+            lines.append(Line(site.name, label, site.gateways, key, value))
+    return lines, problems
+
+
+def stack_lines(cfg: MeshConfig, prices: PriceFile, origin: str) -> list[Line]:
+    """Every cloud site's idle items; ConfigError listing everything the price file lacks for this stack."""
+    lines: list[Line] = []
+    problems: list[str] = []
+    for i, site in enumerate(cfg.sites):
+        if isinstance(site, AwsSite | GcpSite):
+            got, missing = site_lines(site, prices, origin, f"sites[{i}] ({site.name})")
+            lines += got
+            problems += missing
+    if problems:
+        raise ConfigError(problems)
+    return lines
+
+
+def default_idle(prices: PriceFile, origin: str) -> dict[str, float | str]:
+    """The idle month of one gateway of each cloud at the default instance type, in the file's regions (or why not)."""
+    out: dict[str, float | str] = {}
+    for cloud, kind in DEFAULT_TYPES.items():
+        total = 0.0
+        problems: list[str] = []
+        for key in (instance_price_key(cloud, kind), ADDRESS_PRICE[cloud]):
+            value, problem = _hourly(prices, key, f"{cloud} {kind}", origin)
+            total += (value or 0.0) * prices.hours_per_month
+            problems += [problem] if problem else []
+        out[f"{cloud} {kind}"] = "; ".join(problems) if problems else round(total, 2)
+    return out
+
+
+def render(cfg: MeshConfig, stack: str, prices: PriceFile, origin: str) -> str:
+    lines = stack_lines(cfg, prices, origin)
+    hours = prices.hours_per_month
+    out = [
+        f"Idle monthly cost in USD of stack {stack}'s gateways: {hours:g} h a month, list prices as of {prices.as_of} "
+        f"({origin}).",
+        "",
+        "| site | item | count | rate | USD/month |",
+        "|---|---|---:|---|---:|",
+    ]
+    for line in lines:
+        out.append(
+            f"| {line.site} | {line.label} | {line.count} | {line.count} × {hours:g} h × ${line.usd_per_hour:g} "
+            f"| {line.monthly(hours):,.2f} |"
+        )
+    static = [site.name for site in cfg.sites if site.cloud == "static"]
+    if static:
+        out.append(f"| {', '.join(static)} | your own host{'s' if len(static) > 1 else ''}: not priced | | | 0.00 |")
+    out.append(f"| **total** | | | | **{sum(line.monthly(hours) for line in lines):,.2f}** |")
+    defaults = "; ".join(
+        f"{name} + its address: {value if isinstance(value, str) else f'${value:,.2f}'}"
+        for name, value in default_idle(prices, origin).items()
+    )
+    out += [
+        "",
+        f"Defaults, one gateway idle for a month: {defaults}.",
+        "Not counted: traffic (internet egress per TB; `wg-mesh cost` prices it for "
+        f"{prices.regions.aws} ↔ {prices.regions.gcp}), disks, cross-zone traffic, the clouds' stores and logs, "
+        "support plans, taxes, commitments, discounts.",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def as_json(cfg: MeshConfig, stack: str, prices: PriceFile, origin: str) -> dict[str, Any]:
+    lines = stack_lines(cfg, prices, origin)
+    hours = prices.hours_per_month
+    return {
+        "stack": stack,
+        "as_of": prices.as_of.isoformat(),
+        "currency": prices.currency,
+        "hours_per_month": hours,
+        "items": [
+            {
+                "site": li.site,
+                "label": li.label,
+                "count": li.count,
+                "price": li.price,
+                "usd_per_hour": li.usd_per_hour,
+                "usd_per_month": round(li.monthly(hours), 2),
+            }
+            for li in lines
+        ],
+        "static_sites": [site.name for site in cfg.sites if site.cloud == "static"],
+        "total_usd_per_month": round(sum(li.monthly(hours) for li in lines), 2),
+        "defaults_idle_usd_per_month": default_idle(prices, origin),
+    }
