@@ -47,9 +47,10 @@ class SiteArgs(TypedDict):
     """Where the site is: 'aws' (a VPC), 'gcp' (a VPC network) or 'static' (a host you run, e.g. bare metal)."""
     overlay_ip: str
     """The site's gateway address on the mesh (wg0): inside `overlay_cidr`, unique, e.g. '10.255.0.1'."""
-    cidrs: list[str]
+    cidrs: NotRequired[list[str]]
     """The networks behind the site, routed through its gateway: IPv4 CIDRs, no host bits, no overlap with another
-    site's or the overlay, no special-purpose range."""
+    site's or the overlay, no special-purpose range. Required for 'aws' and 'gcp' sites; a 'static' site without any is a
+    single host, reached at its overlay address."""
     masquerade: NotRequired[bool]
     """SNAT what the gateway forwards to its own address (unset: the mesh's `masquerade`)."""
     key_epoch: NotRequired[int]
