@@ -21,7 +21,7 @@ import statistics
 import time
 from typing import Any
 
-from wg_mesh.lab.clouds.motolocal import moto_server
+from bench.motolocal import moto_server
 
 REGION = "us-east-1"
 

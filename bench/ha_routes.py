@@ -186,7 +186,7 @@ def measure(url: str, runs: int, log: Callable[[str], None]) -> dict[str, Any]:
 def run_ha_routes(runs: int, log: Callable[[str], None]) -> dict[str, Any]:
     import logging
 
-    from wg_mesh.lab.clouds.motolocal import moto_server
+    from bench.motolocal import moto_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     with moto_server(as_default=True) as url:

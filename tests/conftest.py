@@ -170,7 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
     """A real AWS API emulator (moto in server mode) on loopback for one test module; its endpoint URL."""
-    from wg_mesh.lab.clouds.motolocal import moto_server
+    from bench.motolocal import moto_server
 
     with moto_server() as url:
         yield url
