@@ -148,7 +148,8 @@ def render() -> str:
     ]
     titles = {"aws": "AWS sites", "gcp": "GCP sites", "static": "Static sites"}
     for tag, kind in KINDS:
-        own = sorted((n for n in kind.model_fields if _differs(kind, n)), key=lambda n: n != "cloud")
+        # its own keys, and a shared key some other kind redefines (static sites' optional `cidrs`)
+        own = sorted((n for n in kind.model_fields if n not in common), key=lambda n: n != "cloud")
         lines += [f"## {titles[tag]}", "", f"`cloud: {tag}`.", "", *md.table(COLUMNS, rows(kind, own))]
     lines += [
         "## Private paths",

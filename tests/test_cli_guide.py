@@ -17,6 +17,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from tests.stacks import stack_files
 from wg_mesh import __version__, clihelp
 from wg_mesh.cli import build_parser, main
 from wg_mesh.cliinit import parse_site
@@ -29,7 +30,7 @@ NOT_RUN_HERE = {"doctor", "lab"}
 @pytest.fixture
 def stacks_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A directory holding the repository's stack files, as the current directory (examples write into it)."""
-    for path in REPO.glob("Pulumi*.yaml"):
+    for path in (REPO / "Pulumi.yaml", *stack_files()):
         shutil.copy(path, tmp_path / path.name)
     monkeypatch.chdir(tmp_path)
     return tmp_path

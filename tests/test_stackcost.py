@@ -82,6 +82,8 @@ def test_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     raw = priced_stack()
     raw["sites"][1].update(region="europe-west3", zone="europe-west3-a")
     stack.write_text(yaml.safe_dump({"config": {"wg-mesh:mesh": raw}}))
-    assert main(["cost", "--file", str(stack)]) == 2
+    assert (
+        main(["cost", "--file", str(stack)]) == 1
+    )  # the price file cannot price this stack: a problem of a file the command reads (clihelp), not of usage
     captured = capsys.readouterr()
     assert captured.out == "" and "prices gcp in us-east4 only" in captured.err

@@ -49,8 +49,8 @@ class SiteArgs(TypedDict):
     """The site's gateway address on the mesh (wg0): inside `overlay_cidr`, unique, e.g. '10.255.0.1'."""
     cidrs: NotRequired[list[str]]
     """The networks behind the site, routed through its gateway: IPv4 CIDRs, no host bits, no overlap with another
-    site's or the overlay, no special-purpose range. Required for 'aws' and 'gcp' sites; a 'static' site without any is a
-    single host, reached at its overlay address."""
+    site's or the overlay, no special-purpose range. Required for 'aws' and 'gcp' sites; a 'static' site without any
+    is a single host, reached at its overlay address."""
     masquerade: NotRequired[bool]
     """SNAT what the gateway forwards to its own address (unset: the mesh's `masquerade`)."""
     key_epoch: NotRequired[int]
