@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import pulumi
 from pulumi.runtime import rpc
+from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
@@ -383,8 +384,23 @@ def _run_in_this_thread(
             return
         loop.run_until_complete(_collect(run, collect))
     finally:
+        _end_outstanding(loop)
         loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
+
+
+def _end_outstanding(loop: asyncio.AbstractEventLoop) -> None:
+    """After a run that failed (a RunError while outputs resolve, say), Pulumi leaves the run's unfinished output tasks
+    in `SETTINGS.outputs`, a set a later run in this process can still see (pulumi._utils.ContextProperty keeps the
+    last value set as the default for new contexts) and wait on, on this loop once closed: "Event loop is closed" in
+    whichever run came next. Cancel them, let them end, and empty the set."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    with pulumi_settings.SETTINGS.lock:
+        pulumi_settings.SETTINGS.outputs.clear()
 
 
 async def _collect(run: ProgramRun, collect: Collect | None) -> None:
