@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from wg_mesh import live, render, topology, userdata
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab
+from wg_mesh.plan import live, render, topology, userdata
 from wg_mesh.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent

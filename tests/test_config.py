@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite
+from wg_mesh.plan.validate import load_mesh
 from wg_mesh.stackfile import load
-from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = sorted(REPO.glob("Pulumi.*.yaml"))

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from tests.test_config import base, problems_for, with_change
-from wg_mesh import topology
 from wg_mesh.config import AwsSite, ConfigError
+from wg_mesh.plan import topology
+from wg_mesh.plan.validate import load_mesh
 from wg_mesh.stackfile import MAX_DEPTH, read_raw
-from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_render import rendered, site_cases
-from wg_mesh import doctor, render, wgkey
+from wg_mesh import doctor
 from wg_mesh.doctor import FAIL, OK, SKIP, WARN, CommandResult
+from wg_mesh.plan import render, wgkey
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "gateway"

@@ -16,8 +16,9 @@ import yaml
 from tests import gce_fake
 from tests.conftest import REPO, ProgramRun, run_program
 from tests.gce_fake import PROJECT, REGION, TOKEN, ZONE, Cloud, Vm
-from wg_mesh import gcpgate, metrics, readygate, readymark, userdata
+from wg_mesh import gcpgate, readygate, readymark
 from wg_mesh.gcp.instance import REPLACE_ON
+from wg_mesh.plan import metrics, userdata
 from wg_mesh.stackfile import read_raw
 
 STATIC = "34.1.2.3"

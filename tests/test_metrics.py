@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wg_mesh import metrics, render, userdata, wgkey, wgmetrics
+from wg_mesh import wgmetrics
+from wg_mesh.plan import metrics, render, userdata, wgkey
+from wg_mesh.plan.topology import PeerAddress, interface_plan
+from wg_mesh.plan.validate import load_mesh
 from wg_mesh.stackfile import load, read_raw
-from wg_mesh.topology import PeerAddress, interface_plan
-from wg_mesh.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "gateway"
@@ -42,7 +43,7 @@ def private_key() -> str:
 
 
 def prod_mapping() -> wgmetrics.Mapping:
-    """The mapping of the captured gateway (prod's aws-use1), rendered by wg_mesh.metrics."""
+    """The mapping of the captured gateway (prod's aws-use1), rendered by wg_mesh.plan.metrics."""
     cfg = load(REPO / "Pulumi.prod.yaml")
     directory = {
         "aws-use1": PeerAddress("192.0.2.1", AWS_KEY),

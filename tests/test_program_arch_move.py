@@ -23,9 +23,10 @@ from tests.test_program_ha import EC2_TAG, ha_raw
 from tests.test_program_ha import run as ha_run
 from tests.test_program_type_change import GATE, failing_run, gated_replacement
 from tests.test_underlay import prod_raw
-from wg_mesh import ha, testing
+from wg_mesh import testing
 from wg_mesh.aws import facts as awsfacts
 from wg_mesh.config import names
+from wg_mesh.plan import ha
 from wg_mesh.testing import RecordingMocks
 
 EIP_ASSOC = "aws:ec2/eipAssociation:EipAssociation"

@@ -20,7 +20,8 @@ import yaml
 from moto.instance_metadata import responses as moto_imds
 
 from tests.conftest import REPO, ProgramRun, run_program
-from wg_mesh import metrics, readygate, readymark, userdata
+from wg_mesh import readygate, readymark
+from wg_mesh.plan import metrics, userdata
 from wg_mesh.stackfile import read_raw
 
 REGION = "us-east-1"
@@ -127,7 +128,8 @@ def test_the_committed_packed_gateway_script_is_the_source() -> None:
     packed = (REPO / "wg_mesh" / userdata.READY_PACKED).read_text()
     assert metrics.unpack(packed) == (REPO / "wg_mesh" / "readymark.py").read_text(), (
         "wg_mesh/readymark.py changed: repack it with "
-        'python -c \'from wg_mesh import metrics; print(metrics.pack(open("wg_mesh/readymark.py").read()), end="")\' '
+        "python -c 'from wg_mesh.plan import metrics; "
+        'print(metrics.pack(open("wg_mesh/readymark.py").read()), end="")\' '
         "> wg_mesh/readymark.py.gz.b64"
     )
 
@@ -144,7 +146,7 @@ def applied_dev() -> ProgramRun:
 
 def test_aws_user_data_marks_the_gateway_ready_as_its_last_step(applied_dev: ProgramRun) -> None:
     aws_data = yaml.safe_load(applied_dev.sites["aws-use1"].user_data.value)
-    # The last step before cloud-init's final check that every unit it set up is active (wg_mesh.render).
+    # The last step before cloud-init's final check that every unit it set up is active (wg_mesh.plan.render).
     assert aws_data["runcmd"][-2] == ["python3", userdata.READY_SCRIPT_PATH, "--region", "us-east-1"]
     assert "python3-botocore" in aws_data["packages"]
     (script,) = [f for f in aws_data["write_files"] if f["path"] == userdata.READY_SCRIPT_PATH]

@@ -2,7 +2,7 @@
 
 A site's wg0.conf needs its own private key and every peer's public address and key (the mesh's
 *directory*). Rendering happens in one `apply` over those values, with the pure functions of
-`wg_mesh.topology` and `wg_mesh.render`; the result holds the private key, so it is a secret.
+`wg_mesh.plan.topology` and `wg_mesh.plan.render`; the result holds the private key, so it is a secret.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from typing import Any, cast
 
 import pulumi
 
-from wg_mesh import announce, live, render, stamp, topology, userdata
+from wg_mesh import announce, stamp
 from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.keys import SigningKey, WireGuardKey
-from wg_mesh.topology import PeerAddress
+from wg_mesh.plan import live, render, topology, userdata
+from wg_mesh.plan.topology import PeerAddress
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
 
@@ -75,8 +76,8 @@ class SiteComponent(pulumi.ComponentResource):
         return pulumi.Output.all(verify_key=self.signing_key.verify_key, ha=ha).apply(render_it)
 
     def _ha_user_data(self, mesh: MeshConfig, site: AwsSite | GcpSite, ha: pulumi.Output[Any]) -> pulumi.Output[str]:
-        """gateways: 2: the live user data with the gateway's `ha` object in agent.json (wg_mesh.ha). Public: the object
-        names cloud resources only, and like the rest of live user data nothing peer- or key-dependent."""
+        """gateways: 2: the live user data with the gateway's `ha` object in agent.json (wg_mesh.plan.ha). Public: the
+        object names cloud resources only, and like the rest of live user data nothing peer- or key-dependent."""
         return self._live_user_data(mesh, site, ha)
 
     def _register_site_outputs(self, **cloud_outputs: pulumi.Output[str]) -> None:
@@ -164,7 +165,7 @@ def user_data(
     mesh: MeshConfig, site_name: str, wg_conf: pulumi.Output[str], directory: Directory
 ) -> pulumi.Output[str]:
     """The `#cloud-config` that installs and starts the site's wg0 and its metrics, then the cloud's own last
-    steps (wg_mesh.userdata: e.g. AWS's readiness mark). Secret: it embeds wg0.conf."""
+    steps (wg_mesh.plan.userdata: e.g. AWS's readiness mark). Secret: it embeds wg0.conf."""
     values = pulumi.Output.all(wg_conf=wg_conf, directory=directory)
     return pulumi.Output.secret(values.apply(functools.partial(_render_user_data, mesh, site_name)))
 

@@ -17,7 +17,7 @@ import yaml
 
 from wg_mesh import wgmetrics
 from wg_mesh.config import MeshConfig
-from wg_mesh.topology import peer_names
+from wg_mesh.plan.topology import peer_names
 
 JOB = "wg-mesh"
 RULES_FILE = "wg-mesh.rules.yml"

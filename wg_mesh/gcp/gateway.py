@@ -23,7 +23,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from wg_mesh import component, ha, live, topology
+from wg_mesh import component
 from wg_mesh.component import Directory
 from wg_mesh.config import GcpSite, MeshConfig
 from wg_mesh.gcp import firewall, instance
@@ -31,6 +31,7 @@ from wg_mesh.gcp import ha as gcp_ha
 from wg_mesh.gcp import live as gcp_live
 from wg_mesh.gcp.network import Network, site_network
 from wg_mesh.keys import SigningKey
+from wg_mesh.plan import ha, live, topology
 from wg_mesh.providers import given_provider
 
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
@@ -58,7 +59,7 @@ class GcpGatewayArgs:
 
 @dataclass(frozen=True)
 class _Pair:
-    """gateways: 2: the pair's names (wg_mesh.ha.ha_names) and gateway b's zone."""
+    """gateways: 2: the pair's names (wg_mesh.plan.ha.ha_names) and gateway b's zone."""
 
     names: ha.HaNames
     zone_b: pulumi.Input[str]

@@ -13,12 +13,12 @@ import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from wg_mesh import live
 from wg_mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
 from wg_mesh.config import GcpSite
 from wg_mesh.gcp import fit
 from wg_mesh.gcp.facts import boot_disk_type, boot_image
 from wg_mesh.gcp.network import Network
+from wg_mesh.plan import live
 
 # The only metadata the guest reads once, at first boot; other keys (enable-oslogin, and with delivery: live the peer
 # document wg-mesh-peers) are updated in place, so toggling operator access or changing the mesh does not replace the
@@ -45,8 +45,8 @@ def metadata(user_data: pulumi.Input[str], document: pulumi.Output[str] | None) 
     # Login is on: https://cloud.google.com/compute/docs/oslogin). A login then needs a Google identity with
     # roles/compute.osLogin or osAdminLogin AND a network path to port 22, which only operator_access: cloud opens
     # (the iap-ssh rule, wg_mesh.gcp.firewall; the host's INPUT policy admits 22 from IAP's range only:
-    # wg_mesh.inputpolicy). Both keys are set in place and the same in both modes, so toggling operator_access changes
-    # no instance input.
+    # wg_mesh.plan.inputpolicy). Both keys are set in place and the same in both modes, so toggling operator_access
+    # changes no instance input.
     values["block-project-ssh-keys"] = "TRUE"
     values["enable-oslogin"] = "TRUE"
     if document is not None:

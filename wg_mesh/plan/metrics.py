@@ -14,8 +14,8 @@ from importlib import resources
 from wg_mesh import wgmetrics
 from wg_mesh.config import MeshConfig, StaticSite
 from wg_mesh.gateway import mapping, ship
-from wg_mesh.render import INTERFACE, CloudInitExtras, File
-from wg_mesh.topology import PeerAddress, interface_plan
+from wg_mesh.plan.render import INTERFACE, CloudInitExtras, File
+from wg_mesh.plan.topology import PeerAddress, interface_plan
 
 SCRIPT_PATH = "/usr/local/sbin/wg-mesh-metrics"
 # The script travels gzip+base64 in the user data (AWS takes at most 16 KB of it). The packed text is committed
