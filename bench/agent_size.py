@@ -13,7 +13,7 @@ from pathlib import Path
 from wg_mesh.config import AwsSite, GcpSite
 from wg_mesh.gateway import ship
 from wg_mesh.plan import live, userdata
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECT, STACK = "wg-mesh", "prod"

@@ -31,7 +31,7 @@ from wg_mesh.gateway.wgconf import (
 )
 from wg_mesh.plan import signing, wgkey
 from wg_mesh.plan.topology import PeerAddress, interface_plan
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 SITE = "aws-use1"
 # The commands that only look; everything else the agent runs changes the host.

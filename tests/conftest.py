@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from wg_mesh.mesh import Mesh
-from wg_mesh.stackfile import read_raw
 from wg_mesh.testing import (
     FAKE_PUBLIC_NET,
     NOT_OFFERED_TYPE,
@@ -34,6 +33,7 @@ from wg_mesh.testing import (
     unwrap_secrets,
 )
 from wg_mesh.testing import ProgramRun as _Run
+from wg_mesh.tools.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "__main__.py"

@@ -11,7 +11,7 @@ import yaml
 
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab
 from wg_mesh.plan import live, render, topology, userdata
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = (*sorted(REPO.glob("Pulumi.*.yaml")), *sorted(REPO.glob("examples/**/Pulumi.*.yaml")))

@@ -10,7 +10,7 @@ import pytest
 
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = sorted(REPO.glob("Pulumi.*.yaml"))

@@ -95,7 +95,7 @@ YAML_PIECES = st.sampled_from(
 def test_any_stack_file_text_gives_a_value_or_one_line_problems(parts: list[str]) -> None:
     from pathlib import Path
 
-    from wg_mesh.stackfile import parse
+    from wg_mesh.tools.stackfile import parse
 
     try:
         parse("".join(parts), Path("Pulumi.fuzz.yaml"))

@@ -379,7 +379,7 @@ def test_parse_conf_names_peers_from_comments(private_key: str) -> None:
 
 @pytest.mark.parametrize(("stack", "site"), site_cases(), ids=lambda v: getattr(v, "stem", v))
 def test_parse_conf_agrees_with_the_renderer(stack: Path, site: str) -> None:
-    from wg_mesh.stackfile import load
+    from wg_mesh.tools.stackfile import load
 
     cfg = load(stack)
     text = rendered(cfg, site, "KEY")

@@ -21,7 +21,7 @@ from wg_mesh.gateway.document import DocumentError, Trust, decode, encode_body, 
 from wg_mesh.gateway.wgconf import InterfacePlan
 from wg_mesh.plan import signing
 from wg_mesh.plan.topology import PeerAddress, interface_plan
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 
 def trust_of(cfg: MeshConfig, name: str) -> Trust:

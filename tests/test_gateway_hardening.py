@@ -11,7 +11,7 @@ from tests.test_render import directory, rendered
 from wg_mesh.config import StaticSite
 from wg_mesh.lab.machines.cloudinit import parse_sysctl
 from wg_mesh.plan import render
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,5 @@
 """The GCP readiness gate: the gateway's guest attribute (wg_mesh.readymark --cloud gcp) and pulumi up's wait and
-address move (wg_mesh.gcpgate), against tests/gce_fake.py (a local server following the documented REST protocol:
+address move (wg_mesh.tools.gcpgate), against tests/gce_fake.py (a local server following the documented REST protocol:
 no Compute Engine emulator exists)."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import yaml
 from tests import gce_fake
 from tests.conftest import REPO, ProgramRun, run_program
 from tests.gce_fake import PROJECT, REGION, TOKEN, ZONE, Cloud, Vm
-from wg_mesh import gcpgate, readygate, readymark
+from wg_mesh import readymark
 from wg_mesh.gcp.instance import REPLACE_ON
 from wg_mesh.plan import metrics, userdata
-from wg_mesh.stackfile import read_raw
+from wg_mesh.tools import gcpgate, readygate
+from wg_mesh.tools.stackfile import read_raw
 
 STATIC = "34.1.2.3"
 OLD, NEW = "gw-old", "gw-new"

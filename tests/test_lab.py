@@ -52,7 +52,7 @@ from wg_mesh.lab.machines.build import redact_keys
 from wg_mesh.lab.run import run_lab
 from wg_mesh.plan import inputpolicy, live, metrics, render, topology, userdata, wgkey
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))

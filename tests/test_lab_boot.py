@@ -28,7 +28,7 @@ from wg_mesh.lab.machines.image import REPO_MOUNT, missing_boot_tools
 from wg_mesh.lab.machines.seed import GCE_SYSCTL_PATH, image_files, network_config, user_data_facts
 from wg_mesh.lab.run import run_lab
 from wg_mesh.plan import metrics, render
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = sorted(REPO.glob("Pulumi.*.yaml"))

@@ -21,7 +21,7 @@ from wg_mesh.lab.clouds.controlplane import AGENT_ENV, ControlPlane, documents
 from wg_mesh.lab.fabric.netns import missing_requirements
 from wg_mesh.lab.fabric.teardown import find_labs, teardown
 from wg_mesh.plan import live
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 CANNOT_RUN = missing_requirements() + ([] if shutil.which("python3", path="/usr/bin") else ["no /usr/bin/python3"])
 pytestmark = [

@@ -20,7 +20,7 @@ from wg_mesh.lab.fabric.privatepath import LINK_POOL
 from wg_mesh.lab.run import run_lab
 from wg_mesh.plan import topology
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = REPO / "examples" / "underlay" / "Pulumi.underlay.yaml"

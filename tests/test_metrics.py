@@ -22,7 +22,7 @@ from wg_mesh import wgmetrics
 from wg_mesh.plan import metrics, render, userdata, wgkey
 from wg_mesh.plan.topology import PeerAddress, interface_plan
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.stackfile import load, read_raw
+from wg_mesh.tools.stackfile import load, read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "gateway"

@@ -33,14 +33,14 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-from wg_mesh import monitoring
 from wg_mesh.lab.fabric.netns import Node, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.session import new_prefix
 from wg_mesh.lab.fabric.teardown import teardown
 from wg_mesh.lab.machines.build import BuiltLab, build, ip, veth, wg_quick
 from wg_mesh.plan import metrics
-from wg_mesh.stackfile import load
+from wg_mesh.tools import monitoring
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = "dev"

@@ -20,10 +20,11 @@ from tests.conftest import STACK_FILES, ProgramRun, run_program
 from tests.signed import PAYLOAD_TYPE, pae, verified_body
 from tests.test_program import AWS_INSTANCE, RANDOM_BYTES, instance_of, mesh_of
 from tests.test_program_live import agent_json, stack_name, stored_document
-from wg_mesh import keys, stamp
+from wg_mesh import keys
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
 from wg_mesh.plan import live, signing, topology
-from wg_mesh.stackfile import read_raw
+from wg_mesh.tools import stamp
+from wg_mesh.tools.stackfile import read_raw
 
 COMMAND = "command:local:Command"
 PROD = next(p for p in STACK_FILES if p.name == "Pulumi.prod.yaml")

@@ -1,7 +1,7 @@
 """The AWS readiness gate against a real AWS API emulator: moto in server mode on loopback.
 
 The gateway side (wg_mesh.readymark: IMDSv2 and Ubuntu's botocore, CreateTags) and the operator side
-(wg_mesh.readygate: boto3 DescribeInstances) talk to the same moto server, which also serves the instance
+(wg_mesh.tools.readygate: boto3 DescribeInstances) talk to the same moto server, which also serves the instance
 metadata paths; only the emulator's instance id is set to the instance the test launched there.
 """
 
@@ -20,9 +20,10 @@ import yaml
 from moto.instance_metadata import responses as moto_imds
 
 from tests.conftest import REPO, ProgramRun, run_program
-from wg_mesh import readygate, readymark
+from wg_mesh import readymark
 from wg_mesh.plan import metrics, userdata
-from wg_mesh.stackfile import read_raw
+from wg_mesh.tools import readygate
+from wg_mesh.tools.stackfile import read_raw
 
 REGION = "us-east-1"
 

@@ -21,7 +21,7 @@ from wg_mesh.plan.topology import (
     tunnel_mtu,
 )
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -31,7 +31,7 @@ from wg_mesh.gateway.wgconf import (
 from wg_mesh.plan import topology
 from wg_mesh.plan.topology import PeerAddress
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.stackfile import read_raw
+from wg_mesh.tools.stackfile import read_raw
 
 KEY = "A" * 43 + "="
 EXAMPLE_STACK = Path(__file__).resolve().parent.parent / "examples" / "underlay" / "Pulumi.underlay.yaml"

@@ -18,7 +18,7 @@ from bench import meshgen
 from wg_mesh.config import ConfigError
 from wg_mesh.plan import topology, userdata
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,11 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from wg_mesh import cost, doctor, monitoring
+from wg_mesh import doctor
 from wg_mesh.config import ConfigError, MeshConfig, summary
 from wg_mesh.lab.cli import add_arguments as add_lab_arguments
 from wg_mesh.lab.cli import cmd_lab
-from wg_mesh.stackfile import load, stack_file
+from wg_mesh.tools import cost, monitoring
+from wg_mesh.tools.stackfile import load, stack_file
 
 EXIT_INVALID = 2
 

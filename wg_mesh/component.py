@@ -12,11 +12,12 @@ from typing import Any, cast
 
 import pulumi
 
-from wg_mesh import announce, stamp
+from wg_mesh import announce
 from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.keys import SigningKey, WireGuardKey
 from wg_mesh.plan import live, render, topology, userdata
 from wg_mesh.plan.topology import PeerAddress
+from wg_mesh.tools import stamp
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
 
@@ -143,10 +144,10 @@ def peer_document(
 ) -> pulumi.Output[str]:
     """The site's signed peer document (delivery: live), from the directory and its own public key.
 
-    Its serial is the moment its content last changed: a stamp (wg_mesh.stamp, `<name>-serial`) keyed on the SHA-256
-    of the content with serial 0, so an unchanged document keeps its serial, and with it its bytes, run after run.
-    The envelope holds nothing secret (the signature is public), so it is not a secret Output, although it is computed
-    from the seed; where it was a secret (a static site's stack output) it still is."""
+    Its serial is the moment its content last changed: a stamp (wg_mesh.tools.stamp, `<name>-serial`) keyed on the
+    SHA-256 of the content with serial 0, so an unchanged document keeps its serial, and with it its bytes, run after
+    run. The envelope holds nothing secret (the signature is public), so it is not a secret Output, although it is
+    computed from the seed; where it was a secret (a static site's stack output) it still is."""
     scope = live.document_scope(pulumi.get_project(), pulumi.get_stack())
     content = pulumi.Output.all(directory=directory, public_key=key.public_key, key_at=key_at)
     digest = content.apply(functools.partial(live.unsigned_digest, mesh, site_name, scope))

@@ -130,8 +130,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             raw = _digest("random", name, json.dumps(inputs.get("keepers"), sort_keys=True))
             return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
         if typ == "command:local:Command":
-            # What the command printed. A stamp (wg_mesh.stamp) prints the time it ran: here a moment that depends on
-            # its name and triggers, as a replacement's (a new run) would; the same triggers, the same moment.
+            # What the command printed. A stamp (wg_mesh.tools.stamp) prints the time it ran: here a moment that depends
+            # on its name and triggers, as a replacement's (a new run) would; the same triggers, the same moment.
             raw = _digest("command", name, json.dumps(inputs.get("triggers"), sort_keys=True))
             return {"stdout": f"{FAKE_STAMP_BASE + int.from_bytes(raw[:3], 'big')}\n", "stderr": ""}
         if typ == "random:index/randomString:RandomString":

@@ -13,9 +13,10 @@ from wg_mesh.aws import facts
 from wg_mesh.aws.images import BootImage
 from wg_mesh.config import AwsSite
 from wg_mesh.plan import userdata
-from wg_mesh.stamp import python_command
+from wg_mesh.tools.stamp import python_command
 
-# The readiness gate runs with the interpreter running this program (wg_mesh.stamp: not a path relative to the cwd).
+# The readiness gate runs with the interpreter running this program (wg_mesh.tools.stamp: not a path relative to the
+# cwd).
 GATE_COMMAND = python_command("-m", "wg_mesh.readygate")
 READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
 

@@ -5,7 +5,7 @@ instances.get, deleteAccessConfig (query: accessConfig, networkInterface), addAc
 networkInterface; body: an AccessConfig with natIP); addresses.get (`users`: the instances using the address);
 zoneOperations, polled by their selfLink until status DONE; regionBackendServices.getHealth (body: {"group": the
 instance group's URL}; answer: healthStatus[].healthState HEALTHY/UNHEALTHY for each instance of the group).
-`Compute` and `move_address` are also the readiness gate's (wg_mesh.gcpgate imports them): one mechanism.
+`Compute` and `move_address` are also the readiness gate's (wg_mesh.tools.gcpgate imports them): one mechanism.
 
 On a gateway: the token of the instance's service account and its own name and zone come from the metadata server
 (computeMetadata/v1/instance/service-accounts/default/token, instance/name, instance/zone, with

@@ -1,7 +1,7 @@
 """A GCP site: a WireGuard gateway instance in the site's VPC network and the routes through it.
 
 The static external address exists before the instance (peers need it). A new instance (first or
-replacement) boots with an ephemeral external address; the readiness gate (wg_mesh.gcpgate) waits for its
+replacement) boots with an ephemeral external address; the readiness gate (wg_mesh.tools.gcpgate) waits for its
 guest attribute wg-mesh/ready, then moves the static address to it, and only then do the routes (and
 the ICMP rule) follow it; Pulumi deletes the old instance last. Firewall rules admit
 WireGuard from the peers' addresses only, the site's own traffic to the gateway (to forward it),

@@ -1,8 +1,9 @@
 """A GCP gateway's VM, its metadata and its readiness gate (part of the GcpGateway component, wg_mesh.gcp.gateway).
 
-A new instance (first or replacement) boots with an ephemeral external address; the readiness gate (wg_mesh.gcpgate)
-waits for its guest attribute wg-mesh/ready, then moves the static address to it (a single gateway; with
-`gateways: 2` the agents move it); only then do the routes follow it, and Pulumi deletes the old instance last.
+A new instance (first or replacement) boots with an ephemeral external address; the readiness gate
+(wg_mesh.tools.gcpgate) waits for its guest attribute wg-mesh/ready, then moves the static address to it (a single
+gateway; with `gateways: 2` the agents move it); only then do the routes follow it, and Pulumi deletes the old instance
+last.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def readiness_gate(
     child: pulumi.ResourceOptions,
 ) -> command.local.Command:
     """Runs `python -m wg_mesh.readygate gcp` on the machine running `pulumi up`, for every new instance: waits for
-    its guest attribute, then moves the static `address` to it (wg_mesh.gcpgate). wait_only (gateways: 2): moves
+    its guest attribute, then moves the static `address` to it (wg_mesh.tools.gcpgate). wait_only (gateways: 2): moves
     nothing, the agents own the address (docs/ha.md 9)."""
     fixed = (
         [f"--impersonate {shlex.quote(site.impersonate_service_account)}"] if site.impersonate_service_account else []

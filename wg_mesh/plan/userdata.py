@@ -52,7 +52,7 @@ def readiness_extras(
     flags: tuple[str, ...], packages: tuple[str, ...] = (), packed: bool = True
 ) -> render.CloudInitExtras:
     """The last step of a cloud gateway's first boot: mark itself ready once wg0 is up and forwarding is on
-    (wg_mesh.readymark; `pulumi up` waits for the mark before moving the address and routes: wg_mesh.readygate).
+    (wg_mesh.readymark; `pulumi up` waits for the mark before moving the address and routes: wg_mesh.tools.readygate).
 
     packed False (delivery: live): the script as plain text without comments or docstrings (ship.compact), which
     the gzip of the whole AWS user data compresses better than its own gzip+base64."""
@@ -257,7 +257,7 @@ def live_user_data_size(cfg: MeshConfig, site: AwsSite | GcpSite, exact: bool = 
     return delivered_size(site.cloud, render_live_user_data(cfg, site.name, source, trust=trust), exact)
 
 
-ESTIMATE_SERIAL = 9_999_999_999  # the longest serial a stamp gives (wg_mesh.stamp.MAX_STAMP)
+ESTIMATE_SERIAL = 9_999_999_999  # the longest serial a stamp gives (wg_mesh.tools.stamp.MAX_STAMP)
 
 
 def document_size(cfg: MeshConfig, site_name: str) -> int:

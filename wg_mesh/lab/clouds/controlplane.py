@@ -147,7 +147,7 @@ class ControlPlane:
         self.lab = lab
         self.configs = dict(configs)
         self.signing_seed = signing_seed  # the lab mesh's (LabKeys.signing): its verify key is in every agent.json
-        self.serial = int(time.time())  # every publish() a newer one, as `pulumi up`'s stamps (wg_mesh.stamp)
+        self.serial = int(time.time())  # every publish() a newer one, as `pulumi up`'s stamps (wg_mesh.tools.stamp)
         self.netns = f"{lab.plan.prefix}-cloud"
         self.root = lab.state.log_dir / "control-plane"
         self.tokens = {site: secrets.token_urlsafe(24) for site, c in configs.items() if c["source"]["kind"] == "gcp"}

@@ -19,12 +19,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wg_mesh.gatepoll import poll
-
 # The REST client and the address move are the gateway agent's (stdlib, wg_mesh.gateway.ha_gcp): one mechanism for
 # `pulumi up`'s gate and for an HA gateway's takeover.
 from wg_mesh.gateway.ha_gcp import COMPUTE, ApiError, Compute, instance_path, move_address, resource_path
 from wg_mesh.readymark import GUEST_KEY, GUEST_NAMESPACE, READY_VALUE
+from wg_mesh.tools.gatepoll import poll
 
 __all__ = ["ApiError", "Compute", "instance_path", "is_ready", "main", "move_address", "resource_path", "wait_ready"]
 SCOPE = "https://www.googleapis.com/auth/compute"
