@@ -27,8 +27,7 @@ from tests.agent_fake import (
     with_peer,
     without_peer,
 )
-from wg_mesh import wgmetrics
-from wg_mesh.gateway import mapping
+from wg_mesh.gateway import mapping, wgmetrics
 from wg_mesh.gateway.agent import Agent, Config, main
 from wg_mesh.gateway.apply import Paths, Result
 from wg_mesh.gateway.sources import FetchError, FileSource

@@ -67,7 +67,7 @@ def test_the_boot_modules_are_the_bootstraps_import_closure() -> None:
 
 
 # The gateway package and the two scripts delivery: live ships compacted (wg_mesh.plan.metrics, wg_mesh.plan.userdata).
-COMPACTED = [*sorted(GATEWAY.glob("*.py")), GATEWAY.parent / "wgmetrics.py", GATEWAY.parent / "readymark.py"]
+COMPACTED = sorted(GATEWAY.glob("*.py"))
 
 
 @pytest.mark.parametrize("path", COMPACTED, ids=lambda p: p.name)

@@ -22,7 +22,7 @@ PURE = "wg_mesh.config"  # the model: imports nothing of ours outside itself
 MAX_LINES = 400
 # Past MAX_LINES today: each may only shrink (lower its number when it does; remove it once it fits).
 OVERSIZE = {
-    "wg_mesh/doctor.py": 441,
+    "wg_mesh/gateway/doctor/__init__.py": 440,
     "wg_mesh/gateway/apply.py": 416,
     "wg_mesh/gateway/ha.py": 415,
     "wg_mesh/gateway/ha_run.py": 406,

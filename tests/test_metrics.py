@@ -1,5 +1,5 @@
-"""The gateway metrics script (wg_mesh/wgmetrics.py) on captured outputs, and the cloud-init additions that install
-it."""
+"""The gateway metrics script (wg_mesh/gateway/wgmetrics.py) on captured outputs, and the cloud-init additions that
+install it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wg_mesh import wgmetrics
+from wg_mesh.gateway import wgmetrics
 from wg_mesh.plan import metrics, render, userdata, wgkey
 from wg_mesh.plan.topology import PeerAddress, interface_plan
 from wg_mesh.plan.validate import load_mesh
@@ -408,7 +408,7 @@ def test_extras_install_node_exporter_script_mapping_and_timer() -> None:
     }
     script = files["/usr/local/sbin/wg-mesh-metrics"]
     assert script.encoding == "gz+b64"
-    assert metrics.unpack(script.content) == (REPO / "wg_mesh" / "wgmetrics.py").read_text()
+    assert metrics.unpack(script.content) == (REPO / "wg_mesh" / "gateway" / "wgmetrics.py").read_text()
     assert script.permissions == "0755"
     assert all(f.owner == "root:root" for f in extras.files)
 
@@ -516,9 +516,9 @@ AWS_USER_DATA_LIMIT = 16384  # bytes, before base64: EC2 refuses more
 
 
 def test_committed_packed_script_is_the_source() -> None:
-    """wg_mesh/wgmetrics.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1 after editing the
+    """wg_mesh/gateway/wgmetrics.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1 after editing the
     script."""
-    packed = REPO / "wg_mesh" / metrics.PACKED_SCRIPT
+    packed = REPO / "wg_mesh" / "gateway" / metrics.PACKED_SCRIPT
     if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1" and metrics.unpack(packed.read_text()) != metrics.script_source():
         packed.write_text(metrics.pack(metrics.script_source()))
     assert metrics.unpack(metrics.packed_script()) == metrics.script_source(), (

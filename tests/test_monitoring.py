@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from wg_mesh import wgmetrics
-from wg_mesh.gateway import agent, fallback, ha_run, pmtu
+from wg_mesh.gateway import agent, fallback, ha_run, pmtu, wgmetrics
 from wg_mesh.plan.topology import peer_names
 from wg_mesh.plan.validate import load_mesh
 from wg_mesh.tools import monitoring

@@ -29,9 +29,8 @@ from tests.test_program import (
     strings_in,
     user_data_input,
 )
-from wg_mesh import wgmetrics
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, StaticSite
-from wg_mesh.gateway import bootstrap, document, ship
+from wg_mesh.gateway import bootstrap, document, ship, wgmetrics
 from wg_mesh.plan import inputpolicy, live, render, topology, userdata, wgkey
 from wg_mesh.plan.validate import load_mesh
 from wg_mesh.testing import FAKE_STAMP_BASE

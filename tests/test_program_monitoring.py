@@ -23,8 +23,8 @@ from tests.test_program import (
     strings_in,
     user_data_input,
 )
-from wg_mesh import wgmetrics
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
+from wg_mesh.gateway import wgmetrics
 from wg_mesh.gcp.gateway import gateway_tag, stack_scope
 from wg_mesh.plan import metrics, render, topology
 from wg_mesh.plan.validate import load_mesh

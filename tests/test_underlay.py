@@ -16,9 +16,9 @@ from tests import test_program as program_tests  # a module, not its tests: noth
 from tests.agent_fake import SCOPE, TRUST, resign, sign
 from tests.conftest import STACK_FILES, run_program
 from wg_mesh.config import ConfigError, summary
-from wg_mesh.doctor_base import CommandResult, parse_conf
-from wg_mesh.doctor_path import path_checks
 from wg_mesh.gateway import document, pmtu_heal
+from wg_mesh.gateway.doctor.base import CommandResult, parse_conf
+from wg_mesh.gateway.doctor.path import path_checks
 from wg_mesh.gateway.pmtu import PathMonitor
 from wg_mesh.gateway.pmtu_probe import SMALL_SIZE
 from wg_mesh.gateway.wgconf import (

@@ -191,8 +191,7 @@ def test_live_user_data_passes_cloud_init_schema_and_reads_back_from_its_gzip(tm
 def test_live_user_data_checks_the_agent_last_and_ships_the_scripts_as_written() -> None:
     import yaml
 
-    from wg_mesh import readymark
-    from wg_mesh.gateway import ship
+    from wg_mesh.gateway import readymark, ship
     from wg_mesh.plan import inputpolicy, metrics, render
 
     for name, text in live_texts().items():

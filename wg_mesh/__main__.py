@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from wg_mesh import doctor
 from wg_mesh.config import ConfigError, MeshConfig, summary
+from wg_mesh.gateway import doctor
 from wg_mesh.lab.cli import add_arguments as add_lab_arguments
 from wg_mesh.lab.cli import cmd_lab
 from wg_mesh.tools import cost, monitoring

@@ -17,8 +17,8 @@ import pulumi
 import pulumi_aws as aws
 
 from wg_mesh.aws import facts
+from wg_mesh.gateway.readymark import READY_TAG, READY_VALUE
 from wg_mesh.plan import live
-from wg_mesh.readymark import READY_TAG, READY_VALUE
 
 SITE_TAG = "wg-mesh-site"
 STACK_TAG = "wg-mesh-stack"

@@ -36,8 +36,8 @@ REPLACE_ON = 'metadata["user-data"]'
 
 def metadata(user_data: pulumi.Input[str], document: pulumi.Output[str] | None) -> dict[str, pulumi.Input[str]]:
     """A gateway's instance metadata: its user data, and (delivery: live) the peer document, set in place."""
-    # Guest attributes carry the gateway's readiness mark (wg_mesh.readymark --cloud gcp). A metadata key other than
-    # user-data: set in place, no replacement (REPLACE_ON).
+    # Guest attributes carry the gateway's readiness mark (wg_mesh.gateway.readymark --cloud gcp). A metadata key other
+    # than user-data: set in place, no replacement (REPLACE_ON).
     values: dict[str, pulumi.Input[str]] = {"user-data": user_data, "enable-guest-attributes": "TRUE"}
     # No SSH key from metadata ever works on a gateway, whatever operator_access says (predefined metadata keys,
     # https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys; instance values override the

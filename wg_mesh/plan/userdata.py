@@ -52,19 +52,20 @@ def readiness_extras(
     flags: tuple[str, ...], packages: tuple[str, ...] = (), packed: bool = True
 ) -> render.CloudInitExtras:
     """The last step of a cloud gateway's first boot: mark itself ready once wg0 is up and forwarding is on
-    (wg_mesh.readymark; `pulumi up` waits for the mark before moving the address and routes: wg_mesh.tools.readygate).
+    (wg_mesh.gateway.readymark; `pulumi up` waits for the mark before moving the address and routes:
+    wg_mesh.tools.readygate).
 
     packed False (delivery: live): the script as plain text without comments or docstrings (ship.compact), which
     the gzip of the whole AWS user data compresses better than its own gzip+base64."""
     if packed:
         script = render.File(
             READY_SCRIPT_PATH,
-            resources.files("wg_mesh").joinpath(READY_PACKED).read_text(),
+            resources.files("wg_mesh.gateway").joinpath(READY_PACKED).read_text(),
             permissions="0755",
             encoding=metrics.SCRIPT_ENCODING,
         )
     else:
-        source = ship.compact(resources.files("wg_mesh").joinpath(READY_SOURCE).read_text())
+        source = ship.compact(resources.files("wg_mesh.gateway").joinpath(READY_SOURCE).read_text())
         script = render.File(READY_SCRIPT_PATH, source, "0755")
     return render.CloudInitExtras(
         packages=packages, files=(script,), commands=(("python3", READY_SCRIPT_PATH, *flags),)

@@ -5,7 +5,7 @@
 Run by a pulumi-command `local.Command` on the machine that runs `pulumi up`, with that machine's AWS
 credentials (or the site's `profile` / `assume_role_arn`), after the instance is created and before its
 Elastic IP association and routes: a replacement gateway takes traffic only once wg0 is up and forwarding is
-on (wg_mesh.readymark), and a gateway that never gets there fails the update while the old one keeps serving.
+on (wg_mesh.gateway.readymark), and a gateway that never gets there fails the update while the old one keeps serving.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wg_mesh.readymark import READY_TAG, READY_VALUE
+from wg_mesh.gateway.readymark import READY_TAG, READY_VALUE
 from wg_mesh.tools.gatepoll import poll
 
 DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from wg_mesh.doctor_base import FAIL, OK, Check, Host, ago, error_line
+from wg_mesh.gateway.doctor.base import FAIL, OK, Check, Host, ago, error_line
 
 AGENT_CONFIG = "/etc/wg-mesh/agent.json"
 AGENT_METRICS = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"

@@ -1,9 +1,8 @@
 """`mesh doctor`: is this gateway healthy? One verdict per check, and a hint for every failure.
 
 Run it on a gateway as root: `python -m wg_mesh doctor` from a checkout, or, where only python3 exists, copy
-wg_mesh/__init__.py, wg_mesh/doctor.py, wg_mesh/doctor_base.py, wg_mesh/doctor_agent.py, wg_mesh/doctor_path.py,
-wg_mesh/wgmetrics.py, wg_mesh/gateway/__init__.py and wg_mesh/gateway/pmtu_probe.py and run
-`sudo python3 -m wg_mesh.doctor` (stdlib only).
+wg_mesh/__init__.py, wg_mesh/gateway/__init__.py, wg_mesh/gateway/wgmetrics.py, wg_mesh/gateway/pmtu_probe.py and
+wg_mesh/gateway/doctor/ and run `sudo python3 -m wg_mesh.gateway.doctor` (stdlib only).
 Every command and file read goes through a `Host`, so tests feed captured outputs and the lab can run the same
 checks inside a gateway's namespaces. Exit status: 0 when nothing failed, 1 otherwise.
 """
@@ -17,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from wg_mesh.doctor_agent import agent_checks
-from wg_mesh.doctor_base import (
+from wg_mesh.gateway.doctor.agent import agent_checks
+from wg_mesh.gateway.doctor.base import (
     EXIT_FAILED,
     EXIT_OK,
     FAIL,
@@ -37,9 +36,9 @@ from wg_mesh.doctor_base import (
     parse_conf,
     size,
 )
-from wg_mesh.doctor_ha import api_path_checks, ha_checks, standby_peer_checks
-from wg_mesh.doctor_path import path_checks
-from wg_mesh.wgmetrics import (
+from wg_mesh.gateway.doctor.ha import api_path_checks, ha_checks, standby_peer_checks
+from wg_mesh.gateway.doctor.path import path_checks
+from wg_mesh.gateway.wgmetrics import (
     HANDSHAKE_STALE_SECONDS,
     PeerStat,
     Route,
@@ -50,7 +49,7 @@ from wg_mesh.wgmetrics import (
     route_for,
 )
 
-# Re-exported for callers and tests (they live in wg_mesh.doctor_base since the agent checks need them too).
+# Re-exported for callers and tests (they live in wg_mesh.gateway.doctor.base since the agent checks need them too).
 __all__ = [
     "FAIL", "OK", "SKIP", "WARN", "Check", "CommandResult", "ConfPeer", "Diagnosis", "Host", "LocalHost", "WgConf",
     "diagnose", "main", "parse_conf", "report_json", "report_text", "run",
@@ -432,7 +431,7 @@ def run(args: argparse.Namespace, host: Host | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m wg_mesh.doctor", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m wg_mesh.gateway.doctor", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 
