@@ -435,7 +435,8 @@ def test_doctor_runs_with_a_bare_python3(tmp_path: Path) -> None:
     (package / "gateway" / "doctor").mkdir(parents=True)
     for name in ("__init__.py", "gateway/__init__.py", "gateway/wgmetrics.py", "gateway/pmtu_probe.py",
                  "gateway/doctor/__init__.py", "gateway/doctor/__main__.py", "gateway/doctor/base.py",
-                 "gateway/doctor/agent.py", "gateway/doctor/path.py", "gateway/doctor/ha.py"):  # fmt: skip
+                 "gateway/doctor/agent.py", "gateway/doctor/path.py", "gateway/doctor/ha.py",
+                 "gateway/doctor/interface.py"):  # fmt: skip
         shutil.copy(REPO / "wg_mesh" / name, package / name)
     result = subprocess.run(
         ["/usr/bin/python3", "-I", "-c", "import sys; sys.path.insert(0, '.'); import runpy; "

@@ -22,11 +22,9 @@ PURE = "wg_mesh.config"  # the model: imports nothing of ours outside itself
 MAX_LINES = 400
 # Past MAX_LINES today: each may only shrink (lower its number when it does; remove it once it fits).
 OVERSIZE = {
-    "wg_mesh/gateway/doctor/__init__.py": 440,
     "wg_mesh/gateway/apply.py": 416,
     "wg_mesh/gateway/ha.py": 415,
     "wg_mesh/gateway/ha_run.py": 406,
-    "wg_mesh/testing/__init__.py": 427,
 }
 
 

@@ -54,7 +54,7 @@ def newest(run: ProgramRun, arch: str) -> str:
     (lookup,) = [c for c in run.mocks.calls if c.token == "aws:ec2/getAmi:getAmi" and "owners" in c.args]
     (pattern,) = lookup.args["filters"][0]["values"]
     assert f"-{arch}-server-" in pattern
-    return testing._hex_id("ami", pattern.replace("*", RecordingMocks.newest_ubuntu_serial))  # the mocks' answer
+    return testing.mocks._hex_id("ami", pattern.replace("*", RecordingMocks.newest_ubuntu_serial))  # the mocks' answer
 
 
 def follows(run: ProgramRun, site: str, instance_name: str) -> None:
