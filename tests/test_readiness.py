@@ -171,7 +171,7 @@ def test_the_address_and_routes_move_only_after_the_gate(applied_dev: ProgramRun
     gate = applied_dev.named(COMMAND, "aws-use1-ready")
     instance = applied_dev.named("aws:ec2/instance:Instance", "aws-use1-instance")
     assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
-    assert shlex.split(gate.inputs["create"]) == [  # the deployer's interpreter (wg_mesh.stamp.python_command)
+    assert shlex.split(gate.inputs["create"]) == [  # the deployer's interpreter (wg_mesh.tools.stamp.python_command)
         sys.executable, "-m", "wg_mesh.readygate", "--region", "us-east-1", "--profile", "net",
         "--role-arn", "arn:aws:iam::123456789012:role/deploy", "--timeout", "900", "--instance-id", instance.id,
     ]  # fmt: skip
