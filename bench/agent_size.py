@@ -2,18 +2,18 @@
 
 Prints the agent's package gzip'd per source kind, the AWS boot part (what an AWS user data ships when the package
 comes from its bundle secret, wg_mesh.gateway.bootstrap), the bundle secret's size against Secrets Manager's 64 KB,
-and prod's live user data per cloud as `pulumi up` renders it (wg_mesh.userdata), for AWS also as it would be with the
-whole package in it (EC2 counts at most 16384 bytes gzip'd). The user data does not depend on the mesh's size.
+and prod's live user data per cloud as `pulumi up` renders it (wg_mesh.plan.userdata), for AWS also as it would be with
+the whole package in it (EC2 counts at most 16384 bytes gzip'd). The user data does not depend on the mesh's size.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from wg_mesh import live, userdata
 from wg_mesh.config import AwsSite, GcpSite
 from wg_mesh.gateway import ship
-from wg_mesh.stackfile import load
+from wg_mesh.plan import live, userdata
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECT, STACK = "wg-mesh", "prod"

@@ -63,7 +63,7 @@ def cmd_scale(args: argparse.Namespace) -> None:
 def cmd_lab(args: argparse.Namespace) -> None:
     from bench.lab.dataplane import DataPlaneOptions
     from bench.lab.labbench import run_lab_bench
-    from wg_mesh.stackfile import read_raw
+    from wg_mesh.tools.stackfile import read_raw
 
     if args.quick:
         options = DataPlaneOptions(
@@ -82,7 +82,7 @@ def cmd_lab(args: argparse.Namespace) -> None:
 
 def cmd_mtu(args: argparse.Namespace) -> None:
     from bench.lab.mtu import MtuOptions, run_mtu_sweep
-    from wg_mesh.stackfile import read_raw
+    from wg_mesh.tools.stackfile import read_raw
 
     raw = read_raw(DEV_STACK)
     if args.quick:
@@ -103,7 +103,7 @@ def cmd_boot(args: argparse.Namespace) -> None:
 
 def cmd_underlay(args: argparse.Namespace) -> None:
     from bench.lab.underlay import STACK, run_underlay_bench
-    from wg_mesh.stackfile import load
+    from wg_mesh.tools.stackfile import load
 
     if args.fallback:
         cmd_underlay_fallback(args)
@@ -115,7 +115,7 @@ def cmd_underlay(args: argparse.Namespace) -> None:
 def cmd_underlay_fallback(args: argparse.Namespace) -> None:
     from bench.lab.fallback import run_fallback_bench
     from bench.lab.underlay import STACK
-    from wg_mesh.stackfile import load
+    from wg_mesh.tools.stackfile import load
 
     write_json(args.out, "underlay-fallback", run_fallback_bench(load(STACK), log))
 

@@ -11,10 +11,10 @@ import math
 from ipaddress import IPv4Network
 from typing import Any
 
-from wg_mesh import topology, userdata
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig
 from wg_mesh.config.quotas import AWS_QUOTA_MAX, AWS_ROUTES_DEFAULT, AWS_SG_RULES_DEFAULT
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology, userdata
+from wg_mesh.plan.validate import load_mesh
 
 AWS_REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-1", "us-west-2")
 GCP_LOCATIONS = (("europe-west3", "europe-west3-a"), ("us-central1", "us-central1-a"), ("asia-east1", "asia-east1-b"))

@@ -18,7 +18,7 @@ from typing import Any
 
 from bench import meshgen
 from bench.stats import median
-from wg_mesh import userdata
+from wg_mesh.plan import userdata
 
 REPO = Path(__file__).resolve().parent.parent
 FULL_SIZES = (2, 8, 16, 32, 64)

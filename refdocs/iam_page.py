@@ -1,5 +1,5 @@
 """docs/reference/iam.md: what a gateway may do in its cloud, rendered by the program's own policy functions from
-plain example values (wg_mesh.aws.iam, wg_mesh.live, wg_mesh.gcp.ha, wg_mesh.gcp.live): no mock run."""
+plain example values (wg_mesh.aws.iam, wg_mesh.plan.live, wg_mesh.gcp.ha, wg_mesh.gcp.live): no mock run."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 from refdocs import md
-from wg_mesh import ha, live
 from wg_mesh.aws import iam
 from wg_mesh.gcp import ha as gcp_ha
 from wg_mesh.gcp import live as gcp_live
+from wg_mesh.plan import ha, live
 
-SOURCE = "the policy functions of wg_mesh/aws/iam.py, wg_mesh/live.py and wg_mesh/gcp/ (example values)"
+SOURCE = "the policy functions of wg_mesh/aws/iam.py, wg_mesh/plan/live.py and wg_mesh/gcp/ (example values)"
 # The example: one project, stack and site per cloud. Values that only the clouds know are placeholders.
 PROJECT, STACK = "wg-mesh", "prod"
 REGION, ACCOUNT, AWS_SITE = "us-east-1", "123456789012", "aws-use1"

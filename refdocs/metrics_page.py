@@ -1,16 +1,16 @@
 """docs/reference/metrics.md: every metric a gateway exports (name, type, help) and every alert (expr, for,
-severity, summary), from the METRICS tables of the code that exports them and from wg_mesh.monitoring's rules."""
+severity, summary), from the METRICS tables of the code that exports them and from wg_mesh.tools.monitoring's rules."""
 
 from __future__ import annotations
 
 from types import ModuleType
 
 from refdocs import md
-from wg_mesh import monitoring, wgmetrics
 from wg_mesh.config import MeshConfig
-from wg_mesh.gateway import agent, apply, fallback, ha_run, pmtu
+from wg_mesh.gateway import agent, apply, fallback, ha_run, pmtu, wgmetrics
+from wg_mesh.tools import monitoring
 
-SOURCE = "the exporters' `METRICS` tables and wg_mesh/monitoring.py"
+SOURCE = "the exporters' `METRICS` tables and wg_mesh/tools/monitoring.py"
 # (module, title, when it is exported)
 EXPORTERS: tuple[tuple[ModuleType, str, str], ...] = (
     (wgmetrics, "wg-mesh-metrics", "every gateway: the metrics script, run by a systemd timer every 15 s"),

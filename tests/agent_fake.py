@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.test_render import REPO, fake_public_key
-from wg_mesh import signing, wgkey
 from wg_mesh.gateway.apply import Result
 from wg_mesh.gateway.document import canonical, encode_body, generation_of
 from wg_mesh.gateway.trust import Trust
@@ -30,8 +29,9 @@ from wg_mesh.gateway.wgconf import (
     Peer,
     parse_wg_quick_conf,
 )
-from wg_mesh.stackfile import load
-from wg_mesh.topology import PeerAddress, interface_plan
+from wg_mesh.plan import signing, wgkey
+from wg_mesh.plan.topology import PeerAddress, interface_plan
+from wg_mesh.tools.stackfile import load
 
 SITE = "aws-use1"
 # The commands that only look; everything else the agent runs changes the host.

@@ -19,7 +19,6 @@ import pytest
 
 from tests.stacks import STACK_FILES
 from wg_mesh.mesh import Mesh
-from wg_mesh.stackfile import read_raw
 from wg_mesh.testing import (
     FAKE_PUBLIC_NET,
     NOT_OFFERED_TYPE,
@@ -35,6 +34,7 @@ from wg_mesh.testing import (
     unwrap_secrets,
 )
 from wg_mesh.testing import ProgramRun as _Run
+from wg_mesh.tools.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "__main__.py"

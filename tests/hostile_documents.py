@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.agent_fake import SCOPE, SITE, TRUST, base_plan
-from wg_mesh import signing, wgkey
 from wg_mesh.gateway import document as d
 from wg_mesh.gateway.document import canonical, encode_body, generation_of
+from wg_mesh.plan import signing, wgkey
 
 Sign = Callable[[str], str]
 SERIAL = 1_700_000_100  # the running document's; a hostile one is newer unless it is a replay

@@ -10,9 +10,9 @@ from pathlib import Path
 import yaml
 
 from tests.stacks import example_stack_files, stack_files
-from wg_mesh import live, render, topology, userdata
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab
-from wg_mesh.stackfile import load
+from wg_mesh.plan import live, render, topology, userdata
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_FILES = (*stack_files(), *example_stack_files())

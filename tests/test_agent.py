@@ -27,12 +27,12 @@ from tests.agent_fake import (
     with_peer,
     without_peer,
 )
-from wg_mesh import metrics, wgmetrics
-from wg_mesh.gateway import mapping
+from wg_mesh.gateway import mapping, wgmetrics
 from wg_mesh.gateway.agent import Agent, Config, main
 from wg_mesh.gateway.apply import Paths, Result
 from wg_mesh.gateway.sources import FetchError, FileSource
 from wg_mesh.gateway.wgconf import wg_quick_conf
+from wg_mesh.plan import metrics
 
 
 class Store:

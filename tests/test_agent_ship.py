@@ -66,8 +66,8 @@ def test_the_boot_modules_are_the_bootstraps_import_closure() -> None:
     assert closure_of(["bootstrap.py", "source_aws.py"], others) == set(ship.BOOT_MODULES)
 
 
-# The gateway package and the two scripts delivery: live ships compacted (wg_mesh.metrics, wg_mesh.userdata).
-COMPACTED = [*sorted(GATEWAY.glob("*.py")), GATEWAY.parent / "wgmetrics.py", GATEWAY.parent / "readymark.py"]
+# The gateway package and the two scripts delivery: live ships compacted (wg_mesh.plan.metrics, wg_mesh.plan.userdata).
+COMPACTED = sorted(GATEWAY.glob("*.py"))
 
 
 @pytest.mark.parametrize("path", COMPACTED, ids=lambda p: p.name)
@@ -193,7 +193,7 @@ def test_the_config_is_what_the_agent_reads(kind: str) -> None:
 def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
     """What each cloud's user data carries for the agent, and the sizes that bind (bench/agent_size.py)."""
     from bench import agent_size
-    from wg_mesh import live, userdata
+    from wg_mesh.plan import live, userdata
 
     for source in SOURCES.values():
         files = ship.files("aws-use1", source)
@@ -206,7 +206,7 @@ def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
         print(f"  live user data: {sizes}")
     # The whole package no longer fits an AWS user data (next to the metrics script and the readiness mark): the
     # reason for the bundle. With it, the AWS user data keeps over a third of EC2's 16 KB free (it kept about half
-    # until the INPUT policy, wg_mesh.inputpolicy, added its two rule files and unit: ~550 bytes gzip'd).
+    # until the INPUT policy, wg_mesh.plan.inputpolicy, added its two rule files and unit: ~550 bytes gzip'd).
     assert sizes["aws-whole"] > userdata.AWS_USER_DATA_LIMIT
     assert sizes["aws"] < userdata.AWS_USER_DATA_LIMIT * 2 // 3
     # Secrets Manager's 64 KB: 33.9 KB with the private-path fallback, 54.6 KB with issue 20's signed documents,

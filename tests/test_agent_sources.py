@@ -23,7 +23,6 @@ import pytest
 
 from tests.agent_fake import SITE, TRUST, TRUST_JSON, FakeHost, Keys, base_plan, doc_text, with_peer
 from tests.test_agent_ship import SYSTEM_PYTHON, install
-from wg_mesh import userdata
 from wg_mesh.gateway import ship
 from wg_mesh.gateway.agent import Agent, Config, make_source
 from wg_mesh.gateway.apply import Paths
@@ -31,6 +30,7 @@ from wg_mesh.gateway.source_aws import AwsSource
 from wg_mesh.gateway.source_gcp import GcpSource
 from wg_mesh.gateway.sources import FetchError
 from wg_mesh.gateway.wgconf import wg_quick_conf
+from wg_mesh.plan import userdata
 
 REGION = "us-east-1"
 SECRET, PARAMETER = f"wg-mesh/proj/prod/{SITE}/peers", f"/wg-mesh/proj/prod/{SITE}/private-key"

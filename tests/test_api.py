@@ -17,9 +17,9 @@ from wg_mesh import ConfigError, Mesh, MeshArgs, MeshConfigError, SiteArgs
 from wg_mesh.args import INPUT_KEYS, to_config
 from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.mesh import MESH_TYPE
-from wg_mesh.stackfile import read_raw
+from wg_mesh.plan.validate import load_mesh
 from wg_mesh.testing import execute, new_run
-from wg_mesh.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 
 def dev_raw() -> dict[str, Any]:

@@ -16,9 +16,9 @@ from tests.conftest import REPO
 from tests.test_api import Later, problems
 from wg_mesh.args import to_config
 from wg_mesh.config import Deferred, MeshConfig, StaticSite
-from wg_mesh.stackfile import read_raw
 from wg_mesh.static import EndpointError, endpoint_problems
 from wg_mesh.testing import ProgramRun, execute, new_run
+from wg_mesh.tools.stackfile import read_raw
 
 VPC, SUBNET = "vpc-0123456789abcdef0", "subnet-0123456789abcdef0"
 TABLES = ["rtb-0aaaaaaaaaaaaaaa1", "rtb-0aaaaaaaaaaaaaaa2"]

@@ -20,11 +20,11 @@ from bench.report import document
 from bench.report.format import mbit
 from bench.scale import run_scale
 from bench.stats import median, parse_pid_cpu, parse_proc_stat, percentile
-from wg_mesh import topology, userdata
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
 from wg_mesh.lab.fabric.teardown import find_labs
-from wg_mesh.stackfile import read_raw
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology, userdata
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 DEV = REPO / "Pulumi.dev.yaml"

@@ -19,7 +19,7 @@ from wg_mesh.lab.clouds.live import live_configs
 from wg_mesh.lab.fabric.netns import LabError
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
 from wg_mesh.lab.machines import cloudinit
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 STACK = Path(__file__).resolve().parent.parent / "examples" / "underlay" / "Pulumi.underlay.yaml"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from wg_mesh import userdata
 from wg_mesh.gateway import bootstrap, ship
 from wg_mesh.gateway.sources import FetchError
+from wg_mesh.plan import userdata
 
 
 def value_of(text: bytes) -> str:

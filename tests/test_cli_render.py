@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ProgramRun
-from wg_mesh import wgkey
 from wg_mesh.cli import main
 from wg_mesh.clirender import MASK, DisplayKeys, render_site
 from wg_mesh.config import MeshConfig
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import wgkey
+from wg_mesh.plan.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 WG_KEY = re.compile(r"[A-Za-z0-9+/]{43}=")

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from wg_mesh import ConfigError, MeshConfigError, ha
+from wg_mesh import ConfigError, MeshConfigError
 from wg_mesh.config import names
-from wg_mesh.stackfile import read_raw
+from wg_mesh.plan import ha
+from wg_mesh.plan.validate import load_mesh
 from wg_mesh.testing import ProgramRun, execute, new_run
-from wg_mesh.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 GOLDEN_URNS = REPO / "tests" / "golden" / "urns"
 

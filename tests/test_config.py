@@ -10,8 +10,8 @@ import pytest
 
 from tests.stacks import STACK_FILES
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig, StaticSite
-from wg_mesh.stackfile import load
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = STACK_FILES

@@ -12,10 +12,10 @@ import yaml
 
 from tests.stacks import STACK_FILES
 from tests.test_config import base, problems_for, with_change
-from wg_mesh import topology
 from wg_mesh.config import AwsSite, ConfigError
-from wg_mesh.stackfile import MAX_DEPTH, read_raw
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import MAX_DEPTH, read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -357,7 +357,7 @@ def test_yaml_booleans_in_integer_fields(tmp_path: Path) -> None:
 
 
 def load_problems(path: Path) -> list[str]:
-    from wg_mesh.stackfile import load
+    from wg_mesh.tools.stackfile import load
 
     with pytest.raises(ConfigError) as caught:
         load(path)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tests.test_config import RTB1, SUBNET, VPC, base, problems_for
-from wg_mesh import topology
 from wg_mesh.config import AwsSite, GcpSite, StaticSite, summary
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology
+from wg_mesh.plan.validate import load_mesh
 
 SUBNET_B = "subnet-0123456789abcdef1"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from wg_mesh.config import ConfigError, MeshConfig, quotas
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
 
 AWS = {"name": "aws-use1", "cloud": "aws", "region": "us-east-1", "overlay_ip": "10.200.0.1", "cidrs": ["10.10.0.0/16"]}
 GCP = {

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.test_config import base
-from wg_mesh import render, topology
 from wg_mesh.config import ConfigError
-from wg_mesh.topology import PeerAddress
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import render, topology
+from wg_mesh.plan.topology import PeerAddress
+from wg_mesh.plan.validate import load_mesh
 
 PROBLEM = re.compile(r"^(\(top level\)|\(more\)|[A-Za-z_][\w\-\[\]\.]*): \S.*$")
 KEYS = [
@@ -95,7 +95,7 @@ YAML_PIECES = st.sampled_from(
 def test_any_stack_file_text_gives_a_value_or_one_line_problems(parts: list[str]) -> None:
     from pathlib import Path
 
-    from wg_mesh.stackfile import parse
+    from wg_mesh.tools.stackfile import parse
 
     try:
         parse("".join(parts), Path("Pulumi.fuzz.yaml"))

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from wg_mesh import cost
 from wg_mesh.config import ConfigError
-from wg_mesh.prices import PRICE_FILE, PriceFile, load, parse, tiered
+from wg_mesh.tools import cost
+from wg_mesh.tools.prices import PRICE_FILE, PriceFile, load, parse, tiered
 
 REPO = Path(__file__).resolve().parent.parent
 COST_PAGE = REPO / "docs" / "concepts" / "comparison.md"  # once the README's section

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from wg_mesh import cost, prices
 from wg_mesh.config import ConfigError
+from wg_mesh.tools import cost, prices
 
 REPO = Path(__file__).resolve().parent.parent
 RAW = yaml.safe_load(prices.PRICE_FILE.read_text())

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_render import rendered, site_cases
-from wg_mesh import doctor, render, wgkey
-from wg_mesh.doctor import FAIL, OK, SKIP, WARN, CommandResult
+from wg_mesh.gateway import doctor
+from wg_mesh.gateway.doctor import FAIL, OK, SKIP, WARN, CommandResult
+from wg_mesh.plan import render, wgkey
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "gateway"
@@ -378,7 +379,7 @@ def test_parse_conf_names_peers_from_comments(private_key: str) -> None:
 
 @pytest.mark.parametrize(("stack", "site"), site_cases(), ids=lambda v: getattr(v, "stem", v))
 def test_parse_conf_agrees_with_the_renderer(stack: Path, site: str) -> None:
-    from wg_mesh.stackfile import load
+    from wg_mesh.tools.stackfile import load
 
     cfg = load(stack)
     text = rendered(cfg, site, "KEY")
@@ -431,14 +432,15 @@ def test_doctor_runs_with_a_bare_python3(tmp_path: Path) -> None:
     (wg_mesh/gateway/pmtu_probe.py) are all it needs."""
     package = tmp_path / "wg_mesh"
     package.mkdir()
-    (package / "gateway").mkdir()
-    for name in ("__init__.py", "doctor.py", "doctor_base.py", "doctor_agent.py", "doctor_path.py", "doctor_ha.py",
-                 "wgmetrics.py",
-                 "gateway/__init__.py", "gateway/pmtu_probe.py"):  # fmt: skip
+    (package / "gateway" / "doctor").mkdir(parents=True)
+    for name in ("__init__.py", "gateway/__init__.py", "gateway/wgmetrics.py", "gateway/pmtu_probe.py",
+                 "gateway/doctor/__init__.py", "gateway/doctor/__main__.py", "gateway/doctor/base.py",
+                 "gateway/doctor/agent.py", "gateway/doctor/path.py", "gateway/doctor/ha.py",
+                 "gateway/doctor/interface.py"):  # fmt: skip
         shutil.copy(REPO / "wg_mesh" / name, package / name)
     result = subprocess.run(
         ["/usr/bin/python3", "-I", "-c", "import sys; sys.path.insert(0, '.'); import runpy; "
-         "sys.argv = ['doctor', '--help']; runpy.run_module('wg_mesh.doctor', run_name='__main__')"],
+         "sys.argv = ['doctor', '--help']; runpy.run_module('wg_mesh.gateway.doctor', run_name='__main__')"],
         cwd=tmp_path, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

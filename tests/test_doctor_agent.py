@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.test_doctor import FakeHost
-from wg_mesh import doctor_agent
-from wg_mesh.doctor import FAIL, OK, CommandResult
+from wg_mesh.gateway.doctor import FAIL, OK, CommandResult
+from wg_mesh.gateway.doctor import agent as doctor_agent
 
 NOW = 1_800_000_000.0
 ACTIVE = {"systemctl is-active wg-mesh-agent": CommandResult(0, "active\n")}

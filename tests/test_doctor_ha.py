@@ -1,5 +1,6 @@
-"""Doctor's HA check (wg_mesh.doctor_ha) on captured files and outputs: active, healthy standby, unhealthy standby, an
-active that fails its checks, a silent /healthz; a standby's handshake failures are skips, an active's are not."""
+"""Doctor's HA check (wg_mesh.gateway.doctor.ha) on captured files and outputs: active, healthy standby, unhealthy
+standby, an active that fails its checks, a silent /healthz; a standby's handshake failures are skips, an active's are
+not."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import json
 
 from tests.test_doctor import FakeHost
 from tests.test_ha_machine import AWS
-from wg_mesh import doctor_agent, doctor_ha
-from wg_mesh.doctor import FAIL, OK, SKIP, WARN, Check, CommandResult
+from wg_mesh.gateway.doctor import FAIL, OK, SKIP, WARN, Check, CommandResult
+from wg_mesh.gateway.doctor import agent as doctor_agent
+from wg_mesh.gateway.doctor import ha as doctor_ha
 
 CONFIG = {doctor_agent.AGENT_CONFIG: json.dumps({"site": "aws-use1", "source": {"kind": "aws"}, "ha": AWS})}
 CURL = "curl -sS --max-time 2 -w \n%{http_code} http://127.0.0.1:9181/healthz"

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from tests.test_underlay import KEY, directory, prod_raw
-from wg_mesh import topology
 from wg_mesh.gateway import fallback
 from wg_mesh.gateway.fallback import PRIVATE, PUBLIC, Route
 from wg_mesh.gateway.pmtu import PathWatch
 from wg_mesh.gateway.wgconf import InterfacePlan
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology
+from wg_mesh.plan.validate import load_mesh
 
 ROUTE = Route("gcp-euw3", KEY, "10.100.0.10:51820", "203.0.113.2:51820")
 

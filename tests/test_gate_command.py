@@ -2,7 +2,7 @@
 
 `.venv/bin/python` existed only in a checkout with its virtualenv, run from the project directory, on POSIX: a
 package user, `pulumi --cwd` and Windows had none. The gate now runs with `sys.executable`, quoted by the one
-mechanism the stamp uses too (wg_mesh.stamp.command_line). Pure: no Pulumi run.
+mechanism the stamp uses too (wg_mesh.tools.stamp.command_line). Pure: no Pulumi run.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wg_mesh import aws, stamp
+from wg_mesh import aws
 from wg_mesh.gcp import instance as gcp_instance
+from wg_mesh.tools import stamp
 
 REPO = Path(__file__).resolve().parents[1]
 

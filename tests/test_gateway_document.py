@@ -1,4 +1,4 @@
-"""The peer document v2 (wg_mesh/gateway/document.py, signed.py, trust.py; wg_mesh/signing.py): every site of every
+"""The peer document v2 (wg_mesh/gateway/document.py, signed.py, trust.py; wg_mesh/plan/signing.py): every site of every
 stack file round-trips through encode_body, sign and decode against the trust its agent.json would hold; the
 envelope, the signature, agent.json's trust object and the rules shared with the config model. The refusals are
 tests/test_document_hostile.py's."""
@@ -15,13 +15,13 @@ import pytest
 from tests.agent_fake import SCOPE, SEED, TRUST, TRUST_JSON, sign
 from tests.conftest import STACK_FILES
 from tests.test_render import fake_public_key
-from wg_mesh import signing
 from wg_mesh.config import MeshConfig, sites
 from wg_mesh.gateway import document, signed, trust
 from wg_mesh.gateway.document import DocumentError, Trust, decode, encode_body, parse_trust
 from wg_mesh.gateway.wgconf import InterfacePlan
-from wg_mesh.stackfile import load
-from wg_mesh.topology import PeerAddress, interface_plan
+from wg_mesh.plan import signing
+from wg_mesh.plan.topology import PeerAddress, interface_plan
+from wg_mesh.tools.stackfile import load
 
 
 def trust_of(cfg: MeshConfig, name: str) -> Trust:

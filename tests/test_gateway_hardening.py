@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.test_render import directory, rendered
-from wg_mesh import render
 from wg_mesh.config import StaticSite
 from wg_mesh.lab.machines.cloudinit import parse_sysctl
-from wg_mesh.stackfile import load
+from wg_mesh.plan import render
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -97,14 +97,14 @@ def test_cloud_gateways_leave_the_port_filter_to_the_cloud_firewall(site: str) -
 
 
 def node_exporter_files(site: str) -> dict[str, str]:
-    from wg_mesh import metrics
+    from wg_mesh.plan import metrics
 
     cfg = load(REPO / "Pulumi.prod.yaml")
     return {f.path: f.content for f in metrics.metrics_extras(cfg, site, directory(cfg)).files}
 
 
 def test_static_sites_serve_node_exporter_on_the_overlay_address_only() -> None:
-    from wg_mesh import metrics
+    from wg_mesh.plan import metrics
 
     files = node_exporter_files("vps-fra")
     args = next(line for line in files[metrics.NODE_EXPORTER_DEFAULTS_PATH].splitlines() if line.startswith("ARGS="))
@@ -116,7 +116,7 @@ def test_static_sites_serve_node_exporter_on_the_overlay_address_only() -> None:
 
 @pytest.mark.parametrize("site", ["aws-use1", "gcp-euw3"])
 def test_cloud_gateways_serve_node_exporter_behind_their_cloud_firewall(site: str) -> None:
-    from wg_mesh import metrics
+    from wg_mesh.plan import metrics
 
     files = node_exporter_files(site)
     assert '"--web.listen-address=:9100 ' in files[metrics.NODE_EXPORTER_DEFAULTS_PATH]

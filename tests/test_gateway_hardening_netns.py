@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.test_render import REPO, fake_public_key
-from wg_mesh import render
-from wg_mesh.stackfile import load
-from wg_mesh.topology import PeerAddress, interface_plan
+from wg_mesh.plan import render
+from wg_mesh.plan.topology import PeerAddress, interface_plan
+from wg_mesh.tools.stackfile import load
 
 pytestmark = [
     pytest.mark.integration,

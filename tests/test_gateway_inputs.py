@@ -12,8 +12,9 @@ import pytest
 
 from tests.test_doctor import GCP_KEY, VPS_KEY, captured, gateway, with_vps_handshake
 from tests.test_metrics import prod_mapping, samples, snapshot
-from wg_mesh import doctor, wgkey, wgmetrics
-from wg_mesh.doctor import FAIL, OK, CommandResult
+from wg_mesh.gateway import doctor, wgmetrics
+from wg_mesh.gateway.doctor import FAIL, OK, CommandResult
+from wg_mesh.plan import wgkey
 
 CAPTURED_AT = 1796205500
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import STACK_FILES, ProgramRun, run_program
 from wg_mesh.gcp.facts import boot_disk_type
-from wg_mesh.stackfile import read_raw
+from wg_mesh.tools.stackfile import read_raw
 
 GCP_INSTANCE = "gcp:compute/instance:Instance"
 MACHINE_TYPES_CALL = "gcp:compute/getMachineTypes:getMachineTypes"  # the zone check of the machine type

@@ -1,6 +1,6 @@
-"""The GCP readiness gate: the gateway's guest attribute (wg_mesh.readymark --cloud gcp) and pulumi up's wait and
-address move (wg_mesh.gcpgate), against tests/gce_fake.py (a local server following the documented REST protocol:
-no Compute Engine emulator exists)."""
+"""The GCP readiness gate: the gateway's guest attribute (wg_mesh.gateway.readymark --cloud gcp) and pulumi up's wait
+and address move (wg_mesh.tools.gcpgate), against tests/gce_fake.py (a local server following the documented REST
+protocol: no Compute Engine emulator exists)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ import yaml
 from tests import gce_fake
 from tests.conftest import REPO, ProgramRun, run_program
 from tests.gce_fake import PROJECT, REGION, TOKEN, ZONE, Cloud, Vm
-from wg_mesh import gcpgate, metrics, readygate, readymark, userdata
+from wg_mesh.gateway import readymark
 from wg_mesh.gcp.instance import REPLACE_ON
-from wg_mesh.stackfile import read_raw
+from wg_mesh.plan import metrics, userdata
+from wg_mesh.tools import gcpgate, readygate
+from wg_mesh.tools.stackfile import read_raw
 
 STATIC = "34.1.2.3"
 OLD, NEW = "gw-old", "gw-new"
@@ -206,7 +208,7 @@ def test_gcp_user_data_marks_the_gateway_ready_with_the_same_script(applied: Pro
     data = yaml.safe_load(applied.sites["gcp-euw3"].user_data.value)
     assert data["runcmd"][-2] == ["python3", userdata.READY_SCRIPT_PATH, "--cloud", "gcp"]
     (script,) = [f for f in data["write_files"] if f["path"] == userdata.READY_SCRIPT_PATH]
-    assert metrics.unpack(script["content"]) == (REPO / "wg_mesh" / "readymark.py").read_text()
+    assert metrics.unpack(script["content"]) == (REPO / "wg_mesh" / "gateway" / "readymark.py").read_text()
 
 
 @pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed")

@@ -24,11 +24,11 @@ from tests.agent_fake import base_plan
 from tests.gce_fake import Cloud, Vm
 from tests.test_ha_aws import FakeGateway
 from tests.test_ha_gcp import EPHEMERAL_A, EPHEMERAL_B, HA, IP, ZONES
-from wg_mesh import ha as mesh_ha
 from wg_mesh.gateway import ha_gcp
 from wg_mesh.gateway.ha import Settings, parse_ha
 from wg_mesh.gateway.ha_gcp import WITNESS_S, GcpHa, Metadata, Witness
 from wg_mesh.gateway.ha_run import Controller
+from wg_mesh.plan import ha as mesh_ha
 
 SETTINGS = Settings(tunnel_fail_s=1e6)  # the fake gateways have no peers to ping: the tunnel check is not at stake
 plan = functools.cache(base_plan)  # a stack file's load: once for the module

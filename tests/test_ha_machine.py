@@ -510,8 +510,9 @@ def test_parse_ha_names_the_bad_field(raw: object, field: str) -> None:
 
 
 def test_the_programs_ha_objects_parse() -> None:
-    """The contract with the program (wg_mesh.ha.aws_ha / gcp_ha write agent.json's `ha`): what it writes, we read."""
-    from wg_mesh import ha as program
+    """The contract with the program (wg_mesh.plan.ha.aws_ha / gcp_ha write agent.json's `ha`): what it writes, we
+    read."""
+    from wg_mesh.plan import ha as program
 
     aws = parse_ha(program.aws_ha("b", "us-east-1", "wg-mesh-x-lease", "eipalloc-1", ["rtb-1"]))
     assert (aws.gateway, aws.health_port, aws.lease_table, aws.route_table_ids) == (

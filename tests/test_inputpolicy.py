@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from wg_mesh import inputpolicy, live, userdata
 from wg_mesh.config import MeshConfig
 from wg_mesh.gcp import ha as gcp_ha
 from wg_mesh.gcp.firewall import IAP_TCP_FORWARDING_RANGE
-from wg_mesh.inputpolicy import Admit
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import inputpolicy, live, userdata
+from wg_mesh.plan.inputpolicy import Admit
+from wg_mesh.plan.validate import load_mesh
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_pmtu_netns import HOLDER, keypair, pids_in, run
-from wg_mesh import inputpolicy
 from wg_mesh.gateway.wgconf import InterfacePlan, Peer, wg_quick_conf
-from wg_mesh.stackfile import load
+from wg_mesh.plan import inputpolicy
+from wg_mesh.tools.stackfile import load
 
 TOOLS = ("ip", "iptables", "iptables-restore", "ip6tables-restore", "wg", "wg-quick", "wireguard-go", "nsenter")
 pytestmark = [

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from tests import shipped
-from wg_mesh import render
+from wg_mesh.plan import render
 
 WG_DIR = PurePosixPath(render.WG_CONF_PATH).parent
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with its cloud-init (CI installs it: the schema tests use it)

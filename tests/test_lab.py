@@ -25,7 +25,6 @@ import pytest
 import yaml
 
 from tests.stacks import STACK_FILES
-from wg_mesh import inputpolicy, live, metrics, render, topology, userdata, wgkey
 from wg_mesh.__main__ import main
 from wg_mesh.config import MeshConfig
 from wg_mesh.gateway import wgconf
@@ -52,8 +51,9 @@ from wg_mesh.lab.fabric.teardown import find_labs, teardown
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.lab.machines.build import redact_keys
 from wg_mesh.lab.run import run_lab
-from wg_mesh.stackfile import load
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import inputpolicy, live, metrics, render, topology, userdata, wgkey
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 PREFIX = "wgl0a1b"

@@ -21,7 +21,6 @@ import pytest
 
 from tests.lableft import lab_left
 from tests.stacks import STACK_FILES
-from wg_mesh import metrics, render
 from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.fabric.netns import missing_requirements, proc_start_time
 from wg_mesh.lab.fabric.plan import LabFaults, LabKeys, plan_lab, render_artifacts
@@ -29,7 +28,8 @@ from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.lab.machines.image import REPO_MOUNT, missing_boot_tools
 from wg_mesh.lab.machines.seed import GCE_SYSCTL_PATH, image_files, network_config, user_data_facts
 from wg_mesh.lab.run import run_lab
-from wg_mesh.stackfile import load
+from wg_mesh.plan import metrics, render
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 # Pulumi.ha.yaml is dev's topology with HA pairs; a booted lab does not model the pair's cloud (lease, IMDS, EIP
@@ -243,8 +243,8 @@ def test_progress_counts_every_boot_check() -> None:
 def test_every_live_gateway_installs_python3_nacl_and_the_package_source_follows_its_list(tmp_path: Path) -> None:
     """The agent verifies documents with Ubuntu's PyNaCl: every live gateway's user data installs it, so the booted
     lab's package source (keyed on the user data's package list) holds it, and a new list is a new source."""
-    from wg_mesh import userdata
     from wg_mesh.lab.machines import image as images
+    from wg_mesh.plan import userdata
 
     for site in ("aws-use1", "gcp-euw3", "vps-fra"):
         assert userdata.VERIFY_PACKAGE in user_data_facts(user_data("prod", site)).packages, site

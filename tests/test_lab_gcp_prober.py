@@ -1,14 +1,14 @@
 """The lab's model of Google's health checking and of the ILB's failover policy (wg_mesh/lab/clouds/gcpprober.py): pure,
-with a fake clock. The thresholds are the program's (wg_mesh.ha.HEALTH_CHECK, which wg_mesh.gcp.ha declares): a model
-with another threshold fails these tests."""
+with a fake clock. The thresholds are the program's (wg_mesh.plan.ha.HEALTH_CHECK, which wg_mesh.gcp.ha declares): a
+model with another threshold fails these tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from wg_mesh import ha as mesh_ha
-from wg_mesh.ha import GcpFailoverPolicy, GcpHealthCheck
 from wg_mesh.lab.clouds.gcpprober import HEALTHY, UNHEALTHY, Prober, next_hop
+from wg_mesh.plan import ha as mesh_ha
+from wg_mesh.plan.ha import GcpFailoverPolicy, GcpHealthCheck
 
 CHECK = mesh_ha.HEALTH_CHECK
 

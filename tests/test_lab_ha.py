@@ -32,7 +32,7 @@ from wg_mesh.lab.fabric.session import _Cleanup, new_prefix
 from wg_mesh.lab.fabric.teardown import find_labs
 from wg_mesh.lab.machines.build import build
 from wg_mesh.lab.machines.machine import NamespaceGateway
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 HA = {"aws-use1"}
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")

@@ -13,7 +13,6 @@ from bench.report.hafailover import section
 from tests.lableft import lab_left
 from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
-from wg_mesh import gcpgate
 from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.hadrill import STEPS
 from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
@@ -22,7 +21,8 @@ from wg_mesh.lab.drills.harun import ha_sites, pick, run_ha_drill
 from wg_mesh.lab.drills.hawatch import Sampler, judge
 from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements
 from wg_mesh.lab.fabric.plan import plan_lab
-from wg_mesh.stackfile import load
+from wg_mesh.tools import gcpgate
+from wg_mesh.tools.stackfile import load
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")
 REPLIES = [(100 + i * 0.01, i) for i in range(300) if not 120 <= i < 150]  # 30 pings lost from 101.2 s

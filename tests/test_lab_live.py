@@ -16,7 +16,7 @@ from wg_mesh.lab.clouds.controlplane import agent_env, documents, published_gene
 from wg_mesh.lab.clouds.live import live_configs
 from wg_mesh.lab.fabric.plan import GatewayArtifacts, LabKeys, plan_lab, render_artifacts
 from wg_mesh.lab.machines import cloudinit
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = """[Unit]

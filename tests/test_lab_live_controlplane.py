@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from bench.lab.labkit import Session, lab_session
-from wg_mesh import live
 from wg_mesh.lab.clouds.controlplane import AGENT_ENV, ControlPlane, documents
 from wg_mesh.lab.fabric.netns import missing_requirements
 from wg_mesh.lab.fabric.teardown import find_labs, teardown
-from wg_mesh.stackfile import load
+from wg_mesh.plan import live
+from wg_mesh.tools.stackfile import load
 
 CANNOT_RUN = missing_requirements() + ([] if shutil.which("python3", path="/usr/bin") else ["no /usr/bin/python3"])
 pytestmark = [
@@ -97,7 +97,7 @@ def sha(text: str) -> str:
 
 
 def test_each_gateway_reads_its_own_store_through_the_lab_internet(session: Session) -> None:
-    # what the user data's agent.json would hold: the lab mesh's verify key (wg_mesh.live.trust)
+    # what the user data's agent.json would hold: the lab mesh's verify key (wg_mesh.plan.live.trust)
     trusted = {
         site: {**config, "trust": live.trust(session.cfg, session.cfg.site(site), "p", "s", session.keys.verify_key)}
         for site, config in CONFIGS.items()

@@ -23,7 +23,7 @@ from wg_mesh.lab.drills.harun import wait_replies
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 ROOT = Path(__file__).resolve().parent.parent
 PROM = """# HELP wgmesh_agent_applied_generation x

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
-from wg_mesh import topology
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.fabric.netns import missing_requirements
 from wg_mesh.lab.fabric.plan import LabPlanError, plan_lab
 from wg_mesh.lab.fabric.privatepath import LINK_POOL
 from wg_mesh.lab.run import run_lab
-from wg_mesh.stackfile import load
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = REPO / "examples" / "underlay" / "Pulumi.underlay.yaml"

@@ -1,4 +1,5 @@
-"""wg_mesh.live: the names of a site's stores, which its user data carries, fit the clouds' rules and never collide."""
+"""wg_mesh.plan.live: the names of a site's stores, which its user data carries, fit the clouds' rules and never
+collide."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import re
 import pytest
 
 from tests.test_config import REPO
-from wg_mesh import live
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
-from wg_mesh.stackfile import load
+from wg_mesh.plan import live
+from wg_mesh.tools.stackfile import load
 
 # GCP service account ids: 6-30 characters, `[a-z]([-a-z0-9]*[a-z0-9])` (IAM API, projects.serviceAccounts.create).
 GCP_ACCOUNT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")

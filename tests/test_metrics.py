@@ -1,5 +1,5 @@
-"""The gateway metrics script (wg_mesh/wgmetrics.py) on captured outputs, and the cloud-init additions that install
-it."""
+"""The gateway metrics script (wg_mesh/gateway/wgmetrics.py) on captured outputs, and the cloud-init additions that
+install it."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wg_mesh import metrics, render, userdata, wgkey, wgmetrics
-from wg_mesh.stackfile import load, read_raw
-from wg_mesh.topology import PeerAddress, interface_plan
-from wg_mesh.validate import load_mesh
+from wg_mesh.gateway import wgmetrics
+from wg_mesh.plan import metrics, render, userdata, wgkey
+from wg_mesh.plan.topology import PeerAddress, interface_plan
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import load, read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "gateway"
@@ -42,7 +43,7 @@ def private_key() -> str:
 
 
 def prod_mapping() -> wgmetrics.Mapping:
-    """The mapping of the captured gateway (prod's aws-use1), rendered by wg_mesh.metrics."""
+    """The mapping of the captured gateway (prod's aws-use1), rendered by wg_mesh.plan.metrics."""
     cfg = load(REPO / "Pulumi.prod.yaml")
     directory = {
         "aws-use1": PeerAddress("192.0.2.1", AWS_KEY),
@@ -407,7 +408,7 @@ def test_extras_install_node_exporter_script_mapping_and_timer() -> None:
     }
     script = files["/usr/local/sbin/wg-mesh-metrics"]
     assert script.encoding == "gz+b64"
-    assert metrics.unpack(script.content) == (REPO / "wg_mesh" / "wgmetrics.py").read_text()
+    assert metrics.unpack(script.content) == (REPO / "wg_mesh" / "gateway" / "wgmetrics.py").read_text()
     assert script.permissions == "0755"
     assert all(f.owner == "root:root" for f in extras.files)
 
@@ -515,9 +516,9 @@ AWS_USER_DATA_LIMIT = 16384  # bytes, before base64: EC2 refuses more
 
 
 def test_committed_packed_script_is_the_source() -> None:
-    """wg_mesh/wgmetrics.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1 after editing the
+    """wg_mesh/gateway/wgmetrics.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1 after editing the
     script."""
-    packed = REPO / "wg_mesh" / metrics.PACKED_SCRIPT
+    packed = REPO / "wg_mesh" / "gateway" / metrics.PACKED_SCRIPT
     if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1" and metrics.unpack(packed.read_text()) != metrics.script_source():
         packed.write_text(metrics.pack(metrics.script_source()))
     assert metrics.unpack(metrics.packed_script()) == metrics.script_source(), (

@@ -20,11 +20,11 @@ import pytest
 import yaml
 
 from tests.stacks import STACK_NAMES
-from wg_mesh import monitoring, wgmetrics
-from wg_mesh.gateway import agent, fallback, ha_run, pmtu
-from wg_mesh.stackfile import load, read_raw
-from wg_mesh.topology import peer_names
-from wg_mesh.validate import load_mesh
+from wg_mesh.gateway import agent, fallback, ha_run, pmtu, wgmetrics
+from wg_mesh.plan.topology import peer_names
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools import monitoring
+from wg_mesh.tools.stackfile import load, read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 MONITORING = REPO / "monitoring"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from wg_mesh.config import ConfigError
-from wg_mesh.stackfile import read_raw
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 

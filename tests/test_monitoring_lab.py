@@ -1,8 +1,8 @@
 """Lab drills: the dev mesh in namespaces, each gateway with our metrics script and a real node-exporter, a real
 Prometheus with the shipped rules; break a gateway and measure the time until the alert fires.
 
-What cloud-init does with `wg_mesh.metrics.metrics_extras` is carried out in each gateway's namespaces: the mapping in
-its private /etc, the script (decoded from the user data's gz+b64) and the textfile directory in its private /run
+What cloud-init does with `wg_mesh.plan.metrics.metrics_extras` is carried out in each gateway's namespaces: the mapping
+in its private /etc, the script (decoded from the user data's gz+b64) and the textfile directory in its private /run
 (the lab shares /usr and /var with the host, so /usr/local/sbin and /var/lib/prometheus move there), node-exporter
 with the shipped ARGS (only the textfile collector, to keep the lab light), and a 1 s loop instead of the 15 s timer.
 Prometheus runs in its own namespace behind the lab's internet and scrapes the gateways' public addresses, as a
@@ -33,13 +33,14 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-from wg_mesh import metrics, monitoring
 from wg_mesh.lab.fabric.netns import Node, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.session import new_prefix
 from wg_mesh.lab.fabric.teardown import teardown
 from wg_mesh.lab.machines.build import BuiltLab, build, ip, veth, wg_quick
-from wg_mesh.stackfile import load
+from wg_mesh.plan import metrics
+from wg_mesh.tools import monitoring
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACK = "dev"

@@ -25,14 +25,14 @@ from tests.conftest import (
     Recorded,
     run_program,
 )
-from wg_mesh import render, topology, wgkey
 from wg_mesh.aws import facts as awsfacts
 from wg_mesh.aws.facts import ami_architecture
 from wg_mesh.aws.firewall import SG_DESCRIPTION_CHARS
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gcp.facts import image_family
-from wg_mesh.stackfile import read_raw
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import render, topology, wgkey
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_SG = "aws:ec2/securityGroup:SecurityGroup"

@@ -23,9 +23,10 @@ from tests.test_program_ha import EC2_TAG, ha_raw
 from tests.test_program_ha import run as ha_run
 from tests.test_program_type_change import GATE, failing_run, gated_replacement
 from tests.test_underlay import prod_raw
-from wg_mesh import ha, testing
+from wg_mesh import testing
 from wg_mesh.aws import facts as awsfacts
 from wg_mesh.config import names
+from wg_mesh.plan import ha
 from wg_mesh.testing import RecordingMocks
 
 EIP_ASSOC = "aws:ec2/eipAssociation:EipAssociation"
@@ -53,7 +54,7 @@ def newest(run: ProgramRun, arch: str) -> str:
     (lookup,) = [c for c in run.mocks.calls if c.token == "aws:ec2/getAmi:getAmi" and "owners" in c.args]
     (pattern,) = lookup.args["filters"][0]["values"]
     assert f"-{arch}-server-" in pattern
-    return testing._hex_id("ami", pattern.replace("*", RecordingMocks.newest_ubuntu_serial))  # the mocks' answer
+    return testing.mocks._hex_id("ami", pattern.replace("*", RecordingMocks.newest_ubuntu_serial))  # the mocks' answer
 
 
 def follows(run: ProgramRun, site: str, instance_name: str) -> None:

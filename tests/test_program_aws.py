@@ -26,8 +26,8 @@ from tests.test_program import (
 from tests.test_program_type_change import GATE, gated_replacement
 from wg_mesh.aws import facts as awsfacts
 from wg_mesh.config import AwsSite, ConfigError
-from wg_mesh.stackfile import read_raw
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 
 def test_gateway_boots_only_after_its_subnet_reaches_the_internet(applied: ProgramRun) -> None:

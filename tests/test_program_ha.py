@@ -20,7 +20,7 @@ from tests.test_program import (
 )
 from tests.test_program_live import day_two
 from wg_mesh.config import AwsSite, GcpSite
-from wg_mesh.stackfile import read_raw
+from wg_mesh.tools.stackfile import read_raw
 
 HA_STACK = REPO / "Pulumi.ha.yaml"
 STACK = "ha"

@@ -23,7 +23,7 @@ from tests.test_program_ha import (
     single,
     sites,
 )
-from wg_mesh import ha
+from wg_mesh.plan import ha
 
 
 @pytest.fixture(scope="module")

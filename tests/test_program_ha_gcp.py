@@ -25,8 +25,8 @@ from tests.test_program_ha import (
     run,
     sites,
 )
-from wg_mesh import ha
 from wg_mesh.gcp import ha as gcp_ha
+from wg_mesh.plan import ha
 
 
 @pytest.fixture(scope="module")

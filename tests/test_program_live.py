@@ -29,12 +29,12 @@ from tests.test_program import (
     strings_in,
     user_data_input,
 )
-from wg_mesh import inputpolicy, live, render, topology, userdata, wgkey, wgmetrics
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, StaticSite
-from wg_mesh.gateway import bootstrap, document, ship
-from wg_mesh.stackfile import read_raw
+from wg_mesh.gateway import bootstrap, document, ship, wgmetrics
+from wg_mesh.plan import inputpolicy, live, render, topology, userdata, wgkey
+from wg_mesh.plan.validate import load_mesh
 from wg_mesh.testing import FAKE_STAMP_BASE
-from wg_mesh.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 SSM_PARAMETER = "aws:ssm/parameter:Parameter"
 SM_SECRET = "aws:secretsmanager/secret:Secret"

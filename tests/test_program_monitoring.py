@@ -23,11 +23,12 @@ from tests.test_program import (
     strings_in,
     user_data_input,
 )
-from wg_mesh import metrics, render, topology, wgmetrics
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
+from wg_mesh.gateway import wgmetrics
 from wg_mesh.gcp.gateway import gateway_tag, stack_scope
-from wg_mesh.stackfile import read_raw
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import metrics, render, topology
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 MONITORING_CIDRS = ["10.50.0.0/24", "203.0.113.10/32"]
 EXPORTER_PORT = 9200

@@ -15,9 +15,9 @@ from tests.test_program import mesh_of
 from tests.test_program_live import agent_json, stored_document
 from wg_mesh.config import MAX_ROTATION_LEAD_S, MIN_ROTATION_LEAD_S, ConfigError
 from wg_mesh.gateway import document
-from wg_mesh.stackfile import read_raw
-from wg_mesh.stamp import create_command
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
+from wg_mesh.tools.stamp import create_command
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = "command:local:Command"

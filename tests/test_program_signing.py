@@ -20,9 +20,11 @@ from tests.conftest import STACK_FILES, ProgramRun, run_program
 from tests.signed import PAYLOAD_TYPE, pae, verified_body
 from tests.test_program import AWS_INSTANCE, RANDOM_BYTES, instance_of, mesh_of
 from tests.test_program_live import agent_json, stack_name, stored_document
-from wg_mesh import keys, live, signing, stamp, topology
+from wg_mesh import keys
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
-from wg_mesh.stackfile import read_raw
+from wg_mesh.plan import live, signing, topology
+from wg_mesh.tools import stamp
+from wg_mesh.tools.stackfile import read_raw
 
 COMMAND = "command:local:Command"
 PROD = next(p for p in STACK_FILES if p.name == "Pulumi.prod.yaml")
@@ -101,7 +103,7 @@ def test_each_documents_serial_is_a_stamp_of_its_unsigned_content(runs: dict[str
         assert command.inputs["create"] == stamp.create_command(sys.executable)
         body = dict(bodies[site.name])
         assert body["serial"] == stamp.parse(command.outputs["stdout"])
-        # keyed on the SHA-256 of the content with serial 0 (wg_mesh.live.unsigned_digest)
+        # keyed on the SHA-256 of the content with serial 0 (wg_mesh.plan.live.unsigned_digest)
         key_at = {name: dict(b).get("key_at") for name, b in bodies.items()}  # wg_mesh.announce: in the content too
         directory = {
             n: topology.PeerAddress(v.public_ip.value, v.public_key.value, key_at=key_at[n])

@@ -75,8 +75,9 @@ def live_procedure() -> str:
 
 def test_the_live_procedure_leaves_key_and_document_0600_in_a_0700_directory(tmp_path: Path) -> None:
     """delivery: live: the page's loop, run with `pulumi` and `ssh` stubbed (ssh runs its command locally with /etc
-    redirected): both files land where the agent reads them (wg_mesh.live), 0600, in a 0700 directory, nothing left."""
-    from wg_mesh import live
+    redirected): both files land where the agent reads them (wg_mesh.plan.live), 0600, in a 0700 directory, nothing
+    left."""
+    from wg_mesh.plan import live
 
     etc, stubs = tmp_path / "etc", tmp_path / "bin"
     etc.mkdir()

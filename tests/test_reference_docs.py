@@ -63,7 +63,7 @@ def test_every_subcommand_and_option_is_on_the_cli_page() -> None:
 
 
 def test_every_alert_and_metric_is_on_the_metrics_page() -> None:
-    from wg_mesh import monitoring
+    from wg_mesh.tools import monitoring
 
     text = pages.PAGES["metrics.md"]()
     for alert in monitoring.alerts():

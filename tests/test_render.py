@@ -13,10 +13,10 @@ import yaml
 
 from tests.golden import assert_golden
 from tests.stacks import STACK_FILES
-from wg_mesh import render, wgkey
 from wg_mesh.config import MeshConfig
-from wg_mesh.stackfile import load
-from wg_mesh.topology import PeerAddress, interface_plan
+from wg_mesh.plan import render, wgkey
+from wg_mesh.plan.topology import PeerAddress, interface_plan
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = STACK_FILES

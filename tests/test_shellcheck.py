@@ -20,8 +20,8 @@ import pytest
 
 from tests import shipped
 from tests.test_default_route_hooks import every_rule_plan
-from wg_mesh import render
 from wg_mesh.gateway import wgconf
+from wg_mesh.plan import render
 
 needs_shellcheck = pytest.mark.skipif(
     shutil.which("shellcheck") is None, reason="needs shellcheck (.ci/run installs it)"

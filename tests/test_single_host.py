@@ -11,12 +11,12 @@ import pytest
 
 from tests.test_config import base, problems_for, with_change
 from tests.test_render import directory, rendered
-from wg_mesh import live, topology, userdata
 from wg_mesh.config import MeshConfig, StaticSite
 from wg_mesh.config.quotas import aws_routes_per_table
 from wg_mesh.gateway.trust import parse_trust
 from wg_mesh.lab.fabric.plan import LabPlanError, plan_lab
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import live, topology, userdata
+from wg_mesh.plan.validate import load_mesh
 
 VPS = 2  # base()'s static site, vps-fra at 10.200.0.3
 

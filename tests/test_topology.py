@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from wg_mesh.config import MeshConfig
-from wg_mesh.stackfile import load
-from wg_mesh.topology import (
+from wg_mesh.plan.topology import (
     PeerAddress,
     allowed_ips,
     clamped_mss,
@@ -21,7 +20,8 @@ from wg_mesh.topology import (
     static_endpoints,
     tunnel_mtu,
 )
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,11 +15,10 @@ import pytest
 from tests import test_program as program_tests  # a module, not its tests: nothing is collected twice
 from tests.agent_fake import SCOPE, TRUST, resign, sign
 from tests.conftest import STACK_FILES, run_program
-from wg_mesh import topology
 from wg_mesh.config import ConfigError, summary
-from wg_mesh.doctor_base import CommandResult, parse_conf
-from wg_mesh.doctor_path import path_checks
 from wg_mesh.gateway import document, pmtu_heal
+from wg_mesh.gateway.doctor.base import CommandResult, parse_conf
+from wg_mesh.gateway.doctor.path import path_checks
 from wg_mesh.gateway.pmtu import PathMonitor
 from wg_mesh.gateway.pmtu_probe import SMALL_SIZE
 from wg_mesh.gateway.wgconf import (
@@ -29,9 +28,10 @@ from wg_mesh.gateway.wgconf import (
     route_mtus,
     wg_quick_conf,
 )
-from wg_mesh.stackfile import read_raw
-from wg_mesh.topology import PeerAddress
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology
+from wg_mesh.plan.topology import PeerAddress
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 KEY = "A" * 43 + "="
 EXAMPLE_STACK = Path(__file__).resolve().parent.parent / "examples" / "underlay" / "Pulumi.underlay.yaml"

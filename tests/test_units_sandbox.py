@@ -22,8 +22,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from tests import shipped
-from wg_mesh import inputpolicy, metrics, render
 from wg_mesh.gateway import ship
+from wg_mesh.plan import inputpolicy, metrics, render
 
 AGENT, METRICS = ship.UNIT_NAME, f"{metrics.UNIT_NAME}.service"
 NODE_EXPORTER, WG_QUICK = metrics.NODE_EXPORTER_SERVICE, f"wg-quick@{render.INTERFACE}.service"

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import meshgen
-from wg_mesh import topology, userdata
 from wg_mesh.config import ConfigError
-from wg_mesh.stackfile import load
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology, userdata
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import load
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ def test_gzip_is_deterministic_and_fixed() -> None:
     packed = userdata.aws_gzip_bytes(text)
     assert packed[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03"  # no name, mtime 0
     other = subprocess.run(
-        [sys.executable, "-c", "import sys; from wg_mesh import userdata; "
+        [sys.executable, "-c", "import sys; from wg_mesh.plan import userdata; "
          "sys.stdout.buffer.write(userdata.aws_gzip_bytes(sys.stdin.buffer.read()))"],
         input=text, capture_output=True, check=True, cwd=REPO,
     ).stdout  # fmt: skip
@@ -72,7 +72,7 @@ def test_aws_user_data_over_the_limit_is_refused() -> None:
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_estimate_is_not_below_what_a_real_gateway_sends(stack: str) -> None:
-    from wg_mesh import render, wgkey
+    from wg_mesh.plan import render, wgkey
 
     cfg = load(REPO / f"Pulumi.{stack}.yaml")
     directory = {
@@ -110,7 +110,7 @@ def test_gcp_limit_is_a_metadata_value() -> None:
 @pytest.mark.skipif(not Path("/usr/lib/python3/dist-packages/cloudinit").is_dir(), reason="cloud-init not installed")
 def test_cloud_init_reads_the_gzipped_user_data_of_the_program(tmp_path: Path) -> None:
     """cloud-init's own user-data reader (the path EC2 user data takes) turns our gzip back into the #cloud-config."""
-    from wg_mesh import render, wgkey
+    from wg_mesh.plan import render, wgkey
 
     cfg = load(REPO / "Pulumi.prod.yaml")
     directory = {
@@ -137,7 +137,7 @@ def test_every_unit_the_user_data_sets_up_is_checked_last_on_every_cloud() -> No
     own steps (AWS's readiness mark) combined in, not dropped."""
     import yaml
 
-    from wg_mesh import inputpolicy, metrics, render, wgkey
+    from wg_mesh.plan import inputpolicy, metrics, render, wgkey
 
     cfg = load(REPO / "Pulumi.prod.yaml")
     directory = {
@@ -154,7 +154,7 @@ def test_every_unit_the_user_data_sets_up_is_checked_last_on_every_cloud() -> No
 
 
 def live_texts() -> dict[str, str]:
-    from wg_mesh import live
+    from wg_mesh.plan import live
 
     cfg = load(REPO / "Pulumi.prod.yaml")
     assert cfg.delivery == "live"
@@ -191,8 +191,8 @@ def test_live_user_data_passes_cloud_init_schema_and_reads_back_from_its_gzip(tm
 def test_live_user_data_checks_the_agent_last_and_ships_the_scripts_as_written() -> None:
     import yaml
 
-    from wg_mesh import inputpolicy, metrics, readymark, render
-    from wg_mesh.gateway import ship
+    from wg_mesh.gateway import readymark, ship
+    from wg_mesh.plan import inputpolicy, metrics, render
 
     for name, text in live_texts().items():
         cloud_init = yaml.safe_load(text)
@@ -223,7 +223,7 @@ def test_an_aws_agent_brings_its_botocore_even_without_the_readiness_step() -> N
     `No module named 'botocore'`. The agent names its own package; a package two steps need is installed once."""
     import yaml
 
-    from wg_mesh import live
+    from wg_mesh.plan import live
 
     cfg = load(REPO / "Pulumi.prod.yaml")
     for cloud_steps in (True, False):

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from wg_mesh import wgkey
+from wg_mesh.plan import wgkey
 
 needs_wg = pytest.mark.skipif(shutil.which("wg") is None, reason="wireguard-tools not installed")
 

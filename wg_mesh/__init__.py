@@ -7,6 +7,7 @@ The names below are imported when first used, so that `python -m wg_mesh validat
 modules do not load the Pulumi SDKs they do not need.
 """
 
+from collections.abc import Callable, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,16 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def lazy_attributes(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's `__getattr__` (PEP 562) that imports each name of `exports` (name -> module) when first used:
+    wg_mesh's, wg_mesh.aws's and wg_mesh.gcp's public names, so that importing the package loads no Pulumi SDK."""
+
+    def __getattr__(name: str) -> Any:
+        if name in exports:
+            return getattr(import_module(exports[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
+__getattr__ = lazy_attributes(__name__, _EXPORTS)

@@ -22,7 +22,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 import pulumi
 
 from wg_mesh.config import ConfigError, Deferred, MeshConfig
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
 
 # The keys whose value may come from the user's own resources, known only at deploy time
 # (docs/how-to/component-inputs.md).

@@ -10,12 +10,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from wg_mesh import __version__, clihelp, cliinit, clirender, cost, doctor, monitoring
+from wg_mesh import __version__, clihelp, cliinit, clirender
 from wg_mesh.clihelp import EXIT_CONFIG, EXIT_USAGE
 from wg_mesh.config import ConfigError, MeshConfig, summary
+from wg_mesh.gateway import doctor
 from wg_mesh.lab.cli import add_arguments as add_lab_arguments
 from wg_mesh.lab.cli import cmd_lab
-from wg_mesh.stackfile import load, stack_file
+from wg_mesh.tools import cost, monitoring
+from wg_mesh.tools.stackfile import load, stack_file
 
 PROG = "wg-mesh"
 

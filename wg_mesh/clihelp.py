@@ -61,7 +61,7 @@ examples:
 
 DOCTOR = """\
 Runs on a gateway, as root (it reads WireGuard's state and the routes). On a gateway with nothing but python3, the
-same check is `sudo python3 -m wg_mesh.doctor` (see the README, "Doctor").
+same check is `sudo python3 -m wg_mesh.gateway.doctor` (see the README, "Doctor").
 
 examples:
   $ sudo wg-mesh doctor

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from wg_mesh.config import ConfigError, MeshConfig, summary
-from wg_mesh.stackfile import CONFIG_KEY, parse
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import CONFIG_KEY, parse
 
 CLOUDS = ("aws", "gcp", "static")
 SPEC = "NAME:CLOUD:WHERE[:CIDR[,CIDR...]]"

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import yaml
 
-from wg_mesh import live, render, signing, topology, userdata, wgkey
 from wg_mesh.config import ConfigError, MeshConfig, StaticSite
-from wg_mesh.render import WG_CONF_PATH
-from wg_mesh.topology import PeerAddress
+from wg_mesh.plan import live, render, signing, topology, userdata, wgkey
+from wg_mesh.plan.render import WG_CONF_PATH
+from wg_mesh.plan.topology import PeerAddress
 
 MASK = "<secret: masked, --show-secrets to print>"
 PARTS = ("wg0.conf", "user-data")

@@ -2,7 +2,7 @@
 
 A site's wg0.conf needs its own private key and every peer's public address and key (the mesh's
 *directory*). Rendering happens in one `apply` over those values, with the pure functions of
-`wg_mesh.topology` and `wg_mesh.render`; the result holds the private key, so it is a secret.
+`wg_mesh.plan.topology` and `wg_mesh.plan.render`; the result holds the private key, so it is a secret.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from typing import Any, Generic, TypeVar, cast
 
 import pulumi
 
-from wg_mesh import announce, live, render, stamp, topology, userdata
+from wg_mesh import announce
 from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.keys import SigningKey, WireGuardKey
-from wg_mesh.topology import PeerAddress
+from wg_mesh.plan import live, render, topology, userdata
+from wg_mesh.plan.topology import PeerAddress
+from wg_mesh.tools import stamp
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
 SiteT = TypeVar("SiteT", bound=AwsSite | GcpSite | StaticSite)
@@ -88,8 +90,8 @@ class SiteComponent(pulumi.ComponentResource):
         return pulumi.Output.all(verify_key=self.signing_key.verify_key, ha=ha).apply(render_it)
 
     def _ha_user_data(self, mesh: MeshConfig, site: AwsSite | GcpSite, ha: pulumi.Output[Any]) -> pulumi.Output[str]:
-        """gateways: 2: the live user data with the gateway's `ha` object in agent.json (wg_mesh.ha). Public: the object
-        names cloud resources only, and like the rest of live user data nothing peer- or key-dependent."""
+        """gateways: 2: the live user data with the gateway's `ha` object in agent.json (wg_mesh.plan.ha). Public: the
+        object names cloud resources only, and like the rest of live user data nothing peer- or key-dependent."""
         return self._live_user_data(mesh, site, ha)
 
     def _register_site_outputs(self, **cloud_outputs: pulumi.Output[str]) -> None:
@@ -155,10 +157,10 @@ def peer_document(
 ) -> pulumi.Output[str]:
     """The site's signed peer document (delivery: live), from the directory and its own public key.
 
-    Its serial is the moment its content last changed: a stamp (wg_mesh.stamp, `<name>-serial`) keyed on the SHA-256
-    of the content with serial 0, so an unchanged document keeps its serial, and with it its bytes, run after run.
-    The envelope holds nothing secret (the signature is public), so it is not a secret Output, although it is computed
-    from the seed; where it was a secret (a static site's stack output) it still is."""
+    Its serial is the moment its content last changed: a stamp (wg_mesh.tools.stamp, `<name>-serial`) keyed on the
+    SHA-256 of the content with serial 0, so an unchanged document keeps its serial, and with it its bytes, run after
+    run. The envelope holds nothing secret (the signature is public), so it is not a secret Output, although it is
+    computed from the seed; where it was a secret (a static site's stack output) it still is."""
     scope = live.document_scope(pulumi.get_project(), pulumi.get_stack())
     content = pulumi.Output.all(directory=directory, public_key=key.public_key, key_at=key_at)
     digest = content.apply(functools.partial(live.unsigned_digest, mesh, site_name, scope))
@@ -177,7 +179,7 @@ def user_data(
     mesh: MeshConfig, site_name: str, wg_conf: pulumi.Output[str], directory: Directory
 ) -> pulumi.Output[str]:
     """The `#cloud-config` that installs and starts the site's wg0 and its metrics, then the cloud's own last
-    steps (wg_mesh.userdata: e.g. AWS's readiness mark). Secret: it embeds wg0.conf."""
+    steps (wg_mesh.plan.userdata: e.g. AWS's readiness mark). Secret: it embeds wg0.conf."""
     values = pulumi.Output.all(wg_conf=wg_conf, directory=directory)
     return pulumi.Output.secret(values.apply(functools.partial(_render_user_data, mesh, site_name)))
 

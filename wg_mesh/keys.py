@@ -4,7 +4,7 @@ Both are 32 bytes from `pulumi_random.RandomBytes` (a real provider, so nothing 
 stable across `pulumi up` runs and replaced only when their epoch changes (the RandomBytes keepers):
 - WireGuardKey: the private key, clamped the way `wg genkey` clamps; replaced by the site's `key_epoch`.
 - SigningKey (delivery: live, one per Mesh): the Ed25519 seed that signs every site's peer document
-  (wg_mesh.signing); its verify key is pinned in every gateway's agent.json. Replaced by `signing_key_epoch`.
+  (wg_mesh.plan.signing); its verify key is pinned in every gateway's agent.json. Replaced by `signing_key_epoch`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_random
 
-from wg_mesh import signing, wgkey
+from wg_mesh.plan import signing, wgkey
 
 KEY_TYPE = "wg-mesh:index:WireGuardKey"
 SIGNING_KEY_TYPE = "wg-mesh:index:SigningKey"

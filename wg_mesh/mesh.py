@@ -26,17 +26,18 @@ from typing import Any, cast
 import pulumi
 from pulumi.runtime.settings import get_root_resource
 
-from wg_mesh import providers, topology
+from wg_mesh import providers
 from wg_mesh.args import MeshArgs, MeshConfigError, SiteOutputs, to_config
 from wg_mesh.aws.gateway import AwsGateway, AwsGatewayArgs
 from wg_mesh.component import Directory, SiteComponent, kept, site_options
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, Site, names
 from wg_mesh.config import StaticSite as StaticSiteConfig
+from wg_mesh.gateway.readymark import READY_TAG
 from wg_mesh.gcp import GcpGateway, GcpGatewayArgs
 from wg_mesh.keys import SigningKey
-from wg_mesh.readymark import READY_TAG
+from wg_mesh.plan import topology
+from wg_mesh.plan.topology import PeerAddress
 from wg_mesh.static import StaticSite, StaticSiteArgs
-from wg_mesh.topology import PeerAddress
 
 # The type token is in every user's resource URNs: changing it would replace every resource (tests/test_api.py).
 MESH_TYPE = "wg-mesh:index:Mesh"

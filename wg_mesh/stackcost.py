@@ -16,7 +16,7 @@ from typing import Any
 
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig
 from wg_mesh.config.sites import DEFAULT_AWS_INSTANCE_TYPE, DEFAULT_GCP_INSTANCE_TYPE
-from wg_mesh.prices import PriceFile
+from wg_mesh.tools.prices import PriceFile
 
 ADDRESS_PRICE = {"aws": "aws_public_ipv4", "gcp": "gcp_external_ipv4"}
 ADDRESS_LABEL = {"aws": "public IPv4 address", "gcp": "external IPv4 address"}

@@ -3,7 +3,7 @@
 Its operator applies the config by hand from the secret stack outputs (`wireguard_configs`,
 `static_site_cloud_init`); its public address is the configured `endpoint`. With `delivery: live` the cloud-init
 installs wg-mesh-agent reading two files the operator keeps current from the secret outputs
-`static_site_documents` (the signed documents) and `static_site_private_keys` (wg_mesh.live.STATIC_DOCUMENT_PATH,
+`static_site_documents` (the signed documents) and `static_site_private_keys` (wg_mesh.plan.live.STATIC_DOCUMENT_PATH,
 STATIC_PRIVATE_KEY_PATH); its agent.json pins the mesh's signing key, so a document edited or written by anyone but
 `pulumi up` is refused.
 

@@ -17,7 +17,7 @@ from wg_mesh.lab.checks.report import LabReport
 from wg_mesh.lab.checks.result import LabOptions
 from wg_mesh.lab.machines.image import ensure_image, image_summary
 from wg_mesh.lab.run import run_lab
-from wg_mesh.stackfile import load
+from wg_mesh.tools.stackfile import load
 
 Log = Callable[[str], None]
 

@@ -21,7 +21,7 @@ from bench.lab.ipsec import IpsecTunnel
 from bench.lab.labkit import Endpoint, Session, iperf, measure_outage
 from bench.stats import median, summary
 from wg_mesh.lab.machines.build import wg_quick
-from wg_mesh.render import INTERFACE
+from wg_mesh.plan.render import INTERFACE
 
 Log = Callable[[str], None]
 PATHS = ("underlay", "wireguard", "end_to_end", "ipsec")

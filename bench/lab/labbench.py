@@ -12,7 +12,7 @@ from bench.lab.dataplane import DataPlaneOptions, path_endpoints, run_recovery, 
 from bench.lab.ipsec import CHARON, IpsecTunnel
 from bench.lab.labkit import HOST_SYSCTL, PING_INTERVAL_S, RTT_PINGS, lab_session, rtt
 from wg_mesh.lab.fabric.netns import LabError
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
 
 Log = Callable[[str], None]
 

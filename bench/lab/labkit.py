@@ -29,7 +29,7 @@ from wg_mesh.lab.fabric.procs import stop, wait_for_line
 from wg_mesh.lab.fabric.session import new_prefix, signals_end_the_run, signals_ignored
 from wg_mesh.lab.fabric.teardown import teardown
 from wg_mesh.lab.machines.build import BuiltLab, build
-from wg_mesh.render import INTERFACE
+from wg_mesh.plan.render import INTERFACE
 
 Log = Callable[[str], None]
 FRAG_COUNTERS = ("IpFragCreates", "IpFragOKs", "IpFragFails", "IpReasmReqds", "IpReasmOKs", "IpReasmFails")

@@ -18,12 +18,12 @@ from typing import Any
 
 from bench.lab.labkit import Endpoint, iperf, lab_session
 from bench.stats import median
-from wg_mesh import topology
 from wg_mesh.config import WIREGUARD_IPV4_OVERHEAD, MeshConfig
 from wg_mesh.lab.checks.pathmtu import ICMP_IPV4_HEADERS
 from wg_mesh.lab.fabric.netns import Node
 from wg_mesh.lab.fabric.plan import LabFaults
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan import topology
+from wg_mesh.plan.validate import load_mesh
 
 Log = Callable[[str], None]
 DECLARED_MAX = {"aws": 9001, "gcp": 8896, "static": 9216}

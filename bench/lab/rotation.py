@@ -64,7 +64,7 @@ def combine(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def run_rotation_bench(runs: int, log: Callable[[str], None]) -> dict[str, Any]:
     from wg_mesh.lab.drills.drillrun import run_drill
-    from wg_mesh.stackfile import load
+    from wg_mesh.tools.stackfile import load
 
     prod = load(Path(__file__).resolve().parent.parent.parent / "Pulumi.prod.yaml")
     reports = []

@@ -15,8 +15,9 @@ The component's names are imported when first used, so that the config's rules (
 Pulumi SDKs.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from wg_mesh import lazy_attributes
 
 if TYPE_CHECKING:
     from wg_mesh.aws.facts import ami_architecture
@@ -43,8 +44,4 @@ __all__ = [
     "ami_architecture",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _EXPORTS)

@@ -8,9 +8,10 @@ import re
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import component, topology
+from wg_mesh import component
 from wg_mesh.component import Directory
 from wg_mesh.config import AwsSite, MeshConfig
+from wg_mesh.plan import topology
 
 ALL_PROTOCOLS = "-1"
 # What AWS accepts in security group and rule descriptions (no apostrophes, for one).

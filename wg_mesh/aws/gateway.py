@@ -18,13 +18,15 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
-from wg_mesh import component, ha, readymark, topology
+from wg_mesh import component
 from wg_mesh.aws import firewall, fit, iam, images, machine
 from wg_mesh.aws import ha as aws_ha
 from wg_mesh.aws import live as aws_live
 from wg_mesh.aws import network as aws_network
 from wg_mesh.component import Directory
 from wg_mesh.config import AwsSite, MeshConfig
+from wg_mesh.gateway import readymark
+from wg_mesh.plan import ha, topology
 from wg_mesh.providers import aws_default_tags, given_provider
 
 __all__ = ["GATEWAY_TYPE", "AwsGateway", "AwsGatewayArgs"]

@@ -12,7 +12,7 @@
   by them (wg_mesh.aws.iam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags
   do not reach it (hashicorp/terraform-provider-aws#45887; terraform-aws-modules/terraform-aws-ec2-instance#478 tags
   it with aws_ec2_tag, as here).
-- The `ha` object of each gateway's agent.json (wg_mesh.ha) and each gateway role's HA policy.
+- The `ha` object of each gateway's agent.json (wg_mesh.plan.ha) and each gateway role's HA policy.
 
 Failover itself is the agent's (wg_mesh/gateway/ha*.py): Pulumi creates no EipAssociation for an HA site and leaves the
 routes' target to the active gateway.
@@ -26,9 +26,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import ha, topology
 from wg_mesh.aws import iam
 from wg_mesh.config import AwsSite
+from wg_mesh.plan import ha, topology
 
 LEASE_KEY = "site"  # the hash key of the lease item {site, holder, epoch, counter} (HA.md)
 

@@ -16,9 +16,9 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import live
 from wg_mesh.aws import facts
-from wg_mesh.readymark import READY_TAG, READY_VALUE
+from wg_mesh.gateway.readymark import READY_TAG, READY_VALUE
+from wg_mesh.plan import live
 
 SITE_TAG = "wg-mesh-site"
 STACK_TAG = "wg-mesh-stack"
@@ -176,7 +176,7 @@ def no_other_parameter(own_parameter_arn: str | None = None) -> dict[str, object
     Decrypt permission to all IAM principals in the AWS account": AWS Systems Manager user guide, "Restricting
     decryption of SecureString parameter values"), so without it a gateway could read every SecureString of the
     region, the other gateways' keys among them. An explicit deny wins over any allow (IAM policy evaluation logic).
-    delivery: live carries it in the store policy (wg_mesh.live.store_policy, with its own parameter excepted)."""
+    delivery: live carries it in the store policy (wg_mesh.plan.live.store_policy, with its own parameter excepted)."""
     where = {"NotResource": own_parameter_arn} if own_parameter_arn else {"Resource": "*"}
     return {"Sid": "NoOtherParameter", "Effect": "Deny", "Action": live.PARAMETER_READS, **where}
 
@@ -234,8 +234,8 @@ def gateway_profile(
     """The role, its policies and the instance profile of one gateway; children of `opts.parent`.
 
     store_policy (delivery: live): read access to the gateway's own key parameter and document secret
-    (wg_mesh.live.store_policy, which denies every other parameter). ha_policy (gateways: 2): `ha_policy` above, for
-    this gateway's agent. key_policy (ssm_kms_key_arn): `kms_policy` above."""
+    (wg_mesh.plan.live.store_policy, which denies every other parameter). ha_policy (gateways: 2): `ha_policy` above,
+    for this gateway's agent. key_policy (ssm_kms_key_arn): `kms_policy` above."""
     invoke = pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider)
     principal = aws.get_service_principal_output(service_name="ec2", region=region, opts=invoke).name
     account = aws.get_caller_identity_output(opts=invoke).account_id

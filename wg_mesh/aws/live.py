@@ -1,4 +1,4 @@
-"""delivery: live on AWS: the stores a gateway's agent reads (wg_mesh.live names them).
+"""delivery: live on AWS: the stores a gateway's agent reads (wg_mesh.plan.live names them).
 
 - The private key: an SSM Parameter Store `SecureString`, standard tier (free; 4 KB is plenty for 44 characters),
   encrypted with the AWS managed key aws/ssm, or with the site's `ssm_kms_key_arn` (a customer managed key, whose use
@@ -14,8 +14,8 @@
   its bootstrap). Its value is the same for every site and changes only with a new agent release, which also changes
   the SHA-256 pinned in the user data.
 
-The gateway's role may read exactly these three ARNs (wg_mesh.live.store_policy). The instance depends on all of them,
-so that its first boot's bootstrap and `wg-mesh-agent --once` find the package, the document and the key.
+The gateway's role may read exactly these three ARNs (wg_mesh.plan.live.store_policy). The instance depends on all of
+them, so that its first boot's bootstrap and `wg-mesh-agent --once` find the package, the document and the key.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import live, userdata
 from wg_mesh.aws import iam
 from wg_mesh.config import AwsSite
+from wg_mesh.plan import live, userdata
 
 PARAMETER_TYPE = "SecureString"
 PARAMETER_TIER = "Standard"

@@ -9,13 +9,14 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
-from wg_mesh import userdata
 from wg_mesh.aws import facts
 from wg_mesh.aws.images import BootImage
 from wg_mesh.config import AwsSite
-from wg_mesh.stamp import python_command
+from wg_mesh.plan import userdata
+from wg_mesh.tools.stamp import python_command
 
-# The readiness gate runs with the interpreter running this program (wg_mesh.stamp: not a path relative to the cwd).
+# The readiness gate runs with the interpreter running this program (wg_mesh.tools.stamp: not a path relative to the
+# cwd).
 GATE_COMMAND = python_command("-m", "wg_mesh.readygate")
 READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
 
@@ -52,7 +53,7 @@ def instance(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
         ),
         root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(encrypted=True, volume_type="gp3"),
-        # gzip'd (deterministically) to stay under EC2's 16 KB: see wg_mesh/userdata.py
+        # gzip'd (deterministically) to stay under EC2's 16 KB: see wg_mesh/plan/userdata.py
         user_data_base64=user_data.apply(userdata.aws_user_data_base64),
         # cloud-init runs once: a new config needs a new instance. delivery: live: the user data holds no peer and
         # no key, so a mesh change leaves it (and the instance) as it is.

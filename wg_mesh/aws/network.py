@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh import ha, topology
 from wg_mesh.aws import facts
 from wg_mesh.component import given
 from wg_mesh.config import AwsSite, zones
+from wg_mesh.plan import ha, topology
 
 ANYWHERE = "0.0.0.0/0"
 

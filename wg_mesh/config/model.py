@@ -2,7 +2,7 @@
 
 Everything a user can get wrong is caught here, before a single resource is declared.
 `parse_mesh` returns a valid `MeshConfig` or raises `ConfigError` carrying *every* problem,
-each prefixed with its field path (`sites[1].overlay_ip: ...`); wg_mesh.validate.load_mesh adds the limits. The
+each prefixed with its field path (`sites[1].overlay_ip: ...`); wg_mesh.plan.validate.load_mesh adds the limits. The
 sites' models are in wg_mesh.config.sites, the rules between fields and sites in wg_mesh.config.rules.
 """
 
@@ -79,7 +79,7 @@ class MeshConfig(Strict):
     )
     sites: list[Site] = Field(min_length=2, description="The sites of the mesh, two or more (the tables below).")
     # Who may scrape the gateways' node-exporter on exporter_port (TCP), from outside the mesh or inside it (the cloud
-    # firewalls and every gateway's INPUT policy, wg_mesh.inputpolicy, admit these only): none by default.
+    # firewalls and every gateway's INPUT policy, wg_mesh.plan.inputpolicy, admit these only): none by default.
     monitoring_cidrs: list[MonitoringCidr] = Field(
         default_factory=list,
         description="Networks allowed to scrape the gateways' node-exporter (TCP `exporter_port`), in the cloud "
@@ -247,8 +247,8 @@ def _problems_from(exc: ValidationError, raw_sites: Any) -> list[str]:
 def parse_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:
     """The raw `wg-mesh:mesh` value as a MeshConfig whose fields and rules hold; else ConfigError listing every problem.
 
-    A valid config's limits are its caller's to check: wg_mesh.validate.load_mesh checks the quotas and the sizes of
-    the gateways' user data (which needs rendering, a layer above this one). check_limits: an invalid config's
+    A valid config's limits are its caller's to check: wg_mesh.plan.validate.load_mesh checks the quotas and the sizes
+    of the gateways' user data (which needs rendering, a layer above this one). check_limits: an invalid config's
     problems include the quotas it crosses (wg_mesh.config.quotas), as far as its parsed fields tell."""
     if not isinstance(raw, dict):
         raise ConfigError([f"(top level): expected a mapping with overlay_cidr and sites, got {type(raw).__name__}"])

@@ -1,10 +1,10 @@
 """The logical names a site's resources are registered under (the name part of their URNs): unique by construction.
 
 A site component is named after its site and each of its children after the component (`<site>-eip`, `<site>-key`,
-...); gateway b of a `gateways: 2` site is `<site>-b-...` (wg_mesh.ha.child_name), and each previous name is an alias
-that Pulumi carries over to every child (`<old>-eip`, `<old>-b-instance`: wg_mesh.component.site_options). A URN holds
-the type chain and this name, not the parent's name, so a site named `<ha-site>-b`, or a previous name equal to it,
-would register or alias the URN of the HA site's gateway b: the engine stops the update at the second registration
+...); gateway b of a `gateways: 2` site is `<site>-b-...` (wg_mesh.plan.ha.child_name), and each previous name is an
+alias that Pulumi carries over to every child (`<old>-eip`, `<old>-b-instance`: wg_mesh.component.site_options). A URN
+holds the type chain and this name, not the parent's name, so a site named `<ha-site>-b`, or a previous name equal to
+it, would register or alias the URN of the HA site's gateway b: the engine stops the update at the second registration
 ("Duplicate resource URN"), part-way through a `pulumi up`. validate refuses those configs here, one line each; the
 name-against-name cases (a previous name that is a site's name or another site's previous name) are
 wg_mesh.config.rules.previous_name_problems. Every other child suffix is a fixed word or a CIDR slug that no site suffix
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-STANDBY_LETTER = "b"  # wg_mesh.ha.LETTERS[1]; ha.child_name(site, "b") is f"{site}-b" (a test ties them)
+STANDBY_LETTER = "b"  # wg_mesh.plan.ha.LETTERS[1]; ha.child_name(site, "b") is f"{site}-b" (a test ties them)
 HA_GATEWAYS = 2
 
 

@@ -2,7 +2,7 @@
 
 In `delivery: live` the Pulumi program writes one document per site into the cloud's store (AWS Secrets Manager,
 GCE instance metadata, a file on a static site) and the gateway agent (wg_mesh.gateway.agent) reads, checks and
-applies it. The program encodes (`encode_body`) and signs (wg_mesh.signing); the gateway `decode`s: standard
+applies it. The program encodes (`encode_body`) and signs (wg_mesh.plan.signing); the gateway `decode`s: standard
 library, and python3-nacl (Ubuntu 24.04) imported only to verify.
 
 The document is a DSSE envelope (https://github.com/secure-systems-lab/dsse, envelope.md and protocol.md):

@@ -5,7 +5,7 @@ instances.get, deleteAccessConfig (query: accessConfig, networkInterface), addAc
 networkInterface; body: an AccessConfig with natIP); addresses.get (`users`: the instances using the address);
 zoneOperations, polled by their selfLink until status DONE; regionBackendServices.getHealth (body: {"group": the
 instance group's URL}; answer: healthStatus[].healthState HEALTHY/UNHEALTHY for each instance of the group).
-`Compute` and `move_address` are also the readiness gate's (wg_mesh.gcpgate imports them): one mechanism.
+`Compute` and `move_address` are also the readiness gate's (wg_mesh.tools.gcpgate imports them): one mechanism.
 
 On a gateway: the token of the instance's service account and its own name and zone come from the metadata server
 (computeMetadata/v1/instance/service-accounts/default/token, instance/name, instance/zone, with
@@ -166,7 +166,7 @@ class Metadata:
 # The active's /healthz answers 200 only while it *knows* it holds the static address (docs/ha.md 6.3, "A stale
 # ex-active"): a holder read said "me", and since then no gap longer than WITNESS_S passed without either another such
 # read or a /healthz answer. Google marks a backend UNHEALTHY after `unhealthy_threshold` failed probes
-# `check_interval_sec` apart (2 x 1 s, wg_mesh.ha.HEALTH_CHECK, which a test compares with this), and only then may
+# `check_interval_sec` apart (2 x 1 s, wg_mesh.plan.ha.HEALTH_CHECK, which a test compares with this), and only then may
 # the standby take the address: a gateway that was frozen (SIGSTOP, a stalled VM) or cut off from the probers and
 # the API for longer may have lost it, and must read that it holds it before it answers 200 again. While the probes
 # keep arriving and get 200, Google sees it healthy, so nobody can have claimed: a Compute API outage alone keeps it

@@ -140,7 +140,7 @@ class TunnelProbe:
 # and a bounded buffer, never a thread, so idle or slow clients cannot exhaust threads or memory.
 MAX_CONNECTIONS = 64  # open at once; a new connection past this closes the oldest (the probers' stay short)
 CONNECTION_TIMEOUT_S = (
-    2.0  # from accept to the last byte sent, reading and writing both (GCP probes wait 1 s: wg_mesh.ha)
+    2.0  # from accept to the last byte sent, reading and writing both (GCP probes wait 1 s: wg_mesh.plan.ha)
 )
 MAX_REQUEST_BYTES = 2048  # request line and headers; larger: 431 and closed (a probe sends ~100 bytes)
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 431: "Request Too Large",

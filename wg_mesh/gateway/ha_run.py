@@ -81,7 +81,7 @@ class Cloud(Protocol):
 
 
 def remote_ranges(plan: InterfacePlan) -> list[str]:
-    """What the site's route tables send to its gateway (wg_mesh.topology.remote_ranges): the overlay and every
+    """What the site's route tables send to its gateway (wg_mesh.plan.topology.remote_ranges): the overlay and every
     peer's CIDRs, read from the document."""
     own = ipaddress.IPv4Interface(plan.address).network
     ranges = [str(own)]

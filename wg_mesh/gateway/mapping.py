@@ -1,7 +1,7 @@
 """The metrics mapping (/etc/wg-mesh/peers.json): a site's name, interface and peers by public key.
 
-wg-mesh-metrics (wg_mesh/wgmetrics.py) labels peers with site names from it. Written by the user data
-(`delivery: user-data`, through wg_mesh.metrics) or by the agent from the peer document (`delivery: live`):
+wg-mesh-metrics (wg_mesh/gateway/wgmetrics.py) labels peers with site names from it. Written by the user data
+(`delivery: user-data`, through wg_mesh.plan.metrics) or by the agent from the peer document (`delivery: live`):
 one builder for both. Public data only (public keys and prefixes): world-readable, no private key.
 """
 

@@ -1,6 +1,6 @@
 """What the user data writes for the gateway agent (`delivery: live`). Pure: text in, text out.
 
-API (wg_mesh.userdata calls these; nothing here depends on the peer set or on any key):
+API (wg_mesh.plan.userdata calls these; nothing here depends on the peer set or on any key):
 - `package_files(kind) -> list[(path, text, mode)]`: the agent's modules for a source kind ("aws", "gcp", "file")
   as plain text under /usr/local/lib/wg-mesh/wgmesh_gateway/ (the package renamed; its imports are relative):
   MODULES plus that cloud's SOURCE_MODULES, without docstrings, comments and blank lines (`compact`; the code is
@@ -154,7 +154,7 @@ def agent_config(
     *,
     trust: dict[str, Any] | None = None,
 ) -> str:
-    """`ha`: the gateway's high-availability settings (gateways: 2; /work/wt/HA.md, wg_mesh.ha); absent otherwise.
+    """`ha`: the gateway's high-availability settings (gateways: 2; /work/wt/HA.md, wg_mesh.plan.ha); absent otherwise.
     `trust`: agent.json's `trust` object (wg_mesh.gateway.trust: signing_key, scope, site, cidrs, overlay, address,
     masquerade), checked here (ValueError) so a bad one fails `pulumi up`, not the gateway. The agent needs it: an
     agent.json without one is a config error (exit 2); None only for the callers that do not write one yet."""
@@ -181,11 +181,11 @@ def config_file(
     return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha, trust=trust), "0644")
 
 
-# The sandbox every wg-mesh root service shares (the agent here; wg_mesh.metrics' service, node-exporter's drop-in and,
-# without its first two lines, wg-quick@wg0's, which needs /dev/net/tun: wg_mesh.render): no home directories, private
-# /tmp and /dev, no kernel modules, logs, cgroups, clock or hostname, other processes' /proc hidden, no namespaces,
-# realtime, set-uid files, personality changes or writable-executable memory, native system calls only; a filtered
-# call fails with EPERM instead of killing the process.
+# The sandbox every wg-mesh root service shares (the agent here; wg_mesh.plan.metrics' service, node-exporter's drop-in
+# and, without its first two lines, wg-quick@wg0's, which needs /dev/net/tun: wg_mesh.plan.render): no home directories,
+# private /tmp and /dev, no kernel modules, logs, cgroups, clock or hostname, other processes' /proc hidden, no
+# namespaces, realtime, set-uid files, personality changes or writable-executable memory, native system calls only; a
+# filtered call fails with EPERM instead of killing the process.
 PRIVATE_DEVICES = """PrivateDevices=yes
 PrivateMounts=yes
 """

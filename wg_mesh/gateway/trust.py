@@ -52,7 +52,7 @@ def is_name(value: object) -> bool:
 
 
 def keyid_of(verify_key_b64: str) -> str:
-    """The envelope's keyid of a base64 Ed25519 verify key (wg_mesh.signing.keyid is this)."""
+    """The envelope's keyid of a base64 Ed25519 verify key (wg_mesh.plan.signing.keyid is this)."""
     return hashlib.sha256(base64.b64decode(verify_key_b64)).hexdigest()[:KEYID_HEX]
 
 

@@ -2,7 +2,7 @@
 
 Standard library only, like everything in wg_mesh.gateway: this module ships to every gateway inside the agent
 (`wg-mesh-agent`), which renders wg0.conf from the peer document with exactly these functions, and the
-Pulumi program renders user data with them too (wg_mesh.render, wg_mesh.topology re-export the names). One
+Pulumi program renders user data with them too (wg_mesh.plan.render, wg_mesh.plan.topology re-export the names). One
 renderer for both delivery modes.
 """
 

@@ -10,16 +10,12 @@
 The component is imported when first used, so that the pure `facts` does not load the Pulumi SDKs.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from wg_mesh import lazy_attributes
 
 if TYPE_CHECKING:
     from wg_mesh.gcp.gateway import GcpGateway, GcpGatewayArgs
 
 __all__ = ["GcpGateway", "GcpGatewayArgs"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(import_module("wg_mesh.gcp.gateway"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, dict.fromkeys(__all__, "wg_mesh.gcp.gateway"))

@@ -18,9 +18,10 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from wg_mesh import component, topology
+from wg_mesh import component
 from wg_mesh.component import Directory
 from wg_mesh.config import GcpSite, MeshConfig
+from wg_mesh.plan import topology
 
 # Where IAP TCP forwarding connects from (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
 IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"

@@ -1,7 +1,7 @@
 """A GCP site: a WireGuard gateway instance in the site's VPC network and the routes through it.
 
 The static external address exists before the instance (peers need it). A new instance (first or
-replacement) boots with an ephemeral external address; the readiness gate (wg_mesh.gcpgate) waits for its
+replacement) boots with an ephemeral external address; the readiness gate (wg_mesh.tools.gcpgate) waits for its
 guest attribute wg-mesh/ready, then moves the static address to it, and only then do the routes (and
 the ICMP rule) follow it; Pulumi deletes the old instance last. Firewall rules admit
 WireGuard from the peers' addresses only, the site's own traffic to the gateway (to forward it),
@@ -23,12 +23,13 @@ import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from wg_mesh import component, ha, live, topology
+from wg_mesh import component
 from wg_mesh.config import GcpSite, MeshConfig
 from wg_mesh.gcp import firewall, instance
 from wg_mesh.gcp import ha as gcp_ha
 from wg_mesh.gcp import live as gcp_live
 from wg_mesh.gcp.network import Network, site_network
+from wg_mesh.plan import ha, live, topology
 from wg_mesh.providers import given_provider
 
 GATEWAY_TYPE = "wg-mesh:gcp:Gateway"
@@ -52,7 +53,7 @@ class GcpGatewayArgs(component.SiteComponentArgs[GcpSite]):
 
 @dataclass(frozen=True)
 class _Pair:
-    """gateways: 2: the pair's names (wg_mesh.ha.ha_names) and gateway b's zone."""
+    """gateways: 2: the pair's names (wg_mesh.plan.ha.ha_names) and gateway b's zone."""
 
     names: ha.HaNames
     zone_b: pulumi.Input[str]

@@ -49,8 +49,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_random
 
-from wg_mesh import ha
 from wg_mesh.config import GcpSite
+from wg_mesh.plan import ha
 
 PROBER_RANGES = ["35.191.0.0/16", "130.211.0.0/22"]
 AGENT_PERMISSIONS = [
@@ -67,7 +67,7 @@ AGENT_PERMISSIONS = [
 
 
 def standby_zone(site: GcpSite, opts: pulumi.ResourceOptions) -> pulumi.Input[str]:
-    """`standby_zone`, else the next zone of the region by letter after `zone` (wg_mesh.ha.next_zone)."""
+    """`standby_zone`, else the next zone of the region by letter after `zone` (wg_mesh.plan.ha.next_zone)."""
     if site.standby_zone is not None:
         return site.standby_zone
     zones = gcp.compute.get_zones_output(

@@ -1,8 +1,9 @@
 """A GCP gateway's VM, its metadata and its readiness gate (part of the GcpGateway component, wg_mesh.gcp.gateway).
 
-A new instance (first or replacement) boots with an ephemeral external address; the readiness gate (wg_mesh.gcpgate)
-waits for its guest attribute wg-mesh/ready, then moves the static address to it (a single gateway; with
-`gateways: 2` the agents move it); only then do the routes follow it, and Pulumi deletes the old instance last.
+A new instance (first or replacement) boots with an ephemeral external address; the readiness gate
+(wg_mesh.tools.gcpgate) waits for its guest attribute wg-mesh/ready, then moves the static address to it (a single
+gateway; with `gateways: 2` the agents move it); only then do the routes follow it, and Pulumi deletes the old instance
+last.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from wg_mesh import live
 from wg_mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
 from wg_mesh.config import GcpSite
 from wg_mesh.gcp import fit
 from wg_mesh.gcp.facts import boot_disk_type, boot_image
 from wg_mesh.gcp.network import Network
+from wg_mesh.plan import live
 
 # The only metadata the guest reads once, at first boot; other keys (enable-oslogin, and with delivery: live the peer
 # document wg-mesh-peers) are updated in place, so toggling operator access or changing the mesh does not replace the
@@ -35,8 +36,8 @@ REPLACE_ON = 'metadata["user-data"]'
 
 def metadata(user_data: pulumi.Input[str], document: pulumi.Output[str] | None) -> dict[str, pulumi.Input[str]]:
     """A gateway's instance metadata: its user data, and (delivery: live) the peer document, set in place."""
-    # Guest attributes carry the gateway's readiness mark (wg_mesh.readymark --cloud gcp). A metadata key other than
-    # user-data: set in place, no replacement (REPLACE_ON).
+    # Guest attributes carry the gateway's readiness mark (wg_mesh.gateway.readymark --cloud gcp). A metadata key other
+    # than user-data: set in place, no replacement (REPLACE_ON).
     values: dict[str, pulumi.Input[str]] = {"user-data": user_data, "enable-guest-attributes": "TRUE"}
     # No SSH key from metadata ever works on a gateway, whatever operator_access says (predefined metadata keys,
     # https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys; instance values override the
@@ -45,8 +46,8 @@ def metadata(user_data: pulumi.Input[str], document: pulumi.Output[str] | None) 
     # Login is on: https://cloud.google.com/compute/docs/oslogin). A login then needs a Google identity with
     # roles/compute.osLogin or osAdminLogin AND a network path to port 22, which only operator_access: cloud opens
     # (the iap-ssh rule, wg_mesh.gcp.firewall; the host's INPUT policy admits 22 from IAP's range only:
-    # wg_mesh.inputpolicy). Both keys are set in place and the same in both modes, so toggling operator_access changes
-    # no instance input.
+    # wg_mesh.plan.inputpolicy). Both keys are set in place and the same in both modes, so toggling operator_access
+    # changes no instance input.
     values["block-project-ssh-keys"] = "TRUE"
     values["enable-oslogin"] = "TRUE"
     if document is not None:
@@ -127,7 +128,7 @@ def readiness_gate(
     child: pulumi.ResourceOptions,
 ) -> command.local.Command:
     """Runs `python -m wg_mesh.readygate gcp` on the machine running `pulumi up`, for every new instance: waits for
-    its guest attribute, then moves the static `address` to it (wg_mesh.gcpgate). wait_only (gateways: 2): moves
+    its guest attribute, then moves the static `address` to it (wg_mesh.tools.gcpgate). wait_only (gateways: 2): moves
     nothing, the agents own the address (docs/ha.md 9)."""
     fixed = (
         [f"--impersonate {shlex.quote(site.impersonate_service_account)}"] if site.impersonate_service_account else []

@@ -1,5 +1,5 @@
 """delivery: live on GCP: the gateway's own service account, its private key in Secret Manager, its peer document in
-a custom instance metadata key (wg_mesh.live names them).
+a custom instance metadata key (wg_mesh.plan.live names them).
 
 - The document: instance metadata `wg-mesh-peers`. `metadata` is updated in place (setMetadata, no restart): only the
   separate `metadata_startup_script` argument forces a new instance (pulumi-gcp 10.2.0, compute.Instance,
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from wg_mesh import live
 from wg_mesh.config import GcpSite
+from wg_mesh.plan import live
 
 ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
 # The agent's token from the metadata server carries the instance's scopes; IAM (the binding below) decides.

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from wg_mesh import component, topology
+from wg_mesh import component
 from wg_mesh.config import GcpSite
+from wg_mesh.plan import topology
 
 
 @dataclass(frozen=True)

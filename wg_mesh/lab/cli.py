@@ -88,7 +88,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     from wg_mesh.lab.fabric.session import LabEnvironmentError
     from wg_mesh.lab.machines.cloudinit import UserDataError
     from wg_mesh.lab.run import run_lab
-    from wg_mesh.stackfile import load, stack_file
+    from wg_mesh.tools.stackfile import load, stack_file
 
     if args.action in ("down", "image") and os.geteuid() != 0:
         _error(

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wg_mesh import metrics, render
 from wg_mesh.lab.checks.outage import measure_outage
 from wg_mesh.lab.checks.result import CheckResult, LabOptions, main_pair, ok_text, timed
 from wg_mesh.lab.fabric.netns import run
@@ -28,7 +27,8 @@ from wg_mesh.lab.machines.build import BuiltLab
 from wg_mesh.lab.machines.container import ContainerGateway
 from wg_mesh.lab.machines.image import REPO_MOUNT
 from wg_mesh.lab.machines.seed import GCE_SYSCTL_PATH, user_data_facts
-from wg_mesh.render import INTERFACE
+from wg_mesh.plan import metrics, render
+from wg_mesh.plan.render import INTERFACE
 
 TITLES = {
     "cloud_init": "7. cloud-init on every gateway",

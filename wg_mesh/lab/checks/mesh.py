@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from wg_mesh import inputpolicy
 from wg_mesh.lab.checks.bulk import bulk_transfer
 from wg_mesh.lab.checks.outage import measure_outage
 from wg_mesh.lab.checks.pathmtu import check_path_mtu, frag_counters, probe_path_mtu
@@ -43,7 +42,8 @@ from wg_mesh.lab.fabric.netns import LabError, Node
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan
 from wg_mesh.lab.fabric.procs import stop, wait_for_line
 from wg_mesh.lab.machines.build import BuiltLab, wg_quick
-from wg_mesh.render import INTERFACE
+from wg_mesh.plan import inputpolicy
+from wg_mesh.plan.render import INTERFACE
 
 IPERF_PORT = 5201
 
@@ -162,9 +162,9 @@ def check_bulk_tcp(lab: BuiltLab, options: LabOptions) -> CheckResult:
 
 @contextlib.contextmanager
 def measurement_port(server: Node, port: int) -> Iterator[None]:
-    """The gateway's INPUT policy (wg_mesh.inputpolicy: booted gateways load it) admits no iperf3: the measurement's
-    own port is opened at the top of its chain for the run and closed after; without the chain (the namespace lab
-    does not load the policy) nothing is done."""
+    """The gateway's INPUT policy (wg_mesh.plan.inputpolicy: booted gateways load it) admits no iperf3: the
+    measurement's own port is opened at the top of its chain for the run and closed after; without the chain (the
+    namespace lab does not load the policy) nothing is done."""
     chain = inputpolicy.CHAIN
     if server.run(["iptables", "-w", "-n", "-L", chain], check=False).returncode != 0:
         yield

@@ -25,7 +25,7 @@ from wg_mesh.lab.fabric.networks import PRIVATE_ALL_COMMENT, PRIVATE_ICMP_COMMEN
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan
 from wg_mesh.lab.fabric.privatepath import LinkEnd, PrivateLink
 from wg_mesh.lab.machines.build import BuiltLab
-from wg_mesh.render import INTERFACE
+from wg_mesh.plan.render import INTERFACE
 
 KEY = "private_paths"
 TITLE = "7. Private paths (WireGuard over the private link only, workloads through the mesh)"

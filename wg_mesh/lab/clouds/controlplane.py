@@ -30,7 +30,6 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import wg_mesh
-from wg_mesh import live, signing, userdata
 from wg_mesh.config import MeshConfig
 from wg_mesh.gateway import document
 from wg_mesh.lab.clouds import gce
@@ -39,6 +38,7 @@ from wg_mesh.lab.fabric.networks import ip, veth
 from wg_mesh.lab.fabric.plan import LabPlan
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.lab.machines.build import BuiltLab
+from wg_mesh.plan import live, signing, userdata
 
 AGENT_CONFIG = PurePosixPath("/etc/wg-mesh/agent.json")
 AGENT_ENV = PurePosixPath("/etc/default/wg-mesh-agent")
@@ -74,7 +74,7 @@ def documents(
     seed: bytes,
 ) -> dict[str, str]:
     """Each site's signed peer document for the mesh made of `sites` (as `pulumi up` with only those sites would write:
-    wg_mesh.live.signed_document), with this `serial`, signed with the lab mesh's `seed`; `key_at`: sites whose key
+    wg_mesh.plan.live.signed_document), with this `serial`, signed with the lab mesh's `seed`; `key_at`: sites whose key
     is announced from that moment (their own document and their peers' entries)."""
     names, key_at = set(sites), key_at or {}
     sub = cfg.model_copy(update={"sites": [s for s in cfg.sites if s.name in names]})
@@ -147,7 +147,7 @@ class ControlPlane:
         self.lab = lab
         self.configs = dict(configs)
         self.signing_seed = signing_seed  # the lab mesh's (LabKeys.signing): its verify key is in every agent.json
-        self.serial = int(time.time())  # every publish() a newer one, as `pulumi up`'s stamps (wg_mesh.stamp)
+        self.serial = int(time.time())  # every publish() a newer one, as `pulumi up`'s stamps (wg_mesh.tools.stamp)
         self.netns = f"{lab.plan.prefix}-cloud"
         self.root = lab.state.log_dir / "control-plane"
         self.tokens = {site: secrets.token_urlsafe(24) for site, c in configs.items() if c["source"]["kind"] == "gcp"}

@@ -9,10 +9,10 @@ Spanner only). One process in the lab's cloud namespace:
    attached (the agents move it), one instance group per VM;
 2. Google's probers (gcpprober.py): per gateway, a thread in the site's VPC namespace that GETs
    http://<private address>:9181/healthz every `check_interval_sec` with `timeout_sec` and applies the thresholds
-   wg_mesh.ha.HEALTH_CHECK (the values wg_mesh.gcp.ha declares); getHealth answers their verdicts;
+   wg_mesh.plan.ha.HEALTH_CHECK (the values wg_mesh.gcp.ha declares); getHealth answers their verdicts;
 3. every 50 ms, the state applied to the namespaces by haapply.Applier (the one mechanism the AWS model uses too):
    the 1:1 NAT of the site's public address to the VM whose access config holds it, and the VPC router's remote
-   routes to the ILB's next hop (gcpprober.next_hop under wg_mesh.ha.FAILOVER_POLICY; None: blackhole, the dropped
+   routes to the ILB's next hop (gcpprober.next_hop under wg_mesh.plan.ha.FAILOVER_POLICY; None: blackhole, the dropped
    traffic of `drop_traffic_if_unhealthy`).
 
 Stdout: one JSON line `{"ok": true, "sites": {site: {...}}}` once serving, then one line per change: applied state
@@ -38,12 +38,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from wg_mesh import ha as mesh_ha
 from wg_mesh.lab.clouds import compute
 from wg_mesh.lab.clouds.gcpprober import HEALTHY, UNHEALTHY, Prober, next_hop
 from wg_mesh.lab.clouds.haapply import Applier
 from wg_mesh.lab.fabric.haplan import HaSite, ha_from_json
 from wg_mesh.lab.fabric.netns import NETNS_DIR, LabError
+from wg_mesh.plan import ha as mesh_ha
 
 CLONE_NEWNET = 0x40000000
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wg_mesh.ha import GcpFailoverPolicy, GcpHealthCheck
+from wg_mesh.plan.ha import GcpFailoverPolicy, GcpHealthCheck
 
 HEALTHY, UNHEALTHY = "HEALTHY", "UNHEALTHY"
 

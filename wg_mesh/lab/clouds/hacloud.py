@@ -11,7 +11,7 @@
 * an IMDSv2 model (imds.py) at 169.254.169.254 in each AWS gateway's namespace with that instance's facts, a GCE
   metadata server (gce.py, started by the control plane's `serve_metadata`) in each GCP gateway's with its VM's
   name and zone (hagcp.py); both are the cloud's, not the instance's: they outlive a killed gateway;
-* each gateway's user data rendered as the program renders it for its letter (`wg_mesh.ha.aws_ha` / `gcp_ha`), with
+* each gateway's user data rendered as the program renders it for its letter (`wg_mesh.plan.ha.aws_ha` / `gcp_ha`), with
   the ids moto assigned or the names the program gives (the program has them from its resources);
 * what each gateway finds when it starts: the agent's EnvironmentFile with the metadata endpoint
   (`AWS_EC2_METADATA_SERVICE_ENDPOINT`, botocore's documented override) instead of the live stores' "metadata
@@ -31,8 +31,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from wg_mesh import ha as mesh_ha
-from wg_mesh import live, userdata
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.clouds import hagcp
 from wg_mesh.lab.clouds.controlplane import AGENT_ENV, AWS_ENDPOINT, CLOUD_API, REPO_ROOT, ControlPlane, write_atomic
@@ -44,6 +42,8 @@ from wg_mesh.lab.fabric.plan import BRIDGE, LAB_PROJECT, GatewayArtifacts, LabPl
 from wg_mesh.lab.fabric.procs import stop
 from wg_mesh.lab.machines.build import BuiltLab
 from wg_mesh.lab.machines.machine import NamespaceGateway
+from wg_mesh.plan import ha as mesh_ha
+from wg_mesh.plan import live, userdata
 
 START_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.05
@@ -81,7 +81,7 @@ def ha_artifacts(
     cfg: MeshConfig, plan: LabPlan, a: GatewayArtifacts, letter: str, ids: dict[str, Any]
 ) -> GatewayArtifacts:
     """Gateway `letter`'s user data as `pulumi up` renders it for an HA site (wg_mesh.component: the `ha` object from
-    wg_mesh.ha.aws_ha / gcp_ha), with the lab cloud's ids where the program has its resources' (as the lab's public
+    wg_mesh.plan.ha.aws_ha / gcp_ha), with the lab cloud's ids where the program has its resources' (as the lab's public
     addresses replace the clouds' everywhere it renders). `ids`: moto's (AWS), the GCP model's spec entry (GCP)."""
     site = cfg.site(a.site)
     source = live.agent_source(site, LAB_PROJECT, plan.prefix)

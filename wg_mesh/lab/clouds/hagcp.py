@@ -1,9 +1,10 @@
 """What the lab's HA cloud (hacloud.py) needs for a GCP site with `gateways: 2` (docs/ha.md 6 and 11), pure except
-`metadata_root`: the names the program would give (wg_mesh.ha.ha_names: backend service, instance groups), the spec of
-the GCP model process (gcpmodel.py), each gateway's `ha` object (wg_mesh.ha.gcp_ha) and its metadata server's files.
+`metadata_root`: the names the program would give (wg_mesh.plan.ha.ha_names: backend service, instance groups), the spec
+of the GCP model process (gcpmodel.py), each gateway's `ha` object (wg_mesh.plan.ha.gcp_ha) and its metadata server's
+files.
 
 * The VMs are named after their network namespaces, a in the site's `zone`, b in `standby_zone` (else the next zone
-  of the region, wg_mesh.ha.next_zone over zones a, b, c: the lab has no zone list);
+  of the region, wg_mesh.plan.ha.next_zone over zones a, b, c: the lab has no zone list);
 * the spare place c (haplan.SPARE) has a metadata server from the start and a VM only once the drill creates one,
   in the zone of the gateway it replaces (`place_vm`);
 * the static address's IP is the site's public address in the lab (as every lab public address replaces a cloud's);
@@ -17,11 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wg_mesh import ha as mesh_ha
 from wg_mesh.config import GcpSite, MeshConfig
 from wg_mesh.lab.clouds.controlplane import CLOUD_API, write_atomic
 from wg_mesh.lab.fabric.haplan import SPARE, HaSite, ha_to_json
 from wg_mesh.lab.fabric.plan import LAB_PROJECT
+from wg_mesh.plan import ha as mesh_ha
 
 COMPUTE_PORT = 8082
 COMPUTE_ENDPOINT = f"http://{CLOUD_API.ip}:{COMPUTE_PORT}/compute/v1/"

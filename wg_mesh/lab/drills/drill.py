@@ -4,7 +4,8 @@ through the clouds' stores only, while traffic flows, and measure what each chan
 Sites A (the first AWS site), B (the first site of another cloud) and C (the first remaining site). The lab is
 built with every site's fabric and only A's and B's gateways; a ping every 10 ms and a SHA-256-verified TCP stream
 run from A's workload host to B's for the whole drill. Each step publishes what `pulumi up` would (controlplane.py:
-signed documents from wg_mesh.topology.interface_plan, as wg_mesh.live.signed_document, keys) and waits for the agents:
+signed documents from wg_mesh.plan.topology.interface_plan, as wg_mesh.plan.live.signed_document, keys) and waits for
+the agents:
 
 1. add C         documents for A, B, C; C's gateway starts (its user data: agent --once, wg-quick, the agent)
                  -> every pair handshakes and pings; A<->B lose no ping; the stream never stalls > 1 s
@@ -29,7 +30,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from wg_mesh import wgkey
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.checks.mesh import check_handshakes, check_ping, latest_handshakes
 from wg_mesh.lab.checks.result import LabOptions
@@ -37,7 +37,8 @@ from wg_mesh.lab.clouds.controlplane import ControlPlane, Published
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, Node, pids_in_netns
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan
-from wg_mesh.render import INTERFACE
+from wg_mesh.plan import wgkey
+from wg_mesh.plan.render import INTERFACE
 
 METRICS_PATH = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"
 MAX_STALL_MS = 1000.0

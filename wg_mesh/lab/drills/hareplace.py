@@ -26,10 +26,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from wg_mesh.gatepoll import poll
 from wg_mesh.gateway.ha_gcp import SETTLE_S
 from wg_mesh.lab.drills.hawatch import ha_view
 from wg_mesh.lab.fabric.netns import LabError
+from wg_mesh.tools.gatepoll import poll
 
 if TYPE_CHECKING:
     from wg_mesh.lab.drills.hadrill import HaDrill
@@ -39,10 +39,10 @@ if TYPE_CHECKING:
 # after its 2 s backoff (issue 21's fight: a move there and one back within 4 s; with 2 s the red run saw one move)
 BESIDE_S = 4.0
 READY_TIMEOUT_S = 60.0
-# GCP: `pulumi up`'s readiness gate polls the new VM's ready mark this often (wg_mesh.gcpgate.wait_ready's default),
-# from the VM's creation on; the instance group is updated once it passed (docs/ha.md 6.4). On a real VM the gate
-# passes after boot and cloud-init, seconds to a minute after the agent's first holder read; in the lab the agent is a
-# healthy standby ~1.5 s after its start, and a group update that early lands inside the new agent's SETTLE_S (3 s)
+# GCP: `pulumi up`'s readiness gate polls the new VM's ready mark this often (wg_mesh.tools.gcpgate.wait_ready's
+# default), from the VM's creation on; the instance group is updated once it passed (docs/ha.md 6.4). On a real VM the
+# gate passes after boot and cloud-init, seconds to a minute after the agent's first holder read; in the lab the agent
+# is a healthy standby ~1.5 s after its start, and a group update that early lands inside the new agent's SETTLE_S (3 s)
 # of judging a holder it has just seen: it claims only after that, the load balancer meanwhile has no healthy
 # backend (measured: 5.4 s outage with the update at once, docs/ha.md 9).
 GATE_INTERVAL_S = 5.0

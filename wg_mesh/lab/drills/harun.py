@@ -35,7 +35,7 @@ TRAFFIC_TIMEOUT_S = 60.0
 GCP_NOTE = (
     "cloud model: the Compute REST subset (compute.py) with zonal operations DONE on their second read (the agent "
     "polls every 0.2 s), Google's probers every check_interval_sec 1 s with timeout_sec 1 s, unhealthy after 2 "
-    "failed probes, healthy after 1 (wg_mesh.ha.HEALTH_CHECK), the ILB's next hop by the failover policy, state "
+    "failed probes, healthy after 1 (wg_mesh.plan.ha.HEALTH_CHECK), the ILB's next hop by the failover policy, state "
     "applied every 50 ms"
 )
 

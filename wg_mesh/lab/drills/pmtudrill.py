@@ -31,7 +31,7 @@ from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, Node
 from wg_mesh.lab.fabric.networks import ip, iptables
 from wg_mesh.lab.fabric.plan import LabPlan, SitePlan
-from wg_mesh.monitoring import PATH_MTU_FOR
+from wg_mesh.tools.monitoring import PATH_MTU_FOR
 
 PATH_METRICS = "/var/lib/prometheus/node-exporter/wg_mesh_path.prom"
 WIREGUARD_OVERHEAD = 60

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
-from wg_mesh import live, render, signing, topology, userdata, wgkey
 from wg_mesh.config import MeshConfig, StaticSite
 from wg_mesh.config.sites import INTERNET_MTU
 from wg_mesh.lab.fabric.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
-from wg_mesh.topology import PeerAddress
+from wg_mesh.plan import live, render, signing, topology, userdata, wgkey
+from wg_mesh.plan.topology import PeerAddress
 
 LAB_PUBLIC_RANGE = IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range, never routed on the internet
 PUBLIC_POOL = IPv4Network("198.18.0.0/16")  # site i's public address: PUBLIC_POOL[i + 1]
@@ -331,7 +331,7 @@ class GatewayArtifacts:
     site: str
     interface: topology.InterfacePlan
     user_data: str = field(repr=False)  # the #cloud-config, holding the private key
-    trust: Mapping[str, Any] | None = None  # delivery: live: agent.json's `trust` (wg_mesh.live.trust)
+    trust: Mapping[str, Any] | None = None  # delivery: live: agent.json's `trust` (wg_mesh.plan.live.trust)
 
 
 def render_artifacts(cfg: MeshConfig, plan: LabPlan, keys: LabKeys) -> dict[str, GatewayArtifacts]:

@@ -29,7 +29,7 @@ from wg_mesh.lab.fabric.plan import BRIDGE_GW_PORT, GW_LAN, NIC, GatewayArtifact
 from wg_mesh.lab.machines import seed
 from wg_mesh.lab.machines.image import REPO_MOUNT, Image
 from wg_mesh.lab.machines.machine import GatewayMachine
-from wg_mesh.render import INTERFACE
+from wg_mesh.plan.render import INTERFACE
 
 NSPAWN_ENV = {"SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1"}
 SEED_MOUNT = "/var/lib/cloud/seed/nocloud"

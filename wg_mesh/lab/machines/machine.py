@@ -23,7 +23,7 @@ from wg_mesh.lab.fabric.netns import WG_QUICK_ENV, LabError, LabState, Node, sta
 from wg_mesh.lab.fabric.networks import ip, plug_cloud_gateway, plug_static_gateway, veth
 from wg_mesh.lab.fabric.plan import BRIDGE_GW_PORT, GW_LAN, NIC, GatewayArtifacts, LabPlan, SitePlan
 from wg_mesh.lab.machines import cloudinit
-from wg_mesh.render import INTERFACE
+from wg_mesh.plan.render import INTERFACE
 
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 AGENT_ONCE_TIMEOUT_S = 120.0

@@ -16,7 +16,7 @@ import yaml
 from wg_mesh.lab.fabric.plan import GW_LAN, LabPlan, SitePlan
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.lab.machines.image import APT_CONF_DIR
-from wg_mesh.render import WG_CONF_PATH
+from wg_mesh.plan.render import WG_CONF_PATH
 
 # What GCE's guest environment puts into its images: GoogleCloudPlatform/guest-configs,
 # src/etc/sysctl.d/60-gce-network-security.conf (ip_forward=0, strict rp_filter, ...). Only its net.ipv4 keys:

@@ -3,7 +3,7 @@
 Run as `python -m wg_mesh.readygate gcp ...` by a pulumi-command `local.Command` on the machine running `pulumi up`
 (the operator's Google credentials, or the site's impersonated service account), after the new instance exists
 and before the routes through it. The new VM boots with an ephemeral external address (cloud-init needs the
-Ubuntu archive); once it has set `wg-mesh/ready=true` (wg_mesh.readymark --cloud gcp), the gate takes the site's
+Ubuntu archive); once it has set `wg-mesh/ready=true` (wg_mesh.gateway.readymark --cloud gcp), the gate takes the site's
 static address off whichever VM holds it (the old gateway) and gives it to the new one. Compute Engine REST API
 v1 (https://cloud.google.com/compute/docs/reference/rest/v1/instances): getGuestAttributes, get,
 deleteAccessConfig (query: accessConfig, networkInterface), addAccessConfig (query: networkInterface; body: an
@@ -19,12 +19,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wg_mesh.gatepoll import poll
-
 # The REST client and the address move are the gateway agent's (stdlib, wg_mesh.gateway.ha_gcp): one mechanism for
 # `pulumi up`'s gate and for an HA gateway's takeover.
 from wg_mesh.gateway.ha_gcp import COMPUTE, ApiError, Compute, instance_path, move_address, resource_path
-from wg_mesh.readymark import GUEST_KEY, GUEST_NAMESPACE, READY_VALUE
+from wg_mesh.gateway.readymark import GUEST_KEY, GUEST_NAMESPACE, READY_VALUE
+from wg_mesh.tools.gatepoll import poll
 
 __all__ = ["ApiError", "Compute", "instance_path", "is_ready", "main", "move_address", "resource_path", "wait_ready"]
 SCOPE = "https://www.googleapis.com/auth/compute"

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from wg_mesh.config import ConfigError, MeshConfig
-from wg_mesh.validate import load_mesh
+from wg_mesh.plan.validate import load_mesh
 
 CONFIG_KEY = "wg-mesh:mesh"
 MAX_DEPTH = 64  # nesting levels; a stack file needs about 6

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wg_mesh import live
+from wg_mesh.plan import live
 
 HEALTH_PORT = 9181  # wg-mesh-agent serves GET /healthz here (HA.md); GCP's health check probes it
 HEALTH_PATH = "/healthz"

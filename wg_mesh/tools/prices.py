@@ -1,4 +1,4 @@
-"""The dated price file behind `python -m wg_mesh cost` (wg_mesh/prices.yaml): its model and loader.
+"""The dated price file behind `python -m wg_mesh cost` (wg_mesh/tools/prices.yaml): its model and loader.
 
 Every price names the page it was read from and the day; a price the stored sources do not give is null with a
 `not_found` reason, and stays null: the cost table prints "?" for it rather than a guess. Pure: no Pulumi.
@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from wg_mesh import stackfile
 from wg_mesh.config import ConfigError
 from wg_mesh.config.messages import describe, quote
+from wg_mesh.tools import stackfile
 
 PRICE_FILE = Path(__file__).with_name("prices.yaml")
 
@@ -209,6 +209,6 @@ def parse(raw: Any, origin: str) -> PriceFile:
 
 
 def load(path: Path = PRICE_FILE) -> PriceFile:
-    """The price file at `path`, read as strictly as a stack file (wg_mesh.stackfile: UTF-8, no duplicate keys, no
+    """The price file at `path`, read as strictly as a stack file (wg_mesh.tools.stackfile: UTF-8, no duplicate keys, no
     alias bombs, one line naming the line for broken YAML), then validated; ConfigError otherwise."""
     return parse(stackfile.read_document(path, "price file"), str(path))

@@ -28,10 +28,10 @@ from typing import Any
 
 import zopfli.gzip
 
-from wg_mesh import inputpolicy, live, metrics, render, topology
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import ship
-from wg_mesh.topology import PeerAddress
+from wg_mesh.plan import inputpolicy, live, metrics, render, topology
+from wg_mesh.plan.topology import PeerAddress
 
 AWS_USER_DATA_LIMIT = 16384  # bytes, raw (here: gzip'd) before base64
 GCP_METADATA_VALUE_LIMIT = 262144  # bytes per metadata value
@@ -53,19 +53,20 @@ def readiness_extras(
     flags: tuple[str, ...], packages: tuple[str, ...] = (), packed: bool = True
 ) -> render.CloudInitExtras:
     """The last step of a cloud gateway's first boot: mark itself ready once wg0 is up and forwarding is on
-    (wg_mesh.readymark; `pulumi up` waits for the mark before moving the address and routes: wg_mesh.readygate).
+    (wg_mesh.gateway.readymark; `pulumi up` waits for the mark before moving the address and routes:
+    wg_mesh.tools.readygate).
 
     packed False (delivery: live): the script as plain text without comments or docstrings (ship.compact), which
     the gzip of the whole AWS user data compresses better than its own gzip+base64."""
     if packed:
         script = render.File(
             READY_SCRIPT_PATH,
-            resources.files("wg_mesh").joinpath(READY_PACKED).read_text(),
+            resources.files("wg_mesh.gateway").joinpath(READY_PACKED).read_text(),
             permissions="0755",
             encoding=metrics.SCRIPT_ENCODING,
         )
     else:
-        source = ship.compact(resources.files("wg_mesh").joinpath(READY_SOURCE).read_text())
+        source = ship.compact(resources.files("wg_mesh.gateway").joinpath(READY_SOURCE).read_text())
         script = render.File(READY_SCRIPT_PATH, source, "0755")
     return render.CloudInitExtras(
         packages=packages, files=(script,), commands=(("python3", READY_SCRIPT_PATH, *flags),)
@@ -99,7 +100,7 @@ def agent_extras(
     """delivery: live: wg-mesh-agent's package, unit and config; its first fetch (`--once`) writes wg0.conf and the
     metrics mapping before wg-quick@wg0 starts, then it runs as a service. `systemctl enable` reloads systemd's
     configuration itself (systemctl(1)), so the unit written by write_files is known by then. `trust`: agent.json's
-    (wg_mesh.live.trust), the key every document must be signed with; PyNaCl verifies it."""
+    (wg_mesh.plan.live.trust), the key every document must be signed with; PyNaCl verifies it."""
     aws = (READY_PACKAGE,) if source["kind"] == "aws" else ()  # the AWS source's botocore, too
     files = ship.files(site_name, dict(source), ha=dict(ha) if ha is not None else None, trust=dict(trust))
     return render.CloudInitExtras(
@@ -119,7 +120,7 @@ def render_user_data(
 
     cloud_steps=False leaves out the steps that talk to the cloud's own API (AWS's readiness mark): the lab,
     which has no such API, renders everything else exactly as `pulumi up` does."""
-    # The INPUT policy first: in force before wg0 or anything listening comes up (wg_mesh.inputpolicy).
+    # The INPUT policy first: in force before wg0 or anything listening comes up (wg_mesh.plan.inputpolicy).
     extras = combined(inputpolicy.input_extras(cfg, site_name), metrics.metrics_extras(cfg, site_name, directory))
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name)))
@@ -136,10 +137,10 @@ def render_live_user_data(
     ha: Mapping[str, Any] | None = None,
 ) -> str:
     """delivery: live: the `#cloud-config` of a site without its peers, its MTU or any key (no wg0.conf, no metrics
-    mapping): the agent, told where to read them (`source`: wg_mesh.live.agent_source), writes both. Only the site's own
-    settings, the mesh's exporter_port and its document signing key (`trust`: wg_mesh.live.trust) are in it, so adding
-    a site or rotating a site's key leaves it as it is. `ha` (gateways: 2): the gateway's `ha` object for agent.json
-    (wg_mesh.ha)."""
+    mapping): the agent, told where to read them (`source`: wg_mesh.plan.live.agent_source), writes both. Only the
+    site's own settings, the mesh's exporter_port and its document signing key (`trust`: wg_mesh.plan.live.trust) are in
+    it, so adding a site or rotating a site's key leaves it as it is. `ha` (gateways: 2): the gateway's `ha` object for
+    agent.json (wg_mesh.plan.ha)."""
     agent = agent_extras(site_name, source, trust, ha)
     extras = combined(agent, metrics.metrics_extras(cfg, site_name, None, packed=False))
     extras = combined(inputpolicy.input_extras(cfg, site_name), extras)  # first: see render_user_data
@@ -259,7 +260,7 @@ def live_user_data_size(cfg: MeshConfig, site: AwsSite | GcpSite, exact: bool = 
     return delivered_size(site.cloud, render_live_user_data(cfg, site.name, source, trust=trust), exact)
 
 
-ESTIMATE_SERIAL = 9_999_999_999  # the longest serial a stamp gives (wg_mesh.stamp.MAX_STAMP)
+ESTIMATE_SERIAL = 9_999_999_999  # the longest serial a stamp gives (wg_mesh.tools.stamp.MAX_STAMP)
 
 
 def document_size(cfg: MeshConfig, site_name: str) -> int:

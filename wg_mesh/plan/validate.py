@@ -1,9 +1,10 @@
 """Loading a mesh config for use: the model's fields and rules, then the limits a `pulumi up` would cross.
 
 The model (wg_mesh.config) imports nothing above it, so it cannot render; whether each gateway's user data (or, live,
-peer document) fits its cloud's limit needs rendering (wg_mesh.userdata.size_problems), and is checked here, together
-with the clouds' quotas. Every caller that loads a config to deploy, validate or run it (the component's MeshArgs,
-the stack file of `python -m wg_mesh validate` and the program, the lab, the benchmarks) loads it through `load_mesh`.
+peer document) fits its cloud's limit needs rendering (wg_mesh.plan.userdata.size_problems), and is checked here,
+together with the clouds' quotas. Every caller that loads a config to deploy, validate or run it (the component's
+MeshArgs, the stack file of `python -m wg_mesh validate` and the program, the lab, the benchmarks) loads it through
+`load_mesh`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from wg_mesh.config import ConfigError, MeshConfig, quotas
 from wg_mesh.config.model import parse_mesh
-from wg_mesh.userdata import size_problems
+from wg_mesh.plan.userdata import size_problems
 
 
 def load_mesh(raw: Any, *, check_limits: bool = True) -> MeshConfig:

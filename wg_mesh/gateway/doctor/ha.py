@@ -12,8 +12,8 @@ import ipaddress
 import json
 from typing import Any
 
-from wg_mesh.doctor_agent import AGENT_CONFIG, JOURNAL, parse_textfile
-from wg_mesh.doctor_base import FAIL, OK, SKIP, WARN, Check, Host
+from wg_mesh.gateway.doctor.agent import AGENT_CONFIG, JOURNAL, parse_textfile
+from wg_mesh.gateway.doctor.base import FAIL, OK, SKIP, WARN, Check, Host
 
 HA_METRICS = "/var/lib/prometheus/node-exporter/wg_mesh_ha.prom"
 

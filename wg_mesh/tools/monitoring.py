@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from wg_mesh import wgmetrics
 from wg_mesh.config import MeshConfig
-from wg_mesh.topology import peer_names
+from wg_mesh.gateway import wgmetrics
+from wg_mesh.plan.topology import peer_names
 
 JOB = "wg-mesh"
 RULES_FILE = "wg-mesh.rules.yml"
@@ -55,7 +55,7 @@ EXPECTED_PEER = "site_peer:wgmesh_expected"
 RECEIVE_RATE = f"site_peer:wgmesh_peer_receive_bytes:rate{RATE_WINDOW}"
 TRANSMIT_RATE = f"site_peer:wgmesh_peer_transmit_bytes:rate{RATE_WINDOW}"
 SENT_BY_PEER_RATE = f"site_peer:wgmesh_peer_sent_by_peer_bytes:rate{RATE_WINDOW}"
-DOCTOR = "sudo python3 -m wg_mesh.doctor"
+DOCTOR = "sudo python3 -m wg_mesh.gateway.doctor"
 
 
 @dataclass(frozen=True)

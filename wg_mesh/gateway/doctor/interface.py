@@ -1,65 +1,35 @@
-"""`mesh doctor`: is this gateway healthy? One verdict per check, and a hint for every failure.
-
-Run it on a gateway as root: `python -m wg_mesh doctor` from a checkout, or, where only python3 exists, copy
-wg_mesh/__init__.py, wg_mesh/doctor.py, wg_mesh/doctor_base.py, wg_mesh/doctor_agent.py, wg_mesh/doctor_path.py,
-wg_mesh/wgmetrics.py, wg_mesh/gateway/__init__.py and wg_mesh/gateway/pmtu_probe.py and run
-`sudo python3 -m wg_mesh.doctor` (stdlib only).
-Every command and file read goes through a `Host`, so tests feed captured outputs and the lab can run the same
-checks inside a gateway's namespaces. Exit status: 0 when nothing failed, 1 otherwise.
-"""
+"""doctor's checks of the interface itself: the interface, its config and MTU, forwarding, the FORWARD accept rules,
+the MSS clamp, the loaded peers, every peer's handshake and the route for its AllowedIPs. Pure given a `Host`;
+standard library only (it runs on a bare gateway)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import shlex
-import sys
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 
-from wg_mesh.doctor_agent import agent_checks
-from wg_mesh.doctor_base import (
-    EXIT_FAILED,
-    EXIT_OK,
+from wg_mesh.gateway.doctor.base import (
     FAIL,
     IPV4_TCP_HEADERS,
     OK,
     SKIP,
     WARN,
     Check,
-    CommandResult,
-    ConfPeer,
     Host,
-    LocalHost,
     WgConf,
     ago,
     error_line,
     parse_conf,
     size,
 )
-from wg_mesh.doctor_ha import api_path_checks, ha_checks, standby_peer_checks
-from wg_mesh.doctor_path import path_checks
-from wg_mesh.wgmetrics import (
+from wg_mesh.gateway.wgmetrics import (
     HANDSHAKE_STALE_SECONDS,
     PeerStat,
     Route,
-    is_ipv6,
-    parse_dump,
     parse_link,
-    parse_routes,
     route_for,
 )
 
-# Re-exported for callers and tests (they live in wg_mesh.doctor_base since the agent checks need them too).
-__all__ = [
-    "FAIL", "OK", "SKIP", "WARN", "Check", "CommandResult", "ConfPeer", "Diagnosis", "Host", "LocalHost", "WgConf",
-    "diagnose", "main", "parse_conf", "report_json", "report_text", "run",
-]  # fmt: skip
 
-# --- the checks (pure, given a Host) -----------------------------------------------------------
-
-
-def _interface(host: Host, interface: str) -> tuple[Check, int | None]:
+def check_interface(host: Host, interface: str) -> tuple[Check, int | None]:
     result = host.run(["ip", "-j", "link", "show", "dev", interface])
     link = parse_link(result.stdout) if result.returncode == 0 else None
     if link is None:
@@ -87,7 +57,7 @@ def _interface(host: Host, interface: str) -> tuple[Check, int | None]:
     return Check("interface", OK, f"{interface} is up, MTU {link.mtu}"), link.mtu
 
 
-def _config(host: Host, path: str) -> tuple[Check, WgConf | None]:
+def check_config(host: Host, path: str) -> tuple[Check, WgConf | None]:
     try:
         conf = parse_conf(host.read(path))
     except OSError as exc:
@@ -108,7 +78,7 @@ def _config(host: Host, path: str) -> tuple[Check, WgConf | None]:
     return Check("config", OK, f"{path}: {site}{len(conf.peers)} peers, MTU {conf.mtu or 'unset'}"), conf
 
 
-def _mtu(interface: str, link_mtu: int | None, conf: WgConf | None) -> Check:
+def check_mtu(interface: str, link_mtu: int | None, conf: WgConf | None) -> Check:
     if link_mtu is None or conf is None:
         return Check("mtu", SKIP, "needs the interface and its config")
     if conf.mtu is None:
@@ -129,7 +99,7 @@ def _mtu(interface: str, link_mtu: int | None, conf: WgConf | None) -> Check:
     return Check("mtu", OK, f"{interface} MTU {link_mtu} matches the config")
 
 
-def _forwarding(host: Host) -> Check:
+def check_forwarding(host: Host) -> Check:
     result = host.run(["sysctl", "-n", "net.ipv4.ip_forward"])
     if result.returncode != 0:
         return Check(
@@ -146,7 +116,7 @@ def _forwarding(host: Host) -> Check:
     return Check("forwarding", OK, "net.ipv4.ip_forward = 1")
 
 
-def _iptables(host: Host, table: str) -> tuple[list[list[str]], str | None, str | None]:
+def iptables_rules(host: Host, table: str) -> tuple[list[list[str]], str | None, str | None]:
     """FORWARD rules of a table as token lists, its policy, and an error."""
     result = host.run(["iptables", "-t", table, "-S", "FORWARD"])
     if result.returncode != 0:
@@ -185,8 +155,8 @@ def _drops_everything(rule: list[str], flag: str, interface: str) -> bool:
     return matches in ([], [flag, interface])
 
 
-def _forward_accept(host: Host, interface: str) -> Check:
-    rules, policy, error = _iptables(host, "filter")
+def check_forward_accept(host: Host, interface: str) -> Check:
+    rules, policy, error = iptables_rules(host, "filter")
     if error is not None:
         return Check("forward-accept", FAIL, f"cannot read the FORWARD chain: {error}", "Run as root.")
     missing = []
@@ -218,8 +188,8 @@ def _forward_accept(host: Host, interface: str) -> Check:
     )
 
 
-def _mss_clamp(host: Host, interface: str, mtu: int | None) -> Check:
-    rules, _, error = _iptables(host, "mangle")
+def check_mss_clamp(host: Host, interface: str, mtu: int | None) -> Check:
+    rules, _, error = iptables_rules(host, "mangle")
     if error is not None:
         return Check("mss-clamp", FAIL, f"cannot read the mangle FORWARD chain: {error}", "Run as root.")
     expected = None if mtu is None else mtu - IPV4_TCP_HEADERS
@@ -247,7 +217,7 @@ def _mss_clamp(host: Host, interface: str, mtu: int | None) -> Check:
     return Check("mss-clamp", OK, f"TCP MSS clamped to {' / '.join(sorted(set(values)))} in both directions")
 
 
-def _peers(interface: str, conf: WgConf | None, peers: list[PeerStat]) -> Check:
+def check_peers(interface: str, conf: WgConf | None, peers: list[PeerStat]) -> Check:
     if conf is None:
         return Check("peers", SKIP, f"{len(peers)} peers on {interface}; the config is needed to compare")
     running = {p.public_key for p in peers}
@@ -270,7 +240,7 @@ def _peers(interface: str, conf: WgConf | None, peers: list[PeerStat]) -> Check:
     return Check("peers", OK, f"{interface} has the config's {len(conf.peers)} peers")
 
 
-def _handshake(peer: PeerStat, name: str, site: str | None, now: float) -> Check:
+def check_handshake(peer: PeerStat, name: str, site: str | None, now: float) -> Check:
     where = f" (endpoint {peer.endpoint})" if peer.endpoint else " (no endpoint known)"
     if peer.latest_handshake == 0:
         if peer.rx_bytes == 0:
@@ -311,7 +281,7 @@ def _describe(route: Route | None) -> str:
     return f"goes via {route.dev} ({route.dst})"
 
 
-def _routes(interface: str, peer: PeerStat, name: str, site: str | None, routes: list[Route]) -> Check:
+def check_routes(interface: str, peer: PeerStat, name: str, site: str | None, routes: list[Route]) -> Check:
     wrong = []
     for prefix in peer.allowed_ips:
         route = route_for(routes, prefix)
@@ -329,113 +299,3 @@ def _routes(interface: str, peer: PeerStat, name: str, site: str | None, routes:
         )
     allowed = ", ".join(peer.allowed_ips) or "no AllowedIPs"
     return Check("route", OK, f"{name}: {allowed} routed into {interface}", peer_site=site)
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    interface: str
-    site: str | None
-    checks: tuple[Check, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not any(c.status == FAIL for c in self.checks)
-
-
-def diagnose(host: Host, interface: str = "wg0", config_path: str | None = None) -> Diagnosis:
-    """Every check, in the order an operator would look."""
-    path = config_path or f"/etc/wireguard/{interface}.conf"
-    iface_check, link_mtu = _interface(host, interface)
-    config_check, conf = _config(host, path)
-    checks = [iface_check, config_check, _mtu(interface, link_mtu, conf), _forwarding(host)]
-    if link_mtu is None:
-        skipped = f"{interface} does not exist (its PostUp adds these rules)"
-        checks += [Check("forward-accept", SKIP, skipped), Check("mss-clamp", SKIP, skipped)]
-    else:
-        checks.append(_forward_accept(host, interface))
-        checks.append(_mss_clamp(host, interface, conf.mtu if conf and conf.mtu else link_mtu))
-    checks += standby_peer_checks(_peer_checks(host, interface, conf, link_mtu), host)  # HA standby: no handshakes
-    checks += agent_checks(host)  # delivery: live only (none when the gateway has no agent)
-    checks += ha_checks(host) + api_path_checks(host)  # gateways: 2 only
-    return Diagnosis(interface, conf.site if conf else None, tuple(checks))
-
-
-def _peer_checks(host: Host, interface: str, conf: WgConf | None, link_mtu: int | None) -> list[Check]:
-    if link_mtu is None:
-        return [Check("peers", SKIP, f"{interface} does not exist: no peers, handshakes or routes to check")]
-    dump = host.run(["wg", "show", interface, "dump"])
-    if dump.returncode != 0:
-        return [Check("peers", FAIL, f"`wg show {interface} dump` failed: {error_line(dump)}", "Run as root.")]
-    peers = parse_dump(dump.stdout, interface=interface)
-    checks = [_peers(interface, conf, peers)]
-    now = host.now()
-    route_result = host.run(["ip", "-j", "-4", "route", "show", "table", "main"])
-    routes = parse_routes(route_result.stdout) if route_result.returncode == 0 else None
-    if routes is not None and any(is_ipv6(prefix) for peer in peers for prefix in peer.allowed_ips):
-        routes6 = host.run(["ip", "-j", "-6", "route", "show", "table", "main"])  # hand-added IPv6 peers
-        routes += parse_routes(routes6.stdout, family=6) if routes6.returncode == 0 else []
-    tunnels = []  # the config's peers with a working tunnel: their path MTU is worth probing
-    for peer in peers:
-        site = conf.name_of(peer.public_key) if conf is not None else None
-        name = site or f"peer {peer.public_key[:8]}…"
-        checks.append(_handshake(peer, name, site, now))
-        if checks[-1].status == OK and conf is not None:
-            tunnels += [p for p in conf.peers if p.public_key == peer.public_key]
-        if routes is None:
-            error = f"cannot read the routing table: {error_line(route_result)}"
-            checks.append(Check("route", FAIL, error, "Is iproute2 installed?", site))
-        else:
-            checks.append(_routes(interface, peer, name, site, routes))
-    mtu = conf.mtu if conf is not None and conf.mtu else link_mtu
-    return checks + path_checks(host, tunnels, mtu, conf.peer_mtu if conf is not None else None)
-
-
-# --- reports ---------------------------------------------------------------------------------------
-
-
-def report_text(diagnosis: Diagnosis) -> str:
-    checks = diagnosis.checks
-    where = f"{diagnosis.interface} on {diagnosis.site}" if diagnosis.site else diagnosis.interface
-    lines = [f"wg-mesh doctor: {where}"]
-    for c in checks:
-        label = c.check + (f" {c.peer_site}" if c.peer_site else "")
-        lines.append(f"{c.status.upper() if c.status == FAIL else c.status:<5} {label:<24} {c.detail}")
-        if c.hint and c.status in (FAIL, WARN):
-            lines.append(f"{'':<5} {'':<24} hint: {c.hint}")
-    bad = sum(c.status == FAIL for c in checks)
-    warned = sum(c.status == WARN for c in checks)
-    verdict = f"{bad} of {len(checks)} checks failed" if bad else f"all {len(checks)} checks passed"
-    lines.append(verdict + (f", {warned} warning{'s' if warned > 1 else ''}" if warned else ""))
-    return "\n".join(lines) + "\n"
-
-
-def report_json(diagnosis: Diagnosis) -> str:
-    doc = {
-        "ok": diagnosis.ok,
-        "interface": diagnosis.interface,
-        "site": diagnosis.site,
-        "checks": [asdict(c) for c in diagnosis.checks],
-    }
-    return json.dumps(doc, indent=2) + "\n"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--interface", default="wg0", help="WireGuard interface (default wg0)")
-    parser.add_argument("--config", help="its wg-quick config (default /etc/wireguard/INTERFACE.conf)")
-    parser.add_argument("--json", action="store_true", help="print the verdicts as JSON")
-
-
-def run(args: argparse.Namespace, host: Host | None = None) -> int:
-    diagnosis = diagnose(host or LocalHost(), args.interface, args.config)
-    sys.stdout.write(report_json(diagnosis) if args.json else report_text(diagnosis))
-    return EXIT_OK if diagnosis.ok else EXIT_FAILED
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m wg_mesh.doctor", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

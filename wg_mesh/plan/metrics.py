@@ -11,15 +11,14 @@ import gzip
 from collections.abc import Mapping
 from importlib import resources
 
-from wg_mesh import wgmetrics
 from wg_mesh.config import MeshConfig, StaticSite
-from wg_mesh.gateway import mapping, ship
-from wg_mesh.render import INTERFACE, CloudInitExtras, File
-from wg_mesh.topology import PeerAddress, interface_plan
+from wg_mesh.gateway import mapping, ship, wgmetrics
+from wg_mesh.plan.render import INTERFACE, CloudInitExtras, File
+from wg_mesh.plan.topology import PeerAddress, interface_plan
 
 SCRIPT_PATH = "/usr/local/sbin/wg-mesh-metrics"
 # The script travels gzip+base64 in the user data (AWS takes at most 16 KB of it). The packed text is committed
-# (wg_mesh/wgmetrics.py.gz.b64, checked against the source by the tests) rather than compressed at render time:
+# (wg_mesh/gateway/wgmetrics.py.gz.b64, checked against the source by the tests) rather than compressed at render time:
 # another zlib (zlib-ng on some distributions) would give other bytes, and changed user data replaces a gateway.
 PACKED_SCRIPT = "wgmetrics.py.gz.b64"
 SCRIPT_ENCODING = "gz+b64"
@@ -41,7 +40,7 @@ INTERVAL_SECONDS = 15
 
 def script_source() -> str:
     """The metrics script exactly as it is in the repo (stdlib only, runs as `python3 SCRIPT_PATH`)."""
-    return resources.files("wg_mesh").joinpath("wgmetrics.py").read_text()
+    return resources.files("wg_mesh.gateway").joinpath("wgmetrics.py").read_text()
 
 
 def pack(source: str) -> str:
@@ -52,7 +51,7 @@ def pack(source: str) -> str:
 
 def packed_script() -> str:
     """The committed packed script; `unpack(packed_script()) == script_source()` is a test."""
-    return resources.files("wg_mesh").joinpath(PACKED_SCRIPT).read_text()
+    return resources.files("wg_mesh.gateway").joinpath(PACKED_SCRIPT).read_text()
 
 
 def unpack(packed: str) -> str:

@@ -1,5 +1,5 @@
-"""The readiness gates' waiting loop, for every cloud: the AWS gate (wg_mesh.readygate) and the GCP gate
-(wg_mesh.gcpgate, which `python -m wg_mesh.readygate gcp` runs) both wait on it."""
+"""The readiness gates' waiting loop, for every cloud: the AWS gate (wg_mesh.tools.readygate) and the GCP gate
+(wg_mesh.tools.gcpgate, which `python -m wg_mesh.readygate gcp` runs) both wait on it."""
 
 from __future__ import annotations
 

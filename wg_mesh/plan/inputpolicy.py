@@ -36,11 +36,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from wg_mesh import ha
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, addressing
 from wg_mesh.gateway import ship
 from wg_mesh.gateway.wgconf import INTERFACE
-from wg_mesh.render import CloudInitExtras, File
+from wg_mesh.plan import ha
+from wg_mesh.plan.render import CloudInitExtras, File
 
 CHAIN = "WGMESH-INPUT"
 RULES_PATH = "/etc/wg-mesh/input.rules"

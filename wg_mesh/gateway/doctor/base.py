@@ -1,6 +1,6 @@
 """What every doctor check shares: verdicts, the Host it looks through, and the wg-quick config it reads.
 
-Standard library only (doctor runs on a bare gateway): see wg_mesh/doctor.py.
+Standard library only (doctor runs on a bare gateway): see wg_mesh/gateway/doctor.py.
 """
 
 from __future__ import annotations

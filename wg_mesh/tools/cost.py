@@ -1,4 +1,5 @@
-"""`python -m wg_mesh cost`: what joining us-east-1 and us-east4 costs a month, four ways, from wg_mesh/prices.yaml.
+"""`python -m wg_mesh cost`: what joining us-east-1 and us-east4 costs a month, four ways, from
+wg_mesh/tools/prices.yaml.
 
 The options: AWS Interconnect - multicloud with Google's Partner Cross-Cloud Interconnect for AWS; AWS
 Site-to-Site VPN to GCP HA VPN; wg-mesh over the internet (the dev stack's two gateways); wg-mesh over the
@@ -21,14 +22,16 @@ from typing import Any, Literal
 
 from wg_mesh import stackcost
 from wg_mesh.config import ConfigError
-from wg_mesh.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, load
-from wg_mesh.stackfile import load as load_stack
-from wg_mesh.stackfile import stack_file
+from wg_mesh.tools.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, load
+from wg_mesh.tools.stackfile import load as load_stack
+from wg_mesh.tools.stackfile import stack_file
 
 BYTES_PER_TB = 10**12
 DEFAULT_TB = (1.0, 10.0, 100.0)
 MAX_TB = 1_000_000.0  # an exabyte a month: past any price list's last tier
-DEFAULT_SOURCE = f"{PRICE_FILE.parent.name}/{PRICE_FILE.name}"  # as the table names it: wg_mesh/prices.yaml
+DEFAULT_SOURCE = (
+    f"wg_mesh/{PRICE_FILE.parent.name}/{PRICE_FILE.name}"  # as the table names it: wg_mesh/tools/prices.yaml
+)
 Side = Literal["aws", "gcp"]  # the cloud the traffic leaves: aws = AWS -> GCP, gcp = GCP -> AWS
 DIRECTIONS: dict[str, tuple[Side, ...]] = {"both": ("aws", "gcp"), "aws-to-gcp": ("aws",), "gcp-to-aws": ("gcp",)}
 THIRD_PARTY, MISSING, GIVEN = "†", "?", "‡"

@@ -1,6 +1,7 @@
 """`delivery: live`, the pure part: where each site's peer document and private key live, what its agent is told,
 and the document itself. No Pulumi here: the cloud components (wg_mesh.aws.live, wg_mesh.gcp.live, wg_mesh.static)
-create the stores from these names, the user data (wg_mesh.userdata) tells the agent the same names, the lab uses both.
+create the stores from these names, the user data (wg_mesh.plan.userdata) tells the agent the same names, the lab uses
+both.
 
 Every name depends on the Pulumi project and stack and the site's name only: never on the peers, the MTU or a key,
 so that the user data, which holds them, stays the same when the mesh changes (nothing replaces a gateway).
@@ -13,10 +14,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from wg_mesh import signing, topology
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import document, ship
-from wg_mesh.topology import PeerAddress
+from wg_mesh.plan import signing, topology
+from wg_mesh.plan.topology import PeerAddress
 
 # GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp.instance, REPLACE_ON).
 GCP_ATTRIBUTE = "wg-mesh-peers"
@@ -129,7 +130,7 @@ def unsigned_digest(cfg: MeshConfig, site_name: str, scope: str, values: Mapping
 
 
 def signed_document(cfg: MeshConfig, site_name: str, scope: str, values: Mapping[str, Any]) -> str:
-    """The site's signed document (a DSSE envelope, wg_mesh.signing) over Output.all(directory=..., public_key=...,
+    """The site's signed document (a DSSE envelope, wg_mesh.plan.signing) over Output.all(directory=..., public_key=...,
     serial=..., seed=...)'s values; `seed`: the SigningKey's base64 seed."""
     body = peer_document(
         cfg,

@@ -16,7 +16,7 @@ import ipaddress
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from wg_mesh.doctor_base import FAIL, OK, SKIP, WARN, Check, ConfPeer, Host
+from wg_mesh.gateway.doctor.base import FAIL, OK, SKIP, WARN, Check, ConfPeer, Host
 from wg_mesh.gateway.pmtu_probe import SMALL_SIZE, Settings, ping_argv, search
 
 PING_TIMEOUT_S = 1
