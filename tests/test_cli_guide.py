@@ -18,9 +18,10 @@ import yaml
 from rich.console import Console
 
 from tests.stacks import stack_files
-from wg_mesh import __version__, clihelp
+from wg_mesh import __version__
 from wg_mesh.cli import build_parser, main
-from wg_mesh.cliinit import parse_site
+from wg_mesh.cli import helptext as clihelp
+from wg_mesh.cli.initcmd import parse_site
 
 REPO = Path(__file__).resolve().parent.parent
 # Examples that need root, a gateway or a deployed stack's output: parsed, not run.

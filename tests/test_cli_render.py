@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import ProgramRun
 from wg_mesh.cli import main
-from wg_mesh.clirender import MASK, DisplayKeys, render_site
+from wg_mesh.cli.rendercmd import MASK, DisplayKeys, render_site
 from wg_mesh.config import MeshConfig
 from wg_mesh.plan import wgkey
 from wg_mesh.plan.validate import load_mesh

@@ -26,7 +26,6 @@ MAX_LINES = 400
 ROOT_MODULES = {
     "__init__",  # the public API: Mesh, MeshArgs, ... (imported when first used), and lazy_attributes
     "__main__",  # the CLI entry: python -m wg_mesh (no logic)
-    "cli",  # the CLI's commands
     "args",  # MeshArgs and the other public argument types
     "mesh",  # Mesh: the sites composed through one deferred directory
     "component",  # SiteComponent: the shape every site's component shares
@@ -38,7 +37,7 @@ ROOT_MODULES = {
     "provider",  # the plugin entry for other languages
     "readygate",  # `python -m wg_mesh.readygate`: the gate Commands' entry, a path kept in every stack's state
 }
-ROOT_PACKAGES = {"config", "plan", "aws", "gcp", "gateway", "tools", "lab", "testing"}
+ROOT_PACKAGES = {"cli", "config", "plan", "aws", "gcp", "gateway", "tools", "lab", "testing"}  # cli: the CLI's commands
 ROOT_FILES = {"py.typed"}
 # Past MAX_LINES today: each may only shrink (lower its number when it does; remove it once it fits).
 OVERSIZE = {

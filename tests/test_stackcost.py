@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from tests.test_config import base
-from wg_mesh import stackcost
 from wg_mesh.__main__ import main
 from wg_mesh.config import ConfigError
 from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools import stackcost
 from wg_mesh.tools.prices import load
 
 PRICES = load()

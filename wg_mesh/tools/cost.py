@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from wg_mesh import stackcost
 from wg_mesh.config import ConfigError
+from wg_mesh.tools import stackcost
 from wg_mesh.tools.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, load
 from wg_mesh.tools.stackfile import load as load_stack
 from wg_mesh.tools.stackfile import stack_file

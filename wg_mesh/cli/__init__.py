@@ -10,8 +10,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from wg_mesh import __version__, clihelp, cliinit, clirender
-from wg_mesh.clihelp import EXIT_CONFIG, EXIT_USAGE
+from wg_mesh import __version__
+from wg_mesh.cli import helptext as clihelp
+from wg_mesh.cli import initcmd as cliinit
+from wg_mesh.cli import rendercmd as clirender
+from wg_mesh.cli.helptext import EXIT_CONFIG, EXIT_USAGE
 from wg_mesh.config import ConfigError, MeshConfig, summary
 from wg_mesh.gateway import doctor
 from wg_mesh.lab.cli import add_arguments as add_lab_arguments
