@@ -132,6 +132,8 @@ def test_every_command_has_examples_that_work(
         assert argv[0] == name
         args = build_parser().parse_args(argv)  # every example parses
         if name in NOT_RUN_HERE or getattr(args, "ha_gateways", None) is not None:
+            continue  # needs a deployed stack's output
+        if getattr(args, "before", None) is not None:  # needs the stack file as committed: tests/test_plan_cli.py
             continue
         assert main(argv) == 0, (argv, capsys.readouterr().err)
 

@@ -69,3 +69,12 @@ def stack_outputs(mesh: Mesh) -> dict[str, pulumi.Output[Any]]:
         "wireguard_configs": pulumi.Output.secret(wireguard_configs),
         "static_site_cloud_init": pulumi.Output.secret(static_cloud_init),
     }
+
+
+def main() -> Mesh:
+    """The whole program, as the repository's __main__.py runs it: the stack's `wg-mesh:mesh` in, the mesh and its
+    stack outputs out (`wg-mesh plan` runs this under mocks)."""
+    mesh = Mesh("mesh", pulumi.Config(CONFIG_NAMESPACE).require_object(CONFIG_KEY))
+    for output_name, value in stack_outputs(mesh).items():
+        pulumi.export(output_name, value)
+    return mesh

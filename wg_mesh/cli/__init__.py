@@ -13,6 +13,7 @@ from pathlib import Path
 from wg_mesh import __version__
 from wg_mesh.cli import helptext as clihelp
 from wg_mesh.cli import initcmd as cliinit
+from wg_mesh.cli import plancmd as cliplan
 from wg_mesh.cli import rendercmd as clirender
 from wg_mesh.cli.helptext import EXIT_CONFIG, EXIT_USAGE
 from wg_mesh.config import ConfigError, MeshConfig, summary
@@ -120,6 +121,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    return cliplan.run(args, args.file if args.file is not None else stack_file(args.stack))
+
+
 def cmd_monitoring(args: argparse.Namespace) -> int:
     cfg = _load(args)
     source = f"stack {args.stack} (Pulumi.{args.stack}.yaml)" if args.stack else args.file.name
@@ -172,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source(show)
     clirender.add_arguments(show)
     show.set_defaults(run=cmd_render)
+    plan = _command(
+        commands, "plan", "list per site what pulumi up creates and what a config change replaces", clihelp.PLAN
+    )
+    _add_source(plan)
+    cliplan.add_arguments(plan)
+    plan.set_defaults(run=cmd_plan)
     rules = _command(
         commands, "monitoring", "write a stack's Prometheus rules and scrape job to --out", clihelp.MONITORING
     )

@@ -27,6 +27,7 @@ examples:
       --site office:static:203.0.113.10:10.50.0.0/24
   $ wg-mesh validate --stack corp
   $ wg-mesh render --stack corp --site office
+  $ wg-mesh plan --stack corp
   $ wg-mesh cost
   $ wg-mesh validate --help
 """
@@ -50,6 +51,21 @@ examples:
   $ wg-mesh render --stack dev --site aws-use1
   $ wg-mesh render --stack prod --site vps-fra --part wg0.conf
   $ wg-mesh render --stack dev --site gcp-euw3 --show-secrets
+"""
+
+PLAN = """\
+Runs the program on the stack's config under Pulumi's mocks (no cloud account, no Pulumi CLI) and lists, per site,
+every resource `pulumi up` creates and which input changes replace it: the program's replace_on_changes, AWS's
+user_data_replace_on_change and the provider's force-new inputs (wg_mesh/plan/forcenew.py). With --before, the
+earlier config runs too and the two are compared: created, deleted, replaced (which inputs; create-before-delete
+or delete-before-create), updated in place, and per site what traffic sees. Secret inputs are compared by digest
+and never printed.
+
+examples:
+  $ wg-mesh plan --stack dev
+  $ wg-mesh plan --stack prod --site vps-fra --json
+  after editing Pulumi.dev.yaml, what the edit does (`git show HEAD:Pulumi.dev.yaml > old.yaml` first):
+  $ wg-mesh plan --stack dev --before old.yaml
 """
 
 MONITORING = """\

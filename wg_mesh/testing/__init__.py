@@ -68,6 +68,9 @@ class Options:
     ignore_changes: tuple[str, ...]
     dependencies: tuple[str, ...]  # URNs of explicit and implicit dependencies
     aliases: tuple[str, ...]  # the names of the aliases given (alias specs)
+    replace_on_changes: tuple[str, ...] = ()  # the program's replace_on_changes ('metadata["user-data"]', ...)
+    # input name -> the URNs its value came from (what a replaced dependency makes unknown in a preview)
+    property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class RecordingMonitor(MockMonitor):
@@ -79,6 +82,7 @@ class RecordingMonitor(MockMonitor):
         self.options: dict[tuple[str, str], Options] = {}  # (type, name) -> options
         self.replace_on_changes: dict[str, list[str]] = {}  # resource name -> its replace_on_changes
         self.urns: list[str] = []  # every registration's URN (type chain and name: what identifies it in a state)
+        self.urn_of: dict[tuple[str, str], str] = {}  # (type, name) -> its URN
 
     def RegisterResource(self, request: Any) -> Any:
         self.replace_on_changes[request.name] = list(request.replaceOnChanges)
@@ -91,9 +95,12 @@ class RecordingMonitor(MockMonitor):
                 {*request.dependencies, *(u for deps in request.propertyDependencies.values() for u in deps.urns)}
             ),
             aliases=tuple(alias.spec.name or alias.urn for alias in request.aliases),
+            replace_on_changes=tuple(request.replaceOnChanges),
+            property_dependencies={k: tuple(v.urns) for k, v in request.propertyDependencies.items()},
         )
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         self.urns.append(str(response.urn))
+        self.urn_of[(request.type, request.name)] = str(response.urn)
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
@@ -157,8 +164,11 @@ def new_run(preview: bool) -> ProgramRun:
     return ProgramRun(preview=preview, mocks=mocks, monitor=RecordingMonitor(mocks))
 
 
+Program = Path | Callable[[], object]  # a program file, or a function that is the program
+
+
 def _run_in_this_thread(
-    run: ProgramRun, program: Path, config: Mapping[str, str], project: str, stack: str, collect: Collect | None
+    run: ProgramRun, program: Program, config: Mapping[str, str], project: str, stack: str, collect: Collect | None
 ) -> None:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -167,7 +177,10 @@ def _run_in_this_thread(
         pulumi.runtime.set_mocks(run.mocks, project=project, stack=stack, preview=run.preview, monitor=run.monitor)
 
         def body() -> None:
-            run.namespace.update(runpy.run_path(str(program), run_name="__main__"))
+            if isinstance(program, Path):
+                run.namespace.update(runpy.run_path(str(program), run_name="__main__"))
+            else:
+                run.namespace["program"] = program()
 
         try:
             loop.run_until_complete(run_pulumi_func(body))
@@ -206,7 +219,7 @@ async def _collect(run: ProgramRun, collect: Collect | None) -> None:
 
 def execute(
     run: ProgramRun,
-    program: Path,
+    program: Program,
     config: Mapping[str, str],
     *,
     project: str,
@@ -214,7 +227,8 @@ def execute(
     collect: Collect | None = None,
     timeout: float = RUN_TIMEOUT_S,
 ) -> ProgramRun:
-    """Run the program file with this config (`{"project:key": "json or text"}`) into `run`. A RunError (an invalid
+    """Run the program (a file, or a function: its result is `run.namespace["program"]`) with this config
+    (`{"project:key": "json or text"}`) into `run`. A RunError (an invalid
     config, say) is returned in `run.error`; anything else raises. `collect` resolves more outputs in the run's loop."""
     failure: list[BaseException] = []
 

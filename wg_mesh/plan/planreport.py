@@ -1,0 +1,206 @@
+"""`wg-mesh plan`'s report, as data (the `--json` form) and as text: per site what `pulumi up` creates and what
+replaces it, and with `--before` what a config change creates, deletes, replaces or updates and what traffic sees.
+
+Pure: given the resources of runs under mocks (wg_mesh.plan.preview.Resource) and the configs. Values are never
+printed, only input names; a secret input is named as secret."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from wg_mesh.config import MeshConfig, StaticSite
+from wg_mesh.plan.preview import GATEWAY_TYPES, Change, Diff, Resource, replaces, short_type, site_of
+
+MESH_WIDE = "(mesh-wide)"
+REPLACEMENTS = "docs/concepts/replacements.md"
+LIVE_STORES = (
+    "aws:secretsmanager/secretVersion:SecretVersion",
+    "aws:ssm/parameter:Parameter",
+    "gcp:secretmanager/secretVersion:SecretVersion",
+)
+ROUTES = ("aws:ec2/route:Route", "gcp:compute/route:Route")
+DOWN = "deleted before its replacement: the site is down meanwhile"
+GAP = "deleted before its replacement: traffic through it stops meanwhile"
+
+
+def _site(resource: Resource, names: Sequence[str]) -> str:
+    return site_of(resource.name, names) or MESH_WIDE
+
+
+def _entry(resource: Resource, names: Sequence[str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "type": resource.type,
+        "short_type": short_type(resource.type),
+        "name": resource.name,
+        "site": site_of(resource.name, names),
+        "replaced_by": [{"input": k, "by": who} for k, who in replaces(resource)],
+        "delete_before_replace": resource.delete_before_replace,
+        "protect": resource.protect,
+        "secret_inputs": sorted(resource.secret),
+    }
+    return entry
+
+
+def _groups(cfg: MeshConfig, site: str | None) -> list[str]:
+    names = [s.name for s in cfg.sites]
+    return [site] if site is not None else [*names, MESH_WIDE]
+
+
+def listing(cfg: MeshConfig, resources: Sequence[Resource], site: str | None = None) -> dict[str, Any]:
+    """Per site (and mesh-wide), every resource `pulumi up` creates and what replaces it."""
+    names = [s.name for s in cfg.sites]
+    listed = [r for r in resources if r.listed]
+    groups = []
+    for group in _groups(cfg, site):
+        members = [_entry(r, names) for r in listed if _site(r, names) == group]
+        cloud = cfg.site(group).cloud if group in names else None
+        groups.append({"site": None if group == MESH_WIDE else group, "cloud": cloud, "resources": members})
+    return {"delivery": cfg.delivery, "count": sum(len(g["resources"]) for g in groups), "sites": groups}
+
+
+def _flags(entry: Mapping[str, Any]) -> list[str]:
+    flags = []
+    if entry["replaced_by"]:
+        by = ", ".join(r["input"] + ("" if r["by"] == "provider" else f" ({r['by']})") for r in entry["replaced_by"])
+        flags.append(f"replaced on a change of: {by}")
+    if entry["delete_before_replace"]:
+        flags.append(DOWN if entry["type"] in GATEWAY_TYPES else GAP)
+    if entry["protect"]:
+        flags.append("protected (pulumi up refuses to delete it)")
+    if entry["secret_inputs"]:
+        flags.append(f"secret: {', '.join(entry['secret_inputs'])} (never printed)")
+    return flags
+
+
+def listing_text(data: Mapping[str, Any], label: str) -> str:
+    lines = [f"wg-mesh plan: {label}, delivery {data['delivery']}: {data['count']} resources pulumi up creates",
+             "(the program run under mocks: no cloud, no Pulumi CLI; replacement inputs: the program's "
+             "replace_on_changes, user_data_replace_on_change, the provider's force-new inputs)"]  # fmt: skip
+    for group in data["sites"]:
+        title = f"site {group['site']} ({group['cloud']})" if group["site"] else "mesh-wide"
+        lines += ["", f"{title}: {len(group['resources'])} resources"]
+        if not group["resources"] and group["site"]:
+            lines.append("  nothing in any cloud (its config is in the stack outputs)")
+        for entry in group["resources"]:
+            lines.append(f"  {entry['short_type']:<28} {entry['name']}")
+            lines += [f"      {flag}" for flag in _flags(entry)]
+    return "\n".join(lines) + "\n"
+
+
+# --- a change -----------------------------------------------------------------------------
+
+
+def _change(change: Change, names: Sequence[str]) -> dict[str, Any]:
+    r = change.resource
+    return {
+        "type": r.type,
+        "short_type": short_type(r.type),
+        "name": r.name,
+        "site": site_of(r.name, names),
+        "inputs": list(change.inputs),
+        "unknown": dict(change.unknown),
+        "forced_by": dict(change.forced_by),
+        "order": change.order,
+        "secret_inputs": sorted(set(change.inputs) & r.secret),
+    }
+
+
+def _plain(r: Resource, names: Sequence[str]) -> dict[str, Any]:
+    return {"type": r.type, "short_type": short_type(r.type), "name": r.name, "site": site_of(r.name, names)}
+
+
+def _traffic(
+    name: str, entries: Mapping[str, list[dict[str, Any]]], before: MeshConfig, after: MeshConfig,
+    outputs: tuple[Mapping[str, Mapping[str, str]], Mapping[str, Mapping[str, str]]],
+) -> list[str]:  # fmt: skip
+    """What traffic of one site sees, in words."""
+    olds, news = {s.name for s in before.sites}, {s.name for s in after.sites}
+    if name not in olds:
+        return ["a new site: everything is created; the other sites learn it as a peer (below for each)"]
+    if name not in news:
+        return ["removed: its resources are deleted; the other sites drop it as a peer"]
+    said = []
+    mine = {kind: [e for e in entries[kind] if e["site"] == name] for kind in entries}
+    for e in mine["replaced"]:
+        if e["type"] in GATEWAY_TYPES:
+            if e["order"] == "delete-before-create":
+                said.append(f"gateway {e['name']} replaced, delete-before-create: the site is down while the new "
+                            f"one boots ({REPLACEMENTS})")  # fmt: skip
+            else:
+                said.append(f"gateway {e['name']} replaced, create-before-delete through the readiness gate: the "
+                            "replacement gap while the address and routes move, peers re-handshake "
+                            f"({REPLACEMENTS})")  # fmt: skip
+    routes = [e for e in mine["replaced"] if e["type"] in ROUTES]
+    if routes:
+        said.append(f"{len(routes)} route(s) re-created ({routes[0]['order']})")
+    moved = [e for e in mine["updated"] if e["type"] in ROUTES]
+    if moved:
+        said.append(f"{len(moved)} route(s) re-pointed in place")
+    stores = [e for e in mine["updated"] if e["type"] in LIVE_STORES]
+    stores += [e for e in mine["updated"] if e["type"] in GATEWAY_TYPES and "metadata" in e["inputs"]]
+    if stores:
+        said.append(f"live document or key updated in place ({', '.join(e['name'] for e in stores)}): no restart, "
+                    "the agent applies it")  # fmt: skip
+    site = after.site(name)
+    if isinstance(site, StaticSite):
+        old, new = outputs[0].get(name, {}), outputs[1].get(name, {})
+        if after.delivery == "live" and old.get("document") != new.get("document"):
+            said.append("its live document changed: copy the new static_site_documents entry (the agent applies it, "
+                        "no restart)")  # fmt: skip
+        elif after.delivery != "live" and old.get("wg0.conf") != new.get("wg0.conf"):
+            said.append("its wg0.conf changed: re-apply wg0.conf (static_site_cloud_init): a restart of the tunnel")
+    return said or ["nothing changes for its traffic"]
+
+
+def change_report(
+    before: MeshConfig, after: MeshConfig, found: Diff,
+    outputs: tuple[Mapping[str, Mapping[str, str]], Mapping[str, Mapping[str, str]]], site: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The diff as data: created, deleted, replaced (which inputs, by whom, in which order), updated, unchanged,
+    and per site what traffic sees. `outputs`: per static site the digests of its wg0.conf and document."""
+    names = sorted({s.name for s in before.sites} | {s.name for s in after.sites})
+
+    def keep(entry: dict[str, Any]) -> bool:
+        return site is None or entry["site"] == site
+
+    entries = {
+        "created": [e for e in (_plain(r, names) for r in found.created) if keep(e)],
+        "deleted": [e for e in (_plain(r, names) for r in found.deleted) if keep(e)],
+        "replaced": [e for e in (_change(c, names) for c in found.replaced) if keep(e)],
+        "updated": [e for e in (_change(c, names) for c in found.updated) if keep(e)],
+    }
+    shown = [site] if site is not None else names
+    traffic = {name: _traffic(name, entries, before, after, outputs) for name in shown}
+    return {**entries, "unchanged": found.unchanged, "traffic": traffic}
+
+
+def _why(e: Mapping[str, Any]) -> str:
+    parts = []
+    for k in e["inputs"]:
+        text = k + (" (secret)" if k in e["secret_inputs"] else "")
+        if k in e["unknown"]:
+            text += f" (unknown until up: computed from {e['unknown'][k]})"
+        if k in e["forced_by"]:
+            text += " [forces replacement" + ("" if e["forced_by"][k] == "provider" else f": {e['forced_by'][k]}") + "]"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def change_text(data: Mapping[str, Any], label: str) -> str:
+    lines = [f"wg-mesh plan --before: {label}", "(both configs run under mocks; secret inputs compared by digest, "
+             "never printed; a value computed from a new or replaced resource is unknown until up)"]  # fmt: skip
+    for kind in ("created", "deleted"):
+        lines += ["", f"{kind}: {len(data[kind])}"]
+        lines += [f"  {e['short_type']:<28} {e['name']}" for e in data[kind]]
+    lines += ["", f"replaced: {len(data['replaced'])}"]
+    for e in data["replaced"]:
+        lines += [f"  {e['short_type']:<28} {e['name']}  ({e['order']})", f"      {_why(e)}"]
+    lines += ["", f"updated in place: {len(data['updated'])}"]
+    for e in data["updated"]:
+        lines += [f"  {e['short_type']:<28} {e['name']}", f"      {_why(e)}"]
+    lines += ["", f"unchanged: {data['unchanged']}", "", "what traffic sees:"]
+    for name, said in data["traffic"].items():
+        lines.append(f"  {name}:")
+        lines += [f"    - {line}" for line in said]
+    return "\n".join(lines) + "\n"
