@@ -35,6 +35,7 @@ class Planned:
     cfg: MeshConfig
     resources: list[preview.Resource]
     outputs: dict[str, dict[str, str]]  # static site -> {"wg0.conf": digest, "document": digest}
+    run: ProgramRun  # the run itself (the tests read its secrets, to show that none is printed)
 
 
 def digest(value: Any) -> str:
@@ -52,10 +53,16 @@ def _unknown(value: Any) -> bool:
     return False
 
 
+def _hidden(value: Any) -> Any:
+    """A secret input as digests: a map's values each (a replace_on_changes path names one: `metadata["user-data"]`),
+    anything else whole."""
+    return {k: digest(v) for k, v in value.items()} if isinstance(value, dict) else digest(value)
+
+
 def resource(recorded: Recorded, run: ProgramRun) -> preview.Resource:
     """One recorded registration as the report's Resource: secret inputs as digests, unknown inputs named."""
     options = run.options(recorded.type, recorded.name)
-    inputs = {k: digest(v) if k in recorded.secret_inputs else v for k, v in recorded.inputs.items()}
+    inputs = {k: _hidden(v) if k in recorded.secret_inputs else v for k, v in recorded.inputs.items()}
     return preview.Resource(
         type=recorded.type,
         name=recorded.name,
@@ -92,7 +99,7 @@ def plan_file(path: Path, *, project: str, stack: str, label: str = "") -> Plann
             project=project, stack=stack)  # fmt: skip
     if run.error is not None:
         raise ConfigError([f"{label}{line}" for line in str(run.error).splitlines() if line.strip()])
-    return Planned(cfg, [resource(r, run) for r in run.resources], _static_outputs(cfg, run))
+    return Planned(cfg, [resource(r, run) for r in run.resources], _static_outputs(cfg, run), run)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

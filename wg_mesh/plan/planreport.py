@@ -137,7 +137,7 @@ def _traffic(
     moved = [e for e in mine["updated"] if e["type"] in ROUTES]
     if moved:
         said.append(f"{len(moved)} route(s) re-pointed in place")
-    stores = [e for e in mine["updated"] if e["type"] in LIVE_STORES]
+    stores = [e for e in mine["updated"] + mine["replaced"] if e["type"] in LIVE_STORES]  # a new version: the same
     stores += [e for e in mine["updated"] if e["type"] in GATEWAY_TYPES and "metadata" in e["inputs"]]
     if stores:
         said.append(f"live document or key updated in place ({', '.join(e['name'] for e in stores)}): no restart, "

@@ -6,7 +6,9 @@ acts on). `replaces(resource)` names the inputs whose change makes a new resourc
 `diff(before, after)` compares two runs by (type, name), as Pulumi's engine compares a program with its state: an
 input computed from a resource that is created or replaced is unknown until then (Pulumi's preview shows it as
 such), so it counts as changed, and if it forces a new resource, that one is replaced as well (a gateway's gate,
-its address association, GCP's routes). Never "unchanged" for a value that is unknown.
+its address association, GCP's routes). Never "unchanged" for a value that is unknown. Pulumi records what an input
+came from per top-level input: for a `replace_on_changes` path inside one (`metadata["user-data"]`), the part's own
+value in the two runs is compared (the mocks' stand-ins are deterministic), not the whole input's provenance.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def _forces(resource: Resource, before: Resource, name: str, unknown: bool) -> s
     for path in resource.replace_on_changes:
         if _top(path) != name:
             continue
-        if unknown or _sub(before.inputs.get(name), path) != _sub(resource.inputs.get(name), path):
+        part = '["' in path  # a part of the input (`metadata["user-data"]`): that part's own value is compared
+        if (unknown and not part) or _sub(before.inputs.get(name), path) != _sub(resource.inputs.get(name), path):
             return "program"
     if name in USER_DATA and resource.inputs.get("userDataReplaceOnChange"):
         return "user data"

@@ -1,0 +1,54 @@
+"""wg_mesh/plan/forcenew.py covers every resource type the program can create: each of the repository's stacks and
+the examples', in both deliveries (HA and private-path stacks included), so that a new type cannot silently read as
+"updated in place" in `wg-mesh plan`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_program, with_delivery
+from tests.stacks import STACK_FILES, example_stack_files
+from wg_mesh.plan import forcenew
+from wg_mesh.tools.stackfile import read_raw
+
+STACKS = [*STACK_FILES, *example_stack_files()]
+
+
+@pytest.fixture(scope="module")
+def types() -> dict[str, set[str]]:
+    """Resource type -> the stacks (and deliveries) that create it."""
+    found: dict[str, set[str]] = {}
+    for path in STACKS:
+        raw = read_raw(path)
+        for delivery in ("live", "user-data"):
+            run = run_program(with_delivery(raw, delivery), preview=True)
+            if run.error is not None:  # private paths need live delivery: the model refuses the other
+                assert delivery == "user-data" and "private_paths" in str(run.error), run.error
+                continue
+            for resource in run.resources:
+                found.setdefault(resource.type, set()).add(f"{Path(path).name} ({delivery})")
+    return found
+
+
+def test_every_type_the_program_creates_has_its_force_new_inputs(types: dict[str, set[str]]) -> None:
+    missing = {t: sorted(where) for t, where in types.items() if not forcenew.covered(t)}
+    assert not missing, f"add these to wg_mesh/plan/forcenew.py, from the provider's schema: {missing}"
+    assert "aws:ec2/instance:Instance" in types and "gcp:compute/forwardingRule:ForwardingRule" in types  # HA too
+
+
+def test_the_table_names_only_types_the_program_creates(types: dict[str, set[str]]) -> None:
+    assert not set(forcenew.TABLE) - set(types), "a type no stack creates: remove it, or add the stack that does"
+
+
+def test_a_type_missing_from_the_table_is_an_error_not_nothing() -> None:
+    with pytest.raises(KeyError):
+        forcenew.force_new("aws:ec2/natGateway:NatGateway")
+    assert forcenew.force_new("wg-mesh:aws:Gateway") == frozenset()
+
+
+def test_every_entry_names_its_source() -> None:
+    for typ, entry in forcenew.TABLE.items():
+        assert entry.source and entry.path, typ
+        assert "@" in entry.source or not entry.read, f"{typ}: an entry read from a file names the commit"
