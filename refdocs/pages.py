@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from refdocs import api_page, cli_page, config_page, iam_page, md, metrics_page
+from refdocs import api_page, cli_page, config_page, iam_page, md, metrics_page, resources_page
 
 REPO = Path(__file__).resolve().parent.parent
 DIRECTORY = "docs/reference"
@@ -18,6 +18,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "python-api.md": api_page.render,
     "metrics.md": metrics_page.render,
     "iam.md": iam_page.render,
+    "resources.md": resources_page.render,
 }
 
 
