@@ -6,7 +6,7 @@ printed, only input names; a secret input is named as secret."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from wg_mesh.config import MeshConfig, StaticSite
@@ -51,9 +51,11 @@ def listing(cfg: MeshConfig, resources: Sequence[Resource], site: str | None = N
     """Per site (and mesh-wide), every resource `pulumi up` creates and what replaces it."""
     names = [s.name for s in cfg.sites]
     listed = [r for r in resources if r.listed]
-    groups = []
+    groups: list[dict[str, Any]] = []
     for group in _groups(cfg, site):
-        members = [_entry(r, names) for r in listed if _site(r, names) == group]
+        members = sorted(
+            (_entry(r, names) for r in listed if _site(r, names) == group), key=lambda e: (e["short_type"], e["name"])
+        )
         cloud = cfg.site(group).cloud if group in names else None
         groups.append({"site": None if group == MESH_WIDE else group, "cloud": cloud, "resources": members})
     return {"delivery": cfg.delivery, "count": sum(len(g["resources"]) for g in groups), "sites": groups}
@@ -161,14 +163,15 @@ def change_report(
     and per site what traffic sees. `outputs`: per static site the digests of its wg0.conf and document."""
     names = sorted({s.name for s in before.sites} | {s.name for s in after.sites})
 
-    def keep(entry: dict[str, Any]) -> bool:
-        return site is None or entry["site"] == site
+    def kept(found: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        chosen = [e for e in found if site is None or e["site"] == site]
+        return sorted(chosen, key=lambda e: (e["site"] or "", e["short_type"], e["name"]))
 
     entries = {
-        "created": [e for e in (_plain(r, names) for r in found.created) if keep(e)],
-        "deleted": [e for e in (_plain(r, names) for r in found.deleted) if keep(e)],
-        "replaced": [e for e in (_change(c, names) for c in found.replaced) if keep(e)],
-        "updated": [e for e in (_change(c, names) for c in found.updated) if keep(e)],
+        "created": kept(_plain(r, names) for r in found.created),
+        "deleted": kept(_plain(r, names) for r in found.deleted),
+        "replaced": kept(_change(c, names) for c in found.replaced),
+        "updated": kept(_change(c, names) for c in found.updated),
     }
     shown = [site] if site is not None else names
     traffic = {name: _traffic(name, entries, before, after, outputs) for name in shown}
