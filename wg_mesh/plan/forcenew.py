@@ -12,9 +12,10 @@ time (e.g. terraform-provider-google's network-IP checks) is not here.
 
 Sources (SOURCES): terraform-provider-google at the commit below (the 8.0.0 major merged; pulumi-gcp 10.x wraps
 terraform-provider-google-beta 8.x, generated from the same magic-modules), read with a parser of the schema files;
-terraform-provider-aws's ec2/ec2_instance.go at the commit below (pulumi-aws 7.x wraps terraform-provider-aws 6.x;
-the stored version read is older, the listed fields have not changed since); the other AWS types from the same
-provider's files named below, by their schema's ForceNew fields (not re-read for this table: marked `read=False`).
+terraform-provider-aws's ec2/ec2_instance.go, ec2/vpc_route.go and secretsmanager/secret_version.go at the commits
+named (pulumi-aws 7.x wraps terraform-provider-aws 6.x; the stored versions read are older 5.x ones); the other AWS
+types from the same provider's files named below, by their schema's ForceNew fields (not re-read for this table:
+marked `read=False`), as are random's and command's.
 A type the program creates that is missing here fails tests/test_plan_forcenew.py.
 """
 
@@ -65,8 +66,9 @@ TABLE: dict[str, ForceNew] = {
         _A + "ec2/ec2_eip_association.go", read=False, note="no Update: every input forces a new association"),
     "aws:ec2/internetGateway:InternetGateway": _fn("", AWS_V6, _A + "ec2/vpc_internet_gateway.go", read=False),
     "aws:ec2/route:Route": _fn(
-        "destinationCidrBlock destinationIpv6CidrBlock destinationPrefixListId routeTableId", AWS_V6,
-        _A + "ec2/vpc_route.go", read=False, note="a new target (networkInterfaceId) is a ReplaceRoute in place"),
+        "destinationCidrBlock destinationIpv6CidrBlock destinationPrefixListId routeTableId",
+        "hashicorp/terraform-provider-aws@0128541e0711766f28540143a9d73738aced60aa", _A + "ec2/vpc_route.go",
+        note="a new target (networkInterfaceId) is a ReplaceRoute in place"),
     "aws:ec2/routeTable:RouteTable": _fn("vpcId", AWS_V6, _A + "ec2/vpc_route_table.go", read=False),
     "aws:ec2/routeTableAssociation:RouteTableAssociation": _fn(
         "gatewayId subnetId", AWS_V6, _A + "ec2/vpc_route_table_association.go", read=False),
@@ -87,7 +89,9 @@ TABLE: dict[str, ForceNew] = {
     "aws:secretsmanager/secret:Secret": _fn(
         "name namePrefix", AWS_V6, _A + "secretsmanager/secret.go", read=False),
     "aws:secretsmanager/secretVersion:SecretVersion": _fn(
-        "secretBinary secretId secretString", AWS_V6, _A + "secretsmanager/secret_version.go", read=False),
+        "secretBinary secretId secretString",
+        "hashicorp/terraform-provider-aws@3007dfc3b5ae1a899b9f3c256ed125632f9b4df5",
+        _A + "secretsmanager/secret_version.go", note="a new value is a new version (AWSCURRENT moves to it)"),
     "aws:ssm/parameter:Parameter": _fn("dataType name", AWS_V6, _A + "ssm/parameter.go", read=False),
     "aws:dynamodb/table:Table": _fn(
         "hashKey name rangeKey", AWS_V6, _A + "dynamodb/table.go", read=False),
