@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_program
+from tests.conftest import REPO, run_program, with_delivery
 from wg_mesh.cli import main, plancmd
 from wg_mesh.cli.plancmd import Planned
 from wg_mesh.plan import planreport, preview
@@ -25,7 +25,7 @@ DEV = REPO / "Pulumi.dev.yaml"
 UNDERLAY = REPO / "examples/underlay/Pulumi.underlay.yaml"
 NEW_SITE = {"name": "vps-new", "cloud": "static", "endpoint": "203.0.113.50", "overlay_ip": "10.200.0.9",
             "cidrs": ["10.60.0.0/24"]}  # fmt: skip
-PRINTED: list[str] = []  # every text and JSON this module renders: no secret may appear in any
+PRINTED: list[str] = []  # every text and JSON this module renders (in this process): no secret may appear in any
 
 
 def _write(tmp: Path, name: str, raw: Any) -> Path:
@@ -172,8 +172,25 @@ def test_a_private_path_gateway_is_replaced_delete_before_create(runs: Runs) -> 
     assert any("the site is down while the new one boots" in s for s in data["traffic"]["aws-use1"])
 
 
-def test_no_secret_is_in_any_plan_output(runs: Runs) -> None:
-    assert len(PRINTED) >= 10, "run after the module's other tests (pytest keeps the file's order)"
+def test_a_static_site_is_told_to_re_apply_its_wg0_conf_in_user_data_and_its_document_in_live(runs: Runs) -> None:
+    raw = read_raw(REPO / "Pulumi.prod.yaml")
+    for delivery, said in (("user-data", "re-apply wg0.conf"), ("live", "copy the new static_site_documents")):
+        base = with_delivery(raw, delivery)
+        grown = _edit(base, lambda r: r["sites"].append(NEW_SITE))
+        data = runs.diff(runs.get(f"prod-{delivery}", base), runs.get(f"prod-{delivery}-grown", grown))
+        assert any(said in s for s in data["traffic"]["vps-fra"]), data["traffic"]["vps-fra"]
+
+
+def test_no_secret_is_in_any_plan_output(runs: Runs, dev_raw: Any) -> None:
+    """Every listing and diff of this module (re-made here if this test runs alone or on another xdist worker)."""
+    dev = runs.get("dev", dev_raw)
+    listing = planreport.listing(dev.cfg, dev.resources)
+    PRINTED.extend([json.dumps(listing), planreport.listing_text(listing, "dev")])
+    live = {**dev_raw, "delivery": "live"}
+    grown = _edit(dev_raw, lambda raw: raw["sites"].append(NEW_SITE))
+    live_grown = _edit(live, lambda raw: raw["sites"].append(NEW_SITE))
+    runs.diff(dev, runs.get("grown", grown))  # the names the other tests use: a run is made once per process
+    runs.diff(runs.get("live", live), runs.get("live-grown", live_grown))
     hidden: set[str] = set()
     for planned in runs.cache.values():
         for resource in planned.run.resources:
