@@ -9,6 +9,7 @@ persistent_keepalive 10 (short, so the roam is quick). Wall time here: about 30 
 from __future__ import annotations
 
 import copy
+from ipaddress import IPv4Address
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from tests.stacks import REPO
 from tests.test_lab import QUICK, assert_gone, needs_lab, no_lab_left_behind, one_reaper_at_a_time  # noqa: F401 (a fixture)
 from wg_mesh.config import parse_mesh
 from wg_mesh.lab.checks import dynamiccheck
+from wg_mesh.lab.fabric.plan import LAB_PUBLIC_RANGE, LabFaults, plan_lab
 from wg_mesh.lab.run import run_lab
 from wg_mesh.tools.stackfile import read_raw
 
@@ -58,3 +60,11 @@ def test_a_dynamic_site_is_learnt_by_its_peers_and_followed_when_it_roams(delive
     print(f"\n{delivery}: roam outage {roam['outage_ms']} ms, every peer learnt the new address within "
           f"{roam['all_learnt_s']} s (persistent_keepalive {KEEPALIVE} s)")  # fmt: skip
     assert_gone(report.plan.prefix)
+
+
+def test_the_lab_plan_marks_the_dynamic_site_and_its_roam_takes_a_free_address() -> None:
+    plan = plan_lab(parse_mesh(edge_raw("user-data")), "wgl0b0b", LabFaults())
+    assert [s.name for s in plan.sites if s.dynamic] == ["office"]
+    roamed = {dynamiccheck.roamed_address(s) for s in plan.sites}
+    assert len(roamed) == len(plan.sites) and not roamed & {str(s.public_ip) for s in plan.sites}
+    assert all(IPv4Address(a) in LAB_PUBLIC_RANGE for a in roamed)
