@@ -2,7 +2,8 @@
 for a cloud site, a new network or an existing one's ids; a malformed answer is said and asked again).
 
 Each site is NAME:CLOUD:WHERE[:CIDR[,CIDR...]] where WHERE is an AWS region, a GCP zone (or region: its zone `-a`),
-or a static site's public IPv4 address; `--set [SITE.]KEY=VALUE` gives any other key (an existing network's ids,
+or a static site's public IPv4 address (`dynamic` for one with no fixed address: `office:static:dynamic:10.50.0.0/24`);
+`--set [SITE.]KEY=VALUE` gives any other key (an existing network's ids,
 an instance type, delivery). Overlay addresses are given in order from --overlay-cidr. The text is
 validated exactly as `wg-mesh validate` reads a file before it is written; an existing file is never overwritten.
 """
@@ -130,7 +131,7 @@ def ask_site(read: Callable[[str], str], number: int) -> tuple[str, list[str]] |
 def ask(read: Callable[[str], str], gcp_project: str | None) -> tuple[list[str], str | None, list[str]]:
     """The sites, asked one at a time (an empty answer ends the list), each cloud site's network (new, or an
     existing one's ids), and the GCP project if a GCP site needs it."""
-    print(f"Sites, one a line as {SPEC}; WHERE is an AWS region, a GCP zone or a static site's public IPv4.")
+    print(f"Sites, one a line as {SPEC}; WHERE is an AWS region, a GCP zone, a static site's public IPv4 or dynamic.")
     specs: list[str] = []
     sets: list[str] = []
     while (answer := ask_site(read, len(specs) + 1)) is not None:

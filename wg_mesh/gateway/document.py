@@ -185,11 +185,14 @@ def _peer(raw: object, i: int, interface_mtu: int) -> Peer:
     mtu = None if peer.get("mtu") is None else _int(peer["mtu"], MIN_MTU, MAX_MTU, f"{what}.mtu")
     _need(mtu is None or mtu <= interface_mtu, f"interface.peers: the MTU of {peer['name']} is above the interface's")
     key_at = peer.get("key_at")
+    # null: a dynamic peer (issue 24): the key must be there (a missing one is refused), and it cannot fall back
+    dynamic = peer["endpoint"] is None
+    _need(not dynamic or peer.get("fallback_endpoint") is None, f"{what}: a dynamic peer with a fallback_endpoint")
     return Peer(
         name=peer["name"],
         public_key=peer["public_key"],
         allowed_ips=tuple(_network(a, f"{what}.allowed_ips") for a in allowed),
-        endpoint=_endpoint(peer["endpoint"], f"{what}.endpoint"),
+        endpoint=None if dynamic else _endpoint(peer["endpoint"], f"{what}.endpoint"),
         persistent_keepalive=_int(peer["persistent_keepalive"], 0, 65535, f"{what}.persistent_keepalive"),
         mtu=mtu,
         fallback_endpoint=None

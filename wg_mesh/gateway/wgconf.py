@@ -17,7 +17,9 @@ class Peer:
     name: str
     public_key: str
     allowed_ips: tuple[str, ...]
-    endpoint: str
+    # HOST:PORT; None: a dynamic peer (issue 24, `endpoint: dynamic`): no Endpoint is ever set for it, WireGuard learns
+    # its address from its authenticated packets and follows it when it roams.
+    endpoint: str | None
     persistent_keepalive: int
     # The tunnel MTU towards this peer when it is below the interface's (docs/underlay.md section 5: a gateway with a
     # jumbo private-path peer has wg0 at that path's MTU; its internet peers' routes carry their own). None: wg0's.
@@ -91,7 +93,7 @@ def endpoint_routes(plan: InterfacePlan) -> list[str]:
     own site's CIDRs): without a host route through the NIC's router, wg-quick's route for those AllowedIPs would
     send the encrypted UDP into wg0 itself (docs/underlay.md section 3). As /32 prefixes."""
     allowed = [ipaddress.ip_network(a, strict=False) for p in plan.peers for a in p.allowed_ips]
-    hosts = (ipaddress.ip_address(p.endpoint.rpartition(":")[0]) for p in plan.peers)
+    hosts = (ipaddress.ip_address(p.endpoint.rpartition(":")[0]) for p in plan.peers if p.endpoint is not None)
     return sorted({f"{h}/32" for h in hosts if any(h in n for n in allowed)}, key=ipaddress.ip_network)
 
 
@@ -203,7 +205,8 @@ ROLES = ("active", "standby")
 def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -> str:
     """The wg-quick(8) configuration of one site. `role` (HA sites, docs/ha.md section 3): a `standby` gateway's
     peers have no Endpoint and no PersistentKeepalive, so it never sends a handshake or keepalive and cannot make a
-    remote peer roam to it; `active` is the normal configuration (a single gateway is always active)."""
+    remote peer roam to it; `active` is the normal configuration (a single gateway is always active). A dynamic peer
+    (endpoint None) has no Endpoint line in either role: WireGuard learns its address from its packets."""
     if role not in ROLES:
         raise ValueError(f"role: {role!r} is not active or standby")
     rules = forwarding_rules(plan)
@@ -231,7 +234,8 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
             f"AllowedIPs = {', '.join(peer.allowed_ips)}",
         ]
         if role == "active":
-            lines += [f"Endpoint = {peer.endpoint}", f"PersistentKeepalive = {peer.persistent_keepalive}"]
+            lines += [f"Endpoint = {peer.endpoint}"] if peer.endpoint is not None else []
+            lines += [f"PersistentKeepalive = {peer.persistent_keepalive}"]
     return "\n".join(lines) + "\n"
 
 

@@ -101,7 +101,8 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, link_mtu: int 
     for peer in peers:
         site = conf.name_of(peer.public_key) if conf is not None else None
         name = site or f"peer {peer.public_key[:8]}…"
-        checks.append(check_handshake(peer, name, site, now))
+        dynamic = conf is not None and any(p.public_key == peer.public_key and p.endpoint is None for p in conf.peers)
+        checks.append(check_handshake(peer, name, site, now, dynamic))
         if checks[-1].status == OK and conf is not None:
             tunnels += [p for p in conf.peers if p.public_key == peer.public_key]
         if routes is None:

@@ -33,6 +33,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
 from wg_mesh.config import MeshConfig, StaticSite
+from wg_mesh.config.reach import is_dynamic
 from wg_mesh.config.sites import INTERNET_MTU
 from wg_mesh.lab.fabric.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
 from wg_mesh.plan import live, render, signing, topology, userdata, wgkey
@@ -116,6 +117,7 @@ class SitePlan:
     gateways: int = 1  # 2: an HA site (haplan.py): gateway_ns is gateway a's, standby_ns gateway b's
     standby_ns: str | None = None
     spare_ns: str | None = None  # HA site: a third instance's place (the drill's replacement beside the old)
+    dynamic: bool = False  # `endpoint: dynamic` (issue 24): its peers have no Endpoint for it and learn public_ip
 
     @property
     def is_cloud(self) -> bool:
@@ -259,6 +261,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
             nic_mtu, real = site.underlay_mtu, "external IP"
         else:
             nic_mtu, real = max(STATIC_LAN_MTU, site.underlay_mtu), f"endpoint {site.endpoint}"
+            real = "a dynamic address (its peers learn it)" if is_dynamic(site) else real
         sites.append(
             SitePlan(
                 index=i,
@@ -283,6 +286,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
                 gateways=2 if ha else 1,
                 standby_ns=f"{prefix}-gw-{site.name}-b" if ha else None,
                 spare_ns=f"{prefix}-gw-{site.name}-c" if ha else None,
+                dynamic=is_dynamic(site),
             )
         )
     links, link_problems = plan_private_links(cfg, sites)
