@@ -20,7 +20,7 @@ from wg_mesh.config.quotas import aws_routes_per_table
 from wg_mesh.gateway import hostplan
 from wg_mesh.gateway.document import DocumentError, decode, encode_body
 from wg_mesh.gateway.trust import parse_trust
-from wg_mesh.lab.fabric.plan import LabPlanError, plan_lab
+from wg_mesh.lab.fabric.plan import plan_lab
 from wg_mesh.plan import live, render, topology, userdata
 from wg_mesh.plan.validate import load_mesh
 
@@ -78,9 +78,13 @@ def test_the_agent_trusts_a_site_with_no_ranges_of_its_own() -> None:
     assert parse_trust(trust).cidrs == ()
 
 
-def test_the_lab_refuses_it_by_name() -> None:
-    with pytest.raises(LabPlanError, match=r"sites\[2\]: vps-fra is a single host \(no cidrs\)"):
-        plan_lab(single_host(), "wgl0c0c")
+def test_the_lab_lays_it_out_as_a_host_with_no_lan() -> None:
+    plan = plan_lab(single_host(), "wgl0c0c")
+    host = plan.site("vps-fra")
+    assert host.single_host and host.host_ns == host.gateway_ns == "wgl0c0c-gw-vps-fra"
+    assert str(host.host_ip) == "10.200.0.3/32" and host.host_routes == ()  # the checks ping its overlay address
+    assert "wgl0c0c-host-vps-fra" not in plan.namespaces and len(set(plan.namespaces)) == len(plan.namespaces)
+    assert not any(s.single_host for s in plan.sites if s is not host)
 
 
 # What makes a gateway a router, in its wg0.conf: none of it may be in a single host's.
