@@ -6,6 +6,9 @@ delivery modes (a host's: no forwarding), the agent's trust and what it applies,
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,7 @@ from wg_mesh.gateway.trust import parse_trust
 from wg_mesh.lab.fabric.plan import plan_lab
 from wg_mesh.plan import live, render, topology, userdata
 from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools import monitoring
 
 VPS = 2  # base()'s static site, vps-fra at 10.200.0.3
 
@@ -162,3 +166,28 @@ def test_a_gateways_record_reads_back_as_forwarding() -> None:
     assert hostplan.parse_managed(host.to_json()) == host
     with pytest.raises(ValueError, match="forward: 'no' is not true or false"):
         hostplan.parse_managed(gateway.to_json().replace("{", '{"forward": "no", ', 1))
+
+
+def test_the_forwarding_alert_leaves_a_single_host_alone(tmp_path: Path) -> None:
+    """Its ip_forward 0 is as it should be: the rules record the sites that forward, and the alert fires for those."""
+    cfg = single_host()
+    records = [r for g in monitoring.rules(cfg)["groups"] for r in g["rules"] if "record" in r]
+    assert [r["labels"]["site"] for r in records if r["record"] == "site:wgmesh_forwards"] == ["aws-use1", "gcp-euw3"]
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool not installed (prometheus)")
+    (tmp_path / "rules.yml").write_text(monitoring.render_rules(cfg, "test"))
+    series = [
+        {"series": f'wgmesh_ip_forward_enabled{{job="wg-mesh",site="{site}"}}', "values": "0x10"}
+        for site in ("aws-use1", "vps-fra")
+    ]
+    (alert,) = (a for a in monitoring.alerts() if a.name == "WgMeshForwardingDisabled")
+    texts = {"summary": alert.summary, "description": alert.description}
+    firing = {
+        "exp_labels": {"severity": "critical", "job": "wg-mesh", "site": "aws-use1"},
+        "exp_annotations": {k: v.replace("{{ $labels.site }}", "aws-use1") for k, v in texts.items()},
+    }
+    check = {"eval_time": "5m", "alertname": alert.name, "exp_alerts": [firing]}  # vps-fra's 0: no alert
+    case = {"interval": "1m", "input_series": series, "alert_rule_test": [check]}
+    (tmp_path / "t.yml").write_text(yaml.safe_dump({"rule_files": ["rules.yml"], "tests": [case]}))
+    result = subprocess.run(["promtool", "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
