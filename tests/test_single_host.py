@@ -24,7 +24,7 @@ from wg_mesh.gateway import hostplan
 from wg_mesh.gateway.document import DocumentError, decode, encode_body
 from wg_mesh.gateway.trust import parse_trust
 from wg_mesh.lab.fabric.plan import plan_lab
-from wg_mesh.plan import live, render, topology, userdata
+from wg_mesh.plan import inputpolicy, live, render, topology, userdata
 from wg_mesh.plan.validate import load_mesh
 from wg_mesh.tools import monitoring
 
@@ -191,3 +191,12 @@ def test_the_forwarding_alert_leaves_a_single_host_alone(tmp_path: Path) -> None
     (tmp_path / "t.yml").write_text(yaml.safe_dump({"rule_files": ["rules.yml"], "tests": [case]}))
     result = subprocess.run(["promtool", "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_its_firewall_is_its_owners_on_wg0_too() -> None:
+    """No INPUT policy in its user data (a gateway's would drop the sites' connections to its services on wg0); a
+    static site with a LAN keeps the policy on its gateway's wg0."""
+    cfg, with_lan = single_host(), load_mesh(base())
+    for mesh, shipped in ((cfg, False), (with_lan, True)):
+        text = userdata.render_user_data(mesh, "vps-fra", rendered(mesh, "vps-fra"), directory(mesh))
+        assert (inputpolicy.RULES_PATH in text) is shipped and (inputpolicy.UNIT_NAME in text) is shipped
