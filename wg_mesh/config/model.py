@@ -157,6 +157,10 @@ class MeshConfig(Strict):
         raise KeyError(name)
 
     def masquerades(self, site: SiteBase) -> bool:
+        """Whether the site's gateway SNATs what it forwards: never for a single host (no cidrs), which forwards
+        nothing (wg_mesh.plan.topology.forwards)."""
+        if not site.cidrs:
+            return False
         return self.masquerade if site.masquerade is None else site.masquerade
 
 

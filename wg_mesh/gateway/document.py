@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
@@ -80,7 +80,8 @@ PEER_OPTIONAL = ("mtu", "fallback_endpoint", "key_at")  # only when set: a mesh 
 
 
 def _interface(plan: InterfacePlan) -> dict[str, Any]:
-    interface = {k: v for k, v in asdict(plan).items() if k != "site"}
+    # not `forward`: the agent takes it from its trust (a single host's document is a gateway's in form)
+    interface = {k: v for k, v in asdict(plan).items() if k not in ("site", "forward")}
     interface["peers"] = [
         {k: v for k, v in asdict(p).items() if k not in PEER_OPTIONAL or v is not None}
         | {"allowed_ips": list(p.allowed_ips)}
@@ -278,7 +279,9 @@ def _document(
     _need(same, f"serial {serial} is the running document's, with other content", REPLAY)
     _need(is_key(body["public_key"]), "public_key: not a WireGuard key")
     key_at = body.get("key_at")
-    plan = _plan(body["interface"], trust.site)
+    # Forwarding is the site's own configured fact (agent.json: a site without cidrs is a single host), never the
+    # document's: no signed document can turn a single host into a router.
+    plan = replace(_plan(body["interface"], trust.site), forward=trust.forwards)
     _need(bool(plan.peers), "no peers: applying it would cut the site off the mesh", NO_PEERS)
     _need(all(p.public_key != body["public_key"] for p in plan.peers), "a peer has the site's own public key")
     problem = plan_problem(plan, trust)

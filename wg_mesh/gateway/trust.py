@@ -67,6 +67,12 @@ class Trust:
     masquerade: bool = False  # whether a document may turn masquerade on (it can never turn it on otherwise)
 
     @property
+    def forwards(self) -> bool:
+        """Whether this gateway forwards: a site with no ranges of its own is a single host (wgconf's
+        InterfacePlan.forward), whatever a document says."""
+        return bool(self.cidrs)
+
+    @property
     def keyid(self) -> str:
         return keyid_of(self.signing_key)
 

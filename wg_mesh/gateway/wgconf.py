@@ -45,6 +45,10 @@ class InterfacePlan:
     # /32s allowed to send to listen_port, filtered on the host itself; empty = no host filter (cloud gateways:
     # their security group / firewall rule admits only these already).
     listen_sources: tuple[str, ...] = ()
+    # False: a single host (a static site with no networks behind it, `cidrs` empty): it forwards nothing, so its
+    # wg0.conf turns on no forwarding (no ip_forward, no FORWARD rules, no MSS clamp, no masquerade) and leaves the
+    # host's own sysctls alone. The agent takes it from agent.json's trust (its cidrs), never from a document.
+    forward: bool = True
 
     def peer_mtu(self, peer: Peer) -> int:
         """The tunnel MTU towards `peer`: its own (a route MTU on its AllowedIPs) or the interface's."""
@@ -161,12 +165,15 @@ class Rule:
         return ["iptables", "-t", self.table, verb, self.chain, *(w for w in resolved if w is not None)]
 
 
-def host_rules(mss: int, listen_port: int, listen_sources: tuple[str, ...], masquerade: bool) -> list[Rule]:
-    """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name)."""
+def host_rules(
+    mss: int, listen_port: int, listen_sources: tuple[str, ...], masquerade: bool, forward: bool = True
+) -> list[Rule]:
+    """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name). `forward` False (a single
+    host): only what guards the host itself (the link-local drop, the WireGuard port's sources), no FORWARD rule."""
     tcp_syn = ("-p", "tcp", "--tcp-flags", "SYN,RST", "SYN")
     clamp = (*tcp_syn, "-m", "tcpmss", "--mss", f"{mss + 1}:65535", "-j", "TCPMSS", "--set-mss", str(mss))
     pmtu_clamp = (*tcp_syn, "-j", "TCPMSS", "--clamp-mss-to-pmtu")
-    rules = [
+    forwarding = [
         Rule("filter", "FORWARD", ("-i", "%i", "-j", "ACCEPT"), first=True),
         Rule("filter", "FORWARD", ("-o", "%i", "-j", "ACCEPT"), first=True),
         # Both directions: a 9001-MTU AWS host offers MSS 8961 and must be told the tunnel's.
@@ -177,6 +184,9 @@ def host_rules(mss: int, listen_port: int, listen_sources: tuple[str, ...], masq
         # clamp above stays the upper bound; `-i` uses the MTU of the route back to the sender.
         Rule("mangle", "FORWARD", ("-o", "%i", *pmtu_clamp)),
         Rule("mangle", "FORWARD", ("-i", "%i", *pmtu_clamp)),
+    ]
+    rules = [
+        *(forwarding if forward else []),
         # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
         # metadata server, with the instance's credentials): dropped in raw PREROUTING, before routing, so both the
         # forwarded and the locally delivered path are covered and no filter-table rule can shadow it. The
@@ -189,14 +199,20 @@ def host_rules(mss: int, listen_port: int, listen_sources: tuple[str, ...], masq
         port = ("-p", "udp", "--dport", str(listen_port))
         rules.append(Rule("filter", "INPUT", (*port, "-j", "DROP"), first=True))
         rules += [Rule("filter", "INPUT", (*port, "-s", src, "-j", "ACCEPT"), first=True) for src in listen_sources]
-    if masquerade:
+    if masquerade and forward:
         rules.append(Rule("nat", "POSTROUTING", ("-o", DEFAULT_DEV, "-j", "MASQUERADE"), guard=DEFAULT_ROUTE_GUARD))
     return rules
 
 
 def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
     """The plan's rules (host_rules)."""
-    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade)
+    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade, plan.forward)
+
+
+def sysctl_settings(plan: InterfacePlan) -> dict[str, str]:
+    """The sysctls wg0's PostUp sets: a gateway's (SYSCTL_SETTINGS); none for a single host, which forwards nothing
+    and keeps its own settings (ip_forward stays what the host has: wg-mesh does not turn it on, nor off)."""
+    return dict(SYSCTL_SETTINGS) if plan.forward else {}
 
 
 ROLES = ("active", "standby")
@@ -218,8 +234,8 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
         f"ListenPort = {plan.listen_port}",
         f"MTU = {plan.mtu}",
         f"PrivateKey = {private_key}",
-        *(f"PostUp = sysctl -q -w {key}={value}" for key, value in SYSCTL_SETTINGS.items()),
-        f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}",
+        *(f"PostUp = sysctl -q -w {key}={value}" for key, value in sysctl_settings(plan).items()),
+        *([f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}"] if plan.forward else []),
         *(f"PostUp = {rule.command(up=True)}" for rule in rules),
         *(f"PostUp = {command}" for command in route_up),
         *(f"PostDown = {rule.command(up=False)}" for rule in rules),

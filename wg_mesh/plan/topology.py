@@ -86,6 +86,12 @@ def peer_names(cfg: MeshConfig, name: str) -> list[str]:
     return [site.name for site in cfg.sites if site.name != name]
 
 
+def forwards(cfg: MeshConfig, name: str) -> bool:
+    """Whether a site's gateway forwards: a site with networks behind it; a single host (a static site without
+    `cidrs`) is only itself, and its config turns on no forwarding (wgconf's InterfacePlan.forward)."""
+    return bool(cfg.site(name).cidrs)
+
+
 def allowed_ips(cfg: MeshConfig, name: str) -> tuple[str, ...]:
     """What a site's peers accept from it and route to it: its overlay /32 and its CIDRs."""
     site = cfg.site(name)
@@ -166,6 +172,7 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
         mss=clamped_mss(mtu),
         masquerade=cfg.masquerades(site),
         peers=peers,
+        forward=forwards(cfg, name),
         listen_sources=listen_sources(cfg, name, directory) if isinstance(site, StaticSite) else (),
     )
 

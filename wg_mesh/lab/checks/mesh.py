@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from wg_mesh.lab.checks import dynamiccheck
+from wg_mesh.lab.checks import dynamiccheck, hostcheck
 from wg_mesh.lab.checks.bulk import bulk_transfer
 from wg_mesh.lab.checks.outage import measure_outage
 from wg_mesh.lab.checks.pathmtu import check_path_mtu, frag_counters, probe_path_mtu
@@ -323,4 +323,9 @@ def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable
     if lab.plan.private_links:
         step("7/7 private paths")
         results.append(timed(KEY, lambda: check_private_paths(lab, keys), {KEY: TITLE}))
+    if any(site.single_host for site in lab.plan.sites):
+        step("8/8 single hosts")
+        results.append(
+            timed(hostcheck.KEY, lambda: hostcheck.check_single_hosts(lab), {hostcheck.KEY: hostcheck.TITLE})
+        )
     return results + ([dynamic] if dynamic is not None else [])
