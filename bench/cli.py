@@ -182,7 +182,8 @@ COMMANDS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (tests/test_doc_examples.py parses the docs' `python -m bench` commands with it)."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=sorted(COMMANDS))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON and PNG directory (default docs/bench)")
@@ -196,7 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild-image", action="store_true", help="boot: rebuild the cached image (to time it)")
     parser.add_argument("--runs", type=int, default=5, help="rotation: live drills to run (default 5)")
     parser.add_argument("--from", dest="runs_from", type=Path, nargs="+", help="rotation: combine these drill JSONs")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     args.out = args.out.resolve()
     try:
         COMMANDS[args.command](args)

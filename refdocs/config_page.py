@@ -18,6 +18,7 @@ from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.config.quotas import AwsQuotas
 from wg_mesh.config.sites import SiteBase
 from wg_mesh.config.underlay import PrivatePath
+from wg_mesh.tools import cost, prices, stackcost
 
 SOURCE = "the config model (wg_mesh/config/: each field's `description`)"
 KINDS: tuple[tuple[str, type[SiteBase]], ...] = (("aws", AwsSite), ("gcp", GcpSite), ("static", StaticSite))
@@ -130,6 +131,25 @@ def _differs(kind: type[SiteBase], name: str) -> bool:
     return name not in SiteBase.model_fields or repr(kind.model_fields[name]) != repr(SiteBase.model_fields[name])
 
 
+def idle_cost() -> list[str]:
+    """The defaults' idle month in every region the price file prices (wg_mesh.tools.stackcost.default_idle)."""
+    priced = prices.load()
+    idle = stackcost.default_idle(priced, cost.DEFAULT_SOURCE)
+    return [
+        "## What the default instance types cost idle",
+        "",
+        f"One gateway at its cloud's default `instance_type` and its public address, running a month "
+        f"({priced.hours_per_month:g} h) with no traffic, at list prices as of {priced.as_of} "
+        f"({cost.DEFAULT_SOURCE}); an HA pair (`gateways: 2`) costs twice that. `wg-mesh cost --stack NAME` prices a "
+        "stack's own sites, and names what the file lacks for a region it does not price.",
+        "",
+        *md.table(
+            ["gateway", "USD a month, idle"],
+            [[name, value if isinstance(value, str) else f"{value:,.2f}"] for name, value in idle.items()],
+        ),
+    ]
+
+
 def render() -> str:
     common = [n for n in SiteBase.model_fields if not any(_differs(kind, n) for _, kind in KINDS)]
     lines = md.header("Configuration keys", SOURCE)
@@ -151,6 +171,7 @@ def render() -> str:
         # its own keys, and a shared key some other kind redefines (static sites' optional `cidrs`)
         own = sorted((n for n in kind.model_fields if n not in common), key=lambda n: n != "cloud")
         lines += [f"## {titles[tag]}", "", f"`cloud: {tag}`.", "", *md.table(COLUMNS, rows(kind, own))]
+    lines += idle_cost()
     lines += [
         "## Private paths",
         "",

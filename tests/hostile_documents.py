@@ -255,6 +255,12 @@ def _values(sign: Sign) -> list[Case]:
         " 198.51.100.2:51820",
     ):
         cases.append(Case(f"endpoint {endpoint!r}", v, _edit(sign, lambda b, e=endpoint: _peer(b, endpoint=e))))
+    # a dynamic peer (issue 24) is `endpoint: null` and nothing else: not the config's word, not another type
+    for endpoint in ("dynamic", "null", False, 0, [], {"host": "198.51.100.2"}):
+        cases.append(Case(f"endpoint {endpoint!r} (dynamic is null)", v,
+                          _edit(sign, lambda b, e=endpoint: _peer(b, endpoint=e))))  # fmt: skip
+    falling_back = {"endpoint": None, "fallback_endpoint": "198.51.100.2:51820"}
+    cases.append(Case("a dynamic peer with a fallback_endpoint", v, _edit(sign, lambda b: _peer(b, **falling_back))))
     for field, value in (("mtu", 0), ("mtu", 100000), ("mtu", 9000), ("mtu", 1279), ("mtu", True), ("mtu", "1420"),
                          ("listen_port", 0), ("listen_port", 65536), ("listen_port", True), ("mss", 2000),
                          ("masquerade", 1), ("masquerade", "false")):  # fmt: skip

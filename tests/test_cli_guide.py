@@ -21,7 +21,8 @@ from tests.stacks import stack_files
 from wg_mesh import __version__
 from wg_mesh.cli import build_parser, main
 from wg_mesh.cli import helptext as clihelp
-from wg_mesh.cli.initcmd import parse_site
+from wg_mesh.cli.initcmd import EXISTING, parse_site
+from wg_mesh.config.rules import EXISTING_NETWORK_KEYS
 
 REPO = Path(__file__).resolve().parent.parent
 # Examples that need root, a gateway or a deployed stack's output: parsed, not run.
@@ -122,7 +123,7 @@ class Terminal(io.StringIO):
 def test_every_command_has_examples_that_work(
     name: str, stacks_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sys.stdin", Terminal("a:aws:us-east-1:10.10.0.0/16\nb:static:203.0.113.9:10.9.0.0/24\n\n"))
+    monkeypatch.setattr("sys.stdin", Terminal("a:aws:us-east-1:10.10.0.0/16\n\nb:static:203.0.113.9:10.9.0.0/24\n\n"))
     command = _commands()[name]
     assert command.formatter_class is argparse.RawDescriptionHelpFormatter
     examples = clihelp.examples(command.epilog or "")
@@ -306,13 +307,58 @@ def test_init_asks_in_a_terminal_only(
     assert main(["init", "--stack", "x"]) == 2
     assert "--site: give one per site" in capsys.readouterr().err and not (tmp_path / "Pulumi.x.yaml").exists()
     monkeypatch.setattr(
-        "sys.stdin", Terminal("a:gcp:europe-west3-b:10.1.0.0/16\nb:static:203.0.113.9:10.9.0.0/24\n\nproj-2\n")
+        "sys.stdin", Terminal("a:gcp:europe-west3-b:10.1.0.0/16\n\nb:static:203.0.113.9:10.9.0.0/24\n\nproj-2\n")
     )
     assert main(["init", "--stack", "x"]) == 0
     out = capsys.readouterr().out
     assert "site 1 (empty to finish): " in out and "GCP project for the GCP sites: " in out and "wrote " in out
     mesh = yaml.safe_load((tmp_path / "Pulumi.x.yaml").read_text())["config"]["wg-mesh:mesh"]
     assert (mesh["sites"][0]["project"], mesh["sites"][0]["zone"]) == ("proj-2", "europe-west3-b")
+
+
+def test_init_asks_each_cloud_site_for_a_new_or_an_existing_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    answers = [
+        "a:aws:us-east-1:10.1.0.0/16",
+        "vpc-0abc1234",  # an existing VPC: its subnet and route tables are asked next
+        "subnet-0abc1234",
+        "rtb-0abc1234, rtb-0def5678",
+        "b:gce:europe-west3-b:10.2.0.0/16",  # no such cloud: said, and asked again
+        "b:gcp:europe-west3-b:10.2.0.0/16",
+        "",  # a new network: nothing more asked for it
+        "office:static:203.0.113.9",  # a single host: no network questions
+        "",
+        "proj-3",
+    ]
+    monkeypatch.setattr("sys.stdin", Terminal("\n".join(answers) + "\n"))
+    assert main(["init", "--stack", "x"]) == 0
+    out = capsys.readouterr().out
+    assert "cloud 'gce' is not one of aws, gcp, static" in out
+    assert "a: existing VPC id" in out and "b: existing network" in out and "office: existing" not in out
+    sites = yaml.safe_load((tmp_path / "Pulumi.x.yaml").read_text())["config"]["wg-mesh:mesh"]["sites"]
+    assert {k: sites[0].get(k) for k in EXISTING_NETWORK_KEYS["aws"]} == {
+        "vpc_id": "vpc-0abc1234",
+        "subnet_id": "subnet-0abc1234",
+        "route_table_ids": ["rtb-0abc1234", "rtb-0def5678"],
+    }
+    assert not {*EXISTING_NETWORK_KEYS["gcp"]} & sites[1].keys() and sites[1]["project"] == "proj-3"
+    assert "cidrs" not in sites[2]
+
+
+def test_init_asks_exactly_the_keys_of_an_existing_network() -> None:
+    asked = {cloud: tuple(key for key, _, _ in questions) for cloud, questions in EXISTING.items()}
+    assert asked == EXISTING_NETWORK_KEYS
+
+
+def test_an_answer_the_model_refuses_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin", Terminal("a:aws:us-east-1:10.1.0.0/16\nvpc-0abc1234\n\n\n"))
+    assert main(["init", "--stack", "x"]) == 1  # a VPC without its subnet and route tables
+    assert "subnet_id" in capsys.readouterr().err and not (tmp_path / "Pulumi.x.yaml").exists()
 
 
 # --- the entry points ----------------------------------------------------------------------------------------------

@@ -69,9 +69,9 @@ GCP_EGRESS = {
 def synthetic(**overrides: Any) -> PriceFile:
     raw = copy.deepcopy(SYNTHETIC)
     raw["prices"] = {
-        "aws_c6i_2xlarge": hourly(0.34),
+        "aws_c6i_2xlarge_us_east_1": hourly(0.34),
         "aws_public_ipv4": hourly(0.005),
-        "gcp_n2_standard_8": hourly(0.4),
+        "gcp_n2_standard_8_us_east4": hourly(0.4),
         "gcp_external_ipv4": hourly(0.005),
         "aws_internet_egress": AWS_EGRESS,
         "gcp_internet_egress_premium": GCP_EGRESS,
@@ -188,21 +188,24 @@ def test_every_price_names_its_source_and_the_day_it_was_read() -> None:
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        (lambda p: p.pop("source"), "prices.aws_c6i_2xlarge.source: required"),
-        (lambda p: p.pop("read"), "prices.aws_c6i_2xlarge.read: required"),
+        (lambda p: p.pop("source"), "prices.aws_c6i_2xlarge_us_east_1.source: required"),
+        (lambda p: p.pop("read"), "prices.aws_c6i_2xlarge_us_east_1.read: required"),
         (lambda p: p.update(source="http://example.com"), "is not an https:// address"),
         (lambda p: p.update(kind="third-party"), "names the provider page it stands for in provider_page"),
         (lambda p: p.pop("value"), "needs a not_found reason"),
         (lambda p: p.update(tiers=[{"up_to": None, "price": 1}]), "give either value or tiers, not both"),
-        (lambda p: p.update(value=-1), "prices.aws_c6i_2xlarge.value: -1 is below the minimum 0"),
-        (lambda p: p.update(read=dt.date(2027, 1, 1)), "as_of 2026-12-03 is before the read date of aws_c6i_2xlarge"),
+        (lambda p: p.update(value=-1), "prices.aws_c6i_2xlarge_us_east_1.value: -1 is below the minimum 0"),
+        (
+            lambda p: p.update(read=dt.date(2027, 1, 1)),
+            "as_of 2026-12-03 is before the read date of aws_c6i_2xlarge_us_east_1",
+        ),
     ],
 )
 def test_a_broken_price_is_refused_by_its_field_path(change: Any, problem: str) -> None:
     price = hourly(0.34)
     change(price)
     with pytest.raises(ConfigError) as exc:
-        synthetic(aws_c6i_2xlarge=price)
+        synthetic(aws_c6i_2xlarge_us_east_1=price)
     assert any(problem in line for line in exc.value.problems), exc.value.problems
 
 
@@ -286,25 +289,25 @@ def test_bad_input_is_refused_with_exit_2(args: list[str], message: str) -> None
 
 def test_a_broken_price_file_is_refused_naming_every_problem(tmp_path: Path) -> None:
     raw = yaml.safe_load(PRICE_FILE.read_text())
-    del raw["prices"]["aws_c6i_2xlarge"]["source"]
-    raw["prices"]["gcp_n2_standard_8"]["value"] = "cheap"
+    del raw["prices"]["aws_c6i_2xlarge_us_east_1"]["source"]
+    raw["prices"]["gcp_n2_standard_8_us_east4"]["value"] = "cheap"
     del raw["prices"]["gcp_ha_vpn_tunnel"]
     broken = tmp_path / "prices.yaml"
     broken.write_text(yaml.safe_dump(raw))
     result = run_cost("--prices", str(broken))
     assert result.returncode == 1  # a file's problem; a flag's exits 2
     assert result.stderr.splitlines() == [
-        f"{broken}: prices.aws_c6i_2xlarge.source: required",
-        f"{broken}: prices.gcp_n2_standard_8.value: expected a number, got str 'cheap'",
+        f"{broken}: prices.aws_c6i_2xlarge_us_east_1.source: required",
+        f"{broken}: prices.gcp_n2_standard_8_us_east4.value: expected a number, got str 'cheap'",
     ]
-    del raw["prices"]["aws_c6i_2xlarge"]
-    raw["prices"]["gcp_n2_standard_8"]["value"] = 0.43751
+    del raw["prices"]["aws_c6i_2xlarge_us_east_1"]
+    raw["prices"]["gcp_n2_standard_8_us_east4"]["value"] = 0.43751
     broken.write_text(yaml.safe_dump(raw))
     result = run_cost("--prices", str(broken))
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr.splitlines() == [
         f"{broken}: prices.gcp_ha_vpn_tunnel: required (an option uses it)",
-        f"{broken}: prices.aws_c6i_2xlarge: required (an option uses it)",
+        f"{broken}: prices.aws_c6i_2xlarge_us_east_1: required (an option uses it)",
     ]
     absent = tmp_path / "absent.yaml"
     assert run_cost("--prices", str(absent)).stderr == f"{absent}: no such price file\n"

@@ -445,3 +445,20 @@ def test_doctor_runs_with_a_bare_python3(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "--interface" in result.stdout and "--json" in result.stdout
+
+
+def test_a_single_hosts_config_skips_the_forwarding_checks(private_key: str) -> None:
+    """A single host's wg0.conf (a static site without cidrs) turns on no forwarding: ip_forward 0 is as it should be,
+    and doctor neither reads it nor the FORWARD chains; the same config with the ip_forward PostUp is a gateway's."""
+    conf = captured("wg0.conf", private_key)
+    assert "PostUp = sysctl -q -w net.ipv4.ip_forward=1\n" in conf
+    host_conf = "".join(line for line in conf.splitlines(True) if "FORWARD" not in line and "sysctl" not in line)
+    host = gateway(private_key, config=host_conf, sysctl="0\n")
+    result = doctor.diagnose(host)
+    assert [(c, s) for c, _, s in verdicts(result) if c in ("forwarding", "forward-accept", "mss-clamp")] == [
+        ("forwarding", SKIP),
+        ("forward-accept", SKIP),
+        ("mss-clamp", SKIP),
+    ]
+    assert not {SYSCTL, FILTER, MANGLE} & set(host.ran) and ("forwarding", None) not in failures(result)
+    assert ("forwarding", None) in failures(doctor.diagnose(gateway(private_key, sysctl="0\n")))

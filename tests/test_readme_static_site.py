@@ -10,6 +10,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parent.parent
 PAGE = REPO / "docs" / "how-to" / "static-sites.md"
 SECRET = "[Interface]\nPrivateKey = c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3I=\n"
@@ -121,3 +123,47 @@ def test_the_live_procedure_replaces_nothing_when_an_output_is_missing(tmp_path:
     )  # fmt: skip
     assert (etc / "wg-mesh" / "private.key").read_text() == "the-old-key"
     assert not (etc / "wg-mesh" / "document.json").exists()
+
+
+def single_host_section() -> str:
+    page = PAGE.read_text()
+    return page[page.index("## A single host") : page.index("## A site with a LAN")]
+
+
+def test_the_single_host_example_is_a_single_host_of_the_mesh() -> None:
+    """The page's YAML site, put in place of base()'s static site, validates and renders a host's wg0.conf."""
+    from tests.test_config import base
+    from tests.test_render import rendered
+    from wg_mesh.plan.validate import load_mesh
+
+    block = re.search(r"```yaml\n(.*?)```", single_host_section(), flags=re.DOTALL)
+    assert block is not None
+    (site,) = yaml.safe_load(block.group(1))
+    raw = base()
+    raw["sites"][2] = site
+    cfg = load_mesh(raw)
+    assert cfg.site(site["name"]).cidrs == [] and "ip_forward" not in rendered(cfg, site["name"])
+
+
+def test_the_single_host_procedure_writes_the_config_and_no_sysctl(tmp_path: Path) -> None:
+    block = re.search(r"```bash\n(.*?)```", single_host_section(), flags=re.DOTALL)
+    assert block is not None
+    text = block.group(1).replace("\\\n", " ")
+    first, write = remote_commands(text)
+    assert "apt-get install -y wireguard-tools" in first and "/etc/wireguard" not in first
+    etc, stubs = tmp_path / "etc", tmp_path / "bin"
+    (etc / "sysctl.d").mkdir(parents=True)
+    stubs.mkdir()
+    for tool in ("sysctl", "systemctl"):
+        (stubs / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {tmp_path}/calls\n')
+        (stubs / tool).chmod(0o755)
+    result = subprocess.run(
+        ["/bin/sh", "-c", f"umask 022; {write.replace('/etc/', f'{etc}/')}"], input=SECRET, text=True,
+        capture_output=True, check=False, env={"PATH": f"{stubs}:/usr/bin:/bin"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (etc / "wireguard" / "wg0.conf").read_text() == SECRET
+    assert stat.S_IMODE((etc / "wireguard" / "wg0.conf").stat().st_mode) == 0o600
+    assert os.listdir(etc / "sysctl.d") == []  # a host's settings are its own
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls == ["systemctl enable wg-quick@wg0", "systemctl restart wg-quick@wg0"]

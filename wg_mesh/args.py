@@ -117,8 +117,14 @@ class SiteArgs(TypedDict):
     workload_scope: NotRequired[WorkloadScope]
     """gcp: 'network': every instance of the network accepts the other sites' traffic."""
     endpoint: NotRequired[pulumi.Input[str]]
-    """static (required): the host's public IPv4 address, where the other sites send to. May be an Output (e.g. an
-    address your program allocates): checked when its value is known, during `pulumi up`."""
+    """static (required): the host's public IPv4 address, where the other sites send to, or 'dynamic': no fixed
+    address (a dynamic IP, behind a NAT): the site initiates, keeps the path open with `persistent_keepalive`, and
+    the gateways learn its address from its packets. May be an Output (e.g. an address your program allocates):
+    checked when its value is known, during `pulumi up`. (A plain string, not a Literal: the schema keeps it a
+    string input.)"""
+    endpoint_ranges: NotRequired[list[str]]
+    """static with `endpoint: 'dynamic'` only: the public IPv4 ranges its packets may come from (e.g. its
+    provider's); the WireGuard port of the gateways that peer with it admits these. Unset: any address."""
 
 
 class PrivatePathArgs(TypedDict):

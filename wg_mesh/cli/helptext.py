@@ -103,17 +103,20 @@ examples:
 
 
 INIT = """\
-Writes Pulumi.STACK.yaml for the sites given (asked for one by one when no --site is given and stdin is a
-terminal), checked as `wg-mesh validate` checks it first: an invalid one is not written, and an existing file is
-never overwritten. WHERE is an AWS region, a GCP zone (a region: its zone -a) or a static site's public IPv4;
---set gives any other key: an existing network (AWS: SITE.vpc_id, SITE.subnet_id, SITE.route_table_ids; GCP:
-SITE.network, SITE.subnetwork), an instance type, the delivery.
+Writes Pulumi.STACK.yaml for the sites given, checked as `wg-mesh validate` checks it first: an invalid one is not
+written, and an existing file is never overwritten. With no --site and stdin a terminal, the sites are asked for
+one by one, and each AWS or GCP site whether it joins an existing network (and its ids). WHERE is an AWS region, a
+GCP zone (a region: its zone -a) or a static site's public IPv4 (`dynamic`: a site with no fixed address, behind a
+NAT or on a dynamic IP); --set gives any other key: an existing network (AWS: SITE.vpc_id, SITE.subnet_id,
+SITE.route_table_ids; GCP: SITE.network, SITE.subnetwork), an instance type, the delivery.
 
 examples:
   $ wg-mesh init --stack corp --site aws-use1:aws:us-east-1:10.10.0.0/16 \\
       --site office:static:203.0.113.10:10.50.0.0/24
   $ wg-mesh init --stack two --gcp-project my-project --site aws-use1:aws:us-east-1:10.10.0.0/16 \\
       --site gcp-euw3:gcp:europe-west3-a:10.100.0.0/16
+  $ wg-mesh init --stack edge --site aws-use1:aws:us-east-1:10.10.0.0/16 \\
+      --site office:static:dynamic:10.50.0.0/24
   $ wg-mesh init --stack mine --site aws-use1:aws:us-east-1:10.10.0.0/16 \\
       --site office:static:203.0.113.10:10.50.0.0/24 --set delivery=live \\
       --set aws-use1.vpc_id=vpc-0abc1234 --set aws-use1.subnet_id=subnet-0abc1234 \\

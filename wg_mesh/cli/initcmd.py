@@ -1,7 +1,9 @@
-"""`wg-mesh init`: a stack file for a topology, from --site flags or, in a terminal, from questions.
+"""`wg-mesh init`: a stack file for a topology, from --site flags or, in a terminal, from questions (each site;
+for a cloud site, a new network or an existing one's ids; a malformed answer is said and asked again).
 
 Each site is NAME:CLOUD:WHERE[:CIDR[,CIDR...]] where WHERE is an AWS region, a GCP zone (or region: its zone `-a`),
-or a static site's public IPv4 address; `--set [SITE.]KEY=VALUE` gives any other key (an existing network's ids,
+or a static site's public IPv4 address (`dynamic` for one with no fixed address: `office:static:dynamic:10.50.0.0/24`);
+`--set [SITE.]KEY=VALUE` gives any other key (an existing network's ids,
 an instance type, delivery). Overlay addresses are given in order from --overlay-cidr. The text is
 validated exactly as `wg-mesh validate` reads a file before it is written; an existing file is never overwritten.
 """
@@ -91,15 +93,53 @@ def stack_text(
     return header + yaml.safe_dump({"config": {CONFIG_KEY: mesh}}, sort_keys=False, default_flow_style=None)
 
 
-def ask(read: Callable[[str], str], gcp_project: str | None) -> tuple[list[str], str | None]:
-    """The sites, asked one at a time (an empty answer ends the list), and the GCP project if a GCP site needs it."""
-    print(f"Sites, one a line as {SPEC}; WHERE is an AWS region, a GCP zone or a static site's public IPv4.")
+EXISTING = {  # per cloud: the questions for an existing network, as (key, question, a list?)
+    "aws": (
+        ("vpc_id", "existing VPC id (empty: wg-mesh creates the VPC)", False),
+        ("subnet_id", "its public subnet for the gateway (subnet-...)", False),
+        ("route_table_ids", "the route tables that get routes to the other sites (rtb-..., comma-separated)", True),
+    ),
+    "gcp": (
+        ("network", "existing network, name or self link (empty: wg-mesh creates the network)", False),
+        ("subnetwork", "its subnetwork for the gateway, name or self link", False),
+    ),
+}
+
+
+def ask_site(read: Callable[[str], str], number: int) -> tuple[str, list[str]] | None:
+    """One site's spec and, for a cloud site, its existing network as --set values; asked again until the spec
+    parses (the problem printed); None: the list is finished (an empty answer)."""
+    while True:
+        spec = read(f"site {number} (empty to finish): ").strip()
+        if not spec:
+            return None
+        try:
+            site = parse_site(spec, "0.0.0.0", "-")  # the form only: addresses and project come later
+        except ConfigError as exc:
+            print(*exc.problems, sep="\n")
+            continue
+        sets: list[str] = []
+        for key, question, listed in EXISTING.get(site["cloud"], ()):
+            answer = read(f"  {site['name']}: {question}: ").strip()
+            if not answer:
+                break  # a new network: no more questions (the model wants all of an existing network's ids or none)
+            value = f"[{answer}]" if listed else answer
+            sets.append(f"{site['name']}.{key}={value}")
+        return spec, sets
+
+
+def ask(read: Callable[[str], str], gcp_project: str | None) -> tuple[list[str], str | None, list[str]]:
+    """The sites, asked one at a time (an empty answer ends the list), each cloud site's network (new, or an
+    existing one's ids), and the GCP project if a GCP site needs it."""
+    print(f"Sites, one a line as {SPEC}; WHERE is an AWS region, a GCP zone, a static site's public IPv4 or dynamic.")
     specs: list[str] = []
-    while answer := read(f"site {len(specs) + 1} (empty to finish): ").strip():
-        specs.append(answer)
+    sets: list[str] = []
+    while (answer := ask_site(read, len(specs) + 1)) is not None:
+        specs.append(answer[0])
+        sets.extend(answer[1])
     if gcp_project is None and any(s.split(":")[1:2] == ["gcp"] for s in specs):
         gcp_project = read("GCP project for the GCP sites: ").strip() or None
-    return specs, gcp_project
+    return specs, gcp_project, sets
 
 
 def init(args: argparse.Namespace, path: Path, read: Callable[[str], str] = input) -> MeshConfig:
@@ -107,12 +147,13 @@ def init(args: argparse.Namespace, path: Path, read: Callable[[str], str] = inpu
     problem, with nothing written."""
     if path.exists():
         raise ConfigError([f"--stack {args.stack}: {path} exists; wg-mesh init never overwrites a stack file"])
-    specs, project = list(args.site or []), args.gcp_project
+    specs, project, sets = list(args.site or []), args.gcp_project, list(args.set or ())
     if not specs:
         if not sys.stdin.isatty():
             raise ConfigError([f"--site: give one per site ({SPEC}), or run in a terminal to be asked"])
-        specs, project = ask(read, project)
-    text = stack_text(args.stack, specs, args.overlay_cidr, project, args.set or ())
+        specs, project, asked = ask(read, project)
+        sets = asked + sets  # a --set given with the questions still wins
+    text = stack_text(args.stack, specs, args.overlay_cidr, project, sets)
     cfg = load_mesh(parse(text, path)["config"][CONFIG_KEY])
     with path.open("x", encoding="utf-8") as out:  # "x": another writer in between is not overwritten either
         out.write(text)

@@ -7,6 +7,7 @@ takes its decisions from a `MeshConfig`. The modules, top down:
     sites        one pydantic model per cloud's site, and the field types they share
     rules        rules between fields and sites: zones, addressing, overlaps, MTU fit, renames, HA
     underlay     private paths between sites: their model and rules
+    reach        how the mesh reaches a static site: a fixed address or `dynamic` (issue 24), its rules
     quotas       the clouds' quotas a config would cross
     names        the logical names (URNs) a site's resources take: unique by construction
     addressing   what an address is: special-purpose ranges, gateway subnets

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from wg_mesh.config import quotas, underlay
+from wg_mesh.config import quotas, reach, underlay
 from wg_mesh.config.fields import MonitoringCidr, Port, UsableCidr, parse_network
 from wg_mesh.config.messages import EXPECTED, describe, quote
 from wg_mesh.config.names import name_problems
@@ -145,6 +145,7 @@ class MeshConfig(Strict):
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         problems += monitoring_problems(self.monitoring_cidrs)
         problems += underlay.problems(self)
+        problems += reach.mesh_problems(self.sites, self.persistent_keepalive, _path_sites(self.private_paths))
         if problems:
             raise ConfigError(problems)
         return self
@@ -156,6 +157,10 @@ class MeshConfig(Strict):
         raise KeyError(name)
 
     def masquerades(self, site: SiteBase) -> bool:
+        """Whether the site's gateway SNATs what it forwards: never for a single host (no cidrs), which forwards
+        nothing (wg_mesh.plan.topology.forwards)."""
+        if not site.cidrs:
+            return False
         return self.masquerade if site.masquerade is None else site.masquerade
 
 
@@ -302,7 +307,14 @@ def _parsed_rules(raw: dict[str, Any], check_limits: bool) -> list[str]:
     cfg = MeshConfig.model_construct(
         overlay_cidr=overlay, sites=sites, private_paths=paths, monitoring_cidrs=monitoring, delivery=delivery
     )
-    return underlay.problems(cfg) + (quotas.problems(cfg) if check_limits else [])
+    keepalive = raw.get("persistent_keepalive", 25)
+    valid = isinstance(keepalive, int) and not isinstance(keepalive, bool) and 0 <= keepalive <= 65535
+    dynamic = reach.mesh_problems(sites, keepalive if valid else None, _path_sites(paths))
+    return underlay.problems(cfg) + dynamic + (quotas.problems(cfg) if check_limits else [])
+
+
+def _path_sites(paths: list[underlay.PrivatePath]) -> list[str]:
+    return [name for path in paths for name in path.sites]
 
 
 def tunnel_mtu(cfg: MeshConfig) -> int:

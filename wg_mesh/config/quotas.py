@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wg_mesh.config.reach import is_dynamic
+
 if TYPE_CHECKING:
     from wg_mesh.config.model import MeshConfig
 
@@ -64,12 +66,22 @@ def aws_inbound_rules(cfg: MeshConfig, name: str) -> dict[str, int]:
     peers = [s.name for s in cfg.sites if s.name != name]
     on_path = [p for p in peers if any(name in path.sites and p in path.sites for path in cfg.private_paths)]
     return {
-        # each peer's public /32, and a private-path peer's private /32 too (topology.peer_source_ranges)
-        "WireGuard": len(peers) + len(on_path),
+        # each peer's public /32, a private-path peer's private /32 too, a dynamic peer's endpoint_ranges or
+        # 0.0.0.0/0 (topology.peer_source_ranges); distinct sources only, as the rule has them
+        "WireGuard": len(_wireguard_sources(cfg, peers)) + len(on_path),
         "ICMP echo from path peers": len(on_path),  # topology.path_probe_sources
         "the site's cidrs": len(site.cidrs),
         "monitoring_cidrs": len(cfg.monitoring_cidrs),
     }
+
+
+def _wireguard_sources(cfg: MeshConfig, peers: list[str]) -> set[str]:
+    out: set[str] = set()
+    for peer in peers:
+        site = cfg.site(peer)
+        ranges = getattr(site, "endpoint_ranges", None) or ["0.0.0.0/0"]
+        out |= {str(r) for r in ranges} if is_dynamic(site) else {peer}
+    return out
 
 
 def aws_routes_per_table(cfg: MeshConfig, name: str) -> tuple[int, bool]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
-from wg_mesh.config import addressing, awsnames, credentials, zones
+from wg_mesh.config import addressing, awsnames, credentials, reach, zones
 from wg_mesh.config.fields import parse_address, parse_network
 from wg_mesh.config.messages import quote
 from wg_mesh.config.sites import (
@@ -92,6 +92,7 @@ def site_rule_problems(i: int, site: Mapping[str, Any]) -> list[str]:
                 problems.append(f"sites[{i}].{key}: {zone_problem}")
     problems += _identifier_problems(i, site) + gcp_workload_problems(i, site) + gcp_image_problems(i, site)
     problems += ha_site_problems(i, site) + kms_region_problems(i, site) + credentials.account_problems(i, site)
+    problems += reach.site_problems(i, site)
     keys = EXISTING_NETWORK_KEYS.get(str(cloud), ())
     given = [key for key in keys if site.get(key) is not None]
     for key in keys:

@@ -20,10 +20,11 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh.config import awsnames, credentials, zones
-from wg_mesh.config.fields import Address, Endpoint, UsableCidr, pattern
+from wg_mesh.config import awsnames, credentials, reach, zones
+from wg_mesh.config.fields import Address, UsableCidr, pattern
 from wg_mesh.config.messages import bounded, one_line, quote
 from wg_mesh.config.quotas import AwsQuotas
+from wg_mesh.config.reach import SiteEndpoint
 
 WIREGUARD_IPV4_OVERHEAD = 60  # outer IPv4 (20) + UDP (8) + WireGuard header (32)
 # The internet carries 1500-byte packets at most, whatever a network's own MTU: a GCP network at 8896 sends
@@ -372,9 +373,9 @@ class StaticSite(SiteBase):
     )
     # Plain (stack file), or through wg_mesh.args a Deferred output of the user's program, checked when it is known
     # (wg_mesh.static.endpoint_problems).
-    endpoint: Endpoint | Deferred = Field(
-        description="The host's public IPv4 address: not special-purpose, private (RFC 1918), CGNAT or benchmarking "
-        "space (from a program: a known value or a pulumi Output)."
+    endpoint: SiteEndpoint | Deferred = Field(description=reach.ENDPOINT_DESCRIPTION)
+    endpoint_ranges: list[reach.EndpointRange] | None = Field(
+        default=None, max_length=reach.MAX_ENDPOINT_RANGES, description=reach.RANGES_DESCRIPTION
     )
     underlay_mtu: int = Field(
         default=DEFAULT_STATIC_UNDERLAY_MTU, ge=1280, le=9216, description="The MTU of the path the tunnel runs over."

@@ -261,15 +261,15 @@ class Applier:
         """Whether wg0 differs from the document in this role, and the peers that must be removed before the sync:
         a standby's peers that still have an endpoint or a keepalive (`wg syncconf` leaves fields the file does not
         name, and an endpoint cannot be unset: the peer is removed and re-added without one, its session gone); in
-        the active role, the running peers of `rearm`."""
+        the active role, the running peers of `rearm` but a dynamic one's (peerset.running_view)."""
         active = self.role == "active"
         wanted = {
             p.public_key: (frozenset(p.allowed_ips), p.persistent_keepalive if active else 0, active)
             for p in doc.plan.peers
         }
-        peers = {k: (frozenset(p.allowed_ips), p.keepalive, p.endpoint != "(none)") for k, p in running.peers.items()}
+        peers, dynamic = peerset.running_view(running, doc.plan, active)
         stale = (
-            sorted(k for k in running.peers if k in self.rearm)
+            sorted(k for k in running.peers if k in self.rearm - dynamic)
             if active
             else sorted(k for k, (_, keepalive, endpoint) in peers.items() if keepalive or endpoint)
         )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
@@ -80,7 +80,8 @@ PEER_OPTIONAL = ("mtu", "fallback_endpoint", "key_at")  # only when set: a mesh 
 
 
 def _interface(plan: InterfacePlan) -> dict[str, Any]:
-    interface = {k: v for k, v in asdict(plan).items() if k != "site"}
+    # not `forward`: the agent takes it from its trust (a single host's document is a gateway's in form)
+    interface = {k: v for k, v in asdict(plan).items() if k not in ("site", "forward")}
     interface["peers"] = [
         {k: v for k, v in asdict(p).items() if k not in PEER_OPTIONAL or v is not None}
         | {"allowed_ips": list(p.allowed_ips)}
@@ -185,11 +186,14 @@ def _peer(raw: object, i: int, interface_mtu: int) -> Peer:
     mtu = None if peer.get("mtu") is None else _int(peer["mtu"], MIN_MTU, MAX_MTU, f"{what}.mtu")
     _need(mtu is None or mtu <= interface_mtu, f"interface.peers: the MTU of {peer['name']} is above the interface's")
     key_at = peer.get("key_at")
+    # null: a dynamic peer (issue 24): the key must be there (a missing one is refused), and it cannot fall back
+    dynamic = peer["endpoint"] is None
+    _need(not dynamic or peer.get("fallback_endpoint") is None, f"{what}: a dynamic peer with a fallback_endpoint")
     return Peer(
         name=peer["name"],
         public_key=peer["public_key"],
         allowed_ips=tuple(_network(a, f"{what}.allowed_ips") for a in allowed),
-        endpoint=_endpoint(peer["endpoint"], f"{what}.endpoint"),
+        endpoint=None if dynamic else _endpoint(peer["endpoint"], f"{what}.endpoint"),
         persistent_keepalive=_int(peer["persistent_keepalive"], 0, 65535, f"{what}.persistent_keepalive"),
         mtu=mtu,
         fallback_endpoint=None
@@ -275,7 +279,9 @@ def _document(
     _need(same, f"serial {serial} is the running document's, with other content", REPLAY)
     _need(is_key(body["public_key"]), "public_key: not a WireGuard key")
     key_at = body.get("key_at")
-    plan = _plan(body["interface"], trust.site)
+    # Forwarding is the site's own configured fact (agent.json: a site without cidrs is a single host), never the
+    # document's: no signed document can turn a single host into a router.
+    plan = replace(_plan(body["interface"], trust.site), forward=trust.forwards)
     _need(bool(plan.peers), "no peers: applying it would cut the site off the mesh", NO_PEERS)
     _need(all(p.public_key != body["public_key"] for p in plan.peers), "a peer has the site's own public key")
     problem = plan_problem(plan, trust)

@@ -48,7 +48,7 @@ def routes(plan: InterfacePlan, old: Mapping[str, Route] | None = None) -> dict[
     """The peers with a fallback endpoint; a peer whose endpoints did not change keeps its state."""
     out = {}
     for p in plan.peers:
-        if p.fallback_endpoint is None:
+        if p.fallback_endpoint is None or p.endpoint is None:  # a dynamic peer is never on a path (the config refuses)
             continue
         fresh = Route(p.name, p.public_key, p.endpoint, p.fallback_endpoint)
         kept = (old or {}).get(p.name)

@@ -125,9 +125,12 @@ class Managed:
     masquerade_dev: str | None = None  # the default route's device the MASQUERADE rule names; None: no masquerade
     endpoint_routes: tuple[tuple[str, str | None, str], ...] = ()  # (host/32, via, dev)
     route_mtus: tuple[tuple[str, int], ...] = ()
+    forward: bool = True  # False: a single host (InterfacePlan.forward): no FORWARD rules
 
     def rule_objects(self) -> list[Rule]:
-        return host_rules(self.mss, self.listen_port, self.listen_sources, self.masquerade_dev is not None)
+        return host_rules(
+            self.mss, self.listen_port, self.listen_sources, self.masquerade_dev is not None, self.forward
+        )
 
     def kernel_routes(self) -> dict[str, KernelRoute]:
         return {host: KernelRoute(host, dev, via) for host, via, dev in self.endpoint_routes}
@@ -142,13 +145,14 @@ class Managed:
                 "masquerade_dev": self.masquerade_dev,
                 "endpoint_routes": [list(r) for r in self.endpoint_routes],
                 "route_mtus": [list(r) for r in self.route_mtus],
+                **({} if self.forward else {"forward": False}),  # a gateway's record as before
             },
             sort_keys=True,
         )
 
 
 def needs_default_route(plan: InterfacePlan) -> bool:
-    return plan.masquerade or bool(endpoint_routes(plan))
+    return (plan.masquerade and plan.forward) or bool(endpoint_routes(plan))
 
 
 def managed(plan: InterfacePlan, generation: int, default: tuple[str | None, str] | None) -> Managed:
@@ -161,9 +165,10 @@ def managed(plan: InterfacePlan, generation: int, default: tuple[str | None, str
         plan.mss,
         plan.listen_port,
         tuple(prefix(s) for s in plan.listen_sources),  # as parse_managed reads them back (and iptables prints them)
-        dev if plan.masquerade else None,
+        dev if plan.masquerade and plan.forward else None,
         tuple((host, via, dev) for host in endpoint_routes(plan)),
         tuple(route_mtus(plan)),
+        plan.forward,
     )
 
 
@@ -179,7 +184,9 @@ def parse_managed(text: str) -> Managed:
         sources, routes, mtus = raw["listen_sources"], raw["endpoint_routes"], raw["route_mtus"]
         if not all(isinstance(v, list) and len(v) <= 4096 for v in (sources, routes, mtus)):
             raise ValueError("a list is missing or too long")
-        dev = raw["masquerade_dev"]
+        dev, forward = raw["masquerade_dev"], raw.get("forward", True)
+        if not isinstance(forward, bool):
+            raise ValueError(f"forward: {forward!r} is not true or false")
         return Managed(
             number(raw["generation"], 0, 2**64),
             number(raw["mss"], 500, 65535),
@@ -188,6 +195,7 @@ def parse_managed(text: str) -> Managed:
             None if dev is None else ifname(dev),
             tuple(_endpoint_route(r) for r in routes),
             tuple((prefix(r[0]), number(r[1], 576, 65535)) for r in mtus if isinstance(r, list) and len(r) == 2),
+            forward,
         )
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"field {exc}") from None

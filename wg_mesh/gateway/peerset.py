@@ -12,12 +12,17 @@ wireguard-go lose ~1 flood ping in 7 syncconfs of an unchanged peer, none with t
 peer with its AllowedIPs, keepalive and endpoint, an endpoint the file changes, then each peer that is gone removed.
 Anything else (the interface's key or port, a staying peer's AllowedIPs or keepalive, a field it does not know) is
 left to `wg syncconf`: None.
+
+A dynamic peer (issue 24: `endpoint: dynamic`, Peer.endpoint None) has no Endpoint line in the file, so neither these
+commands nor `wg syncconf` (which leaves a field the file does not name as it runs) ever set, reset or remove the
+endpoint WireGuard learnt from its packets; `running_view` keeps the apply from calling that endpoint drift, and
+from re-arming (removing) the peer after an HA promotion, which would forget it.
 """
 
 from __future__ import annotations
 
 from .txn import WgState
-from .wgconf import parse_wg_quick_conf
+from .wgconf import InterfacePlan, parse_wg_quick_conf
 
 PEER_KEYS = frozenset({"PublicKey", "AllowedIPs", "Endpoint", "PersistentKeepalive"})
 INTERFACE_KEYS = frozenset({"PrivateKey", "ListenPort"})
@@ -68,3 +73,18 @@ def peer_commands(interface: str, running: WgState, config: str) -> list[list[st
             endpoints.append(["wg", "set", interface, "peer", key, "endpoint", endpoint])
     gone = [["wg", "set", interface, "peer", key, "remove"] for key in running.peers if key not in wanted]
     return add + endpoints + gone
+
+
+Seen = dict[str, tuple[frozenset[str], int, bool]]  # key -> (AllowedIPs, keepalive, has an endpoint)
+
+
+def running_view(running: WgState, plan: InterfacePlan, active: bool) -> tuple[Seen, frozenset[str]]:
+    """wg0's peers as the apply's drift check compares them, and the keys of the plan's dynamic peers. In the active
+    role a dynamic peer counts as having its endpoint whether WireGuard has learnt one yet or not (it is WireGuard's
+    to learn, never drift); a standby's peers have none in any case (wgconf.wg_quick_conf)."""
+    dynamic = frozenset(p.public_key for p in plan.peers if p.endpoint is None) if active else frozenset()
+    seen = {
+        k: (frozenset(p.allowed_ips), p.keepalive, k in dynamic or p.endpoint != "(none)")
+        for k, p in running.peers.items()
+    }
+    return seen, dynamic

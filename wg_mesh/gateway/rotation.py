@@ -146,7 +146,8 @@ def swap_commands(interface: str, peer: Peer, old: str, active: bool) -> list[li
     gateway's peers have no endpoint and no keepalive (wgconf.wg_quick_conf). Public keys only: no secret in argv."""
     add = ["wg", "set", interface, "peer", peer.public_key, "allowed-ips", ",".join(peer.allowed_ips)]
     if active:
-        add += ["persistent-keepalive", str(peer.persistent_keepalive), "endpoint", peer.endpoint]
+        add += ["persistent-keepalive", str(peer.persistent_keepalive)]
+        add += ["endpoint", peer.endpoint] if peer.endpoint is not None else []  # a dynamic peer: learned, never set
     return [add, ["wg", "set", interface, "peer", old, "remove"]]
 
 

@@ -67,6 +67,12 @@ class Trust:
     masquerade: bool = False  # whether a document may turn masquerade on (it can never turn it on otherwise)
 
     @property
+    def forwards(self) -> bool:
+        """Whether this gateway forwards: a site with no ranges of its own is a single host (wgconf's
+        InterfacePlan.forward), whatever a document says."""
+        return bool(self.cidrs)
+
+    @property
     def keyid(self) -> str:
         return keyid_of(self.signing_key)
 
@@ -232,10 +238,14 @@ def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
     if plan.masquerade and not trust.masquerade:
         return "interface.masquerade: on, and this site's agent.json does not allow it"
     for source in plan.listen_sources:
+        # a peer's /32, or a dynamic peer's endpoint_ranges (issue 24): never shorter than MIN_PREFIX, never reserved
+        # space (an ACCEPT on the WireGuard port only: WireGuard answers nothing to an unauthenticated packet)
         network = IPv4Network(source)
-        if network.prefixlen != 32:
-            return f"interface.listen_sources: {network} is not a /32"
-        problem = host_problem(network.network_address)
+        if network.prefixlen < MIN_PREFIX:
+            return f"interface.listen_sources: {network} is shorter than /{MIN_PREFIX}"
+        problem = host_problem(network.network_address) or next(
+            (f"{network} overlaps {f} (reserved)" for f in FORBIDDEN if network.overlaps(f)), None
+        )
         if problem:
             return f"interface.listen_sources: {problem}"
     spans: list[tuple[int, int, str]] = []

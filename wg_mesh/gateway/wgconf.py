@@ -17,7 +17,9 @@ class Peer:
     name: str
     public_key: str
     allowed_ips: tuple[str, ...]
-    endpoint: str
+    # HOST:PORT; None: a dynamic peer (issue 24, `endpoint: dynamic`): no Endpoint is ever set for it, WireGuard learns
+    # its address from its authenticated packets and follows it when it roams.
+    endpoint: str | None
     persistent_keepalive: int
     # The tunnel MTU towards this peer when it is below the interface's (docs/underlay.md section 5: a gateway with a
     # jumbo private-path peer has wg0 at that path's MTU; its internet peers' routes carry their own). None: wg0's.
@@ -43,6 +45,10 @@ class InterfacePlan:
     # /32s allowed to send to listen_port, filtered on the host itself; empty = no host filter (cloud gateways:
     # their security group / firewall rule admits only these already).
     listen_sources: tuple[str, ...] = ()
+    # False: a single host (a static site with no networks behind it, `cidrs` empty): it forwards nothing, so its
+    # wg0.conf turns on no forwarding (no ip_forward, no FORWARD rules, no MSS clamp, no masquerade) and leaves the
+    # host's own sysctls alone. The agent takes it from agent.json's trust (its cidrs), never from a document.
+    forward: bool = True
 
     def peer_mtu(self, peer: Peer) -> int:
         """The tunnel MTU towards `peer`: its own (a route MTU on its AllowedIPs) or the interface's."""
@@ -91,7 +97,7 @@ def endpoint_routes(plan: InterfacePlan) -> list[str]:
     own site's CIDRs): without a host route through the NIC's router, wg-quick's route for those AllowedIPs would
     send the encrypted UDP into wg0 itself (docs/underlay.md section 3). As /32 prefixes."""
     allowed = [ipaddress.ip_network(a, strict=False) for p in plan.peers for a in p.allowed_ips]
-    hosts = (ipaddress.ip_address(p.endpoint.rpartition(":")[0]) for p in plan.peers)
+    hosts = (ipaddress.ip_address(p.endpoint.rpartition(":")[0]) for p in plan.peers if p.endpoint is not None)
     return sorted({f"{h}/32" for h in hosts if any(h in n for n in allowed)}, key=ipaddress.ip_network)
 
 
@@ -159,12 +165,15 @@ class Rule:
         return ["iptables", "-t", self.table, verb, self.chain, *(w for w in resolved if w is not None)]
 
 
-def host_rules(mss: int, listen_port: int, listen_sources: tuple[str, ...], masquerade: bool) -> list[Rule]:
-    """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name)."""
+def host_rules(
+    mss: int, listen_port: int, listen_sources: tuple[str, ...], masquerade: bool, forward: bool = True
+) -> list[Rule]:
+    """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name). `forward` False (a single
+    host): only what guards the host itself (the link-local drop, the WireGuard port's sources), no FORWARD rule."""
     tcp_syn = ("-p", "tcp", "--tcp-flags", "SYN,RST", "SYN")
     clamp = (*tcp_syn, "-m", "tcpmss", "--mss", f"{mss + 1}:65535", "-j", "TCPMSS", "--set-mss", str(mss))
     pmtu_clamp = (*tcp_syn, "-j", "TCPMSS", "--clamp-mss-to-pmtu")
-    rules = [
+    forwarding = [
         Rule("filter", "FORWARD", ("-i", "%i", "-j", "ACCEPT"), first=True),
         Rule("filter", "FORWARD", ("-o", "%i", "-j", "ACCEPT"), first=True),
         # Both directions: a 9001-MTU AWS host offers MSS 8961 and must be told the tunnel's.
@@ -175,6 +184,9 @@ def host_rules(mss: int, listen_port: int, listen_sources: tuple[str, ...], masq
         # clamp above stays the upper bound; `-i` uses the MTU of the route back to the sender.
         Rule("mangle", "FORWARD", ("-o", "%i", *pmtu_clamp)),
         Rule("mangle", "FORWARD", ("-i", "%i", *pmtu_clamp)),
+    ]
+    rules = [
+        *(forwarding if forward else []),
         # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
         # metadata server, with the instance's credentials): dropped in raw PREROUTING, before routing, so both the
         # forwarded and the locally delivered path are covered and no filter-table rule can shadow it. The
@@ -187,14 +199,20 @@ def host_rules(mss: int, listen_port: int, listen_sources: tuple[str, ...], masq
         port = ("-p", "udp", "--dport", str(listen_port))
         rules.append(Rule("filter", "INPUT", (*port, "-j", "DROP"), first=True))
         rules += [Rule("filter", "INPUT", (*port, "-s", src, "-j", "ACCEPT"), first=True) for src in listen_sources]
-    if masquerade:
+    if masquerade and forward:
         rules.append(Rule("nat", "POSTROUTING", ("-o", DEFAULT_DEV, "-j", "MASQUERADE"), guard=DEFAULT_ROUTE_GUARD))
     return rules
 
 
 def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
     """The plan's rules (host_rules)."""
-    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade)
+    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade, plan.forward)
+
+
+def sysctl_settings(plan: InterfacePlan) -> dict[str, str]:
+    """The sysctls wg0's PostUp sets: a gateway's (SYSCTL_SETTINGS); none for a single host, which forwards nothing
+    and keeps its own settings (ip_forward stays what the host has: wg-mesh does not turn it on, nor off)."""
+    return dict(SYSCTL_SETTINGS) if plan.forward else {}
 
 
 ROLES = ("active", "standby")
@@ -203,7 +221,8 @@ ROLES = ("active", "standby")
 def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -> str:
     """The wg-quick(8) configuration of one site. `role` (HA sites, docs/ha.md section 3): a `standby` gateway's
     peers have no Endpoint and no PersistentKeepalive, so it never sends a handshake or keepalive and cannot make a
-    remote peer roam to it; `active` is the normal configuration (a single gateway is always active)."""
+    remote peer roam to it; `active` is the normal configuration (a single gateway is always active). A dynamic peer
+    (endpoint None) has no Endpoint line in either role: WireGuard learns its address from its packets."""
     if role not in ROLES:
         raise ValueError(f"role: {role!r} is not active or standby")
     rules = forwarding_rules(plan)
@@ -215,8 +234,8 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
         f"ListenPort = {plan.listen_port}",
         f"MTU = {plan.mtu}",
         f"PrivateKey = {private_key}",
-        *(f"PostUp = sysctl -q -w {key}={value}" for key, value in SYSCTL_SETTINGS.items()),
-        f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}",
+        *(f"PostUp = sysctl -q -w {key}={value}" for key, value in sysctl_settings(plan).items()),
+        *([f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}"] if plan.forward else []),
         *(f"PostUp = {rule.command(up=True)}" for rule in rules),
         *(f"PostUp = {command}" for command in route_up),
         *(f"PostDown = {rule.command(up=False)}" for rule in rules),
@@ -231,7 +250,8 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
             f"AllowedIPs = {', '.join(peer.allowed_ips)}",
         ]
         if role == "active":
-            lines += [f"Endpoint = {peer.endpoint}", f"PersistentKeepalive = {peer.persistent_keepalive}"]
+            lines += [f"Endpoint = {peer.endpoint}"] if peer.endpoint is not None else []
+            lines += [f"PersistentKeepalive = {peer.persistent_keepalive}"]
     return "\n".join(lines) + "\n"
 
 

@@ -76,6 +76,7 @@ def run_lab(
     cleanup = _Cleanup(state, console)
     steps_total = 1 + 2 * len(plan.sites) + CHECK_STEPS + (BOOT_CHECK_STEPS if boot else 0) + 1
     steps_total += len(plan.private_links) + (1 if plan.private_links else 0)  # their build steps and check 7
+    steps_total += any(site.dynamic for site in plan.sites)  # the dynamic sites' check
     lab: BuiltLab | None = None
     with Steps(steps_total, Console(stderr=True)) as step, signals_end_the_run():
         try:

@@ -25,6 +25,8 @@ Cloud gateways (AWS, GCP) are closed: a new connection is admitted only for
 Everything else is dropped, from wg0 and the site's own networks alike (their security group / firewall rule admits
 all of the site's traffic to the gateway, so that it can forward it).
 
+A single host (a static site without cidrs) gets no policy at all: see input_extras.
+
 Static sites are someone's own host (their operator reaches it over SSH; other services may run on it): only what
 arrives through wg0 is policed (the same admissions, the rest dropped), every other interface is left to its owner.
 Their WireGuard port already has a host filter from the peers' addresses (wg_mesh.gateway.wgconf.forwarding_rules,
@@ -39,7 +41,7 @@ from ipaddress import IPv4Network
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite, addressing
 from wg_mesh.gateway import ship
 from wg_mesh.gateway.wgconf import INTERFACE
-from wg_mesh.plan import ha
+from wg_mesh.plan import ha, topology
 from wg_mesh.plan.render import CloudInitExtras, File
 
 CHAIN = "WGMESH-INPUT"
@@ -216,7 +218,12 @@ WantedBy=multi-user.target
 
 def input_extras(cfg: MeshConfig, site_name: str) -> CloudInitExtras:
     """What the user data adds: both files, the unit, and its first start, before anything else of runcmd (wg-quick, the
-    agent's first fetch) runs; the unit must be active for `cloud-init status` to report success."""
+    agent's first fetch) runs; the unit must be active for `cloud-init status` to report success. A single host (a
+    static site without cidrs) gets none: it is the mesh's workload there, and what the sites may reach on it is its
+    owner's firewall's to say, on wg0 as on its other interfaces (as a cloud's workload firewall is for its workloads).
+    wg0 carries only the peers' AllowedIPs (the mesh's ranges) and never reaches link-local (wgconf's raw rule)."""
+    if not topology.forwards(cfg, site_name):
+        return CloudInitExtras()
     policy = policy_for(cfg, site_name)
     return CloudInitExtras(
         files=(File(RULES_PATH, render(policy), "0600"), File(RULES6_PATH, render6(policy), "0600"),

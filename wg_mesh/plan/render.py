@@ -128,13 +128,14 @@ def units_active_check(units: Sequence[str]) -> str:
     )
 
 
-def cloud_config(wg_conf: str | None, extras: CloudInitExtras = CloudInitExtras()) -> str:
+def cloud_config(wg_conf: str | None, extras: CloudInitExtras = CloudInitExtras(), *, forward: bool = True) -> str:
     """`#cloud-config` user data that installs WireGuard, writes wg0.conf and starts wg-quick@wg0.
 
-    wg_conf None (delivery: live): no wg0.conf in the user data; a command of `extras.setup` writes it."""
+    wg_conf None (delivery: live): no wg0.conf in the user data; a command of `extras.setup` writes it. `forward`
+    False (a single host, topology.forwards): no sysctl file and no `sysctl -p`: the host's own settings stay."""
     files = [
         *([File(WG_CONF_PATH, wg_conf, permissions="0600")] if wg_conf is not None else []),
-        File(SYSCTL_PATH, sysctl_conf()),
+        *([File(SYSCTL_PATH, sysctl_conf())] if forward else []),
         File(APT_NO_RECOMMENDS_PATH, APT_NO_RECOMMENDS),
         File(WG_QUICK_DROP_IN_PATH, WG_QUICK_DROP_IN),
         *extras.files,
@@ -160,7 +161,7 @@ def cloud_config(wg_conf: str | None, extras: CloudInitExtras = CloudInitExtras(
         # With it the first failure ends the script non-zero: scripts_user raises and `cloud-init status` is error.
         "runcmd": [
             "set -eu",
-            ["sysctl", "-p", SYSCTL_PATH],
+            *([["sysctl", "-p", SYSCTL_PATH]] if forward else []),
             *(list(cmd) for cmd in extras.setup),
             ["systemctl", "enable", "--now", wg_unit],
             *(["systemctl", "enable", "--now", unit] for unit in extras.start),

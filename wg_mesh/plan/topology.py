@@ -15,6 +15,7 @@ from wg_mesh.config.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PR
 from wg_mesh.config.addressing import gateway_subnet as gateway_subnet
 from wg_mesh.config.addressing import standby_gateway_subnet as standby_gateway_subnet
 from wg_mesh.config.model import tunnel_mtu as tunnel_mtu  # re-exported (the model's: validate prints it)
+from wg_mesh.config.reach import is_dynamic
 from wg_mesh.config.underlay import PrivatePath
 from wg_mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
 from wg_mesh.gateway.wgconf import Peer as Peer
@@ -59,8 +60,14 @@ def site_tunnel_mtu(cfg: MeshConfig, name: str) -> int:
     return max(peer_tunnel_mtu(cfg, name, peer) for peer in peer_names(cfg, name))
 
 
-def peer_endpoint_ip(cfg: MeshConfig, name: str, peer: str, directory: Mapping[str, PeerAddress]) -> str:
-    """Where `name` sends to `peer`: its private address on their shared path, else its public one."""
+ANYWHERE = "0.0.0.0/0"  # a dynamic peer without endpoint_ranges: its packets may come from any address
+
+
+def peer_endpoint_ip(cfg: MeshConfig, name: str, peer: str, directory: Mapping[str, PeerAddress]) -> str | None:
+    """Where `name` sends to `peer`: its private address on their shared path, else its public one; None for a dynamic
+    peer (`endpoint: dynamic`: it initiates, and `name` learns its address from its packets)."""
+    if is_dynamic(cfg.site(peer)):
+        return None
     entry = directory[peer]
     if path_between(cfg, name, peer) is None:
         return entry.public_ip
@@ -79,6 +86,12 @@ def peer_names(cfg: MeshConfig, name: str) -> list[str]:
     return [site.name for site in cfg.sites if site.name != name]
 
 
+def forwards(cfg: MeshConfig, name: str) -> bool:
+    """Whether a site's gateway forwards: a site with networks behind it; a single host (a static site without
+    `cidrs`) is only itself, and its config turns on no forwarding (wgconf's InterfacePlan.forward)."""
+    return bool(cfg.site(name).cidrs)
+
+
 def allowed_ips(cfg: MeshConfig, name: str) -> tuple[str, ...]:
     """What a site's peers accept from it and route to it: its overlay /32 and its CIDRs."""
     site = cfg.site(name)
@@ -95,19 +108,31 @@ def remote_ranges(cfg: MeshConfig, name: str) -> list[IPv4Network]:
 
 
 def static_endpoints(cfg: MeshConfig) -> dict[str, str]:
-    """Public addresses that are known from config alone (static sites; not one given as an Output)."""
+    """Public addresses that are known from config alone (static sites; not one given as an Output, not a dynamic
+    one)."""
     return {
         site.name: str(site.endpoint)
         for site in cfg.sites
-        if isinstance(site, StaticSite) and not isinstance(site.endpoint, Deferred)
+        if isinstance(site, StaticSite) and not isinstance(site.endpoint, Deferred) and not is_dynamic(site)
     }
 
 
+def dynamic_sources(site: StaticSite) -> list[str]:
+    """Where a dynamic site's packets may come from: its endpoint_ranges, else anywhere."""
+    return [str(net) for net in site.endpoint_ranges] if site.endpoint_ranges else [ANYWHERE]
+
+
 def peer_source_ranges(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> list[str]:
-    """The /32s allowed to reach a gateway's WireGuard port: each peer's public address, and a peer on a shared
-    private path its private address too (the path, and the public one while the path is down: docs/underlay.md 7)."""
-    sources = {f"{directory[peer].public_ip}/32" for peer in peer_names(cfg, name)}
-    sources |= {f"{peer_endpoint_ip(cfg, name, peer, directory)}/32" for peer in peer_names(cfg, name)}
+    """The sources allowed to reach a gateway's WireGuard port: each peer's public /32, and a peer on a shared
+    private path its private /32 too (the path, and the public one while the path is down: docs/underlay.md 7); a
+    dynamic peer's endpoint_ranges, or 0.0.0.0/0 without them (its address is not known in advance)."""
+    sources: set[str] = set()
+    for peer in peer_names(cfg, name):
+        site = cfg.site(peer)
+        if isinstance(site, StaticSite) and is_dynamic(site):
+            sources |= set(dynamic_sources(site))
+            continue
+        sources |= {f"{directory[peer].public_ip}/32", f"{peer_endpoint_ip(cfg, name, peer, directory)}/32"}
     return sorted(sources)
 
 
@@ -129,7 +154,7 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
             name=peer,
             public_key=directory[peer].public_key,
             allowed_ips=allowed_ips(cfg, peer),
-            endpoint=f"{peer_endpoint_ip(cfg, name, peer, directory)}:{cfg.listen_port}",
+            endpoint=_with_port(peer_endpoint_ip(cfg, name, peer, directory), cfg.listen_port),
             persistent_keepalive=cfg.persistent_keepalive,
             mtu=peer_mtu if (peer_mtu := peer_tunnel_mtu(cfg, name, peer)) < mtu else None,
             fallback_endpoint=f"{directory[peer].public_ip}:{cfg.listen_port}"
@@ -147,5 +172,17 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
         mss=clamped_mss(mtu),
         masquerade=cfg.masquerades(site),
         peers=peers,
-        listen_sources=tuple(peer_source_ranges(cfg, name, directory)) if isinstance(site, StaticSite) else (),
+        forward=forwards(cfg, name),
+        listen_sources=listen_sources(cfg, name, directory) if isinstance(site, StaticSite) else (),
     )
+
+
+def _with_port(ip: str | None, port: int) -> str | None:
+    return None if ip is None else f"{ip}:{port}"
+
+
+def listen_sources(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> tuple[str, ...]:
+    """A static site's host filter on its WireGuard port: its peers' sources; none at all (an empty filter) when a
+    dynamic peer may send from anywhere."""
+    sources = peer_source_ranges(cfg, name, directory)
+    return () if ANYWHERE in sources else tuple(sources)

@@ -124,7 +124,7 @@ def render_user_data(
     extras = combined(inputpolicy.input_extras(cfg, site_name), metrics.metrics_extras(cfg, site_name, directory))
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name)))
-    return render.cloud_config(wg_conf, extras)
+    return render.cloud_config(wg_conf, extras, forward=topology.forwards(cfg, site_name))
 
 
 def render_live_user_data(
@@ -146,7 +146,7 @@ def render_live_user_data(
     extras = combined(inputpolicy.input_extras(cfg, site_name), extras)  # first: see render_user_data
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name), packed=False))
-    return render.cloud_config(None, extras)
+    return render.cloud_config(None, extras, forward=topology.forwards(cfg, site_name))
 
 
 # zopfli's iterations are part of the output format (more: smaller, slower): changing it changes every AWS

@@ -79,9 +79,9 @@ _INTERCONNECT = (
     Traffic("gcp_partner_cci_egress", "gcp", "GCP → AWS data over the interconnect"),
 )
 _GATEWAYS = (
-    Hours("aws_c6i_2xlarge", 1, "AWS gateway c6i.2xlarge"),
+    Hours("aws_c6i_2xlarge_us_east_1", 1, "AWS gateway c6i.2xlarge"),
     Hours("aws_public_ipv4", 1, "AWS gateway's public IPv4 address"),
-    Hours("gcp_n2_standard_8", 1, "GCP gateway n2-standard-8"),
+    Hours("gcp_n2_standard_8_us_east4", 1, "GCP gateway n2-standard-8"),
     Hours("gcp_external_ipv4", 1, "GCP gateway's external IPv4 address"),
 )
 _INTERNET = (
@@ -227,12 +227,15 @@ _HOURLY = {i.price for o in OPTIONS for i in o.items if isinstance(i, Hours)}
 
 def check_keys(prices: PriceFile, origin: str) -> None:
     """A price file must price every item of every option (a missing price is `value: null`, not absent), name no
-    price no option uses (a typo would leave the intended one absent), and give each in a unit its items can use:
+    price no option uses (a typo would leave the intended one absent) but the regional prices `cost --stack` reads
+    (those with a `region`), and give each in a unit its items can use:
     an hourly item's price per hour, a traffic item's per volume. Every problem at once."""
     problems = [
         f"{origin}: prices.{key}: required (an option uses it)" for key in PRICE_KEYS if key not in prices.prices
     ]
     for key, price in prices.prices.items():
+        if key not in PRICE_KEYS and price.region is not None:
+            continue  # another region's price, for `cost --stack` (its key ends in its region: the model checks it)
         if key not in PRICE_KEYS:
             hint = difflib.get_close_matches(key, PRICE_KEYS, n=1)
             problems.append(

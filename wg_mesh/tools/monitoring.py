@@ -17,7 +17,7 @@ import yaml
 
 from wg_mesh.config import MeshConfig
 from wg_mesh.gateway import wgmetrics
-from wg_mesh.plan.topology import peer_names
+from wg_mesh.plan.topology import forwards, peer_names
 
 JOB = "wg-mesh"
 RULES_FILE = "wg-mesh.rules.yml"
@@ -51,6 +51,7 @@ HA_FLAP_CLAIMS = 2
 
 # Recorded series (also what the dashboard may use).
 EXPECTED_SITE = "site:wgmesh_expected"
+FORWARDING_SITE = "site:wgmesh_forwards"  # the sites whose gateway forwards (not a single host: topology.forwards)
 EXPECTED_PEER = "site_peer:wgmesh_expected"
 RECEIVE_RATE = f"site_peer:wgmesh_peer_receive_bytes:rate{RATE_WINDOW}"
 TRANSMIT_RATE = f"site_peer:wgmesh_peer_transmit_bytes:rate{RATE_WINDOW}"
@@ -110,7 +111,7 @@ def alerts() -> list[Alert]:
         ),
         Alert(
             "WgMeshForwardingDisabled",
-            "wgmesh_ip_forward_enabled == 0",
+            f"wgmesh_ip_forward_enabled == 0 and on (site) {FORWARDING_SITE}",  # a single host's 0 is right
             "{{ $labels.site }}: IP forwarding is off",
             "net.ipv4.ip_forward is 0 on the gateway of {{ $labels.site }}: handshakes can stay fresh while no "
             "traffic crosses the gateway. `sudo sysctl -w net.ipv4.ip_forward=1`, then find what turned it off "
@@ -276,6 +277,9 @@ def rules(cfg: MeshConfig) -> dict[str, Any]:
     topology: list[dict[str, Any]] = []
     for site in cfg.sites:
         topology.append({"record": EXPECTED_SITE, "expr": "vector(1)", "labels": {"site": site.name}})
+    for site in cfg.sites:
+        if forwards(cfg, site.name):
+            topology.append({"record": FORWARDING_SITE, "expr": "vector(1)", "labels": {"site": site.name}})
     for site in cfg.sites:
         for peer in peer_names(cfg, site.name):
             labels = {"site": site.name, "peer_site": peer}

@@ -10,6 +10,7 @@ import datetime as dt
 import difflib
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +44,9 @@ class Price(BaseModel):
     model_config = _STRICT
 
     what: str = Field(min_length=1)
+    # The one region the price holds in (its key ends in it: region_key); None: the same in every region of its cloud
+    # as far as its source says.
+    region: str | None = Field(default=None, pattern=r"^[a-z]+(-[a-z0-9]+)+$")
     unit: Unit
     value: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     tiers: tuple[Tier, ...] | None = Field(default=None, strict=False)  # a YAML list; each Tier is strict itself
@@ -98,6 +102,16 @@ class Price(BaseModel):
         return tiered(max(0.0, quantity - self.free), self.tiers)
 
 
+def slug(text: str) -> str:
+    """A key's spelling of an instance type or region: c6i.2xlarge -> c6i_2xlarge, europe-west3 -> europe_west3."""
+    return re.sub(r"[^a-z0-9]+", "_", text.lower())
+
+
+def region_key(name: str, region: str) -> str:
+    """A price's key in one region: gcp_n2_standard_8, europe-west3 -> gcp_n2_standard_8_europe_west3."""
+    return f"{name}_{slug(region)}"
+
+
 def tiered(quantity: float, tiers: Iterable[Tier]) -> float:
     """The cost of `quantity` units through cumulative tiers: each band's part at that band's price."""
     total, start = 0.0, 0.0
@@ -131,7 +145,20 @@ class PriceFile(BaseModel):
         late = [key for key, price in self.prices.items() if price.read > self.as_of]
         if late:
             raise ValueError(f"as_of {self.as_of} is before the read date of {', '.join(late)}")
+        misnamed = [k for k, p in self.prices.items() if p.region is not None and not k.endswith(f"_{slug(p.region)}")]
+        if misnamed:
+            raise ValueError(f"a regional price's key ends in its region: {', '.join(misnamed)}")
         return self
+
+    def regions_priced(self, cloud: str) -> list[str]:
+        """The regions of `cloud` whose instances the file prices (its hourly regional prices)."""
+        return sorted(
+            {
+                p.region
+                for k, p in self.prices.items()
+                if p.region and k.startswith(f"{cloud}_") and p.unit == "USD/hour"
+            }
+        )
 
 
 _EXPECTED = {

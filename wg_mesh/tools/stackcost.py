@@ -1,31 +1,37 @@
 """`wg-mesh cost --stack S`: what a stack's own gateways cost a month while idle, from the dated price file.
 
 Per cloud site: its gateways (`gateways`: 1, or 2 for an HA pair) at the hourly price of its own instance type in its
-own region, and one public IPv4 address per gateway (docs/ha.md: each gateway of a pair has one while the other holds
-the site's address). A static site is the user's own host: not priced. A price the file lacks (another region than
-the one it prices, an instance type it does not list, a price it could not find) is refused by name, never guessed:
+own region (the price file's prices with that `region`), and one public IPv4 address per gateway (docs/ha.md: each
+gateway of a pair has one while the other holds the site's address). A static site is the user's own host: not
+priced. A price the file lacks (a region it does not price, an instance type it does not list there, a price it could
+not find) is refused by name, never guessed:
 the caller prints the problems instead of a total. Traffic is not counted here (it depends on where it flows): the
 built-in comparison (`wg-mesh cost` without --stack) prices internet egress per TB. Pure arithmetic and text.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig
 from wg_mesh.config.sites import DEFAULT_AWS_INSTANCE_TYPE, DEFAULT_GCP_INSTANCE_TYPE
-from wg_mesh.tools.prices import PriceFile
+from wg_mesh.tools.prices import PriceFile, region_key, slug
 
 ADDRESS_PRICE = {"aws": "aws_public_ipv4", "gcp": "gcp_external_ipv4"}
 ADDRESS_LABEL = {"aws": "public IPv4 address", "gcp": "external IPv4 address"}
 DEFAULT_TYPES = {"aws": DEFAULT_AWS_INSTANCE_TYPE, "gcp": DEFAULT_GCP_INSTANCE_TYPE}
 
 
-def instance_price_key(cloud: str, instance_type: str) -> str:
-    """The price file's name for an instance type: aws_c6i_2xlarge, gcp_n2_standard_8."""
-    return f"{cloud}_{re.sub(r'[^a-z0-9]+', '_', instance_type.lower())}"
+def instance_price_key(cloud: str, instance_type: str, region: str) -> str:
+    """The price file's name for an instance type in a region: aws_c6i_2xlarge_us_east_1."""
+    return region_key(f"{cloud}_{slug(instance_type)}", region)
+
+
+def address_price_key(prices: PriceFile, cloud: str, region: str) -> str:
+    """The region's own address price if the file has one, else the cloud's (no region: the same everywhere)."""
+    own = region_key(ADDRESS_PRICE[cloud], region)
+    return own if own in prices.prices else ADDRESS_PRICE[cloud]
 
 
 @dataclass(frozen=True)
@@ -56,16 +62,17 @@ def site_lines(
 ) -> tuple[list[Line], list[str]]:
     """A cloud site's idle items, or the problems naming what the price file lacks for it."""
     kind = instance_type or site.instance_type
-    region = prices.regions.aws if site.cloud == "aws" else prices.regions.gcp
-    if site.region != region:
+    regions = prices.regions_priced(site.cloud)
+    if site.region not in regions:
         return [], [
             f"{where}: {site.cloud} region {site.region}: {origin} (as of {prices.as_of}) prices {site.cloud} in "
-            f"{region} only; add that region's prices to a copy of the file and pass it with --prices"
+            f"{', '.join(regions) or 'no region'} only; add that region's prices to a copy of the file and pass it "
+            "with --prices"
         ]
     wanted = [
-        (instance_price_key(site.cloud, kind), f"{site.cloud} {kind} in {site.region}", f"gateway {kind}"),
+        (instance_price_key(site.cloud, kind, site.region), f"{site.cloud} {kind} in {site.region}", f"gateway {kind}"),
         (
-            ADDRESS_PRICE[site.cloud],
+            address_price_key(prices, site.cloud, site.region),
             f"{site.cloud} {ADDRESS_LABEL[site.cloud]}",
             f"gateway's {ADDRESS_LABEL[site.cloud]}",
         ),
@@ -96,16 +103,18 @@ def stack_lines(cfg: MeshConfig, prices: PriceFile, origin: str) -> list[Line]:
 
 
 def default_idle(prices: PriceFile, origin: str) -> dict[str, float | str]:
-    """The idle month of one gateway of each cloud at the default instance type, in the file's regions (or why not)."""
+    """The idle month of one gateway at its cloud's default instance type with its address, in every region the file
+    prices (or why not)."""
     out: dict[str, float | str] = {}
     for cloud, kind in DEFAULT_TYPES.items():
-        total = 0.0
-        problems: list[str] = []
-        for key in (instance_price_key(cloud, kind), ADDRESS_PRICE[cloud]):
-            value, problem = _hourly(prices, key, f"{cloud} {kind}", origin)
-            total += (value or 0.0) * prices.hours_per_month
-            problems += [problem] if problem else []
-        out[f"{cloud} {kind}"] = "; ".join(problems) if problems else round(total, 2)
+        for region in prices.regions_priced(cloud):
+            total = 0.0
+            problems: list[str] = []
+            for key in (instance_price_key(cloud, kind, region), address_price_key(prices, cloud, region)):
+                value, problem = _hourly(prices, key, f"{cloud} {kind} in {region}", origin)
+                total += (value or 0.0) * prices.hours_per_month
+                problems += [problem] if problem else []
+            out[f"{cloud} {kind} in {region}"] = "; ".join(problems) if problems else round(total, 2)
     return out
 
 

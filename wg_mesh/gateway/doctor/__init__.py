@@ -70,11 +70,16 @@ def diagnose(host: Host, interface: str = "wg0", config_path: str | None = None)
     path = config_path or f"/etc/wireguard/{interface}.conf"
     iface_check, link_mtu = check_interface(host, interface)
     config_check, conf = check_config(host, path)
-    checks = [iface_check, config_check, check_mtu(interface, link_mtu, conf), check_forwarding(host)]
-    if link_mtu is None:
+    checks = [iface_check, config_check, check_mtu(interface, link_mtu, conf)]
+    if conf is not None and conf.single_host:  # a static site without cidrs: it forwards nothing, by design
+        host_only = "a single host (no cidrs): it forwards nothing, and its config turns on no forwarding"
+        checks += [Check(name, SKIP, host_only) for name in ("forwarding", "forward-accept", "mss-clamp")]
+    elif link_mtu is None:
+        checks.append(check_forwarding(host))
         skipped = f"{interface} does not exist (its PostUp adds these rules)"
         checks += [Check("forward-accept", SKIP, skipped), Check("mss-clamp", SKIP, skipped)]
     else:
+        checks.append(check_forwarding(host))
         checks.append(check_forward_accept(host, interface))
         checks.append(check_mss_clamp(host, interface, conf.mtu if conf and conf.mtu else link_mtu))
     checks += standby_peer_checks(_peer_checks(host, interface, conf, link_mtu), host)  # HA standby: no handshakes
@@ -101,7 +106,8 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, link_mtu: int 
     for peer in peers:
         site = conf.name_of(peer.public_key) if conf is not None else None
         name = site or f"peer {peer.public_key[:8]}…"
-        checks.append(check_handshake(peer, name, site, now))
+        dynamic = conf is not None and any(p.public_key == peer.public_key and p.endpoint is None for p in conf.peers)
+        checks.append(check_handshake(peer, name, site, now, dynamic))
         if checks[-1].status == OK and conf is not None:
             tunnels += [p for p in conf.peers if p.public_key == peer.public_key]
         if routes is None:

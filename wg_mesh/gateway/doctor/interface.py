@@ -240,9 +240,20 @@ def check_peers(interface: str, conf: WgConf | None, peers: list[PeerStat]) -> C
     return Check("peers", OK, f"{interface} has the config's {len(conf.peers)} peers")
 
 
-def check_handshake(peer: PeerStat, name: str, site: str | None, now: float) -> Check:
+def check_handshake(peer: PeerStat, name: str, site: str | None, now: float, dynamic: bool = False) -> Check:
+    """`dynamic`: the config has no Endpoint for the peer (`endpoint: dynamic`, issue 24): it dials this gateway."""
     where = f" (endpoint {peer.endpoint})" if peer.endpoint else " (no endpoint known)"
     if peer.latest_handshake == 0:
+        if peer.rx_bytes == 0 and dynamic:
+            return Check(
+                "handshake",
+                FAIL,
+                f"nothing received yet from {name}, a dynamic site{where}: it dials this gateway, which learns its "
+                "address from its first packet",
+                f"Is {name}'s wg-quick@wg0 up, with this gateway's public address as an Endpoint? Does this gateway's "
+                f"firewall admit UDP from {name}'s address (its endpoint_ranges)? Does {name}'s NAT let UDP out?",
+                site,
+            )
         if peer.rx_bytes == 0:
             return Check(
                 "handshake",

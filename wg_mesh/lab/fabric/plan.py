@@ -5,7 +5,7 @@ tests read it without root. The artifacts each gateway runs come from the same f
 `pulumi up` (`topology.interface_plan`, `render.wg_quick_conf`, `render.cloud_config`); only the public
 addresses differ, because the lab hands out its own from the 198.18.0.0/15 benchmarking range.
 
-Per site, as in the clouds:
+Per site, as in the clouds (a single host, a static site without `cidrs`: its gateway namespace is the host, no LAN):
 
     AWS / GCP site                                   static site
     host ── VPC bridge (VPC router) ── uplink ─┐     host ── LAN ── gateway ── uplink ─┐
@@ -33,6 +33,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
 from wg_mesh.config import MeshConfig, StaticSite
+from wg_mesh.config.reach import is_dynamic
 from wg_mesh.config.sites import INTERNET_MTU
 from wg_mesh.lab.fabric.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
 from wg_mesh.plan import live, render, signing, topology, userdata, wgkey
@@ -116,6 +117,9 @@ class SitePlan:
     gateways: int = 1  # 2: an HA site (haplan.py): gateway_ns is gateway a's, standby_ns gateway b's
     standby_ns: str | None = None
     spare_ns: str | None = None  # HA site: a third instance's place (the drill's replacement beside the old)
+    dynamic: bool = False  # `endpoint: dynamic` (issue 24): its peers have no Endpoint for it and learn public_ip
+    # A single host (a static site without cidrs): host_ns is gateway_ns, host_ip its overlay address, no LAN
+    single_host: bool = False
 
     @property
     def is_cloud(self) -> bool:
@@ -128,7 +132,8 @@ class SitePlan:
     @property
     def namespaces(self) -> tuple[str, ...]:
         standby = tuple(ns for ns in (self.standby_ns, self.spare_ns) if ns)
-        return (self.gateway_ns, *standby, self.host_ns) + ((self.vpc_ns,) if self.vpc_ns else ())
+        host = () if self.single_host else (self.host_ns,)
+        return (self.gateway_ns, *standby, *host) + ((self.vpc_ns,) if self.vpc_ns else ())
 
 
 @dataclass(frozen=True)
@@ -236,17 +241,15 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
         ha = site.name in ha_sites
         if ha and not cloud:
             problems.append(f"sites[{i}]: {site.name} is a static site: one gateway only")
-        if not site.cidrs:  # a single-host static site: the lab's checks need a host behind each gateway
-            problems.append(
-                f"sites[{i}]: {site.name} is a single host (no cidrs): the lab runs a host behind every gateway and "
-                "checks the paths between them; give it a cidrs entry (its LAN) to run this topology in the lab"
-            )
-            continue
-        try:
-            router, gateway, host = site_addresses(site.cidrs[0], cloud)
-        except ValueError as exc:
-            problems.append(f"sites[{i}].cidrs[0]: {exc}")
-            continue
+        if not site.cidrs:  # a single host (static: the model requires a cloud site's): the gateway is the host
+            public = PUBLIC_POOL[i + 1]
+            router, gateway, host = None, IPv4Interface(f"{public}/32"), IPv4Interface(f"{site.overlay_ip}/32")
+        else:
+            try:
+                router, gateway, host = site_addresses(site.cidrs[0], cloud)
+            except ValueError as exc:
+                problems.append(f"sites[{i}].cidrs[0]: {exc}")
+                continue
         if cloud and site.name in private:  # a private-path gateway sits at its fixed private address
             subnet, gateway = gateway.network, IPv4Interface(f"{private[site.name]}/{gateway.network.prefixlen}")
             if gateway.ip not in subnet or gateway in (router, host):
@@ -259,6 +262,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
             nic_mtu, real = site.underlay_mtu, "external IP"
         else:
             nic_mtu, real = max(STATIC_LAN_MTU, site.underlay_mtu), f"endpoint {site.endpoint}"
+            real = "a dynamic address (its peers learn it)" if is_dynamic(site) else real
         sites.append(
             SitePlan(
                 index=i,
@@ -268,7 +272,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
                 public_ip=PUBLIC_POOL[i + 1],
                 real_public=real,
                 gateway_ns=f"{prefix}-gw-{site.name}" + ("-a" if ha else ""),
-                host_ns=f"{prefix}-host-{site.name}",
+                host_ns=f"{prefix}-gw-{site.name}" if not site.cidrs else f"{prefix}-host-{site.name}",
                 vpc_ns=f"{prefix}-vpc-{site.name}" if cloud else None,
                 gateway_ip=gateway,
                 host_ip=host,
@@ -279,10 +283,14 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
                 nic_mtu=nic_mtu,
                 uplink_mtu=faults.link_mtu.get(site.name, internet_mtu),
                 declared_underlay_mtu=site.underlay_mtu,
-                host_routes=tuple(topology.remote_ranges(cfg, site.name)),
+                host_routes=tuple(topology.remote_ranges(cfg, site.name))
+                if site.cidrs
+                else (),  # wg-quick's, on a host
                 gateways=2 if ha else 1,
                 standby_ns=f"{prefix}-gw-{site.name}-b" if ha else None,
                 spare_ns=f"{prefix}-gw-{site.name}-c" if ha else None,
+                dynamic=is_dynamic(site),
+                single_host=not site.cidrs,
             )
         )
     links, link_problems = plan_private_links(cfg, sites)

@@ -92,8 +92,8 @@ def build(
             build_cloud_site(plan, site)
         gateway = lab.machines[site.name]
         gateway.attach(later=start is not None and site.name not in start)
-        if gateway.plugged:  # else its start() builds the host (a booted VPS's LAN is its container's veth)
-            build_host(site)
+        if gateway.plugged and not site.single_host:  # else its start() builds the host (a booted VPS's LAN is its
+            build_host(site)  # container's veth); a single host is its gateway's namespace
         lab.hosts[site.name] = Node(site.host_ns)
     for link in plan.private_links:
         step(f"private path {link.path}: {link.a.site} <-> {link.b.site} at MTU {link.mtu}")

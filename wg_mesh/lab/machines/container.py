@@ -46,6 +46,8 @@ class ContainerGateway(GatewayMachine):
         self, plan: LabPlan, site: SitePlan, artifacts: GatewayArtifacts, state: LabState, *, image: Image, repo: Path
     ) -> None:
         super().__init__(plan, site, artifacts, state)
+        if site.single_host:
+            raise LabError(f"{site.name} is a single host (no cidrs): the namespace lab runs it; --boot does not yet")
         self.image = image
         self.repo = repo
         self.dir = STATE_DIR / f"{plan.prefix}.machines" / site.name

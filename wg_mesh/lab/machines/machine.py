@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from wg_mesh.lab.fabric.netns import WG_QUICK_ENV, LabError, LabState, Node, start_holder
-from wg_mesh.lab.fabric.networks import ip, plug_cloud_gateway, plug_static_gateway, veth
+from wg_mesh.lab.fabric.networks import ip, plug_cloud_gateway, plug_static_gateway, sysctl, veth
 from wg_mesh.lab.fabric.plan import BRIDGE_GW_PORT, GW_LAN, NIC, GatewayArtifacts, LabPlan, SitePlan
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.plan.render import INTERFACE
@@ -122,8 +122,11 @@ class NamespaceGateway(GatewayMachine):
             ip(gw, "address", "add", f"{site.public_ip}/32", "dev", nic)
             ip(gw, "route", "add", site.transit_internet.ip, "dev", nic, "scope", "link")
             ip(gw, "route", "add", "default", "via", site.transit_internet.ip, "dev", nic)
-            veth(gw, GW_LAN, site.host_ns, NIC, site.nic_mtu)
-            ip(gw, "address", "add", site.gateway_ip, "dev", GW_LAN)
+            if site.single_host:  # no LAN: it is the workload; forwarding off, as on a fresh server
+                sysctl(gw, "net.ipv4.ip_forward=0")
+            else:
+                veth(gw, GW_LAN, site.host_ns, NIC, site.nic_mtu)
+                ip(gw, "address", "add", site.gateway_ip, "dev", GW_LAN)
         self.plugged = True
 
     def start(self) -> None:

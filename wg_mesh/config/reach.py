@@ -1,0 +1,123 @@
+"""How the mesh reaches a static site: a fixed public address, or `dynamic` (issue 24: a site on a dynamic address or
+behind a NAT, with no address anyone can dial).
+
+A dynamic site initiates: it has every peer's endpoint and sends a keepalive every `persistent_keepalive` seconds;
+its peers have no Endpoint for it and learn its address from its authenticated packets (WireGuard's roaming). Their
+firewalls cannot know that address in advance: they admit the site's `endpoint_ranges`, or any address, on the
+WireGuard port (docs/how-to/static-sites.md). Two dynamic sites have no direct path: that needs a relay (issue 24
+item 2), not built yet, so the config refuses it.
+
+Part of the config model; pure, no Pulumi. The field types here, the rules as `field: message` lines over raw or
+parsed sites (wg_mesh.config.rules' style).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from ipaddress import IPv4Address, IPv4Network
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator
+
+from wg_mesh.config import addressing
+from wg_mesh.config.fields import parse_address, parse_network
+from wg_mesh.config.messages import quote
+
+DYNAMIC = "dynamic"
+MIN_RANGE_PREFIX = 8  # a wider range admits a large part of the internet: leave endpoint_ranges out instead
+MAX_ENDPOINT_RANGES = 16  # each is a firewall rule on every gateway that peers with the site (AWS counts them)
+RELAYS_NOT_BUILT = "relays are not built yet (issue 24 item 2)"
+ENDPOINT_DESCRIPTION = (
+    "The host's public IPv4 address: not special-purpose, private (RFC 1918), CGNAT or benchmarking space (from a "
+    "program: a known value or a pulumi Output); or `dynamic`: no fixed address (a dynamic IP, behind a NAT): the "
+    "site initiates and keeps the path open with `persistent_keepalive`."
+)
+RANGES_DESCRIPTION = (
+    "`endpoint: dynamic` only: the public ranges its packets may come from (e.g. its provider's); the WireGuard port "
+    "of the gateways that peer with it admits these. Unset: any address."
+)
+
+
+def parse_endpoint(value: Any) -> Any:
+    """A static site's `endpoint`: the literal `dynamic`, or an IPv4 address the internet reaches."""
+    if value == DYNAMIC or isinstance(value, IPv4Address):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected an IPv4 address or 'dynamic', got {quote(value)}")
+    try:
+        ip = parse_address(value)
+    except ValueError:
+        raise ValueError(
+            f"{quote(value)} is neither an IPv4 address nor 'dynamic' (a site with no fixed address)"
+        ) from None
+    problem = addressing.endpoint_problem(ip)
+    if problem is not None:
+        raise ValueError(problem)
+    return ip
+
+
+def _endpoint_range(net: IPv4Network) -> IPv4Network:
+    if net.prefixlen < MIN_RANGE_PREFIX:
+        raise ValueError(
+            f"{net} is wider than a /{MIN_RANGE_PREFIX}: leave endpoint_ranges out to admit any address "
+            "(docs/how-to/static-sites.md)"
+        )
+    why = addressing.special_purpose(net)
+    if why is not None:
+        raise ValueError(f"{net} {why}")
+    private = next((n for n, _ in addressing.NOT_INTERNET_REACHABLE if net.overlaps(n)), None)
+    if private is not None:
+        raise ValueError(
+            f"{net} overlaps {private}: the gateways see the public address a dynamic site's packets leave its "
+            "NAT with, never a private, CGNAT or benchmarking one"
+        )
+    return net
+
+
+# The field types (wg_mesh.config.sites uses them on StaticSite).
+SiteEndpoint = Annotated[IPv4Address | Literal["dynamic"], BeforeValidator(parse_endpoint)]
+EndpointRange = Annotated[IPv4Network, BeforeValidator(parse_network), AfterValidator(_endpoint_range)]
+
+
+def is_dynamic(site: object) -> bool:
+    """Whether `site` (any site model) is a static site with `endpoint: dynamic`: no address its peers can dial."""
+    return getattr(site, "endpoint", None) == DYNAMIC
+
+
+def site_problems(i: int, site: Mapping[str, Any]) -> list[str]:
+    """Rules within one site (raw input or a parsed site's fields): endpoint_ranges only on a dynamic site."""
+    if site.get("endpoint_ranges") is None or site.get("endpoint") == DYNAMIC:
+        return []
+    what = "a cloud site's address is its own" if site.get("cloud") in ("aws", "gcp") else "its peers admit its /32"
+    return [
+        f"sites[{i}].endpoint_ranges: only for endpoint: dynamic ({what}); remove endpoint_ranges or set "
+        "endpoint: dynamic"
+    ]
+
+
+def mesh_problems(sites: Sequence[Any], persistent_keepalive: int | None, path_sites: Sequence[str]) -> list[str]:
+    """Rules between dynamic sites and the rest of the mesh (parsed sites; `persistent_keepalive` None: invalid,
+    reported elsewhere; `path_sites`: the sites on a private path)."""
+    dynamic = [(i, s) for i, s in enumerate(sites) if is_dynamic(s)]
+    if not dynamic:
+        return []
+    out = []
+    first = f"sites[{dynamic[0][0]}]"
+    if persistent_keepalive == 0:
+        out.append(
+            f"persistent_keepalive: 0, and {first} ({dynamic[0][1].name}) has endpoint: dynamic: its keepalives are "
+            "the only way the gateways learn its address and its NAT keeps the mapping open (set e.g. 25)"
+        )
+    for i, site in dynamic[1:]:
+        out.append(
+            f"sites[{i}].endpoint: {site.name} and {dynamic[0][1].name} ({first}) are both dynamic: neither can "
+            f"reach the other, and a pair with no direct path needs a relay; {RELAYS_NOT_BUILT}. Give one of them "
+            "a fixed endpoint"
+        )
+    for i, site in dynamic:
+        if site.name in path_sites:
+            out.append(
+                f"sites[{i}].endpoint: dynamic, and {site.name} is on a private path: its public fallback would "
+                "have no address; a dynamic site on a private path is not supported yet"
+            )
+    return out

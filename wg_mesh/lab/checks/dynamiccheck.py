@@ -1,0 +1,140 @@
+"""The lab check of a stack with a dynamic-address site (issue 24, `endpoint: dynamic`): its peers were never given an
+endpoint for it and learnt it from its packets, and they follow it when its address changes, with no action of ours.
+
+* learnt  every other gateway's rendered config has no Endpoint for the dynamic site, and its `wg show wg0 endpoints`
+          shows the site's lab public address (WireGuard's roaming: the address its authenticated packets came from)
+* roam    a ping every 10 ms from a fixed site's workload host to the dynamic site's host, while the NAT in front of
+          the dynamic site rebinds it to a new public address (the old mapping gone: `move`). Pings go to the old
+          address until the site's next packet (its persistent keepalive at the latest) teaches the peers the new one:
+          the outage is measured; the check passes when traffic comes back within 3x persistent_keepalive and every
+          peer's endpoint is the new address.
+
+The first dynamic site and the first fixed site are the pair for the roam; the roam runs last (it changes the lab).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from wg_mesh.lab.checks.outage import measure_outage
+from wg_mesh.lab.checks.result import CheckResult
+from wg_mesh.lab.checks.underlaycheck import ok_text, wg_endpoints
+from wg_mesh.lab.fabric.netns import run
+from wg_mesh.lab.fabric.networks import iptables
+from wg_mesh.lab.fabric.plan import PUBLIC_POOL, LabKeys, SitePlan
+from wg_mesh.lab.machines.build import BuiltLab
+
+KEY = "dynamic_sites"
+ROAM_BOUND = 3  # x persistent_keepalive: the check's generous bound, not a target
+
+
+def title(number: int) -> str:
+    return f"{number}. Dynamic-address sites (endpoints learnt from packets, a roam followed)"
+
+
+def roamed_address(site: SitePlan) -> str:
+    """The site's public address after the roam: the top of the lab's public pool, never a site's address (those are
+    at its bottom: PUBLIC_POOL[i + 1])."""
+    return str(PUBLIC_POOL[-2 - site.index])
+
+
+def keepalive_of(lab: BuiltLab, site: SitePlan) -> int:
+    return max(p.persistent_keepalive for p in lab.machines[site.name].artifacts.interface.peers)
+
+
+def learnt(lab: BuiltLab, names: Mapping[str, str], site: SitePlan, address: str) -> list[dict[str, Any]]:
+    """Each other gateway: whether its rendered config gave `site` an endpoint, and what WireGuard has now."""
+    want = f"{address}:{lab.plan.listen_port}"
+    out = []
+    for peer in lab.plan.sites:
+        if peer.name == site.name:
+            continue
+        configured = [p.endpoint for p in lab.machines[peer.name].artifacts.interface.peers if p.name == site.name]
+        seen = wg_endpoints(lab.gateways[peer.name], names).get(site.name)
+        seen_full = _full_endpoint(lab, peer, names, site.name)
+        out.append({"gateway": peer.name, "peer": site.name, "configured": configured[0] if configured else None,
+                    "endpoint": seen_full, "expected": want,
+                    "ok": configured == [None] and seen == address and seen_full == want})  # fmt: skip
+    return out
+
+
+def _full_endpoint(lab: BuiltLab, gateway: SitePlan, names: Mapping[str, str], peer: str) -> str | None:
+    """HOST:PORT of `peer` in `gateway`'s `wg show wg0 endpoints` (underlaycheck.wg_endpoints keeps the host only)."""
+    out = lab.gateways[gateway.name].run(["wg", "show", "wg0", "endpoints"], timeout=10).stdout
+    for line in out.splitlines():
+        key, _, endpoint = line.strip().partition("\t")
+        if names.get(key) == peer and endpoint.strip() != "(none)":
+            return endpoint.strip()
+    return None
+
+
+# Flush the namespace's conntrack table (ctnetlink IPCTNL_MSG_CT_DELETE without attributes, acknowledged): the
+# NAT's old mappings go, as when a provider's NAT rebinds. No `conntrack` tool needed. Run in the internet namespace.
+_FLUSH_CONNTRACK = """
+import socket, struct, sys
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)
+body = struct.pack("=BBH", socket.AF_INET, 0, 0)
+s.send(struct.pack("=IHHII", 16 + len(body), (1 << 8) | 2, 0x1 | 0x4, 1, 0) + body)
+sys.exit(0 if struct.unpack("=i", s.recv(4096)[16:20])[0] == 0 else 1)
+"""
+
+
+def move(lab: BuiltLab, site: SitePlan, new: str) -> None:
+    """The NAT in front of the site maps it to a new public address, and the old mapping is gone (a provider's NAT
+    rebinding, a new address on a dynamic line): the internet namespace rewrites the site's packets to `new`, drops
+    what still comes for the old address, and forgets its connections. The site itself changes nothing."""
+    inet, old = lab.plan.internet_ns, str(site.public_ip)
+    iptables(inet, "-t", "nat", "-I", "POSTROUTING", "-s", old, "-j", "SNAT", "--to-source", new)
+    iptables(inet, "-t", "raw", "-I", "PREROUTING", "-d", old, "-j", "DROP")
+    run(["ip", "netns", "exec", inet, sys.executable, "-c", _FLUSH_CONNTRACK])
+
+
+def check_dynamic_sites(lab: BuiltLab, keys: LabKeys, number: int) -> CheckResult:
+    names = {public: site for site, public in keys.public.items()}
+    dynamic = [s for s in lab.plan.sites if s.dynamic]
+    before = [row for site in dynamic for row in learnt(lab, names, site, str(site.public_ip))]
+    rows = [[f"gateway {r['gateway']}: peer {r['peer']}", f"configured {r['configured'] or 'none'}",
+             f"learnt {r['endpoint'] or 'none'} (expected {r['expected']})", ok_text(r["ok"])]
+            for r in before]  # fmt: skip
+    site = dynamic[0]
+    fixed = next(s for s in lab.plan.sites if not s.dynamic)
+    keepalive, new = keepalive_of(lab, site), roamed_address(site)
+    bound_s = ROAM_BOUND * keepalive
+    moved: list[float] = []
+
+    def roam() -> None:
+        move(lab, site, new)
+        moved.append(time.monotonic())
+
+    outage = measure_outage(lab.hosts[fixed.name], lab.state, fixed.host_ns, str(site.host_ip.ip), roam,
+                            timeout=bound_s)  # fmt: skip
+    # Each peer learns the new address from the site's own next packet to it (its own keepalive timer): wait for all
+    # of them, within the same bound from the move.
+    after = learnt(lab, names, site, new)
+    while moved and not all(r["ok"] for r in after) and time.monotonic() < moved[0] + bound_s:
+        time.sleep(0.2)
+        after = learnt(lab, names, site, new)
+    all_learnt_s = round(time.monotonic() - moved[0], 1) if moved and all(r["ok"] for r in after) else None
+    recovered = outage.ok and outage.outage_ms is not None and outage.outage_ms <= bound_s * 1000
+    roam_ok = recovered and all_learnt_s is not None
+    rows.append([f"roam {site.name} {site.public_ip} -> {new}", f"host {fixed.name} -> host {site.name}, "
+                 f"ping every 10 ms", f"no replies for {outage.outage_ms} ms (persistent_keepalive {keepalive} s, "
+                 f"bound {bound_s} s); peers learnt {new}: {sum(r['ok'] for r in after)}/{len(after)} "
+                 f"(all within {all_learnt_s} s)"
+                 + (f"; {outage.error}" if outage.error else ""), ok_text(roam_ok)])  # fmt: skip
+    ok = all(r["ok"] for r in before) and roam_ok
+    summary = (
+        f"{sum(r['ok'] for r in before)}/{len(before)} peers learnt the dynamic sites' addresses (none configured); "
+        f"{site.name} roamed to {new}: traffic back after {outage.outage_ms} ms (keepalive {keepalive} s)"
+    )
+    data: dict[str, Any] = {
+        "learnt": before,
+        "roam": {"site": site.name, "from": str(site.public_ip), "to": new, "pinger": fixed.name,
+                 "outage_ms": outage.outage_ms, "persistent_keepalive_s": keepalive, "bound_s": bound_s,
+                 "replies": outage.replies, "error": outage.error, "learnt_after": after,
+                 "all_learnt_s": all_learnt_s, "ok": roam_ok},
+    }  # fmt: skip
+    return CheckResult(KEY, title(number), ok, summary, ["where", "config", "seen", ""], rows, data)
