@@ -114,6 +114,7 @@ class Command:
     words: tuple[str, ...]
     line: int  # within the block, 0-based
     comment: str  # the comment on its last line, if any
+    stdout: str | None = None  # the file a `>` sends its output to
 
 
 OPERATORS = ("&&", "||", ";;", ";", "|", "&", "\n", "(", ")")
@@ -188,22 +189,23 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
 def commands(text: str) -> list[Command]:
     found: list[Command] = []
     words: list[str] = []
-    first, skip_target, comment = 0, False, ""
+    first, skip_target, comment, stdout = 0, "", "", None
 
     def flush() -> None:
-        nonlocal words, comment
+        nonlocal words, comment, stdout
         while words and words[0] in ("do", "then", "else", "!"):
             words = words[1:]
         if words and words[0] not in ("done", "fi") and not (words[0] == "for" and "in" in words):
-            found.append(Command(tuple(words), first, comment))
-        words, comment = [], ""
+            found.append(Command(tuple(words), first, comment, stdout))
+        words, comment, stdout = [], "", None
 
     for kind, value, line in _tokens(text):
         if kind == "redirect":
-            skip_target = True
+            skip_target = value
         elif kind == "word":
             if skip_target:
-                skip_target = False
+                stdout = value if skip_target in (">", "1>") else stdout
+                skip_target = ""
             elif value:
                 first = line if not words else first
                 words.append(value)

@@ -152,12 +152,16 @@ def check_python_command(argv: list[str]) -> str | None:
     return f"python {' '.join(argv[:2])}: unknown here"
 
 
-def check_command(words: tuple[str, ...], comment: str, shell: Shell, tmp: Path) -> str | None:
+def check_command(
+    words: tuple[str, ...], comment: str, shell: Shell, tmp: Path, stdout: str | None = None
+) -> str | None:
     argv = normalise(words)
     program, args = argv[0], argv[1:]
     expected = int(m.group(1)) if (m := re.search(r"\bexits? (\d+)\b", comment)) else 0
     if program == "wg-mesh":
-        return run_wg_mesh(args, shell, tmp, expected)
+        # a file an earlier command of the page wrote (`git show ... > /tmp/old.yaml`): its stand-in
+        saved = {str(mount): str(real) for mount, real in shell.mounts.items() if real.is_file()}
+        return run_wg_mesh([saved.get(a, a) for a in args], shell, tmp, expected)
     if program == "pulumi":
         return pulumi_problem(args)
     if program == "pip":
@@ -184,6 +188,13 @@ def check_command(words: tuple[str, ...], comment: str, shell: Shell, tmp: Path)
         return None
     if program == "git" and args[:1] == ["clone"]:
         shell.mounts[shell.virtual(args[-1])] = REPO
+    if program == "git" and args[:1] == ["show"] and stdout is not None:
+        # `git show REV:PATH > FILE`: a committed file saved; here the working tree's copy stands for it
+        _, _, name = args[-1].rpartition(":")
+        path = shell.real(name)
+        if path is None or not path.is_file():
+            return f"git show {args[-1]}: no such file {name} (from {shell.cwd})"
+        shell.mounts[shell.virtual(stdout)] = path
     if program in ALLOWED:
         return None
     if "/" in program:
@@ -201,6 +212,6 @@ def check_bash(block: Block, shell: Shell, tmp: Path) -> list[str]:
     shell.cwd = HOLDER if block.key in OUTSIDE_THE_CLONE else CLONE
     problems = []
     for command in commands(block.text):
-        if problem := check_command(command.words, command.comment, shell, tmp):
+        if problem := check_command(command.words, command.comment, shell, tmp, command.stdout):
             problems.append(f"line {block.line + 1 + command.line}: {problem}")
     return problems
