@@ -1,9 +1,11 @@
 """wg_mesh/plan/forcenew.py covers every resource type the program can create: each of the repository's stacks and
 the examples', in both deliveries (HA and private-path stacks included), so that a new type cannot silently read as
-"updated in place" in `wg-mesh plan`."""
+"updated in place" in `wg-mesh plan`; and names only inputs the pinned Pulumi SDKs have."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,24 @@ def test_every_entry_names_its_source() -> None:
     for typ, entry in forcenew.TABLE.items():
         assert entry.source and entry.path, typ
         assert "@" in entry.source or not entry.read, f"{typ}: an entry read from a file names the commit"
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def test_every_force_new_input_is_an_input_of_the_pinned_sdk() -> None:
+    """A misspelt or camel-cased-wrong name, or one the pinned SDK no longer has, would never match a recorded input:
+    the table would silently say "updated in place" for it."""
+    packages = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "random": "pulumi_random", "command": "pulumi_command"}
+    wrong = {}
+    for typ, entry in forcenew.TABLE.items():
+        package, module, kind = typ.split(":")
+        top = module.split("/")[0]
+        sdk = importlib.import_module(packages[package] + ("" if top == "index" else f".{top}"))
+        params = inspect.signature(getattr(sdk, f"{kind}Args").__init__).parameters
+        unknown = entry.inputs - {_camel(name) for name in params if name != "__self__"}
+        if unknown:
+            wrong[typ] = sorted(unknown)
+    assert not wrong, f"not inputs of the pinned Pulumi SDKs: {wrong}"

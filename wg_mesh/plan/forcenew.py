@@ -10,12 +10,15 @@ it is reported as a replacement (conservative: `bootDisk` is listed because `boo
 force-new, though `boot_disk.auto_delete` alone would update in place). What a provider's CustomizeDiff adds at run
 time (e.g. terraform-provider-google's network-IP checks) is not here.
 
-Sources (SOURCES): terraform-provider-google at the commit below (the 8.0.0 major merged; pulumi-gcp 10.x wraps
-terraform-provider-google-beta 8.x, generated from the same magic-modules), read with a parser of the schema files;
-terraform-provider-aws's ec2/ec2_instance.go, ec2/vpc_route.go and secretsmanager/secret_version.go at the commits
-named (pulumi-aws 7.x wraps terraform-provider-aws 6.x; the stored versions read are older 5.x ones); the other AWS
-types from the same provider's files named below, by their schema's ForceNew fields (not re-read for this table:
-marked `read=False`), as are random's and command's.
+Sources: each entry names the repository@commit of the file it was read from (`path`). terraform-provider-google
+at the commit below (the 8.0.0 major merged; pulumi-gcp 10.x wraps terraform-provider-google-beta 8.x, generated from
+the same magic-modules), read with a parser of the schema files. terraform-provider-aws: pulumi-aws 7.x wraps its 6.x;
+the index stores each file at one or a few commits, not one release: the vpc_subnet, vpc_endpoint, vpc_security_group,
+ec2_eip, ssm/parameter and iam/instance_profile files read are 6.x ones (`@Testing(preIdentityVersion="v6.x")`, 2026
+copyright), the others older 5.x (or 4.x, 3.x: named in their note) whose ForceNew fields a newer stored text, where
+one was found, confirms. The `region` input every 6.x AWS resource has forces a new one by a CustomizeDiff (not
+listed: the program sets the provider's region, never a resource's). terraform-provider-random's plugin-framework
+schemas (RequiresReplace) and pulumi-command's `triggers` tag (`provider:"replaceOnChanges"`) at the commits named.
 A type the program creates that is missing here fails tests/test_plan_forcenew.py.
 """
 
@@ -24,10 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GOOGLE = "hashicorp/terraform-provider-google@e03b7622a26cf4e878f90bdccaca6aa3d03a7999 (2026-08-21, 8.0.0 merged)"
-AWS = "hashicorp/terraform-provider-aws@0015dfcd06d5d78e5e1c3cabe8cea837d379d1c7"
-AWS_V6 = "hashicorp/terraform-provider-aws v6 (pulumi-aws 7.x)"
-RANDOM = "hashicorp/terraform-provider-random (plugin framework: RequiresReplace on every attribute)"
-COMMAND = "pulumi/pulumi-command provider/pkg/provider/local (`triggers`: replaceOnChanges)"
+AWS = "hashicorp/terraform-provider-aws@"
+RANDOM = "hashicorp/terraform-provider-random@"
+COMMAND = "pulumi/pulumi-command@"
 
 
 @dataclass(frozen=True)
@@ -49,52 +51,80 @@ NONE = "neither a cloud resource nor a diff of its own"
 TABLE: dict[str, ForceNew] = {
     # --- AWS (terraform-provider-aws) ---
     "aws:ec2/instance:Instance": _fn(
-        "ami associatePublicIpAddress availabilityZone cpuCoreCount cpuOptions cpuThreadsPerCore ebsBlockDevices "
-        "ebsOptimized enclaveOptions ephemeralBlockDevices hibernation hostId ipv6AddressCount ipv6Addresses keyName "
-        "launchTemplate networkInterfaces placementGroup placementPartitionNumber privateDnsNameOptions privateIp "
-        "rootBlockDevice securityGroups subnetId tenancy",
-        AWS,
-        _A + "ec2/ec2_instance.go",
-        note="userDataBase64 replaces only with user_data_replace_on_change (the program sets it); instanceType "
-        "updates in place (stop/start) unless the program's replace_on_changes names it",
-    ),
+        "ami associatePublicIpAddress availabilityZone cpuOptions ebsBlockDevices ebsOptimized enclaveOptions "
+        "ephemeralBlockDevices hibernation hostId ipv6AddressCount ipv6Addresses keyName launchTemplate "
+        "networkInterfaces placementGroup placementPartitionNumber privateDnsNameOptions privateIp rootBlockDevice "
+        "securityGroups subnetId tenancy",
+        AWS + "0015dfcd06d5d78e5e1c3cabe8cea837d379d1c7", _A + "ec2/ec2_instance.go",
+        note="5.x source; its force-new cpu_core_count and cpu_threads_per_core are not in the pinned SDK (6.x "
+        "removed them: cpuOptions); 6.x-only inputs (primaryNetworkInterface, placementGroupId, ...) not read. "
+        "userDataBase64 replaces only with user_data_replace_on_change (the program sets it); instanceType "
+        "updates in place (stop/start) unless the program's replace_on_changes names it"),
     "aws:ec2/eip:Eip": _fn(
-        "address customerOwnedIpv4Pool domain ipamPoolId networkBorderGroup publicIpv4Pool", AWS_V6,
-        _A + "ec2/ec2_eip.go", read=False),
+        "address domain ipamPoolId networkBorderGroup publicIpv4Pool",
+        AWS + "01606926a0c0ab9174aec440f976a48b0baee722", _A + "ec2/ec2_eip.go",
+        note="6.x; customerOwnedIpv4Pool is not force-new; instance/networkInterface re-associate in place"),
     "aws:ec2/eipAssociation:EipAssociation": _fn(
-        "allocationId allowReassociation instanceId networkInterfaceId privateIpAddress publicIp", AWS_V6,
-        _A + "ec2/ec2_eip_association.go", read=False, note="no Update: every input forces a new association"),
-    "aws:ec2/internetGateway:InternetGateway": _fn("", AWS_V6, _A + "ec2/vpc_internet_gateway.go", read=False),
+        "allocationId allowReassociation instanceId networkInterfaceId privateIpAddress publicIp",
+        AWS + "01c08000ddb14181b5bd19201d8fca311dc570e4", _A + "ec2/ec2_eip_association.go",
+        note="5.x; a newer stored text (SDK v2) agrees; no Update: every input forces a new association"),
+    "aws:ec2/internetGateway:InternetGateway": _fn(
+        "", AWS + "08923b68b5ad6fcfdd38362fb5247e39a9b07add", _A + "ec2/vpc_internet_gateway.go",
+        note="5.x; a new vpcId detaches and attaches in place"),
     "aws:ec2/route:Route": _fn(
         "destinationCidrBlock destinationIpv6CidrBlock destinationPrefixListId routeTableId",
-        "hashicorp/terraform-provider-aws@0128541e0711766f28540143a9d73738aced60aa", _A + "ec2/vpc_route.go",
+        AWS + "0128541e0711766f28540143a9d73738aced60aa", _A + "ec2/vpc_route.go",
         note="a new target (networkInterfaceId) is a ReplaceRoute in place"),
-    "aws:ec2/routeTable:RouteTable": _fn("vpcId", AWS_V6, _A + "ec2/vpc_route_table.go", read=False),
+    "aws:ec2/routeTable:RouteTable": _fn(
+        "vpcId", AWS + "022092419b7cda11527df3c6b51cbfe1876c1722", _A + "ec2/vpc_route_table.go",
+        note="5.x; routes and propagatingVgws update in place"),
     "aws:ec2/routeTableAssociation:RouteTableAssociation": _fn(
-        "gatewayId subnetId", AWS_V6, _A + "ec2/vpc_route_table_association.go", read=False),
+        "gatewayId subnetId", AWS + "0be71beb458ad8875e0acc5c91519c0ceeb214aa",
+        _A + "ec2/vpc_route_table_association.go",
+        note="5.x; a new routeTableId is a ReplaceRouteTableAssociation in place"),
     "aws:ec2/securityGroup:SecurityGroup": _fn(
-        "description name namePrefix vpcId", AWS_V6, _A + "ec2/vpc_security_group.go", read=False),
+        "description name namePrefix vpcId", AWS + "01606926a0c0ab9174aec440f976a48b0baee722",
+        _A + "ec2/vpc_security_group.go", note="6.x; ingress and egress rules update in place"),
     "aws:ec2/subnet:Subnet": _fn(
-        "availabilityZone availabilityZoneId cidrBlock ipv4IpamPoolId outpostArn vpcId", AWS_V6,
-        _A + "ec2/vpc_subnet.go", read=False),
-    "aws:ec2/tag:Tag": _fn("key resourceId", AWS_V6, _A + "ec2/ec2_tag.go", read=False),
+        "availabilityZone availabilityZoneId cidrBlock ipv4IpamPoolId ipv4NetmaskLength ipv6IpamPoolId ipv6Native "
+        "ipv6NetmaskLength outpostArn vpcId",
+        AWS + "00cda125a19d31754cb0d073cf551264c57955cb", _A + "ec2/vpc_subnet.go",
+        note="6.x; a CustomizeDiff also replaces it for a new ipv6CidrBlock once assignIpv6AddressOnCreation was on"),
+    "aws:ec2/tag:Tag": _fn(
+        "key resourceId", AWS + "299594d1f62af7947b7512eb6ac17a096ba30217", "aws/resource_aws_ec2_tag.go",
+        note="3.x layout: the file under internal/service/ec2 is not stored; a new value updates in place"),
     "aws:ec2/vpc:Vpc": _fn(
-        "cidrBlock ipv4IpamPoolId ipv4NetmaskLength", AWS_V6, _A + "ec2/vpc_.go", read=False),
+        "cidrBlock ipv4IpamPoolId ipv4NetmaskLength", AWS + "00081ce41cc691433ac19bf42227cdabffd0454d",
+        _A + "ec2/vpc_.go", note="5.x (SDK v2)"),
     "aws:ec2/vpcEndpoint:VpcEndpoint": _fn(
-        "serviceName vpcEndpointType vpcId", AWS_V6, _A + "ec2/vpc_endpoint.go", read=False),
+        "dnsOptions resourceConfigurationArn serviceName serviceNetworkArn serviceRegion vpcEndpointType vpcId",
+        AWS + "008db85aad5e56627b1eecab8830464a282552ed", _A + "ec2/vpc_endpoint.go",
+        note="6.x; dnsOptions for its privateDnsPreference and privateDnsSpecifiedDomains; a CustomizeDiff also "
+        "replaces a non-Interface endpoint for a new privateDnsEnabled (the program sets it on the Interface one)"),
     "aws:iam/instanceProfile:InstanceProfile": _fn(
-        "name namePrefix path", AWS_V6, _A + "iam/instance_profile.go", read=False),
-    "aws:iam/role:Role": _fn("name namePrefix path", AWS_V6, _A + "iam/role.go", read=False),
-    "aws:iam/rolePolicy:RolePolicy": _fn("name namePrefix role", AWS_V6, _A + "iam/role_policy.go", read=False),
+        "name namePrefix path", AWS + "013f1736b90439e5a19567a87d3e5cd11858c420", _A + "iam/instance_profile.go",
+        note="6.x; a new role is swapped in place"),
+    "aws:iam/role:Role": _fn(
+        "name namePrefix path", AWS + "0040ea6911af00bea2cca6dbb14e86829826ad8e", _A + "iam/role.go",
+        note="4.x; a newer stored text (6.x: @V60SDKv2Fix) agrees"),
+    "aws:iam/rolePolicy:RolePolicy": _fn(
+        "name namePrefix role", AWS + "02f97af85f89a04e8ed89f5e8b64a9a67f3cfe07", _A + "iam/role_policy.go",
+        note="5.x; a new policy is a PutRolePolicy in place"),
     "aws:secretsmanager/secret:Secret": _fn(
-        "name namePrefix", AWS_V6, _A + "secretsmanager/secret.go", read=False),
+        "name namePrefix", AWS + "00c21cedec069dd27093b175baf15bac6d4b30fe", _A + "secretsmanager/secret.go",
+        note="5.x (SDK v2)"),
     "aws:secretsmanager/secretVersion:SecretVersion": _fn(
-        "secretBinary secretId secretString",
-        "hashicorp/terraform-provider-aws@3007dfc3b5ae1a899b9f3c256ed125632f9b4df5",
+        "secretBinary secretId secretString", AWS + "3007dfc3b5ae1a899b9f3c256ed125632f9b4df5",
         _A + "secretsmanager/secret_version.go", note="a new value is a new version (AWSCURRENT moves to it)"),
-    "aws:ssm/parameter:Parameter": _fn("dataType name", AWS_V6, _A + "ssm/parameter.go", read=False),
+    "aws:ssm/parameter:Parameter": _fn(
+        "dataType name", AWS + "0073593e7d6993ba482409f4dc35438daaa79bb3", _A + "ssm/parameter.go",
+        note="6.x; a CustomizeDiff also replaces it for a tier change from Advanced to Standard"),
     "aws:dynamodb/table:Table": _fn(
-        "hashKey name rangeKey", AWS_V6, _A + "dynamodb/table.go", read=False),
+        "hashKey importTable localSecondaryIndexes name rangeKey restoreDateTime restoreToLatestTime",
+        AWS + "01335dd3cd3dff10ace08b5250b7302d4dbb0e04", _A + "dynamodb/table.go",
+        note="4.x at that commit; the list is from a newer stored text (6.x: global_table_witness; the index gives "
+        "no commit for it), where restoreSourceName/restoreSourceTableArn (set to another value) and a lower "
+        "warmThroughput replace by CustomizeDiff; the pinned SDK's restoreBackupArn is in no stored text"),
     # --- GCP (terraform-provider-google) ---
     "gcp:compute/address:Address": _fn(
         "address addressType description ipCollection ipVersion ipv6EndpointType name network networkTier "
@@ -146,13 +176,17 @@ TABLE: dict[str, ForceNew] = {
     "gcp:serviceaccount/account:Account": _fn(
         "accountId project", GOOGLE, _G + "resourcemanager/resource_google_service_account.go"),
     # --- random, command ---
-    "random:index/randomBytes:RandomBytes": _fn("keepers length", RANDOM, "internal/provider/resource_bytes.go",
-                                                read=False),
+    "random:index/randomBytes:RandomBytes": _fn(
+        "keepers length", RANDOM + "0bebee06dd3594204ef05e2a6219b801f4eebf47", "internal/provider/resource_bytes.go",
+        note="plugin framework: RequiresReplace (keepers: RequiresReplaceIfValuesNotNull)"),
     "random:index/randomString:RandomString": _fn(
         "keepers length lower minLower minNumeric minSpecial minUpper number numeric overrideSpecial special upper",
-        RANDOM, "internal/provider/resource_string.go", read=False),
-    "command:local:Command": _fn("triggers", COMMAND, "provider/pkg/provider/local/commandInputs.go", read=False,
-                                 note="a new `create` runs it again in place (an update), not a replacement"),
+        RANDOM + "01a15580020f2e7bb08c5834dcc6f895a941a2f7", "internal/provider/resource_string.go",
+        note="3.x (tfsdk); RequiresReplace on every input attribute"),
+    "command:local:Command": _fn(
+        "triggers", COMMAND + "01a81799dca78b7a6f08639409e7c43fefba7ae2", "provider/pkg/provider/common/inputs.go",
+        note="ResourceInputs.Triggers `provider:\"replaceOnChanges\"` (local/command.go's CommandArgs at 09c953e0 "
+        "likewise); a new `create` runs it again in place (an update), not a replacement"),
 }  # fmt: skip
 # Not cloud resources: the program's components and its explicit providers (a provider's own config change is an
 # update of the provider; the resources it manages follow their own inputs, above).
