@@ -421,6 +421,17 @@ def no_lab_left_behind() -> Iterator[None]:
             teardown(state, lambda line: None)
 
 
+@pytest.fixture
+def no_own_lab_left_behind() -> Iterator[None]:
+    """Remove a lab this test started in its own process (`run_lab`) and left: it touches no other lab, so the tests
+    using it need no xdist group (no_lab_left_behind, for labs of `lab` subprocesses, does)."""
+    before = set(find_labs())
+    yield
+    for prefix, state in find_labs().items():
+        if prefix not in before and state.owner_pid == os.getpid():
+            teardown(state, lambda line: None)
+
+
 def assert_gone(prefix: str, pids: Sequence[tuple[int, int | None]] = ()) -> None:
     assert [n for n in list_netns() if n.startswith(prefix + "-")] == []
     assert not (STATE_DIR / f"{prefix}.json").exists()
@@ -631,6 +642,7 @@ def test_lab_down_needs_names_or_all() -> None:
 
 @pytest.mark.integration
 @needs_lab
+@one_reaper_at_a_time  # its labs look ended (owner_pid 0): no_lab_left_behind elsewhere would remove them
 def test_lab_down_touches_only_what_a_lab_recorded() -> None:
     """Issue 9: `lab down` removed every namespace named like a lab's, and every kept lab. Now it removes the
     named lab, and of it only the namespaces (and processes) its state file records."""

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.stacks import REPO
-from tests.test_lab import QUICK, assert_gone, needs_lab, no_lab_left_behind, one_reaper_at_a_time  # noqa: F401 (a fixture)
+from tests.test_lab import QUICK, assert_gone, needs_lab, no_own_lab_left_behind  # noqa: F401 (a fixture)
 from wg_mesh.config import parse_mesh
 from wg_mesh.lab.checks import dynamiccheck
 from wg_mesh.lab.fabric.plan import LAB_PUBLIC_RANGE, LabFaults, plan_lab
@@ -35,8 +35,7 @@ def edge_raw(delivery: str) -> dict[str, Any]:
 
 @pytest.mark.integration
 @needs_lab
-@pytest.mark.usefixtures("no_lab_left_behind")
-@one_reaper_at_a_time
+@pytest.mark.usefixtures("no_own_lab_left_behind")
 @pytest.mark.parametrize("delivery", ["user-data", "live"])
 def test_a_dynamic_site_is_learnt_by_its_peers_and_followed_when_it_roams(delivery: str) -> None:
     cfg = parse_mesh(edge_raw(delivery))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_lab import QUICK, assert_gone, needs_lab, one_reaper_at_a_time, raw_mesh
-from tests.test_lab import no_lab_left_behind as no_lab_left_behind  # the fixture, by name
+from tests.test_lab import QUICK, assert_gone, needs_lab, raw_mesh
+from tests.test_lab import no_own_lab_left_behind as no_own_lab_left_behind  # the fixture, by name
 from wg_mesh.config import MeshConfig
 from wg_mesh.gateway import wgconf
 from wg_mesh.lab.checks.report import LabReport
@@ -31,8 +31,7 @@ def host_pairs(report: LabReport) -> dict[tuple[str, str], bool]:
 
 @pytest.mark.integration
 @needs_lab
-@pytest.mark.usefixtures("no_lab_left_behind")
-@one_reaper_at_a_time
+@pytest.mark.usefixtures("no_own_lab_left_behind")
 def test_a_single_host_is_reached_and_forwards_nothing() -> None:
     cfg = single_host_mesh()
     report = run_lab(cfg, "single-host", options=QUICK)
@@ -48,8 +47,7 @@ def test_a_single_host_is_reached_and_forwards_nothing() -> None:
 
 @pytest.mark.integration
 @needs_lab
-@pytest.mark.usefixtures("no_lab_left_behind")
-@one_reaper_at_a_time
+@pytest.mark.usefixtures("no_own_lab_left_behind")
 def test_a_single_host_rendered_as_a_router_fails_the_single_host_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """wg0.conf with a gateway's sysctls again (user-data delivery: wg-quick runs them): the host reaches and is
     reached as before, and check 8 alone goes red."""
