@@ -12,6 +12,7 @@ every gateway's user data would be unknown in both configs.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import sys
@@ -97,6 +98,10 @@ def plan_file(path: Path, *, project: str, stack: str, label: str = "") -> Plann
     run = new_run(preview=False)
     execute(run, program.main, {f"{program.CONFIG_NAMESPACE}:{program.CONFIG_KEY}": json.dumps(raw)},
             project=project, stack=stack)  # fmt: skip
+    # Pulumi's runtime gives each of the run's executor threads an event loop of its own and never closes them
+    # (pulumi.runtime.sync_await._ensure_event_loop); left to the interpreter's shutdown, their __del__ can fail there
+    # with a traceback on stderr. Collected now, while everything is alive, they close quietly.
+    gc.collect()
     if run.error is not None:
         raise ConfigError([f"{label}{line}" for line in str(run.error).splitlines() if line.strip()])
     return Planned(cfg, [resource(r, run) for r in run.resources], _static_outputs(cfg, run), run)
