@@ -1,0 +1,233 @@
+"""A dynamic-address site's re-arm watchdog (wg_mesh.gateway.rearm): the dump's parsing with bounds, the pure
+decision (silent while we send -> re-arm; receiving -> never; at most one per peer per gap), the thin shell's argv
+lists, and what the site's cloud-init ships (wg_mesh.plan.rearmunit): only a dynamic site gets it."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_dynamic_site import raw_mesh
+from tests.test_render import directory, fake_public_key, redacted
+from tests.test_shellcheck import fragments, needs_shellcheck, shellcheck
+from tests.test_units_sandbox import exposure, gateway_root, needs_offline
+from wg_mesh.config import parse_mesh
+from wg_mesh.gateway import rearm
+from wg_mesh.plan import live, metrics, rearmunit, render, topology, userdata
+
+REPO = Path(__file__).resolve().parent.parent
+A, B = fake_public_key("aws-use1"), fake_public_key("gcp-euw3")
+HEAD = "PRIVATE\tPUBLIC\t51820\toff\n"
+
+
+def line(key: str, rx: int, tx: int, keepalive: str = "10", endpoint: str = "198.51.100.1:51820") -> str:
+    return f"{key}\t(none)\t{endpoint}\t10.10.0.0/16,10.200.0.1/32\t1700000000\t{rx}\t{tx}\t{keepalive}\n"
+
+
+def dump(*lines: str) -> str:
+    return HEAD + "".join(lines)
+
+
+# --- parsing ------------------------------------------------------------------------------------------------------
+
+
+def test_parse_dump_keeps_each_peers_fields_and_no_preshared_key() -> None:
+    text = dump(line(A, 5, 6), line(B, 0, 0, "off", "(none)").replace("(none)", "c2VjcmV0", 1))
+    peers = rearm.parse_dump(text)
+    assert peers[A] == rearm.PeerLine(A, "198.51.100.1:51820", ("10.10.0.0/16", "10.200.0.1/32"), 5, 6, 10)
+    assert peers[B].endpoint == "" and peers[B].keepalive == 0
+    assert "c2VjcmV0" not in repr(peers)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        line("not-a-key", 1, 1),
+        line(A, -1, 1),
+        line(A, 1, 2**64),
+        line(A, 1, 1, "70000"),
+        line(A, 1, 1, endpoint="evil;rm -rf /"),
+        line(A, 1, 1).replace("10.10.0.0/16", "--help"),
+        line(A, 1, 1).replace("\t1700000000", ""),
+        line(A, 1, 1).rstrip("\n") + "x" * rearm.MAX_LINE + "\n",
+    ],
+)
+def test_a_line_that_does_not_parse_is_left_out(bad: str) -> None:
+    assert rearm.parse_dump(dump(bad, line(B, 1, 1))).keys() == {B}
+
+
+def test_at_most_max_peers_are_read() -> None:
+    many = "".join(line(fake_public_key(str(i)), 1, 1) for i in range(rearm.MAX_PEERS + 5))
+    assert len(rearm.parse_dump(dump(many))) == rearm.MAX_PEERS
+
+
+# --- the decision -------------------------------------------------------------------------------------------------
+
+K = 10  # persistent_keepalive
+SILENT = 2 * K + rearm.MARGIN_S
+
+
+def run_ticks(watchdog: rearm.Watchdog, samples: Sequence[tuple[float, str]]) -> list[tuple[float, list[str]]]:
+    return [(now, due) for now, text in samples if (due := watchdog.due(now, text))]
+
+
+def test_a_silent_peer_is_re_armed_once_after_two_keepalives_and_the_margin_while_we_send() -> None:
+    w = rearm.Watchdog()
+    samples = [(float(t), dump(line(A, 100, 100 + t))) for t in range(0, 40)]  # rx frozen, tx growing
+    assert run_ticks(w, samples) == [(24.0, [A])]  # first tick past 23 s; then its watch starts again
+    again = [(47.0, dump(line(A, 100, 200))), (48.0, dump(line(A, 100, 201)))]
+    assert run_ticks(w, again) == [(48.0, [A])]  # silent 23 s more since the re-arm: once more, not sooner
+
+
+def test_a_receiving_peer_is_never_touched() -> None:
+    w = rearm.Watchdog()
+    samples = [(float(t), dump(line(A, 100 + (t // K) * 32, 100 + t))) for t in range(0, 200)]
+    assert run_ticks(w, samples) == []
+
+
+def test_silence_while_we_send_nothing_is_no_sign() -> None:
+    w = rearm.Watchdog()
+    assert run_ticks(w, [(float(t), dump(line(A, 100, 100))) for t in range(0, 100)]) == []
+
+
+def test_no_endpoint_or_no_keepalive_never_re_arms() -> None:
+    w = rearm.Watchdog()
+    samples = [
+        (float(t), dump(line(A, 1, 1 + t, endpoint="(none)"), line(B, 1, 1 + t, keepalive="off"))) for t in range(99)
+    ]
+    assert run_ticks(w, samples) == []
+
+
+def test_restarted_counters_start_a_new_watch_and_removed_peers_are_forgotten() -> None:
+    w = rearm.Watchdog()
+    assert w.due(0.0, dump(line(A, 500, 500))) == []
+    assert w.due(20.0, dump(line(A, 0, 50))) == []  # counters went down: a re-add; watched from 20 s
+    assert w.due(20.0 + SILENT, dump(line(A, 0, 90))) == []
+    assert w.due(21.0 + SILENT, dump(line(A, 0, 95))) == [A]
+    assert w.due(50.0, dump(line(B, 1, 1))) == [] and set(w.watch) == {B}
+
+
+def test_never_two_re_arms_of_one_peer_within_the_minimum_gap() -> None:
+    w = rearm.Watchdog(margin_s=0.0, min_gap_s=5.0)
+    first = [(float(t), dump(line(A, 1, 1 + t, keepalive="1"))) for t in range(0, 30)]
+    times = [now for now, _ in run_ticks(w, first)]
+    assert times and all(b - a >= 5.0 for a, b in itertools.pairwise(times))
+
+
+# --- the shell ----------------------------------------------------------------------------------------------------
+
+
+class FakeWg:
+    def __init__(self, text: str, fail: str = "") -> None:
+        self.text, self.fail, self.calls = text, fail, []  # type: ignore[var-annotated]
+
+    def __call__(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        self.calls.append(list(argv))
+        failed = bool(self.fail) and self.fail in argv
+        out = self.text if argv[:2] == ["wg", "show"] else ""
+        return subprocess.CompletedProcess(list(argv), 1 if failed else 0, out, "boom" if failed else "")
+
+
+def test_the_shell_removes_and_re_adds_the_peer_with_its_own_settings_as_argv_lists() -> None:
+    w, logs = rearm.Watchdog(), []  # type: ignore[var-annotated]
+    rearm.tick(w, "wg0", 0.0, FakeWg(dump(line(A, 1, 1))), logs.append)
+    wg = FakeWg(dump(line(A, 1, 9)))
+    assert rearm.tick(w, "wg0", SILENT + 1, wg, logs.append) == [A]
+    assert wg.calls == [
+        ["wg", "show", "wg0", "dump"],
+        ["wg", "set", "wg0", "peer", A, "remove"],
+        ["wg", "set", "wg0", "peer", A, "endpoint", "198.51.100.1:51820", "persistent-keepalive", "10",
+         "allowed-ips", "10.10.0.0/16,10.200.0.1/32"],
+    ]  # fmt: skip
+    assert logs and "re-armed" in logs[0]
+
+
+def test_a_failed_wg_call_is_logged_and_the_re_add_not_attempted_after_a_failed_remove() -> None:
+    w, logs = rearm.Watchdog(), []  # type: ignore[var-annotated]
+    rearm.tick(w, "wg0", 0.0, FakeWg(dump(line(A, 1, 1))), logs.append)
+    wg = FakeWg(dump(line(A, 1, 9)), fail="remove")
+    rearm.tick(w, "wg0", SILENT + 1, wg, logs.append)
+    assert len(wg.calls) == 2 and "failed: boom" in logs[0]
+
+
+def test_wg_show_failing_or_missing_changes_nothing() -> None:
+    w, logs = rearm.Watchdog(), []  # type: ignore[var-annotated]
+
+    def missing(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        raise FileNotFoundError("wg")
+
+    assert rearm.tick(w, "wg0", 0.0, missing, logs.append) == [] and "wg" in logs[0]
+    assert rearm.tick(w, "wg0", 1.0, FakeWg("", fail="show"), logs.append) == []
+
+
+# --- what the site ships ------------------------------------------------------------------------------------------
+
+
+def test_committed_packed_script_is_the_source() -> None:
+    """wg_mesh/gateway/rearm.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1."""
+    packed = REPO / "wg_mesh" / "gateway" / rearmunit.PACKED_SCRIPT
+    source = rearmunit.script_source()
+    if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1" and metrics.unpack(packed.read_text()) != source:
+        packed.write_text(metrics.pack(source))
+    assert metrics.unpack(rearmunit.packed_script()) == source, f"{packed} is stale: regenerate and commit it"
+
+
+def user_data(site: str, delivery: str) -> str:
+    cfg = parse_mesh({**raw_mesh(), "delivery": delivery})
+    if delivery == "live":
+        source = live.agent_source(cfg.site(site), "wg-mesh", "stack")
+        trust = userdata.estimate_trust(cfg, cfg.site(site), "wg-mesh", "stack")
+        return userdata.render_live_user_data(cfg, site, source, trust=trust)
+    conf = render.wg_quick_conf(topology.interface_plan(cfg, site, directory(cfg)), redacted(site))
+    return userdata.render_user_data(cfg, site, conf, directory(cfg))
+
+
+@pytest.mark.parametrize("delivery", ["user-data", "live"])
+def test_only_the_dynamic_site_ships_the_watchdog_started_after_wg0(delivery: str) -> None:
+    cfg = parse_mesh(raw_mesh())
+    assert rearmunit.rearm_extras(cfg, "vps-fra") == render.CloudInitExtras()
+    for site in ("aws-use1", "gcp-euw3", "vps-fra"):
+        assert "wg-mesh-rearm" not in user_data(site, delivery)
+    doc = yaml.safe_load(user_data("office", delivery))
+    files = {f["path"]: f for f in doc["write_files"]}
+    script = files[rearmunit.SCRIPT_PATH]
+    assert (script["encoding"], script["permissions"]) == ("gz+b64", "0755")
+    assert metrics.unpack(script["content"]) == rearmunit.script_source()
+    runcmd = doc["runcmd"]
+    started = ["systemctl", "enable", "--now", rearmunit.UNIT_NAME]
+    assert runcmd.index(started) > runcmd.index(["systemctl", "enable", "--now", "wg-quick@wg0"])
+    assert rearmunit.UNIT_NAME in runcmd[-1]  # cloud-init fails unless it runs
+
+
+def test_the_service_is_sandboxed_with_cap_net_admin_alone_and_no_ip() -> None:
+    unit = rearmunit.service_unit()
+    assert "CapabilityBoundingSet=CAP_NET_ADMIN\n" in unit and "IPAddressDeny=any\n" in unit
+    assert f"ExecStart=/usr/bin/python3 {rearmunit.SCRIPT_PATH} --interface wg0\n" in unit
+
+
+@needs_offline
+def test_the_service_scores_at_most_the_agents_limit(tmp_path: Path) -> None:
+    root, units = gateway_root(tmp_path, yaml.safe_load(user_data("office", "user-data")))
+    assert rearmunit.UNIT_NAME in units
+    assert exposure(root, rearmunit.UNIT_NAME) <= 4.0
+
+
+@needs_shellcheck
+def test_the_dynamic_sites_user_data_is_shellcheck_clean() -> None:
+    found = fragments(yaml.safe_load(user_data("office", "user-data")))
+    assert not [report for _, shell, text in found if (report := shellcheck(shell, text))]
+
+
+@pytest.mark.skipif(not Path("/usr/bin/cloud-init").exists(), reason="cloud-init not installed")
+@pytest.mark.parametrize("delivery", ["user-data", "live"])
+def test_the_dynamic_sites_user_data_passes_cloud_init_schema(delivery: str, tmp_path: Path) -> None:
+    path = tmp_path / "user-data"
+    path.write_text(user_data("office", delivery))
+    done = subprocess.run(["cloud-init", "schema", "--config-file", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0 and "Valid" in done.stdout, done.stdout + done.stderr
