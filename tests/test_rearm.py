@@ -70,54 +70,67 @@ def test_at_most_max_peers_are_read() -> None:
 # --- the decision -------------------------------------------------------------------------------------------------
 
 K = 10  # persistent_keepalive
-SILENT = 2 * K + rearm.MARGIN_S
+PROBE = K + rearm.MARGIN_S  # quiet this long: probed
+ANSWER = rearm.KEEPALIVE_TIMEOUT_S + rearm.MARGIN_S  # no answer this long after the probe: re-armed
 
 
-def run_ticks(watchdog: rearm.Watchdog, samples: Sequence[tuple[float, str]]) -> list[tuple[float, list[str]]]:
-    return [(now, due) for now, text in samples if (due := watchdog.due(now, text))]
+def run_ticks(watchdog: rearm.Watchdog, samples: Sequence[tuple[float, str]]) -> list[tuple[float, rearm.Actions]]:
+    return [(now, got) for now, text in samples if (got := watchdog.due(now, text)) != rearm.Actions()]
 
 
-def test_a_silent_peer_is_re_armed_once_after_two_keepalives_and_the_margin_while_we_send() -> None:
+def test_a_quiet_peer_is_probed_then_re_armed_when_the_probe_gets_no_answer() -> None:
     w = rearm.Watchdog()
-    samples = [(float(t), dump(line(A, 100, 100 + t))) for t in range(0, 40)]  # rx frozen, tx growing
-    assert run_ticks(w, samples) == [(24.0, [A])]  # first tick past 23 s; then its watch starts again
-    again = [(47.0, dump(line(A, 100, 200))), (48.0, dump(line(A, 100, 201)))]
-    assert run_ticks(w, again) == [(48.0, [A])]  # silent 23 s more since the re-arm: once more, not sooner
+    samples = [(float(t), dump(line(A, 100, 100 + t))) for t in range(0, 40)]  # rx frozen
+    assert run_ticks(w, samples) == [
+        (14.0, rearm.Actions(probe=((A, "10.200.0.1"),))),  # first tick past 13 s
+        (28.0, rearm.Actions(rearm=(A,))),  # first tick past 14 + 13 s; then its watch starts again
+    ]
+    again = [(float(t), dump(line(A, 100, 200 + t))) for t in range(40, 60)]
+    assert [now for now, _ in run_ticks(w, again)] == [42.0, 56.0]  # a full cycle again, not sooner
 
 
-def test_a_receiving_peer_is_never_touched() -> None:
+def test_a_peer_that_answers_the_probe_is_never_re_armed() -> None:
+    """Healthy and idle, silent by WireGuard's keepalive race: its answer to our probe (a keepalive, at the latest
+    KEEPALIVE_TIMEOUT later) comes, and nothing else ever does."""
+    w, rx, answers, rearmed = rearm.Watchdog(), 100, set(), []  # type: ignore[var-annotated]
+    for t in range(0, 300):
+        rx += 32 * (t in answers)
+        actions = w.due(float(t), dump(line(A, rx, 100 + t)))
+        answers |= {t + int(rearm.KEEPALIVE_TIMEOUT_S) for _ in actions.probe}
+        rearmed += actions.rearm
+    assert len(answers) >= 10 and rearmed == []
+
+
+def test_a_receiving_peer_is_never_probed_nor_touched() -> None:
     w = rearm.Watchdog()
     samples = [(float(t), dump(line(A, 100 + (t // K) * 32, 100 + t))) for t in range(0, 200)]
     assert run_ticks(w, samples) == []
 
 
-def test_silence_while_we_send_nothing_is_no_sign() -> None:
+def test_no_endpoint_no_keepalive_or_no_overlay_address_is_never_watched() -> None:
     w = rearm.Watchdog()
-    assert run_ticks(w, [(float(t), dump(line(A, 100, 100))) for t in range(0, 100)]) == []
-
-
-def test_no_endpoint_or_no_keepalive_never_re_arms() -> None:
-    w = rearm.Watchdog()
+    no_32 = line(fake_public_key("c"), 1, 1).replace("10.10.0.0/16,10.200.0.1/32", "10.10.0.0/16")
     samples = [
-        (float(t), dump(line(A, 1, 1 + t, endpoint="(none)"), line(B, 1, 1 + t, keepalive="off"))) for t in range(99)
+        (float(t), dump(line(A, 1, 1 + t, endpoint="(none)"), line(B, 1, 1 + t, keepalive="off"), no_32))
+        for t in range(99)
     ]
     assert run_ticks(w, samples) == []
 
 
 def test_restarted_counters_start_a_new_watch_and_removed_peers_are_forgotten() -> None:
     w = rearm.Watchdog()
-    assert w.due(0.0, dump(line(A, 500, 500))) == []
-    assert w.due(20.0, dump(line(A, 0, 50))) == []  # counters went down: a re-add; watched from 20 s
-    assert w.due(20.0 + SILENT, dump(line(A, 0, 90))) == []
-    assert w.due(21.0 + SILENT, dump(line(A, 0, 95))) == [A]
-    assert w.due(50.0, dump(line(B, 1, 1))) == [] and set(w.watch) == {B}
+    assert w.due(0.0, dump(line(A, 500, 500))) == rearm.Actions()
+    assert w.due(20.0, dump(line(A, 0, 50))) == rearm.Actions()  # counters went down: a re-add; watched from 20 s
+    assert w.due(20.0 + PROBE, dump(line(A, 0, 90))) == rearm.Actions()
+    assert w.due(21.0 + PROBE, dump(line(A, 0, 95))).probe == ((A, "10.200.0.1"),)
+    assert w.due(50.0, dump(line(B, 1, 1))) == rearm.Actions() and set(w.watch) == {B}
 
 
 def test_never_two_re_arms_of_one_peer_within_the_minimum_gap() -> None:
-    w = rearm.Watchdog(margin_s=0.0, min_gap_s=5.0)
-    first = [(float(t), dump(line(A, 1, 1 + t, keepalive="1"))) for t in range(0, 30)]
-    times = [now for now, _ in run_ticks(w, first)]
-    assert times and all(b - a >= 5.0 for a, b in itertools.pairwise(times))
+    w = rearm.Watchdog(margin_s=0.0, min_gap_s=30.0)
+    samples = [(float(t), dump(line(A, 1, 1, keepalive="1"))) for t in range(0, 120)]
+    times = [now for now, got in run_ticks(w, samples) if got.rearm]
+    assert len(times) >= 2 and all(b - a >= 30.0 for a, b in itertools.pairwise(times))
 
 
 # --- the shell ----------------------------------------------------------------------------------------------------
@@ -134,11 +147,19 @@ class FakeWg:
         return subprocess.CompletedProcess(list(argv), 1 if failed else 0, out, "boom" if failed else "")
 
 
-def test_the_shell_removes_and_re_adds_the_peer_with_its_own_settings_as_argv_lists() -> None:
-    w, logs = rearm.Watchdog(), []  # type: ignore[var-annotated]
-    rearm.tick(w, "wg0", 0.0, FakeWg(dump(line(A, 1, 1))), logs.append)
+def quiet_until_rearm(w: rearm.Watchdog, probes: list[str], logs: list[str]) -> float:
+    """Ticks with rx frozen until the re-arm is due; the time it is."""
+    rearm.tick(w, "wg0", 0.0, FakeWg(dump(line(A, 1, 1))), logs.append, probes.append)
+    rearm.tick(w, "wg0", PROBE + 1, FakeWg(dump(line(A, 1, 5))), logs.append, probes.append)
+    return PROBE + ANSWER + 2
+
+
+def test_the_shell_probes_then_removes_and_re_adds_the_peer_with_its_own_settings_as_argv_lists() -> None:
+    w, probes, logs = rearm.Watchdog(), [], []  # type: ignore[var-annotated]
+    at = quiet_until_rearm(w, probes, logs)
+    assert probes == ["10.200.0.1"]
     wg = FakeWg(dump(line(A, 1, 9)))
-    assert rearm.tick(w, "wg0", SILENT + 1, wg, logs.append) == [A]
+    assert rearm.tick(w, "wg0", at, wg, logs.append, probes.append).rearm == (A,)
     assert wg.calls == [
         ["wg", "show", "wg0", "dump"],
         ["wg", "set", "wg0", "peer", A, "remove"],
@@ -149,21 +170,27 @@ def test_the_shell_removes_and_re_adds_the_peer_with_its_own_settings_as_argv_li
 
 
 def test_a_failed_wg_call_is_logged_and_the_re_add_not_attempted_after_a_failed_remove() -> None:
-    w, logs = rearm.Watchdog(), []  # type: ignore[var-annotated]
-    rearm.tick(w, "wg0", 0.0, FakeWg(dump(line(A, 1, 1))), logs.append)
+    w, probes, logs = rearm.Watchdog(), [], []  # type: ignore[var-annotated]
+    at = quiet_until_rearm(w, probes, logs)
     wg = FakeWg(dump(line(A, 1, 9)), fail="remove")
-    rearm.tick(w, "wg0", SILENT + 1, wg, logs.append)
+    rearm.tick(w, "wg0", at, wg, logs.append, probes.append)
     assert len(wg.calls) == 2 and "failed: boom" in logs[0]
 
 
-def test_wg_show_failing_or_missing_changes_nothing() -> None:
+def test_a_failed_probe_is_logged_and_wg_show_failing_or_missing_changes_nothing() -> None:
     w, logs = rearm.Watchdog(), []  # type: ignore[var-annotated]
 
     def missing(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         raise FileNotFoundError("wg")
 
-    assert rearm.tick(w, "wg0", 0.0, missing, logs.append) == [] and "wg" in logs[0]
-    assert rearm.tick(w, "wg0", 1.0, FakeWg("", fail="show"), logs.append) == []
+    def unreachable(address: str) -> None:
+        raise OSError("Network is unreachable")
+
+    assert rearm.tick(w, "wg0", 0.0, missing, logs.append) == rearm.Actions() and "wg" in logs[0]
+    assert rearm.tick(w, "wg0", 1.0, FakeWg("", fail="show"), logs.append) == rearm.Actions()
+    rearm.tick(w, "wg0", 2.0, FakeWg(dump(line(A, 1, 1))), logs.append, unreachable)
+    rearm.tick(w, "wg0", 3.0 + PROBE, FakeWg(dump(line(A, 1, 1))), logs.append, unreachable)
+    assert "unreachable" in logs[-1]
 
 
 # --- what the site ships ------------------------------------------------------------------------------------------
@@ -206,8 +233,10 @@ def test_only_the_dynamic_site_ships_the_watchdog_started_after_wg0(delivery: st
 
 
 def test_the_service_is_sandboxed_with_cap_net_admin_alone_and_no_ip() -> None:
-    unit = rearmunit.service_unit()
-    assert "CapabilityBoundingSet=CAP_NET_ADMIN\n" in unit and "IPAddressDeny=any\n" in unit
+    unit = rearmunit.service_unit("10.200.0.0/24")
+    assert (
+        "CapabilityBoundingSet=CAP_NET_ADMIN\n" in unit and "IPAddressDeny=any\nIPAddressAllow=10.200.0.0/24\n" in unit
+    )
     assert f"ExecStart=/usr/bin/python3 {rearmunit.SCRIPT_PATH} --interface wg0\n" in unit
 
 

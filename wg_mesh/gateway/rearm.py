@@ -2,41 +2,45 @@
 seconds after a gateway restarts, reboots, is replaced or fails over.
 
 The gap: the gateways have no endpoint for a dynamic site (wg_mesh.plan.topology); a gateway that restarted has lost
-its session keys, cannot decrypt our keepalives (data packets of the old session) and cannot initiate. It learns our
-address only from our next handshake initiation, and wireguard-go sends one only when (device/, WireGuard/wireguard-go
-at f333402bd9cbe0f3eeb02507bd14e23d7d639280):
+its session keys, cannot decrypt our packets of the old session and cannot initiate. It learns our address only from
+our next handshake initiation, and wireguard-go sends one only when (device/, WireGuard/wireguard-go at
+f333402bd9cbe0f3eeb02507bd14e23d7d639280):
 
 - the current keypair is older than REKEY_AFTER_TIME, 120 s (constants.go `RekeyAfterTime`; send.go
   `keepKeyFreshSending`);
-- or data (not a keepalive: send.go `dataSent` is only set for `len(elem.packet) != MessageKeepaliveSize`) got no answer
-  for KEEPALIVE_TIMEOUT + REKEY_TIMEOUT, 15 s (timers.go `timersDataSent` arms `newHandshake` with
-  `KeepaliveTimeout + RekeyTimeout`). Our persistent keepalives alone never start one.
+- or data (not a keepalive: send.go sets `dataSent` only for `len(elem.packet) != MessageKeepaliveSize`) got no
+  answer for KEEPALIVE_TIMEOUT + REKEY_TIMEOUT, 15 s (timers.go `timersDataSent` arms `newHandshake`). Keepalives
+  alone never start one: an idle site waited up to 2 minutes (the lab: 11 s, 84 s, 107 s).
 
-The lab measured 11 s, 84 s and 107 s of outage for traffic the cloud side starts.
+The signal is not the peer's own persistent keepalive: timers.go `timersAnyAuthenticatedPacketTraversal` re-arms the
+persistent-keepalive timer on every authenticated packet sent *or received*, so of two idle peers with the same
+interval only the one whose timer fires first keeps sending; the other may stay silent while healthy. What a peer
+with a session always does: a data packet it receives arms its `sendKeepalive` timer (receive.go
+`timersDataReceived`), and unless it sends something else first it answers with a keepalive after KEEPALIVE_TIMEOUT,
+10 s (timers.go `expiredSendKeepalive`). So:
 
-The signal: a gateway keeps `PersistentKeepalive` for us, so while it holds a session it sends something at least every
-`persistent_keepalive` seconds (timers.go `expiredPersistentKeepalive`). A peer whose rx bytes (`wg show wg0 dump`) did
-not grow for more than 2 x persistent_keepalive + MARGIN_S while ours (tx) did has lost its session (or is down).
+1. probe: a peer we received nothing from for more than `persistent_keepalive` + MARGIN_S gets one empty UDP datagram
+   to its overlay address (the first /32 of its AllowedIPs; port 9, discard), a data packet through the tunnel;
+2. re-arm: if still nothing came from it KEEPALIVE_TIMEOUT + MARGIN_S after the probe, its session is gone: remove the
+   peer and add it again with its own settings from the same dump (`wg set`, argv lists, no shell). A new wireguard-go
+   peer has no keypair, and `lastSentHandshake` is set REKEY_TIMEOUT + 1 s in the past when it starts (peer.go
+   `Start`), so no rate limit holds its first initiation (send.go `SendHandshakeInitiation`); setting
+   persistent-keepalive on a peer that had none sends a keepalive at once (uapi.go: `pkaOn`, then `SendKeepalive` in
+   `handlePostConfig`), and a keepalive with no keypair sends a handshake initiation (send.go `SendStagedPackets`).
+   The gateway answers it and learns our address; WireGuard's own timers retry a lost initiation every REKEY_TIMEOUT.
 
-The re-arm: remove the peer and add it again with its own settings read from the same dump (`wg set`, argv lists, no
-shell; delivery: live asks the agent instead, `Agent.rearm`, as the HA kick does: wg_mesh.gateway.ha_kick). A new
-wireguard-go peer has no keypair, and its `lastSentHandshake` is set REKEY_TIMEOUT + 1 s in the past when it starts
-(peer.go `Start`), so no rate limit holds its first initiation (send.go `SendHandshakeInitiation`); setting
-persistent-keepalive on a peer that had none sends a keepalive at once (uapi.go: `pkaOn`, then `SendKeepalive` in
-`handlePostConfig`), and a keepalive with no keypair sends a handshake initiation (send.go `SendStagedPackets`: no
-current keypair -> `SendHandshakeInitiation`). The gateway answers it, learns our address from it, and traffic flows.
-WireGuard's own timers retry a lost initiation every REKEY_TIMEOUT (5 s) after that.
-
-Rules: a peer that is receiving is never touched; a peer without an endpoint or a keepalive is never touched (it
-cannot initiate, or has no signal); a re-arm resets the peer's watch, so the next one comes at the earliest another
-2 x keepalive + margin later (and never within MIN_GAP_S). Pure `Watchdog.due` and `parse_dump`; `main` is the thin
-shell the `delivery: user-data` cloud-init runs as a service (wg_mesh.plan.rearmunit). Standard library only.
+Rules: a peer that is receiving is never touched (a healthy one answers the probe within KEEPALIVE_TIMEOUT); a peer
+without an endpoint, a keepalive or a /32 is never watched; a re-arm starts the peer's watch again (the next one comes
+at the earliest a full probe cycle later, never within MIN_GAP_S). Pure `Watchdog.due` and `parse_dump`; `main` is
+the thin shell the dynamic site's cloud-init runs as a service (wg_mesh.plan.rearmunit). Standard library only; it
+reads only the local `wg show` and talks only to the peers' overlay addresses, through the tunnel.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -44,7 +48,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 INTERFACE = "wg0"
-MARGIN_S = 3.0  # beyond two keepalive intervals: a keepalive's jitter and a slow tick
+MARGIN_S = 3.0  # a keepalive's jitter, a slow tick
+KEEPALIVE_TIMEOUT_S = 10.0  # wireguard-go constants.go KeepaliveTimeout: a peer answers our data within it
+PROBE_PORT = 9  # discard: nobody answers; the peer's WireGuard does (its keepalive)
 MIN_GAP_S = 5.0  # REKEY_TIMEOUT: WireGuard retries a lost initiation itself after that
 TICK_S = 1.0
 MAX_PEERS = 4096
@@ -91,44 +97,63 @@ def parse_dump(dump: str) -> dict[str, PeerLine]:
     return peers
 
 
+def probe_address(peer: PeerLine) -> str | None:
+    """The peer's overlay address: the first /32 of its AllowedIPs (wg_mesh.plan.topology puts it first)."""
+    return next((ip.removesuffix("/32") for ip in peer.allowed_ips if ip.endswith("/32")), None)
+
+
 @dataclass
 class _Watch:
     rx: int
     tx: int
     since: float  # when rx last grew (or the watch started)
-    tx_at_since: int  # tx then: we must have sent since for silence to mean anything
+    probed: float | None = None  # when this quiet spell's probe left
     rearmed: float = float("-inf")
 
 
+@dataclass(frozen=True)
+class Actions:
+    probe: tuple[tuple[str, str], ...] = ()  # (key, overlay address)
+    rearm: tuple[str, ...] = ()
+
+
 class Watchdog:
-    """Pure: `due(now, dump)` every tick (monotonic seconds) -> the peers to re-arm now (often none)."""
+    """Pure: `due(now, dump)` every tick (monotonic seconds) -> what to do now (often nothing)."""
 
     def __init__(self, margin_s: float = MARGIN_S, min_gap_s: float = MIN_GAP_S) -> None:
         self.margin_s, self.min_gap_s = margin_s, min_gap_s
         self.watch: dict[str, _Watch] = {}
 
-    def silent_after(self, keepalive: int) -> float:
-        return 2 * keepalive + self.margin_s
+    def probe_after(self, keepalive: int) -> float:
+        return keepalive + self.margin_s
 
-    def due(self, now: float, dump: str) -> list[str]:
+    @property
+    def answer_within(self) -> float:
+        return KEEPALIVE_TIMEOUT_S + self.margin_s
+
+    def due(self, now: float, dump: str) -> Actions:
         peers = parse_dump(dump)
         self.watch = {k: w for k, w in self.watch.items() if k in peers}  # removed peers are forgotten
-        due = []
+        probe, rearm = [], []
         for key, peer in sorted(peers.items()):
             w = self.watch.get(key)
             if w is None or peer.rx < w.rx or peer.tx < w.tx:  # new, or its counters restarted (a re-arm, a restart)
-                self.watch[key] = _Watch(peer.rx, peer.tx, now, peer.tx)
+                self.watch[key] = _Watch(peer.rx, peer.tx, now, rearmed=w.rearmed if w else float("-inf"))
                 continue
             if peer.rx > w.rx:
-                w.since, w.tx_at_since = now, peer.tx
+                w.since, w.probed = now, None
             w.rx, w.tx = peer.rx, peer.tx
-            if not peer.endpoint or not peer.keepalive:
+            address = probe_address(peer)
+            if not peer.endpoint or not peer.keepalive or address is None:
                 continue
-            silent = now - w.since > self.silent_after(peer.keepalive) and peer.tx > w.tx_at_since
-            if silent and now - w.rearmed >= self.min_gap_s:
-                w.rearmed, w.since, w.tx_at_since = now, now, peer.tx
-                due.append(key)
-        return due
+            if w.probed is None:
+                if now - w.since > self.probe_after(peer.keepalive):
+                    w.probed = now
+                    probe.append((key, address))
+            elif now - w.probed > self.answer_within and now - w.rearmed >= self.min_gap_s:
+                w.rearmed, w.since, w.probed = now, now, None
+                rearm.append(key)
+        return Actions(tuple(probe), tuple(rearm))
 
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -146,18 +171,36 @@ def rearm_commands(interface: str, peer: PeerLine) -> list[list[str]]:
     return [["wg", "set", interface, "peer", peer.key, "remove"], add]
 
 
-def tick(watchdog: Watchdog, interface: str, now: float, runner: Runner, log: Callable[[str], None]) -> list[str]:
-    """One tick of the service: read the dump, re-arm the silent peers; the keys re-armed."""
+def send_probe(address: str) -> None:
+    """One empty UDP datagram to the peer's overlay address: a data packet through the tunnel."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(b"", (address, PROBE_PORT))
+
+
+def tick(
+    watchdog: Watchdog,
+    interface: str,
+    now: float,
+    runner: Runner,
+    log: Callable[[str], None],
+    probe: Callable[[str], None] = send_probe,
+) -> Actions:
+    """One tick of the service: read the dump, probe the quiet peers, re-arm the silent ones; what it did."""
     try:
         shown = runner(["wg", "show", interface, "dump"])
     except (OSError, subprocess.SubprocessError) as exc:
         log(f"wg show {interface} dump: {exc}")
-        return []
+        return Actions()
     if shown.returncode != 0:
-        return []
-    keys = watchdog.due(now, shown.stdout)
+        return Actions()
+    actions = watchdog.due(now, shown.stdout)
     peers = parse_dump(shown.stdout)
-    for key in keys:
+    for key, address in actions.probe:
+        try:
+            probe(address)
+        except OSError as exc:
+            log(f"probe of peer {key[:8]}... at {address}: {exc}")
+    for key in actions.rearm:
         peer = peers[key]
         for argv in rearm_commands(interface, peer):
             try:
@@ -169,9 +212,9 @@ def tick(watchdog: Watchdog, interface: str, now: float, runner: Runner, log: Ca
                 log(f"re-arm of peer {key[:8]}...: {' '.join(argv[:3])} failed: {problem}")
                 break
         else:
-            quiet = watchdog.silent_after(peer.keepalive)
-            log(f"peer {key[:8]}... ({peer.endpoint}): nothing received for over {quiet:.0f} s while we sent: re-armed")
-    return keys
+            log(f"peer {key[:8]}... ({peer.endpoint}): no answer to a probe within {watchdog.answer_within:.0f} s: "
+                "re-armed (a new handshake now)")  # fmt: skip
+    return actions
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,9 +34,9 @@ def packed_script() -> str:
 
 # The sandbox of the metrics script's unit (wg_mesh.plan.metrics.service_unit), for a long-running loop: root with
 # CAP_NET_ADMIN alone (`wg show` and `wg set`: a netlink call to the kernel's WireGuard, or wireguard-go's root-only
-# UAPI socket under /run/wireguard), no IP socket at all, nothing written. Restart=always: a failed `wg` call never
-# ends it, but a crash must not either.
-def service_unit() -> str:
+# UAPI socket under /run/wireguard), nothing written; IP only to the overlay (its probes go to the peers' overlay
+# addresses, through wg0). Restart=always: a failed `wg` call never ends it, but a crash must not either.
+def service_unit(overlay_cidr: str) -> str:
     return f"""[Unit]
 Description=wg-mesh: re-arm a peer that lost its session with this dynamic-address site
 After=wg-quick@{INTERFACE}.service
@@ -51,8 +51,9 @@ CapabilityBoundingSet=CAP_NET_ADMIN
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectKernelTunables=yes
-{ship.SANDBOX}RestrictAddressFamilies=AF_UNIX AF_NETLINK
+{ship.SANDBOX}RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_INET
 IPAddressDeny=any
+IPAddressAllow={overlay_cidr}
 SystemCallFilter=@system-service
 SystemCallFilter=~@privileged @resources
 UMask=0077
@@ -69,7 +70,7 @@ def rearm_extras(cfg: MeshConfig, site_name: str) -> CloudInitExtras:
     return CloudInitExtras(
         files=(
             File(SCRIPT_PATH, packed_script(), permissions="0755", encoding=SCRIPT_ENCODING),
-            File(SERVICE_PATH, service_unit()),
+            File(SERVICE_PATH, service_unit(str(cfg.overlay_cidr))),
         ),
         start=(UNIT_NAME,),
         units=(UNIT_NAME,),
