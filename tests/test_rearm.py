@@ -19,6 +19,7 @@ from tests.test_shellcheck import fragments, needs_shellcheck, shellcheck
 from tests.test_units_sandbox import exposure, gateway_root, needs_offline
 from wg_mesh.config import parse_mesh
 from wg_mesh.gateway import rearm
+from wg_mesh.lab.machines import cloudinit
 from wg_mesh.plan import live, metrics, rearmunit, render, topology, userdata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -260,3 +261,12 @@ def test_the_dynamic_sites_user_data_passes_cloud_init_schema(delivery: str, tmp
     path.write_text(user_data("office", delivery))
     done = subprocess.run(["cloud-init", "schema", "--config-file", str(path)], capture_output=True, text=True)
     assert done.returncode == 0 and "Valid" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("delivery", ["user-data", "live"])
+def test_the_lab_runs_the_watchdog_as_a_daemon_after_wg0(delivery: str) -> None:
+    setup = cloudinit.interpret(user_data("office", delivery))
+    kinds = [(step.kind, step.argv) for step in setup.steps if step.kind in ("wg-quick", "service")]
+    watchdog = ("service", ("/usr/bin/python3", rearmunit.SCRIPT_PATH, "--interface", "wg0"))
+    assert kinds.index(watchdog) > kinds.index(("wg-quick", ("wg0",)))
+    assert not [note for note in setup.notes if f"enable --now {rearmunit.UNIT_NAME}" in note]
