@@ -4,6 +4,7 @@ lists, and what the site's cloud-init ships (wg_mesh.plan.rearmunit): only a dyn
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import os
 import subprocess
@@ -108,8 +109,15 @@ def test_a_receiving_peer_is_never_probed_nor_touched() -> None:
     assert run_ticks(w, samples) == []
 
 
+def test_the_probe_goes_to_the_peers_overlay_address() -> None:
+    peer = rearm.parse_dump(dump(line(A, 1, 1).replace("10.10.0.0/16,", "10.10.0.7/32,")))[A]
+    assert rearm.probe_address(peer, ipaddress.IPv4Network("10.200.0.0/24")) == "10.200.0.1"
+    assert rearm.probe_address(peer, None) == "10.10.0.7"
+    assert rearm.probe_address(peer, ipaddress.IPv4Network("10.201.0.0/24")) is None
+
+
 def test_no_endpoint_no_keepalive_or_no_overlay_address_is_never_watched() -> None:
-    w = rearm.Watchdog()
+    w = rearm.Watchdog(ipaddress.IPv4Network("10.200.0.0/24"))
     no_32 = line(fake_public_key("c"), 1, 1).replace("10.10.0.0/16,10.200.0.1/32", "10.10.0.0/16")
     samples = [
         (float(t), dump(line(A, 1, 1 + t, endpoint="(none)"), line(B, 1, 1 + t, keepalive="off"), no_32))
@@ -238,7 +246,7 @@ def test_the_service_is_sandboxed_with_cap_net_admin_alone_and_no_ip() -> None:
     assert (
         "CapabilityBoundingSet=CAP_NET_ADMIN\n" in unit and "IPAddressDeny=any\nIPAddressAllow=10.200.0.0/24\n" in unit
     )
-    assert f"ExecStart=/usr/bin/python3 {rearmunit.SCRIPT_PATH} --interface wg0\n" in unit
+    assert f"ExecStart=/usr/bin/python3 {rearmunit.SCRIPT_PATH} --interface wg0 --overlay 10.200.0.0/24\n" in unit
 
 
 @needs_offline
@@ -267,6 +275,9 @@ def test_the_dynamic_sites_user_data_passes_cloud_init_schema(delivery: str, tmp
 def test_the_lab_runs_the_watchdog_as_a_daemon_after_wg0(delivery: str) -> None:
     setup = cloudinit.interpret(user_data("office", delivery))
     kinds = [(step.kind, step.argv) for step in setup.steps if step.kind in ("wg-quick", "service")]
-    watchdog = ("service", ("/usr/bin/python3", rearmunit.SCRIPT_PATH, "--interface", "wg0"))
+    watchdog = (
+        "service",
+        ("/usr/bin/python3", rearmunit.SCRIPT_PATH, "--interface", "wg0", "--overlay", "10.200.0.0/24"),
+    )
     assert kinds.index(watchdog) > kinds.index(("wg-quick", ("wg0",)))
     assert not [note for note in setup.notes if f"enable --now {rearmunit.UNIT_NAME}" in note]

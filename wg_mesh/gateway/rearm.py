@@ -20,7 +20,8 @@ with a session always does: a data packet it receives arms its `sendKeepalive` t
 10 s (timers.go `expiredSendKeepalive`). So:
 
 1. probe: a peer we received nothing from for more than `persistent_keepalive` + MARGIN_S gets one empty UDP datagram
-   to its overlay address (the first /32 of its AllowedIPs; port 9, discard), a data packet through the tunnel;
+   to its overlay address (the /32 of its AllowedIPs in `--overlay`; port 9, discard), a data packet through the
+   tunnel;
 2. re-arm: if still nothing came from it KEEPALIVE_TIMEOUT + MARGIN_S after the probe, its session is gone: remove the
    peer and add it again with its own settings from the same dump (`wg set`, argv lists, no shell). A new wireguard-go
    peer has no keypair, and `lastSentHandshake` is set REKEY_TIMEOUT + 1 s in the past when it starts (peer.go
@@ -39,6 +40,7 @@ reads only the local `wg show` and talks only to the peers' overlay addresses, t
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 import socket
 import subprocess
@@ -97,9 +99,14 @@ def parse_dump(dump: str) -> dict[str, PeerLine]:
     return peers
 
 
-def probe_address(peer: PeerLine) -> str | None:
-    """The peer's overlay address: the first /32 of its AllowedIPs (wg_mesh.plan.topology puts it first)."""
-    return next((ip.removesuffix("/32") for ip in peer.allowed_ips if ip.endswith("/32")), None)
+def probe_address(peer: PeerLine, overlay: ipaddress.IPv4Network | None) -> str | None:
+    """The peer's overlay address: the /32 of its AllowedIPs inside `overlay` (None: its first /32)."""
+    for ip in peer.allowed_ips:
+        if ip.endswith("/32"):
+            address = ipaddress.IPv4Address(ip.removesuffix("/32"))
+            if overlay is None or address in overlay:
+                return str(address)
+    return None
 
 
 @dataclass
@@ -120,8 +127,10 @@ class Actions:
 class Watchdog:
     """Pure: `due(now, dump)` every tick (monotonic seconds) -> what to do now (often nothing)."""
 
-    def __init__(self, margin_s: float = MARGIN_S, min_gap_s: float = MIN_GAP_S) -> None:
-        self.margin_s, self.min_gap_s = margin_s, min_gap_s
+    def __init__(
+        self, overlay: ipaddress.IPv4Network | None = None, margin_s: float = MARGIN_S, min_gap_s: float = MIN_GAP_S
+    ) -> None:
+        self.overlay, self.margin_s, self.min_gap_s = overlay, margin_s, min_gap_s
         self.watch: dict[str, _Watch] = {}
 
     def probe_after(self, keepalive: int) -> float:
@@ -143,7 +152,7 @@ class Watchdog:
             if peer.rx > w.rx:
                 w.since, w.probed = now, None
             w.rx, w.tx = peer.rx, peer.tx
-            address = probe_address(peer)
+            address = probe_address(peer, self.overlay)
             if not peer.endpoint or not peer.keepalive or address is None:
                 continue
             if w.probed is None:
@@ -220,9 +229,10 @@ def tick(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wg-mesh-rearm", description=__doc__.splitlines()[0])
     parser.add_argument("--interface", default=INTERFACE)
+    parser.add_argument("--overlay", type=ipaddress.IPv4Network, help="the mesh's overlay_cidr: where probes go")
     parser.add_argument("--tick", type=float, default=TICK_S, help="seconds between two reads of wg show")
     args = parser.parse_args(argv)
-    watchdog = Watchdog()
+    watchdog = Watchdog(args.overlay)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

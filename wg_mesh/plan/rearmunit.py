@@ -43,7 +43,7 @@ After=wg-quick@{INTERFACE}.service
 
 [Service]
 Type=simple
-ExecStart=/usr/bin/python3 {SCRIPT_PATH} --interface {INTERFACE}
+ExecStart=/usr/bin/python3 {SCRIPT_PATH} --interface {INTERFACE} --overlay {overlay_cidr}
 Restart=always
 RestartSec=5
 Nice=5
