@@ -7,7 +7,6 @@ no timed assertion). Wall time here: about 20 s."""
 
 from __future__ import annotations
 
-import copy
 import io
 import time
 from ipaddress import IPv4Address
@@ -17,6 +16,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from bench.lab.roam import edge_raw
+from bench.report import roam as roamsection
 from tests.lableft import lab_left
 from tests.stacks import REPO
 from tests.test_cli import run_mesh
@@ -34,15 +35,7 @@ from wg_mesh.tools.stackfile import read_raw
 KEEPALIVE = 5
 
 
-def edge_raw(delivery: str = "user-data") -> dict[str, Any]:
-    raw: dict[str, Any] = copy.deepcopy(read_raw(REPO / "Pulumi.dev.yaml"))
-    raw["persistent_keepalive"], raw["delivery"] = KEEPALIVE, delivery
-    raw["sites"].append({"name": "office", "cloud": "static", "endpoint": "dynamic", "overlay_ip": "10.200.0.3",
-                         "cidrs": ["192.168.50.0/24"]})  # fmt: skip
-    return raw
-
-
-EDGE = parse_mesh(edge_raw())
+EDGE = parse_mesh(edge_raw("user-data", KEEPALIVE))  # the dev topology and an office on a dynamic address
 PLAN = plan_lab(EDGE, "wgl0b0b")
 
 
@@ -197,6 +190,26 @@ def test_the_report_gives_per_change_the_outage_stall_lost_pings_target_and_verd
     assert "stream: 4 MiB, sha256 match" in text and "drill FAILED" in text
     data = report.to_json()
     assert data["drill"] == "roam" and "start" not in data["steps"][0] and data["steps"][2]["met"] is False
+
+
+def test_the_benchmarks_section_gives_each_delivery_s_changes_and_the_load() -> None:
+    steps = [change("idle", 24780.0, 25.0), change("flowing", 36.0), change("symmetric", 83.0),
+             change("flowing", None, step="flowing (fault: P keeps the old endpoint)")]  # fmt: skip
+    roamdrill.judge(steps, (pinger(REPLIES), stream([])))
+    report = {"ok": False, "error": None, "duration_s": 54.3, "steps": steps,
+              "stream": {"ok": True, "verified": True, "bytes": 24 << 20}}  # fmt: skip
+    data = {"keepalive_s": 25, "nproc": 2,
+            "runs": [{"delivery": "user-data", "load_before": [6.84, 4.4, 3.0], "load_after": [8.55, 5.2, 3.3],
+                      "report": report}]}  # fmt: skip
+    text = roamsection.section(data)
+    assert text.startswith("## 13. A dynamic-address site roams behind a NAT (`endpoint: dynamic`)")
+    assert ("| user-data | idle | cone | 24780 ms | – (no stream yet) | 480 | ≤ 25 s (persistent_keepalive) | met | "
+            "aws-use1 `198.18.255.251:51820`, gcp-euw3 `none` |") in text  # fmt: skip
+    assert "| user-data | flowing (fault: P keeps the old endpoint) | cone | – | 0 ms | 0 | ≤ 1 s | **not met** " in (
+        text
+    )
+    assert "drill **failed** in 54 s; stream 24 MiB, SHA-256 match; symmetric NAT: every gateway at its own" in text
+    assert "load average (1 min) 6.84 before, 8.55 after, on 2 cores" in text and "contended" in text
 
 
 # --- the lab -------------------------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ is then one of its own, from P's host to that site's):
              persistent_keepalive, and its workload host reaches D's.
 
 The idle changes run first (before any traffic), then the traffic starts and the others run in their order. The
-first idle change comes right after D's handshakes: close to its worst case (a whole persistent_keepalive), since
-D's next keepalive is due about a keepalive after its last packet.
+first idle change comes soon after D's handshakes; its outage is the rest of D's keepalive cycle (D's next keepalive
+is due a keepalive after the last packet it sent or received): a whole persistent_keepalive at worst.
 
 Outage, one definition for every change: from the moment the change began (before the NAT was touched) to the
 first ping reply of an unbroken run of STEADY_S (no ping lost from it for a second): traffic is back and stays. A
