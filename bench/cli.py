@@ -10,6 +10,8 @@
     sudo python -m bench underlay --fallback  the private path cut and restored: the switch to the public
                                             endpoints and back (agents' pmtu_seconds 5 for the run)
     python -m bench ha_routes               an AWS failover's 256 route moves against moto (no root)
+    sudo python -m bench roam               a dynamic site's address changes behind the lab's NAT (the roam drill),
+                                            once per delivery
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -127,6 +129,13 @@ def cmd_rotation(args: argparse.Namespace) -> None:
     write_json(args.out, "rotation", data)
 
 
+def cmd_roam(args: argparse.Namespace) -> None:
+    from bench.lab.roam import run_roam_bench
+
+    deliveries, keepalive = (("user-data",), 5) if args.quick else (("user-data", "live"), 25)
+    write_json(args.out, "roam", run_roam_bench(log, deliveries, keepalive))
+
+
 def cmd_ha_routes(args: argparse.Namespace) -> None:
     from bench.ha_routes import run_ha_routes
 
@@ -178,6 +187,7 @@ COMMANDS = {
     "underlay-fallback": cmd_underlay_fallback,
     "rotation": cmd_rotation,
     "ha_routes": cmd_ha_routes,
+    "roam": cmd_roam,
     "doc": cmd_doc,
 }
 

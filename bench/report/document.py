@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.report import boot, fallback, ha_routes, hafailover, meshchange, pathmtu, rotation, underlay
+from bench.report import boot, fallback, ha_routes, hafailover, meshchange, pathmtu, roam, rotation, underlay
 from bench.report.anchors import ANCHORS, ARTICLE_WG_GBPS, AWS_EGRESS_CAP_GBPS, AWS_EGRESS_VCPUS
 from bench.report.format import cell, mbit, num, table
 from bench.report.headline import headline
@@ -38,6 +38,7 @@ SECTIONS = (
     "underlay",
     "underlay-fallback",
     "ha_routes",
+    "roam",
 )
 
 
@@ -126,6 +127,7 @@ def commands(quick: bool) -> str:
         "sudo .venv/bin/python -m bench underlay  # a jumbo private path next to an internet path\n"
         "sudo .venv/bin/python -m bench underlay --fallback  # the private path cut and restored\n"
         "sudo .venv/bin/python -m bench rotation --runs 5  # the announced key rotation, live drill x5\n"
+        "sudo .venv/bin/python -m bench roam   # a dynamic site's address changes behind a NAT (roam drill)\n"
         "python -m bench doc                    # re-render this file and the plots from docs/bench/*.json\n"
         "```\n\n"
         "`bench all` installs what it needs when missing: Debian `strongswan-charon strongswan-swanctl "
@@ -154,6 +156,7 @@ BODY: tuple[tuple[str | None, Section], ...] = (
     ("underlay", lambda data, images: underlay.section(data["underlay"])),
     ("underlay-fallback", lambda data, images: fallback.section(data["underlay-fallback"])),
     ("ha_routes", lambda data, images: ha_routes.section(data["ha_routes"])),
+    ("roam", lambda data, images: roam.section(data["roam"])),
 )
 
 

@@ -1,7 +1,8 @@
 """`python -m wg_mesh lab --stack NAME | --file PATH [--boot] [--keep] [--json PATH]`,
-`python -m wg_mesh lab --drill live|pmtu|ha --stack NAME [--boot] [--ha-site SITE] [--json PATH]` (a `delivery: live`
-mesh changed while traffic flows: wg_mesh/lab/drills/drill.py, with --boot on booted gateways; a path-MTU black hole
-between two sites: wg_mesh/lab/drills/pmtudrill.py; an HA pair's failures: wg_mesh/lab/drills/hadrill.py),
+`python -m wg_mesh lab --drill live|pmtu|ha|roam --stack NAME [--boot] [--ha-site SITE] [--json PATH]` (a `delivery:
+live` mesh changed while traffic flows: wg_mesh/lab/drills/drill.py, with --boot on booted gateways; a path-MTU black
+hole between two sites: wg_mesh/lab/drills/pmtudrill.py; an HA pair's failures: wg_mesh/lab/drills/hadrill.py; a
+dynamic site's address changing behind a NAT: wg_mesh/lab/drills/roamdrill.py),
 `python -m wg_mesh lab down LAB... | --all` and `python -m wg_mesh lab image [--rebuild]`.
 
 Exit codes: 0 every check passed; 1 a check failed (or the lab could not be built); 2 invalid config
@@ -42,10 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--drill",
-        choices=("live", "pmtu", "ha"),
+        choices=("live", "pmtu", "ha", "roam"),
         help="live: add a site, rotate keys, remove it, corrupt a document, while traffic flows; pmtu: a path-MTU "
         "black hole between two sites mid-transfer, with and without ICMP filtered (delivery: live); ha: kill, break, "
-        "hang and partition an HA site's gateway pair and replace its active while traffic flows (gateways: 2)",
+        "hang and partition an HA site's gateway pair and replace its active while traffic flows (gateways: 2); "
+        "roam: the first `endpoint: dynamic` site's address changes behind the lab's NAT, idle, mid-transfer and "
+        "behind a symmetric NAT, with the outage per change (either delivery)",
     )
     parser.add_argument(
         "--ha-site",

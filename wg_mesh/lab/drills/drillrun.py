@@ -2,7 +2,8 @@
 (always), and the report: a table per step and the JSON (`--json`) that docs/benchmarks.md's tables are rendered
 from. `live` (drill.py: A's and B's gateways, then C added, rotated, removed; bench/meshchange.py) and `pmtu`
 (pmtudrill.py: all three gateways, a path-MTU black hole between A and B; bench/pathmtu.py); `ha` (harun.py,
-hadrill.py: an HA site's failure modes; bench/hafailover.py)."""
+hadrill.py: an HA site's failure modes; bench/hafailover.py); `roam` (roamdrill.py: a dynamic site's address
+changes behind the lab's NAT, either delivery)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.harun import print_ha, run_ha_drill
 from wg_mesh.lab.drills.pmtudrill import PathDrill
 from wg_mesh.lab.drills.pmtudrill import judge as judge_pmtu
+from wg_mesh.lab.drills.roamdrill import print_roam, run_roam_drill
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
@@ -30,7 +32,7 @@ from wg_mesh.lab.machines.boot import boot_machines, boot_requirements
 from wg_mesh.lab.machines.build import BuiltLab, MachineFactory, build
 from wg_mesh.lab.machines.machine import NamespaceGateway
 
-KINDS = ("live", "pmtu", "ha")
+KINDS = ("live", "pmtu", "ha", "roam")
 
 
 def run_drill(
@@ -53,6 +55,8 @@ def run_drill(
         raise LabError(f"--drill {kind} runs in namespaces only (--boot: the live drill)")
     if kind == "ha":
         return run_ha_drill(cfg, label, site=ha_site)
+    if kind == "roam":
+        return run_roam_drill(cfg, label)
     options = options or LabOptions()
     started = time.monotonic()
     plan = plan_lab(cfg, new_prefix())
@@ -170,6 +174,9 @@ def _path_cells(s: dict[str, Any]) -> str:
 def print_drill(report: DrillReport, console: Console) -> None:
     if report.kind == "ha":
         print_ha(report, console)
+        return
+    if report.kind == "roam":
+        print_roam(report, console)
         return
     table = Table(title=f"{report.kind} drill: {report.label}", title_justify="left")
     last = "converged s" if report.kind == "live" else "path MTU (A's agent)"
