@@ -310,9 +310,9 @@ def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable
     path_mtu = timed("path_mtu", lambda: check_path_mtu(lab, probe_path_mtu(lab), before, after))
     dynamic = None
     if any(site.dynamic for site in lab.plan.sites):
-        # Before the recovery check: a restarted gateway lost its session with a dynamic site and learns its address
-        # only from the site's next handshake, not from a keepalive (docs/how-to/static-sites.md); its roam changes
-        # nothing the recovery check uses (a pair of fixed sites).
+        # Before the recovery check: the dynamic check measures a restarted gateway's way back to the dynamic site
+        # alone (the site's re-arm watchdog: docs/how-to/static-sites.md); its roam and restart change nothing the
+        # recovery check uses (a pair of fixed sites).
         n = 7 + bool(lab.plan.private_links)
         step(f"{n}/{n} dynamic sites")
         dynamic = timed(dynamiccheck.KEY, lambda: dynamiccheck.check_dynamic_sites(lab, keys, n),
