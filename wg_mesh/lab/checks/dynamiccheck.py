@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from wg_mesh.lab.checks.outage import measure_outage
-from wg_mesh.lab.checks.result import CheckResult
+from wg_mesh.lab.checks.result import CheckResult, LabOptions
 from wg_mesh.lab.checks.underlaycheck import ok_text, wg_endpoints
 from wg_mesh.lab.fabric.netns import run
 from wg_mesh.lab.fabric.networks import iptables
@@ -64,13 +64,14 @@ def keepalive_of(lab: BuiltLab, site: SitePlan) -> int:
 
 
 def learnt(lab: BuiltLab, names: Mapping[str, str], site: SitePlan, address: str) -> list[dict[str, Any]]:
-    """Each other gateway: whether its rendered config gave `site` an endpoint, and what WireGuard has now."""
+    """Each other gateway that peers with `site` (a relayed partner does not): whether its rendered config gave `site`
+    an endpoint, and what WireGuard has now."""
     want = f"{address}:{lab.plan.listen_port}"
     out = []
     for peer in lab.plan.sites:
-        if peer.name == site.name:
-            continue
         configured = [p.endpoint for p in lab.machines[peer.name].artifacts.interface.peers if p.name == site.name]
+        if peer.name == site.name or not configured:
+            continue
         seen = wg_endpoints(lab.gateways[peer.name], names).get(site.name)
         seen_full = _full_endpoint(lab, peer, names, site.name)
         out.append({"gateway": peer.name, "peer": site.name, "configured": configured[0] if configured else None,
@@ -141,7 +142,7 @@ def restart_idle(lab: BuiltLab, gateway: SitePlan, target: SitePlan, keepalive: 
             "ok": outage_s is not None and outage_s <= bound_s}  # fmt: skip
 
 
-def check_dynamic_sites(lab: BuiltLab, keys: LabKeys, number: int) -> CheckResult:
+def check_dynamic_sites(lab: BuiltLab, keys: LabKeys, number: int, options: LabOptions) -> CheckResult:
     names = {public: site for site, public in keys.public.items()}
     dynamic = [s for s in lab.plan.sites if s.dynamic]
     before = [row for site in dynamic for row in learnt(lab, names, site, str(site.public_ip))]
@@ -175,17 +176,22 @@ def check_dynamic_sites(lab: BuiltLab, keys: LabKeys, number: int) -> CheckResul
                  f"(all within {all_learnt_s} s)"
                  + (f"; {outage.error}" if outage.error else ""), ok_text(roam_ok)])  # fmt: skip
     restart_bound = RESTART_BOUND * keepalive + RESTART_SLACK_S
-    restart = restart_idle(lab, fixed, site, keepalive, restart_bound)
-    rows.append([f"restart gateway {fixed.name} (wg-quick down, up: {restart['wg_quick_down_up_s']} s), "
-                 f"{site.name} idle", f"then host {fixed.name} -> host {site.name}, ping every 10 ms",
-                 f"first reply {restart['outage_s']} s after the restart (bound {restart_bound} s)",
-                 ok_text(restart["ok"])])  # fmt: skip
+    if not options.dynamic_restart:
+        restart: dict[str, Any] = {"skipped": True, "ok": True, "outage_s": None, "gateway": fixed.name}
+    else:
+        restart = restart_idle(lab, fixed, site, keepalive, restart_bound)
+    if not restart.get("skipped"):
+        rows.append([f"restart gateway {fixed.name} (wg-quick down, up: {restart['wg_quick_down_up_s']} s), "
+                     f"{site.name} idle", f"then host {fixed.name} -> host {site.name}, ping every 10 ms",
+                     f"first reply {restart['outage_s']} s after the restart (bound {restart_bound} s)",
+                     ok_text(restart["ok"])])  # fmt: skip
     ok = all(r["ok"] for r in before) and roam_ok and restart["ok"]
     summary = (
         f"{sum(r['ok'] for r in before)}/{len(before)} peers learnt the dynamic sites' addresses (none configured); "
-        f"{site.name} roamed to {new}: traffic back after {outage.outage_ms} ms (keepalive {keepalive} s); "
-        f"gateway {fixed.name} restarted: {site.name} reached again after {restart['outage_s']} s"
-    )
+        f"{site.name} roamed to {new}: traffic back after {outage.outage_ms} ms (keepalive {keepalive} s)"
+        + ("" if restart.get("skipped") else
+           f"; gateway {fixed.name} restarted: {site.name} reached again after {restart['outage_s']} s")
+    )  # fmt: skip
     data: dict[str, Any] = {
         "learnt": before,
         "roam": {"site": site.name, "from": str(site.public_ip), "to": new, "pinger": fixed.name,
