@@ -17,6 +17,7 @@ from tests.stacks import REPO
 from tests.test_program_live import agent_json, stored_document
 from tests.test_render import directory, redacted
 from wg_mesh.config import ConfigError, parse_mesh, quotas, summary
+from wg_mesh.config import relay as relaying
 from wg_mesh.gateway import document
 from wg_mesh.gateway.hostplan import rule_commands
 from wg_mesh.gateway.trust import parse_trust
@@ -252,3 +253,17 @@ def test_the_edge_example_runs_under_mocks(preview: bool, delivery: str) -> None
     entry = next(p for p in office["interface"]["peers"] if p["name"] == "aws-use1")
     assert entry["allowed_ips"] == [*AWS_RANGES, *HOME]
     assert "home" not in {p["name"] for p in office["interface"]["peers"]}
+
+
+def test_a_relay_past_its_agents_limit_of_flows_is_refused() -> None:
+    raw = edge()
+    raw["sites"] += [
+        {"name": f"shop{i}", "cloud": "static", "endpoint": "dynamic", "overlay_ip": f"10.200.0.{10 + i}",
+         "cidrs": [f"172.16.{i}.0/24", f"172.17.{i}.0/24"]}
+        for i in range(10)
+    ]  # fmt: skip
+    (problem,) = problems(raw)  # 45 pairs of shops x 18, 20 shop-office/home pairs x 12, office-home 8
+    assert problem.startswith("relay: 66 relayed pairs need 1058 forwarding rules on the relay")
+    assert relaying.MAX_RELAY_FLOWS == document.MAX_RELAY_FLOWS
+    del raw["sites"][-1]
+    assert len(relay.flows(parse_mesh(raw), "aws-use1")) <= relaying.MAX_RELAY_FLOWS

@@ -18,7 +18,7 @@ from tests.test_agent import Store
 from tests.test_relay import EDGE, HOME
 from tests.test_render import directory
 from wg_mesh.config import parse_mesh
-from wg_mesh.gateway import document
+from wg_mesh.gateway import document, relaytrust, trust
 from wg_mesh.gateway.agent import Agent, Config
 from wg_mesh.gateway.apply import Paths
 from wg_mesh.gateway.document import DocumentError
@@ -159,3 +159,7 @@ def test_the_office_gateway_refuses_each_and_nothing_changes(tmp_path: Path) -> 
         assert {p: Path(p).read_bytes() for p in files} == files, name
         assert (dict(host.peers), set(host.routes), set(host.rules), host.mtu, list(host.addresses)) == state, name
     assert json.loads(files[paths.state])["applied_serial"] == 1_700_000_100
+
+
+def test_the_agents_name_rule_is_the_trusts() -> None:
+    assert relaytrust.NAME.pattern == trust.NAME.pattern

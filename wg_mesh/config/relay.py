@@ -22,6 +22,9 @@ from wg_mesh.config.messages import quote
 from wg_mesh.config.reach import is_dynamic
 
 CLOUDS = ("aws", "gcp")
+MAX_RELAY_FLOWS = (
+    1024  # the relay's FORWARD ACCEPTs; its agent refuses more (wg_mesh.gateway.document, a test keeps it)
+)
 RELAY_DESCRIPTION = (
     "The cloud site (aws or gcp) whose gateway relays the pairs with no direct path (two `endpoint: dynamic` sites): "
     "they send each other's traffic through it, source addresses kept. Unset: the first cloud site in `sites` order "
@@ -64,6 +67,13 @@ def problems(sites: Sequence[Any], relay: Any) -> list[str]:
                 "every relayed site already peers with"
             )
     pairs = relayed_pairs(sites)
+    ranges = {s.name: 1 + len(s.cidrs) for s in sites}  # each site's overlay /32 and cidrs
+    flows = sum(2 * ranges[a] * ranges[b] for a, b in pairs)
+    if flows > MAX_RELAY_FLOWS:
+        out.append(
+            f"relay: {len(pairs)} relayed pairs need {flows} forwarding rules on the relay (one per pair of ranges, "
+            f"both ways), more than {MAX_RELAY_FLOWS}: give some dynamic sites a fixed endpoint, or fewer cidrs"
+        )
     if pairs and relay is None and not any(getattr(s, "cloud", None) in CLOUDS for s in sites):
         first, second = pairs[0]
         i = next(i for i, s in enumerate(sites) if s.name == second)
