@@ -1,6 +1,7 @@
 """The lab's checks, each returning a `CheckResult` (table rows for the report, data for the JSON).
 
-1. handshakes  every gateway pair completed a WireGuard handshake (`wg show ... latest-handshakes`)
+1. handshakes  every gateway pair that peers completed a WireGuard handshake (`wg show ... latest-handshakes`; a
+               relayed pair meets through its relay and is checked by the ping)
 2. ping        every workload host pings every other site's host, with RTTs
 3. path_mtu    (pathmtu.py) the largest unfragmented ICMP payload (`ping -M do`) is the tunnel MTU - 28 and one
                byte more is refused with an ICMP error (no black hole); the gateways' IP fragmentation counters
