@@ -77,14 +77,6 @@ def test_a_dynamic_site_needs_keepalives() -> None:
     ]
 
 
-def test_two_dynamic_sites_are_refused_until_relays_exist() -> None:
-    raw = raw_mesh()
-    raw["sites"].append({"name": "home", "cloud": "static", "endpoint": "dynamic", "overlay_ip": "10.200.0.5"})
-    (problem,) = problems(raw)
-    assert problem.startswith("sites[4].endpoint: home and office (sites[3]) are both dynamic")
-    assert "relays are not built yet (issue 24 item 2)" in problem
-
-
 def test_endpoint_ranges_only_on_a_dynamic_site() -> None:
     raw = raw_mesh()
     raw["sites"][2]["endpoint_ranges"] = RANGES

@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.stacks import STACK_FILES, example_stack_files
+from tests.stacks import REPO, STACK_FILES, example_stack_files
 from tests.test_config import base
 from wg_mesh.__main__ import main
 from wg_mesh.config import ConfigError
 from wg_mesh.plan.validate import load_mesh
 from wg_mesh.tools import stackcost, stackfile
 from wg_mesh.tools.prices import load
+
+EDGE = REPO / "examples" / "edge" / "Pulumi.edge.yaml"
 
 PRICES = load()
 ORIGIN = "wg_mesh/prices.yaml"
@@ -99,3 +101,9 @@ def test_every_stack_and_example_of_the_repository_is_priced(path: Path) -> None
     """`cost --stack dev`, `prod`, `ha` and the examples' stacks: every region and instance type is in the file."""
     lines = stackcost.stack_lines(stackfile.load(path), PRICES, ORIGIN)
     assert lines and all(li.usd_per_hour > 0 for li in lines)
+
+
+def test_a_relayed_pair_is_named_as_the_relays_egress() -> None:
+    text = stackcost.render(stackfile.load(EDGE), "edge", PRICES, ORIGIN)
+    assert "Relayed through aws-use1 (office ↔ home): that traffic is aws-use1's internet egress once" in text
+    assert "Relayed" not in stackcost.render(stackfile.load(STACK_FILES[0]), "dev", PRICES, ORIGIN)

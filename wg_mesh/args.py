@@ -174,6 +174,9 @@ class MeshArgs(TypedDict):
     """`delivery: 'live'`: bump to replace the mesh's document signing key (replaces every cloud gateway)."""
     private_paths: NotRequired[list[PrivatePathArgs]]
     """Sites that reach each other over private paths (needs `delivery: 'live'`). Default none."""
+    relay: NotRequired[str]
+    """The cloud site whose gateway relays the pairs with no direct path (two `endpoint: 'dynamic'` sites), source
+    addresses kept. Default: the first cloud site in `sites` order."""
 
 
 class SiteOutputs(TypedDict):

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from wg_mesh.config import quotas, reach, underlay
+from wg_mesh.config import relay as relaying
 from wg_mesh.config.fields import MonitoringCidr, Port, UsableCidr, parse_network
 from wg_mesh.config.messages import EXPECTED, describe, quote
 from wg_mesh.config.names import name_problems
@@ -134,6 +135,7 @@ class MeshConfig(Strict):
         description="Sites that reach each other over a private path (interconnect, peering, VPN, WAN): their "
         "private addresses and the path's MTU. Needs `delivery: live`.",
     )
+    relay: str | None = Field(default=None, description=relaying.RELAY_DESCRIPTION)
 
     @model_validator(mode="after")
     def _mesh_wide(self) -> MeshConfig:
@@ -146,6 +148,7 @@ class MeshConfig(Strict):
         problems += monitoring_problems(self.monitoring_cidrs)
         problems += underlay.problems(self)
         problems += reach.mesh_problems(self.sites, self.persistent_keepalive, _path_sites(self.private_paths))
+        problems += relaying.problems(self.sites, self.relay)
         if problems:
             raise ConfigError(problems)
         return self
@@ -310,6 +313,7 @@ def _parsed_rules(raw: dict[str, Any], check_limits: bool) -> list[str]:
     keepalive = raw.get("persistent_keepalive", 25)
     valid = isinstance(keepalive, int) and not isinstance(keepalive, bool) and 0 <= keepalive <= 65535
     dynamic = reach.mesh_problems(sites, keepalive if valid else None, _path_sites(paths))
+    dynamic += relaying.problems(sites, raw.get("relay")) if isinstance(raw.get("relay"), str | None) else []
     return underlay.problems(cfg) + dynamic + (quotas.problems(cfg) if check_limits else [])
 
 
@@ -333,7 +337,8 @@ def summary(cfg: MeshConfig) -> str:
     )
     return (
         f"ok: {len(cfg.sites)} sites [{clouds}], overlay {cfg.overlay_cidr}, "
-        f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}{paths}, delivery {cfg.delivery}"
+        f"port {cfg.listen_port}/udp, tunnel MTU {tunnel_mtu(cfg)}{paths}{relaying.summary(cfg.sites, cfg.relay)}, "
+        f"delivery {cfg.delivery}"
     )
 
 

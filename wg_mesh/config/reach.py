@@ -4,8 +4,8 @@ behind a NAT, with no address anyone can dial).
 A dynamic site initiates: it has every peer's endpoint and sends a keepalive every `persistent_keepalive` seconds;
 its peers have no Endpoint for it and learn its address from its authenticated packets (WireGuard's roaming). Their
 firewalls cannot know that address in advance: they admit the site's `endpoint_ranges`, or any address, on the
-WireGuard port (docs/how-to/static-sites.md). Two dynamic sites have no direct path: that needs a relay (issue 24
-item 2), not built yet, so the config refuses it.
+WireGuard port (docs/how-to/static-sites.md). Two dynamic sites have no direct path: they meet through a relay
+(wg_mesh.config.relay).
 
 Part of the config model; pure, no Pulumi. The field types here, the rules as `field: message` lines over raw or
 parsed sites (wg_mesh.config.rules' style).
@@ -26,7 +26,6 @@ from wg_mesh.config.messages import quote
 DYNAMIC = "dynamic"
 MIN_RANGE_PREFIX = 8  # a wider range admits a large part of the internet: leave endpoint_ranges out instead
 MAX_ENDPOINT_RANGES = 16  # each is a firewall rule on every gateway that peers with the site (AWS counts them)
-RELAYS_NOT_BUILT = "relays are not built yet (issue 24 item 2)"
 ENDPOINT_DESCRIPTION = (
     "The host's public IPv4 address: not special-purpose, private (RFC 1918), CGNAT or benchmarking space (from a "
     "program: a known value or a pulumi Output); or `dynamic`: no fixed address (a dynamic IP, behind a NAT): the "
@@ -107,12 +106,6 @@ def mesh_problems(sites: Sequence[Any], persistent_keepalive: int | None, path_s
         out.append(
             f"persistent_keepalive: 0, and {first} ({dynamic[0][1].name}) has endpoint: dynamic: its keepalives are "
             "the only way the gateways learn its address and its NAT keeps the mapping open (set e.g. 25)"
-        )
-    for i, site in dynamic[1:]:
-        out.append(
-            f"sites[{i}].endpoint: {site.name} and {dynamic[0][1].name} ({first}) are both dynamic: neither can "
-            f"reach the other, and a pair with no direct path needs a relay; {RELAYS_NOT_BUILT}. Give one of them "
-            "a fixed endpoint"
         )
     for i, site in dynamic:
         if site.name in path_sites:

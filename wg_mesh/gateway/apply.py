@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from . import files, hostplan, peerset, txn
 from .document import Document, is_key
 from .files import atomic_write, read_text
-from .hostplan import KernelRoute, Managed
+from .hostplan import KernelRoute, Managed, rule_commands
 from .mapping import MAPPING_PATH, peer_mapping
 from .wgconf import INTERFACE, WG_CONF_PATH, parse_wg_quick_conf, wg_quick_conf
 
@@ -381,15 +381,13 @@ class Applier:
         """Old rules that are gone, then the wanted ones that are missing; each looked up first (-C): a firewall
         reload that dropped one is drift like any other, and a rule that is there is not added twice."""
         new = self._rules(want)
-        verbs = {tuple(a): ("-I" if r.first else "-A") for a, r in zip(new, want.rule_objects(), strict=True)}
         for argv in [a for a in self._rules(last) if a not in new]:
             if self.run(argv, None).returncode == 0:
                 delete = [*argv[:3], "-D", *argv[4:]]
                 steps.append(cmd("rules", f"iptables {' '.join(delete[1:])}", delete))
-        for argv in new:
-            if self.run(argv, None).returncode != 0:
-                add = [*argv[:3], verbs[tuple(argv)], *argv[4:]]
-                steps.append(cmd("rules", f"iptables {' '.join(add[1:])}", add))
+        present = [self.run(argv, None).returncode == 0 for argv in new]
+        for argv in rule_commands(want.rule_objects(), new, present):
+            steps.append(cmd("rules", f"iptables {' '.join(argv[1:])}", argv))
 
     def _plan_endpoint_routes(
         self, want: Managed, last: Managed | None, routes: dict[str, KernelRoute], steps: list[Step]

@@ -81,13 +81,15 @@ PEER_OPTIONAL = ("mtu", "fallback_endpoint", "key_at")  # only when set: a mesh 
 
 def _interface(plan: InterfacePlan) -> dict[str, Any]:
     # not `forward`: the agent takes it from its trust (a single host's document is a gateway's in form)
-    interface = {k: v for k, v in asdict(plan).items() if k not in ("site", "forward")}
+    interface = {k: v for k, v in asdict(plan).items() if k not in ("site", "forward", "relay_flows")}
     interface["peers"] = [
         {k: v for k, v in asdict(p).items() if k not in PEER_OPTIONAL or v is not None}
         | {"allowed_ips": list(p.allowed_ips)}
         for p in plan.peers
     ]
     interface["listen_sources"] = list(plan.listen_sources)
+    if plan.relay_flows:  # a relay's only: every other document keeps its bytes (and its generation)
+        interface["relay_flows"] = [list(flow) for flow in plan.relay_flows]
     return interface
 
 
@@ -110,7 +112,8 @@ def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int
 # --- the body --------------------------------------------------------------------------------------------------
 
 BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "interface", "generation"}
-INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources"}
+INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_flows"}
+MAX_RELAY_FLOWS = 2 * MAX_PEERS  # each a FORWARD rule; _strings_clean bounds any list at this
 PEER_KEYS = {"name", "public_key", "allowed_ips", "endpoint", "persistent_keepalive", *PEER_OPTIONAL}
 
 
@@ -204,7 +207,7 @@ def _peer(raw: object, i: int, interface_mtu: int) -> Peer:
 
 
 def _plan(raw: object, site: str) -> InterfacePlan:
-    interface = _fields(raw, "interface", INTERFACE_KEYS, ("listen_sources",))
+    interface = _fields(raw, "interface", INTERFACE_KEYS, ("listen_sources", "relay_flows"))
     address = interface["address"]
     try:
         parsed = str(IPv4Interface(str(address) if isinstance(address, str) else "-"))
@@ -232,7 +235,21 @@ def _plan(raw: object, site: str) -> InterfacePlan:
         masquerade=interface["masquerade"],
         peers=peers,
         listen_sources=tuple(_network(s, "interface.listen_sources") for s in sources),
+        relay_flows=_flows(interface.get("relay_flows", [])),
     )
+
+
+def _flows(raw: object) -> tuple[tuple[str, str], ...]:
+    """A relay's flows: [[source, destination], ...], each a prefix written canonically (what they may be: trust)."""
+    _need(isinstance(raw, list) and len(raw) <= MAX_RELAY_FLOWS, "interface.relay_flows: not a list")
+    assert isinstance(raw, list)
+    flows = []
+    for i, flow in enumerate(raw):
+        what = f"interface.relay_flows[{i}]"
+        _need(isinstance(flow, list) and len(flow) == 2, f"{what}: not a [source, destination] pair")
+        flows.append((_network(flow[0], what), _network(flow[1], what)))
+    _need(len(set(flows)) == len(flows), "interface.relay_flows: a flow appears twice")
+    return tuple(flows)
 
 
 def decode(

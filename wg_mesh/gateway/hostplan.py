@@ -126,10 +126,16 @@ class Managed:
     endpoint_routes: tuple[tuple[str, str | None, str], ...] = ()  # (host/32, via, dev)
     route_mtus: tuple[tuple[str, int], ...] = ()
     forward: bool = True  # False: a single host (InterfacePlan.forward): no FORWARD rules
+    relay_flows: tuple[tuple[str, str], ...] = ()  # a relay's (InterfacePlan.relay_flows)
 
     def rule_objects(self) -> list[Rule]:
         return host_rules(
-            self.mss, self.listen_port, self.listen_sources, self.masquerade_dev is not None, self.forward
+            self.mss,
+            self.listen_port,
+            self.listen_sources,
+            self.masquerade_dev is not None,
+            self.forward,
+            self.relay_flows,
         )
 
     def kernel_routes(self) -> dict[str, KernelRoute]:
@@ -146,6 +152,7 @@ class Managed:
                 "endpoint_routes": [list(r) for r in self.endpoint_routes],
                 "route_mtus": [list(r) for r in self.route_mtus],
                 **({} if self.forward else {"forward": False}),  # a gateway's record as before
+                **({"relay_flows": [list(f) for f in self.relay_flows]} if self.relay_flows else {}),  # a relay's
             },
             sort_keys=True,
         )
@@ -169,6 +176,7 @@ def managed(plan: InterfacePlan, generation: int, default: tuple[str | None, str
         tuple((host, via, dev) for host in endpoint_routes(plan)),
         tuple(route_mtus(plan)),
         plan.forward,
+        tuple((prefix(a), prefix(b)) for a, b in plan.relay_flows) if plan.forward else (),
     )
 
 
@@ -184,9 +192,15 @@ def parse_managed(text: str) -> Managed:
         sources, routes, mtus = raw["listen_sources"], raw["endpoint_routes"], raw["route_mtus"]
         if not all(isinstance(v, list) and len(v) <= 4096 for v in (sources, routes, mtus)):
             raise ValueError("a list is missing or too long")
-        dev, forward = raw["masquerade_dev"], raw.get("forward", True)
+        dev, forward, flows = raw["masquerade_dev"], raw.get("forward", True), raw.get("relay_flows", [])
         if not isinstance(forward, bool):
             raise ValueError(f"forward: {forward!r} is not true or false")
+        if (
+            not isinstance(flows, list)
+            or len(flows) > 4096
+            or not all(isinstance(f, list) and len(f) == 2 for f in flows)
+        ):
+            raise ValueError("relay_flows: not a list of (source, destination) pairs")
         return Managed(
             number(raw["generation"], 0, 2**64),
             number(raw["mss"], 500, 65535),
@@ -196,6 +210,7 @@ def parse_managed(text: str) -> Managed:
             tuple(_endpoint_route(r) for r in routes),
             tuple((prefix(r[0]), number(r[1], 576, 65535)) for r in mtus if isinstance(r, list) and len(r) == 2),
             forward,
+            tuple((prefix(a), prefix(b)) for a, b in flows),
         )
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"field {exc}") from None
@@ -208,3 +223,22 @@ def _endpoint_route(raw: object) -> tuple[str, str | None, str]:
     if not host.endswith("/32"):
         raise ValueError(f"endpoint route {host} is not a host")
     return host, None if raw[1] is None else ipv4(raw[1]), ifname(raw[2])
+
+
+def rule_commands(rules: list[Rule], argvs: list[list[str]], present: list[bool]) -> list[list[str]]:
+    """The iptables argvs that bring `rules` (their `-C` argvs, whether each is there) onto the host: the missing
+    ones added (-I or -A). A re-inserted DROP (-I) would shadow the ACCEPTs inserted after it (a relay's flows above
+    its wg0 -> wg0 DROP, a source's ACCEPT above the WireGuard port's DROP): those of its chain that are present move
+    back above it (deleted, inserted again)."""
+    out: list[list[str]] = []
+    moved: set[tuple[str, str]] = set()
+    for rule, argv, there in zip(rules, argvs, present, strict=True):
+        chain = (rule.table, rule.chain)
+        if there and not (rule.first and chain in moved):
+            continue
+        if there:
+            out.append([*argv[:3], "-D", *argv[4:]])
+        if rule.first and rule.args[-1] == "DROP":
+            moved.add(chain)
+        out.append([*argv[:3], "-I" if rule.first else "-A", *argv[4:]])
+    return out

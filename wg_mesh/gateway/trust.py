@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
+from .relaytrust import Relay, flows_problem, parse_relay, peer_relay_problem, relay_overlay_allowance
 from .wgconf import InterfacePlan
 
 # The config model's DNS-label rule for site names (wg_mesh.config.sites; a test compares them). fullmatch: `$` would
@@ -65,6 +66,7 @@ class Trust:
     overlay: str  # the overlay network ("100.96.0.0/24"): the address lies in it at exactly its prefix length
     address: str | None = None  # the site's configured overlay address ("100.96.0.1/24"); None: any in the overlay
     masquerade: bool = False  # whether a document may turn masquerade on (it can never turn it on otherwise)
+    relay: Relay | None = None  # a relayed site's relay and partners, pinned (wg_mesh.gateway.relaytrust)
 
     @property
     def forwards(self) -> bool:
@@ -86,7 +88,7 @@ def _network(value: object, field: str) -> IPv4Network:
         raise ValueError(f"trust.{field}: {exc}") from None
 
 
-TRUST_KEYS = {"signing_key", "scope", "site", "cidrs", "overlay", "address", "masquerade"}
+TRUST_KEYS = {"signing_key", "scope", "site", "cidrs", "overlay", "address", "masquerade", "relay"}
 
 
 def parse_trust(raw: object) -> Trust:
@@ -116,8 +118,9 @@ def parse_trust(raw: object) -> Trust:
     masquerade = raw.get("masquerade", False)
     if not isinstance(masquerade, bool):
         raise ValueError(f"trust.masquerade: {masquerade!r} is not true or false")
+    relay = parse_relay(raw.get("relay"), str(site))
     return Trust(str(raw["signing_key"]), scope, str(site), tuple(str(c) for c in own), str(overlay),
-                 address, masquerade)  # fmt: skip
+                 address, masquerade, relay)  # fmt: skip
 
 
 def overlay_problem(network: IPv4Network) -> str | None:
@@ -191,12 +194,15 @@ def _peer_problem(plan: InterfacePlan, trust: Trust, index: int, spans: list[tup
         return f"peers[{index}].name {peer.name!r} is not a DNS label"
     if peer.name == plan.site:
         return f"{what} has this site's own name"
+    relayed = peer_relay_problem(plan, trust.relay, index)
+    if relayed:
+        return relayed
     in_overlay = 0
     for entry in peer.allowed_ips:
         network = IPv4Network(entry)
         if network.overlaps(overlay):
             if network.prefixlen != 32 or not network.subnet_of(overlay):
-                return f"{what}: {network} overlaps the overlay {overlay} (only the peer's own /32 may)"
+                return f"{what}: {network} overlaps the overlay {overlay} (only peers' own /32s may)"
             if network.network_address in (overlay.network_address, overlay.broadcast_address, own_ip):
                 return f"{what}: {network} is the overlay's network, broadcast or this site's own address"
             in_overlay += 1
@@ -205,8 +211,10 @@ def _peer_problem(plan: InterfacePlan, trust: Trust, index: int, spans: list[tup
             if problem:
                 return f"{what}: {problem}"
         spans.append((*_span(network), f"{peer.name}'s {network}"))
-    if in_overlay > 1:
-        return f"{what} has {in_overlay} addresses in the overlay (only its own /32)"
+    allowance = relay_overlay_allowance(plan, trust.relay, index)
+    if in_overlay > allowance:
+        own = "only its own /32" if allowance == 1 else "its own /32 and its relayed partners' (agent.json)"
+        return f"{what} has {in_overlay} addresses in the overlay ({own})"
     for endpoint in (peer.endpoint, peer.fallback_endpoint):
         if endpoint is not None:
             ip = IPv4Address(endpoint.rpartition(":")[0])
@@ -248,6 +256,9 @@ def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
         )
         if problem:
             return f"interface.listen_sources: {problem}"
+    problem = flows_problem(plan, trust.forwards)
+    if problem:
+        return problem
     spans: list[tuple[int, int, str]] = []
     for index in range(len(plan.peers)):
         problem = _peer_problem(plan, trust, index, spans)

@@ -49,6 +49,9 @@ class InterfacePlan:
     # wg0.conf turns on no forwarding (no ip_forward, no FORWARD rules, no MSS clamp, no masquerade) and leaves the
     # host's own sysctls alone. The agent takes it from agent.json's trust (its cidrs), never from a document.
     forward: bool = True
+    # A relay's (issue 24, wg_mesh.plan.relay): the (source, destination) prefixes it forwards wg0 -> wg0, each
+    # relayed pair's ranges both ways; nothing else may go wg0 -> wg0 on it. Empty: not a relay, rules as before.
+    relay_flows: tuple[tuple[str, str], ...] = ()
 
     def peer_mtu(self, peer: Peer) -> int:
         """The tunnel MTU towards `peer`: its own (a route MTU on its AllowedIPs) or the interface's."""
@@ -166,10 +169,16 @@ class Rule:
 
 
 def host_rules(
-    mss: int, listen_port: int, listen_sources: tuple[str, ...], masquerade: bool, forward: bool = True
+    mss: int,
+    listen_port: int,
+    listen_sources: tuple[str, ...],
+    masquerade: bool,
+    forward: bool = True,
+    relay_flows: tuple[tuple[str, str], ...] = (),
 ) -> list[Rule]:
     """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name). `forward` False (a single
-    host): only what guards the host itself (the link-local drop, the WireGuard port's sources), no FORWARD rule."""
+    host): only what guards the host itself (the link-local drop, the WireGuard port's sources), no FORWARD rule.
+    `relay_flows` (a relay): wg0 -> wg0 is dropped but for these (source, destination) pairs."""
     tcp_syn = ("-p", "tcp", "--tcp-flags", "SYN,RST", "SYN")
     clamp = (*tcp_syn, "-m", "tcpmss", "--mss", f"{mss + 1}:65535", "-j", "TCPMSS", "--set-mss", str(mss))
     pmtu_clamp = (*tcp_syn, "-j", "TCPMSS", "--clamp-mss-to-pmtu")
@@ -185,6 +194,15 @@ def host_rules(
         Rule("mangle", "FORWARD", ("-o", "%i", *pmtu_clamp)),
         Rule("mangle", "FORWARD", ("-i", "%i", *pmtu_clamp)),
     ]
+    if forward and relay_flows:
+        # Listed after the ACCEPTs above and inserted first too, so above them: each relayed flow, then the DROP of
+        # anything else that would go out of wg0 again (the clamps above match it already: -i and -o are wg0).
+        wg0_to_wg0 = ("-i", "%i", "-o", "%i")
+        forwarding.append(Rule("filter", "FORWARD", (*wg0_to_wg0, "-j", "DROP"), first=True))
+        forwarding += [
+            Rule("filter", "FORWARD", (*wg0_to_wg0, "-s", src, "-d", dst, "-j", "ACCEPT"), first=True)
+            for src, dst in relay_flows
+        ]
     rules = [
         *(forwarding if forward else []),
         # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
@@ -206,7 +224,7 @@ def host_rules(
 
 def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
     """The plan's rules (host_rules)."""
-    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade, plan.forward)
+    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade, plan.forward, plan.relay_flows)
 
 
 def sysctl_settings(plan: InterfacePlan) -> dict[str, str]:

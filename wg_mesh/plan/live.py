@@ -16,7 +16,7 @@ from typing import Any
 
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import document, ship
-from wg_mesh.plan import signing, topology
+from wg_mesh.plan import relay, signing, topology
 from wg_mesh.plan.topology import PeerAddress
 
 # GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp.instance, REPLACE_ON).
@@ -92,7 +92,7 @@ def trust(
     """agent.json's `trust` (docs/security.md section 3): what the agent checks every document against. The mesh's
     verify key and the site's own configured facts only, never a peer or a key of another site, so that the user data
     stays the same when the mesh changes; `masquerade` is the only place it can be turned on (a document cannot)."""
-    return {
+    out: dict[str, Any] = {
         "signing_key": signing_key,
         "scope": document_scope(project, stack),
         "site": site.name,
@@ -101,6 +101,8 @@ def trust(
         "address": f"{site.overlay_ip}/{cfg.overlay_cidr.prefixlen}",
         "masquerade": cfg.masquerades(site),
     }
+    pinned = relay.trust_relay(cfg, site.name)  # a relayed site's relay and partners (its config, not a peer's key)
+    return out if pinned is None else {**out, "relay": pinned}
 
 
 def peer_document(

@@ -19,6 +19,7 @@ from wg_mesh.config.reach import is_dynamic
 from wg_mesh.config.underlay import PrivatePath
 from wg_mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
 from wg_mesh.gateway.wgconf import Peer as Peer
+from wg_mesh.plan import relay
 
 IPV4_TCP_HEADERS = 40  # IPv4 (20) + TCP (20): MSS = MTU - 40
 
@@ -81,9 +82,11 @@ def clamped_mss(mtu: int) -> int:
 
 
 def peer_names(cfg: MeshConfig, name: str) -> list[str]:
-    """A full mesh: every other site, in config order."""
+    """A full mesh: every other site, in config order, but a relayed partner (wg_mesh.plan.relay: two dynamic sites
+    meet through the relay, never directly)."""
     cfg.site(name)  # KeyError for an unknown site
-    return [site.name for site in cfg.sites if site.name != name]
+    relayed = relay.partners(cfg, name)
+    return [site.name for site in cfg.sites if site.name != name and site.name not in relayed]
 
 
 def forwards(cfg: MeshConfig, name: str) -> bool:
@@ -94,16 +97,21 @@ def forwards(cfg: MeshConfig, name: str) -> bool:
 
 def allowed_ips(cfg: MeshConfig, name: str) -> tuple[str, ...]:
     """What a site's peers accept from it and route to it: its overlay /32 and its CIDRs."""
-    site = cfg.site(name)
-    return (f"{site.overlay_ip}/32", *(str(cidr) for cidr in site.cidrs))
+    return relay.own_ranges(cfg.site(name))
+
+
+def peer_allowed_ips(cfg: MeshConfig, name: str, peer: str) -> tuple[str, ...]:
+    """`name`'s AllowedIPs for `peer`: the peer's own ranges, and for the relay those of `name`'s relayed partners."""
+    return allowed_ips(cfg, peer) + relay.carried(cfg, name, peer)
 
 
 def remote_ranges(cfg: MeshConfig, name: str) -> list[IPv4Network]:
     """The overlay and every other site's CIDRs.
 
-    A site's route tables send these to its gateway, and its network admits them as sources.
+    A site's route tables send these to its gateway, and its network admits them as sources (a relayed partner's
+    too: its traffic comes through the relay's peer entry).
     """
-    remote = [cidr for peer in peer_names(cfg, name) for cidr in cfg.site(peer).cidrs]
+    remote = [cidr for site in cfg.sites if site.name != name for cidr in site.cidrs]
     return [cfg.overlay_cidr, *remote]
 
 
@@ -153,7 +161,7 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
         Peer(
             name=peer,
             public_key=directory[peer].public_key,
-            allowed_ips=allowed_ips(cfg, peer),
+            allowed_ips=peer_allowed_ips(cfg, name, peer),
             endpoint=_with_port(peer_endpoint_ip(cfg, name, peer, directory), cfg.listen_port),
             persistent_keepalive=cfg.persistent_keepalive,
             mtu=peer_mtu if (peer_mtu := peer_tunnel_mtu(cfg, name, peer)) < mtu else None,
@@ -174,6 +182,7 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
         peers=peers,
         forward=forwards(cfg, name),
         listen_sources=listen_sources(cfg, name, directory) if isinstance(site, StaticSite) else (),
+        relay_flows=relay.flows(cfg, name),
     )
 
 

@@ -30,7 +30,7 @@ import zopfli.gzip
 
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import ship
-from wg_mesh.plan import inputpolicy, live, metrics, render, topology
+from wg_mesh.plan import inputpolicy, live, metrics, rearmunit, render, topology
 from wg_mesh.plan.topology import PeerAddress
 
 AWS_USER_DATA_LIMIT = 16384  # bytes, raw (here: gzip'd) before base64
@@ -122,6 +122,7 @@ def render_user_data(
     which has no such API, renders everything else exactly as `pulumi up` does."""
     # The INPUT policy first: in force before wg0 or anything listening comes up (wg_mesh.plan.inputpolicy).
     extras = combined(inputpolicy.input_extras(cfg, site_name), metrics.metrics_extras(cfg, site_name, directory))
+    extras = combined(extras, rearmunit.rearm_extras(cfg, site_name))  # a dynamic site's watchdog; nothing otherwise
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name)))
     return render.cloud_config(wg_conf, extras, forward=topology.forwards(cfg, site_name))
@@ -144,6 +145,7 @@ def render_live_user_data(
     agent = agent_extras(site_name, source, trust, ha)
     extras = combined(agent, metrics.metrics_extras(cfg, site_name, None, packed=False))
     extras = combined(inputpolicy.input_extras(cfg, site_name), extras)  # first: see render_user_data
+    extras = combined(extras, rearmunit.rearm_extras(cfg, site_name))
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name), packed=False))
     return render.cloud_config(None, extras, forward=topology.forwards(cfg, site_name))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, MeshConfig
+from wg_mesh.config import relay as relaying
 from wg_mesh.config.sites import DEFAULT_AWS_INSTANCE_TYPE, DEFAULT_GCP_INSTANCE_TYPE
 from wg_mesh.tools.prices import PriceFile, region_key, slug
 
@@ -148,6 +149,13 @@ def render(cfg: MeshConfig, stack: str, prices: PriceFile, origin: str) -> str:
         f"{prices.regions.aws} ↔ {prices.regions.gcp}), disks, cross-zone traffic, the clouds' stores and logs, "
         "support plans, taxes, commitments, discounts.",
     ]
+    relay = relaying.relay_name(cfg.sites, cfg.relay)
+    if relay is not None:
+        pairs = ", ".join(f"{a} ↔ {b}" for a, b in relaying.relayed_pairs(cfg.sites))
+        out.append(
+            f"Relayed through {relay} ({pairs}): that traffic is {relay}'s internet egress once and takes twice its "
+            f"volume of {relay}'s bandwidth (docs/how-to/static-sites.md, relays)."
+        )
     return "\n".join(out) + "\n"
 
 

@@ -50,6 +50,9 @@ class LabOptions:
     # test suite's CI run: only the ICMP-filtered black hole and its grow-back; the benchmark runs both)
     pmtu_observe_s: float = 90.0
     pmtu_icmp_allowed: bool = True
+    # the dynamic check's restart step (a gateway restarted while the dynamic site idles: its re-arm watchdog, ~30 s);
+    # the test suite runs it in one delivery mode only (the watchdog is the same code in both)
+    dynamic_restart: bool = True
 
 
 def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

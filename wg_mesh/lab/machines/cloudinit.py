@@ -16,6 +16,8 @@ asks of cloud-init, in the gateway's own network and mount namespaces:
   -> that command, with Debian's /usr/bin/python3 and the agent unit's Environment; `runcmd: [systemctl, enable,
   --now, UNIT]` for a unit the user data writes whose ExecStart runs the agent -> that ExecStart as a lab-tracked
   daemon in the gateway, with the unit's Environment and EnvironmentFile (machine.py carries both out);
+* `runcmd: [systemctl, enable, --now, UNIT]` for a unit whose ExecStart is `python3 SCRIPT ...`, SCRIPT written by the
+  user data (a dynamic site's wg-mesh-rearm) -> that ExecStart as a lab-tracked daemon, as the agent's;
 * `packages` -> must already be installed on the host (the lab checks its tools).
 Anything else is refused or listed in the report as not run, never silently dropped. The runcmd steps the lab
 carries out run in the user data's order (`GatewaySetup.steps`).
@@ -252,6 +254,19 @@ def sh_agent_argv(argv: list[str]) -> ShAgent | None:
     return ShAgent(found[0], found[1] + tuple(env), tuple(files), tuple(before))
 
 
+def _script_unit(argv: list[str], units: dict[str, Unit], files: tuple[WriteFile, ...]) -> Unit | None:
+    """`systemctl enable --now UNIT` of a unit the user data writes whose ExecStart is `python3 SCRIPT ...` with a
+    SCRIPT the user data writes too (a dynamic site's wg-mesh-rearm): that unit, python3 pinned to the system's."""
+    if argv[:3] != ["systemctl", "enable", "--now"] or len(argv) != 4:
+        return None
+    unit = units.get(argv[3].removesuffix(".service"))
+    if unit is None or len(unit.exec_start) < 2 or unit.exec_start[0] not in PYTHONS:
+        return None
+    if not any(str(f.path) == unit.exec_start[1] for f in files):
+        return None
+    return Unit(unit.name, (PYTHON, *unit.exec_start[1:]), unit.environment, unit.environment_files)
+
+
 def interpret(user_data: str) -> GatewaySetup:
     if not user_data.startswith("#cloud-config"):
         raise UserDataError("user data is not a #cloud-config document")
@@ -318,6 +333,10 @@ def interpret(user_data: str) -> GatewaySetup:
             assert command is not None
             steps.append(
                 Step("service", command[0], unit.environment + command[1], unit, env_files=unit.environment_files)
+            )
+        elif (script := _script_unit(argv, units, files)) is not None:
+            steps.append(
+                Step("service", script.exec_start, script.environment, script, env_files=script.environment_files)
             )
         else:
             notes.append(f"runcmd not run in the lab: {' '.join(argv)}")

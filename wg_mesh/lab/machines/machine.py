@@ -195,7 +195,8 @@ class NamespaceGateway(GatewayMachine):
             raise LabError(f"{self.site.name}: the agent's --once failed ({code}): {tail} (log: {self.log_path})")
 
     def agent_service(self, step: cloudinit.Step) -> None:
-        """`systemctl enable --now` of the agent's unit: its ExecStart as a daemon the lab tracks by pid."""
+        """`systemctl enable --now` of the agent's unit (or of a script's: wg-mesh-rearm): its ExecStart as a daemon the
+        lab tracks by pid."""
         assert step.unit is not None
         with self.log_path.open("a") as log:
             log.write(f"$ {' '.join(step.argv)}   # {step.unit.name}\n")

@@ -1,0 +1,165 @@
+"""Hostile documents against relays (issue 24 item 2; docs/security.md section 3): a relay widens what one peer entry
+may carry (another site's ranges behind the relay's key), so a relayed site's agent.json pins its relay and partners
+(wg_mesh.gateway.relaytrust) and no signed document can put other ranges behind a key through it. Each document is
+signed with the mesh's key (a stolen signing key, the strongest attacker short of the host): `decode` refuses it as
+`unsafe`, and the pretend gateway (tests/agent_fake.py) running the office's good document changes nothing."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.agent_fake import SEED, TRUST, FakeHost, Keys
+from tests.test_agent import Store
+from tests.test_relay import EDGE, HOME
+from tests.test_render import directory
+from wg_mesh.config import parse_mesh
+from wg_mesh.gateway import document, relaytrust, trust
+from wg_mesh.gateway.agent import Agent, Config
+from wg_mesh.gateway.apply import Paths
+from wg_mesh.gateway.document import DocumentError
+from wg_mesh.gateway.trust import Trust, parse_trust
+from wg_mesh.gateway.wgconf import InterfacePlan, Peer
+from wg_mesh.plan import live, signing
+from wg_mesh.plan.topology import interface_plan
+from wg_mesh.tools.stackfile import read_raw
+
+SCOPE, KEYS = "wg-mesh/edge", Keys()
+CFG = parse_mesh({**copy.deepcopy(read_raw(EDGE)), "delivery": "live"})
+
+
+def trust_of(site: str, **changes: object) -> Trust:
+    raw = live.trust(CFG, CFG.site(site), "wg-mesh", "edge", TRUST.signing_key)
+    return parse_trust({**raw, **changes})
+
+
+def plan_of(site: str) -> InterfacePlan:
+    return interface_plan(CFG, site, directory(CFG))
+
+
+def signed(plan: InterfacePlan, serial: int) -> str:
+    return signing.sign(document.encode_body(plan, KEYS.public, scope=SCOPE, serial=serial), SEED)
+
+
+def entry(plan: InterfacePlan, name: str, allowed: tuple[str, ...]) -> InterfacePlan:
+    peers = tuple(dataclasses.replace(p, allowed_ips=allowed) if p.name == name else p for p in plan.peers)
+    return dataclasses.replace(plan, peers=peers)
+
+
+OFFICE = plan_of("office")
+AWS = next(p for p in OFFICE.peers if p.name == "aws-use1").allowed_ips
+GCP = next(p for p in OFFICE.peers if p.name == "gcp-euw3").allowed_ips
+HOME_KEY = next(p for p in plan_of("aws-use1").peers if p.name == "home").public_key
+
+HOSTILE = {
+    # a range that is no partner's, carried behind the relay's key
+    "a relayed range not belonging to the partner": (
+        entry(OFFICE, "aws-use1", (*AWS, "10.99.0.0/16")),
+        "peer aws-use1: 10.99.0.0/16 is neither the relay's nor a relayed partner's range",
+    ),
+    "a partner's range widened": (
+        entry(OFFICE, "aws-use1", (*AWS[:2], "10.200.0.4/32", "192.168.0.0/16")),
+        "peer aws-use1: 192.168.0.0/16 is neither the relay's nor a relayed partner's range",
+    ),
+    "a third overlay address behind the relay": (
+        entry(OFFICE, "aws-use1", (*AWS, "10.200.0.9/32")),
+        "peer aws-use1: 10.200.0.9/32 is neither the relay's nor a relayed partner's range",
+    ),
+    # the partner's ranges behind another key: a relay agent.json does not name
+    "another site claims to relay the partner": (
+        entry(entry(OFFICE, "aws-use1", AWS[:2]), "gcp-euw3", (*GCP, *HOME)),
+        "peer gcp-euw3: 10.200.0.4/32 overlaps 10.200.0.4/32, a relayed partner's range (agent.json): only the relay "
+        "aws-use1 carries it",
+    ),
+    "the partner as a direct peer": (
+        dataclasses.replace(
+            entry(OFFICE, "aws-use1", AWS[:2]),
+            peers=(*entry(OFFICE, "aws-use1", AWS[:2]).peers, Peer("home", HOME_KEY, HOME, None, 25)),
+        ),
+        "peer home is reached through the relay aws-use1 (agent.json): never a direct peer",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_decode_refuses_what_the_pinned_relay_does_not_allow(name: str) -> None:
+    plan, reason = HOSTILE[name]
+    with pytest.raises(DocumentError) as caught:
+        document.decode(signed(plan, 1_700_000_200), trust_of("office"), now=1_700_000_300)
+    assert caught.value.reason == document.UNSAFE and reason in str(caught.value), str(caught.value)
+
+
+def test_a_relay_agent_json_does_not_know_is_refused() -> None:
+    """Without `trust.relay` (an agent.json from before the relay, or a site that is not relayed) the relayed entry
+    carries two overlay addresses: one peer, one overlay /32, as ever."""
+    with pytest.raises(DocumentError) as caught:
+        document.decode(signed(OFFICE, 1_700_000_200), trust_of("office", relay=None), now=1_700_000_300)
+    assert "peer aws-use1 has 2 addresses in the overlay (only its own /32)" in str(caught.value)
+    assert document.decode(signed(OFFICE, 1_700_000_200), trust_of("office"), now=1_700_000_300).plan == OFFICE
+
+
+@pytest.mark.parametrize(
+    ("flows", "reason"),
+    [
+        ((("192.168.50.0/24", "172.16.0.0/24"),), "192.168.50.0/24 -> 172.16.0.0/24 is not between two peers'"),
+        ((("192.168.50.0/24", "10.200.0.3/32"),), "192.168.50.0/24 -> 10.200.0.3/32 is not between two peers'"),
+    ],
+)
+def test_a_relays_flows_only_join_two_of_its_peers(flows: tuple[tuple[str, str], ...], reason: str) -> None:
+    plan = dataclasses.replace(plan_of("aws-use1"), relay_flows=flows)
+    with pytest.raises(DocumentError) as caught:
+        document.decode(signed(plan, 1_700_000_200), trust_of("aws-use1"), now=1_700_000_300)
+    assert reason in str(caught.value)
+    good = document.decode(signed(plan_of("aws-use1"), 1_700_000_200), trust_of("aws-use1"), now=1_700_000_300)
+    assert len(good.plan.relay_flows) == 8
+
+
+def test_a_single_host_relays_nothing() -> None:
+    plan = dataclasses.replace(plan_of("aws-use1"))
+    with pytest.raises(DocumentError, match="forwards nothing"):
+        document.decode(signed(plan, 1_700_000_200), trust_of("aws-use1", cidrs=[]), now=1_700_000_300)
+
+
+@pytest.mark.parametrize(
+    ("relay", "message"),
+    [
+        ({"site": "office", "ranges": ["10.10.0.0/16"], "partners": {"home": ["10.200.0.4/32"]}}, "another site"),
+        ({"site": "aws-use1", "ranges": ["10.10.0.0/16"], "partners": {"aws-use1": ["10.200.0.4/32"]}}, "third"),
+        ({"site": "aws-use1", "ranges": ["10.10.0.0/16"], "partners": {"home": ["10.10.1.0/24"]}}, "overlaps"),
+        ({"site": "aws-use1", "ranges": ["10.10.0.1/16"], "partners": {"home": ["10.200.0.4/32"]}}, "prefix"),
+        ({"site": "aws-use1", "partners": {"home": ["10.200.0.4/32"]}}, "not an object"),
+    ],
+)
+def test_agent_json_refuses_a_broken_pin(relay: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        trust_of("office", relay=relay)
+
+
+def test_the_office_gateway_refuses_each_and_nothing_changes(tmp_path: Path) -> None:
+    host, logs = FakeHost(), []
+    paths = Paths.under(str(tmp_path))
+    store = Store(signed(OFFICE, 1_700_000_100), KEYS.private)
+    config = Config(site="office", source={"kind": "test"}, trust=trust_of("office"), pmtu_seconds=0)
+    agent = Agent(config, store, host, paths, logs.append, clock=lambda: 1000.0)
+    assert agent.cycle()
+    host.up_from(Path(paths.wg_conf))
+    assert agent.cycle()
+    before = host.mutating()
+    files = {p: Path(p).read_bytes() for p in (paths.wg_conf, paths.mapping, paths.state)}
+    state = (dict(host.peers), set(host.routes), set(host.rules), host.mtu, list(host.addresses))
+    assert any("192.168.60.0/24" in allowed for allowed, _, _ in host.peers.values())  # home, through the relay
+    for serial, (name, (plan, _)) in enumerate(HOSTILE.items(), start=1_700_000_200):
+        store.text = signed(plan, serial)
+        assert not agent.cycle(), name
+        assert host.mutating() == before, name
+        assert {p: Path(p).read_bytes() for p in files} == files, name
+        assert (dict(host.peers), set(host.routes), set(host.rules), host.mtu, list(host.addresses)) == state, name
+    assert json.loads(files[paths.state])["applied_serial"] == 1_700_000_100
+
+
+def test_the_agents_name_rule_is_the_trusts() -> None:
+    assert relaytrust.NAME.pattern == trust.NAME.pattern

@@ -1,0 +1,119 @@
+"""A relayed site's pinned relay (agent.json `trust.relay`) and what a document may do with relays (issue 24 item 2;
+docs/security.md section 3: the rules and why). Standard library only (it ships with the agent)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from ipaddress import IPv4Network
+
+from .wgconf import InterfacePlan
+
+NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # wg_mesh.gateway.trust.NAME (a test keeps them equal)
+MAX_PARTNERS, MAX_RANGES = 512, 65  # a peer's AllowedIPs: 64 cidrs and its overlay /32
+
+
+@dataclass(frozen=True)
+class Relay:
+    """agent.json's `trust.relay`: through which site this one reaches which partners, and every range involved."""
+
+    site: str
+    ranges: tuple[str, ...]  # the relay's own: its overlay /32 and cidrs
+    partners: tuple[tuple[str, tuple[str, ...]], ...]  # (name, its overlay /32 and cidrs), in config order
+
+    def partner_ranges(self) -> list[IPv4Network]:
+        return [IPv4Network(r) for _, ranges in self.partners for r in ranges]
+
+
+def _prefixes(value: object, field: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_RANGES:
+        raise ValueError(f"trust.relay.{field}: not a list of 1..{MAX_RANGES} prefixes")
+    out = []
+    for item in value:
+        try:
+            if not isinstance(item, str) or not item.isascii():
+                raise ValueError
+            out.append(str(IPv4Network(item, strict=True)))
+        except ValueError:
+            raise ValueError(f"trust.relay.{field}: {item!r} is not an IPv4 prefix") from None
+    return tuple(out)
+
+
+def parse_relay(raw: object, site: str) -> Relay | None:
+    """agent.json's `trust.relay` (absent or null: this site is not relayed), checked; ValueError naming the field."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"site", "ranges", "partners"}:
+        raise ValueError("trust.relay: not an object of site, ranges and partners")
+    relay, partners = raw["site"], raw["partners"]
+    if not isinstance(relay, str) or NAME.fullmatch(relay) is None or relay == site:
+        raise ValueError(f"trust.relay.site: {relay!r} is not another site's name")
+    if not isinstance(partners, dict) or not 0 < len(partners) <= MAX_PARTNERS:
+        raise ValueError(f"trust.relay.partners: not an object of 1..{MAX_PARTNERS} sites")
+    for name in partners:
+        if not isinstance(name, str) or NAME.fullmatch(name) is None or name in (site, relay):
+            raise ValueError(f"trust.relay.partners: {name!r} is not a third site's name")
+    pinned = Relay(
+        relay,
+        _prefixes(raw["ranges"], "ranges"),
+        tuple((name, _prefixes(ranges, f"partners.{name}")) for name, ranges in partners.items()),
+    )
+    every = [IPv4Network(r) for r in pinned.ranges] + pinned.partner_ranges()
+    clash = next((f"{a} overlaps {b}" for i, a in enumerate(every) for b in every[i + 1 :] if a.overlaps(b)), None)
+    if clash:
+        raise ValueError(f"trust.relay: {clash}")
+    return pinned
+
+
+def peer_relay_problem(plan: InterfacePlan, relay: Relay | None, index: int) -> str | None:
+    """Why peer `index`'s entry breaks the pinned relay (or, without one, claims one), or None. The overlay /32s of
+    any other peer are counted by trust._peer_problem (at most its own)."""
+    peer = plan.peers[index]
+    what = f"peer {peer.name}"
+    if relay is None:
+        return None
+    if peer.name in dict(relay.partners):
+        return f"{what} is reached through the relay {relay.site} (agent.json): never a direct peer"
+    entries = [IPv4Network(e) for e in peer.allowed_ips]
+    partner = relay.partner_ranges()
+    if peer.name != relay.site:
+        hit = next((f"{e} overlaps {p}" for e in entries for p in partner if e.overlaps(p)), None)
+        return f"{what}: {hit}, a relayed partner's range (agent.json): only the relay {relay.site} carries it" if hit \
+            else None  # fmt: skip
+    pinned = [IPv4Network(r) for r in relay.ranges] + partner
+    stray = next((e for e in entries if not any(e.subnet_of(p) for p in pinned)), None)
+    if stray is not None:
+        return (
+            f"{what}: {stray} is neither the relay's nor a relayed partner's range (agent.json pins them: "
+            f"{', '.join(str(p) for p in pinned)})"
+        )
+    return None
+
+
+def relay_overlay_allowance(plan: InterfacePlan, relay: Relay | None, index: int) -> int:
+    """How many overlay /32s peer `index` may carry: one, and the relay one per pinned partner."""
+    if relay is None or plan.peers[index].name != relay.site:
+        return 1
+    return 1 + len(relay.partners)
+
+
+def flows_problem(plan: InterfacePlan, forwards: bool) -> str | None:
+    """Why the plan's relay_flows cannot be FORWARD ACCEPTs on this gateway, or None."""
+    if not plan.relay_flows:
+        return None
+    if not forwards:
+        return "interface.relay_flows: this site forwards nothing (agent.json: no cidrs), it cannot relay"
+    owners: Mapping[str, list[IPv4Network]] = {p.name: [IPv4Network(e) for e in p.allowed_ips] for p in plan.peers}
+
+    def owner(prefix: IPv4Network) -> str | None:
+        return next((name for name, entries in owners.items() if any(prefix.subnet_of(e) for e in entries)), None)
+
+    for source, destination in plan.relay_flows:
+        a, b = owner(IPv4Network(source)), owner(IPv4Network(destination))
+        if a is None or b is None or a == b:
+            return (
+                f"interface.relay_flows: {source} -> {destination} is not between two peers' AllowedIPs of this "
+                "document"
+            )
+    return None
