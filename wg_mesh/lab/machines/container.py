@@ -100,6 +100,17 @@ class ContainerGateway(GatewayMachine):
         self.cloud_init_exit = result.returncode
         self.log(f"$ cloud-init status --wait (exit {result.returncode}, {self.cloud_init_s} s after launch)\n")
 
+    def tunnel_failed_since(self) -> float | None:
+        """When wg-quick@wg0 failed (unix time), None while it has not. Once cloud-init is done (start() waits for
+        it) nothing the user data sets up starts a failed wg0 again (the unit has no Restart=; the agent only changes
+        a running wg0), so a wait for that gateway's handshakes or for its metrics to show wg0 up can stop."""
+        argv = ["systemctl", "show", "--timestamp=unix", "-p", "ActiveState,StateChangeTimestamp", WG_UNIT]
+        out = self.node.run(argv, check=False, timeout=15).stdout
+        props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        if props.get("ActiveState") != "failed":
+            return None
+        return float(props.get("StateChangeTimestamp", "").lstrip("@") or 0)
+
     def tunnel(self, verb: str) -> None:
         action = {"down": "stop", "up": "start"}[verb]
         result = self.node.run(["systemctl", action, WG_UNIT], check=False, timeout=60)
