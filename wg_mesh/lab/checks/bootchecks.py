@@ -13,11 +13,9 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from wg_mesh.lab.checks.outage import measure_outage
 from wg_mesh.lab.checks.result import CheckResult, LabOptions, main_pair, ok_text, timed
@@ -49,26 +47,6 @@ def machines(lab: BuiltLab) -> list[ContainerGateway]:
     return found
 
 
-def cloud_init_status(m: ContainerGateway) -> dict[str, Any]:
-    out = m.node.run(["cloud-init", "status", "--long", "--format", "json"], check=False, timeout=30).stdout
-    try:
-        doc: dict[str, Any] = json.loads(out)
-    except json.JSONDecodeError:
-        return {"status": "unreadable", "errors": [out.strip()[-300:]], "recoverable_errors": {}}
-    return doc
-
-
-def settled_cloud_init_status(m: ContainerGateway, timeout: float) -> tuple[dict[str, Any], float]:
-    """cloud-init's status once it has finished this boot (its stages run at every boot, and wg0 can be up
-    before cloud-final is done), and the milliseconds that took; "running" still after `timeout` s."""
-    began = time.monotonic()
-    while True:
-        status = cloud_init_status(m)
-        if status.get("status") not in ("running", "not started") or time.monotonic() - began > timeout:
-            return status, round((time.monotonic() - began) * 1000, 1)
-        time.sleep(0.2)
-
-
 def boot_handshakes(lab: BuiltLab, keys: LabKeys, timeout: float = 30.0) -> dict[str, float | None]:
     """Per gateway: seconds from its container's launch until it had a handshake with every peer (wg's
     handshake times have 1 s resolution). Taken right after the boot, before any check restarts a tunnel. None for
@@ -96,7 +74,7 @@ def boot_handshakes(lab: BuiltLab, keys: LabKeys, timeout: float = 30.0) -> dict
 def check_cloud_init(lab: BuiltLab, handshakes: dict[str, float | None]) -> CheckResult:
     rows, data = [], {}
     for m in machines(lab):
-        doc = cloud_init_status(m)
+        doc = m.cloud_init_status()
         errors = list(doc.get("errors") or [])
         recoverable = {k: v for k, v in (doc.get("recoverable_errors") or {}).items() if v}
         ok = doc.get("status") == "done" and not errors and not recoverable
@@ -344,7 +322,7 @@ def check_reboot(lab: BuiltLab, options: LabOptions) -> CheckResult:
     )
     after = semaphores(machine) if outage.error is None else {}
     status, settled_ms = (
-        settled_cloud_init_status(machine, options.reboot_timeout) if outage.error is None else ({}, 0.0)
+        machine.settled_cloud_init_status(options.reboot_timeout) if outage.error is None else ({}, 0.0)
     )
     rerun = sorted(k for k in before if after.get(k) != before[k])
     sysctls_ok = outage.error is None and read_sysctls(machine) == dict(render.SYSCTL_SETTINGS)
