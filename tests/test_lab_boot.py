@@ -191,6 +191,7 @@ def test_boot_tunnel_failure_is_a_cloud_init_error_and_shows_in_the_metrics() ->
     assert metrics_check is not None
     served = metrics_check.data["gateways"]
     assert served["gcp-euw3"]["file"] and served["gcp-euw3"]["interface_up"] == 0 and served["aws-use1"]["ok"]
+    assert served["gcp-euw3"]["wg_unit_failed"]  # the metrics check stopped waiting for it: wg-quick@wg0 failed
     assert_gone(report.plan.prefix)
 
 

@@ -35,7 +35,7 @@ import yaml
 
 from wg_mesh.lab.fabric.netns import Node, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
-from wg_mesh.lab.fabric.session import new_prefix
+from wg_mesh.lab.fabric.session import new_prefix, signals_end_the_run
 from wg_mesh.lab.fabric.teardown import teardown
 from wg_mesh.lab.machines.build import BuiltLab, build, ip, veth, wg_quick
 from wg_mesh.plan import metrics
@@ -196,16 +196,18 @@ def monitored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MonitoredLab
     keys = LabKeys.generate(cfg)
     state = new_state(plan.prefix, "monitoring drills")
     state.save()
-    try:
-        lab = build(plan, render_artifacts(cfg, plan, keys), state, lambda step: None)
-        for site in plan.sites:
-            start_metrics(lab, cfg, keys, site.name)
-        monitored = MonitoredLab(lab, start_prometheus(lab, cfg, tmp_path_factory.mktemp("prometheus")))
-        wait_for("Prometheus ready", monitored.ready, 60, time.monotonic())
-        yield monitored
-    finally:
-        problems = teardown(state, lambda line: None)
-        assert problems == [], problems
+    # scripts/check runs this module in a pytest beside the lab's and ends it with SIGTERM when it is interrupted
+    with signals_end_the_run():
+        try:
+            lab = build(plan, render_artifacts(cfg, plan, keys), state, lambda step: None)
+            for site in plan.sites:
+                start_metrics(lab, cfg, keys, site.name)
+            monitored = MonitoredLab(lab, start_prometheus(lab, cfg, tmp_path_factory.mktemp("prometheus")))
+            wait_for("Prometheus ready", monitored.ready, 60, time.monotonic())
+            yield monitored
+        finally:
+            problems = teardown(state, lambda line: None)
+            assert problems == [], problems
 
 
 def fresh_handshakes(mon: MonitoredLab) -> bool:

@@ -17,6 +17,7 @@ A container reaches only the lab's networks: its NICs are its only links, and th
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -99,6 +100,35 @@ class ContainerGateway(GatewayMachine):
         self.cloud_init_s = round(time.time() - self.launched_at, 2)
         self.cloud_init_exit = result.returncode
         self.log(f"$ cloud-init status --wait (exit {result.returncode}, {self.cloud_init_s} s after launch)\n")
+
+    def cloud_init_status(self) -> dict[str, Any]:
+        out = self.node.run(["cloud-init", "status", "--long", "--format", "json"], check=False, timeout=30).stdout
+        try:
+            doc: dict[str, Any] = json.loads(out)
+        except json.JSONDecodeError:
+            return {"status": "unreadable", "errors": [out.strip()[-300:]], "recoverable_errors": {}}
+        return doc
+
+    def settled_cloud_init_status(self, timeout: float) -> tuple[dict[str, Any], float]:
+        """cloud-init's status once it has finished this boot (its stages run at every boot, and wg0 can be up
+        before cloud-final is done), and the milliseconds that took; "running" still after `timeout` s."""
+        began = time.monotonic()
+        while True:
+            status = self.cloud_init_status()
+            if status.get("status") not in ("running", "not started") or time.monotonic() - began > timeout:
+                return status, round((time.monotonic() - began) * 1000, 1)
+            time.sleep(0.2)
+
+    def tunnel_failed_since(self) -> float | None:
+        """When wg-quick@wg0 failed (unix time), None while it has not. Once cloud-init is done (start() waits for
+        it) nothing the user data sets up starts a failed wg0 again (the unit has no Restart=; the agent only changes
+        a running wg0), so a wait for that gateway's handshakes or for its metrics to show wg0 up can stop."""
+        argv = ["systemctl", "show", "--timestamp=unix", "-p", "ActiveState,StateChangeTimestamp", WG_UNIT]
+        out = self.node.run(argv, check=False, timeout=15).stdout
+        props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        if props.get("ActiveState") != "failed":
+            return None
+        return float(props.get("StateChangeTimestamp", "").lstrip("@") or 0)
 
     def tunnel(self, verb: str) -> None:
         action = {"down": "stop", "up": "start"}[verb]
