@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +22,8 @@ import yaml
 from tests import hostile_documents as hostile
 from tests.agent_fake import TRUST, fake_public_key, sign
 from tests.test_dynamic_site import problems, raw_mesh
+from tests.test_shellcheck import fragments, needs_shellcheck, shellcheck
+from tests.test_units_sandbox import exposure, gateway_root, needs_offline
 from wg_mesh.config import MeshConfig, StaticSite, addressing, dnsname, parse_mesh
 from wg_mesh.config.reach import address_unknown, dns_name, is_dynamic
 from wg_mesh.gateway import document, reresolve, ship
@@ -465,3 +469,40 @@ def test_a_mesh_without_dns_names_ships_none_of_it() -> None:
     cfg = parse_mesh(raw_mesh() | {"sites": raw_mesh()["sites"][:3]})
     for site in cfg.sites:
         assert reresolveunit.peers_file(interface_plan(cfg, site.name, directory(cfg))) is None
+
+
+def _user_data_text(cfg: MeshConfig, site: str) -> str:
+    found = directory(cfg)
+    return userdata.render_user_data(cfg, site, wg_quick_conf(interface_plan(cfg, site, found), "(key)"), found)
+
+
+@pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed")
+def test_the_user_data_with_the_reresolver_passes_cloud_init_schema(tmp_path: Path) -> None:
+    path = tmp_path / "aws.yaml"
+    path.write_text(_user_data_text(parse_mesh(dns_mesh()), "aws-use1"))
+    done = subprocess.run(["cloud-init", "schema", "--config-file", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_shellcheck
+def test_every_fragment_of_that_user_data_is_shellcheck_clean() -> None:
+    found = fragments(yaml.safe_load(_user_data_text(parse_mesh(dns_mesh()), "vps-fra")))
+    problems = [f"{what} ({shell}):\n{report}" for what, shell, text in found if (report := shellcheck(shell, text))]
+    assert not problems, "\n\n".join(problems)
+
+
+@needs_offline
+def test_the_reresolve_service_is_sandboxed(tmp_path: Path) -> None:
+    """As tests/test_units_sandbox.py rates every shipped unit: at most 4.0, as the agent's and the metrics'."""
+    doc = yaml.safe_load(_user_data_text(parse_mesh(dns_mesh()), "gcp-euw3"))
+    root, units = gateway_root(tmp_path, doc)
+    assert "wg-mesh-reresolve.service" in units
+    assert exposure(root, "wg-mesh-reresolve.service") <= 4.0
+
+
+def test_the_aws_user_data_with_the_reresolver_fits_ec2s_limit() -> None:
+    cfg = parse_mesh(dns_mesh())
+    size = userdata.estimated_size(cfg, "aws-use1", exact=True)
+    without = userdata.estimated_size(parse_mesh(raw_mesh()), "aws-use1", exact=True)
+    print(f"\n  AWS user data gzip'd: {size} bytes with a DNS-named peer, {without} with a dynamic one instead")
+    assert size < userdata.AWS_USER_DATA_LIMIT

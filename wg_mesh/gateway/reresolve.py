@@ -57,6 +57,13 @@ MAX_ANSWERS = 16
 # session handshakes every REKEY_AFTER_TIME (120 s) while it sends, keepalives included.
 STALE_S = 135
 METRICS_PATH = "/var/lib/prometheus/node-exporter/wg_mesh_reresolve.prom"
+METRICS: dict[str, tuple[str, str]] = {  # name -> (type, help), per DNS-named peer
+    "wgmesh_reresolve_failures_total": (
+        "counter",
+        "Resolutions refused or failed, and failed wg sets (endpoint kept).",
+    ),
+    "wgmesh_reresolve_changes_total": ("counter", "Endpoints set from the peer's DNS name."),
+}
 PATH = "/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"
 Lookup = Callable[..., Any]  # socket.getaddrinfo's signature
 Run = Callable[[Sequence[str]], tuple[int, str]]  # argv -> (status, stdout)
@@ -207,10 +214,9 @@ class Reresolver:
 
     def metrics(self, targets: Sequence[Target]) -> str:
         lines = []
-        for name, counts, what in (("failures", self.failures, "refused or failed"), ("changes", self.changes, "set")):
-            lines += [f"# HELP wgmesh_reresolve_{name}_total DNS-named peers' resolutions {what}.",
-                      f"# TYPE wgmesh_reresolve_{name}_total counter"]  # fmt: skip
-            lines += [f'wgmesh_reresolve_{name}_total{{peer="{t.peer}"}} {counts.get(t.peer, 0)}' for t in targets]
+        for (name, (kind, text)), counts in zip(METRICS.items(), (self.failures, self.changes), strict=True):
+            lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+            lines += [f'{name}{{peer="{t.peer}"}} {counts.get(t.peer, 0)}' for t in targets]
         return "\n".join(lines) + "\n"
 
     def restore(self, state: Any) -> None:
