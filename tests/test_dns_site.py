@@ -21,7 +21,11 @@ import yaml
 
 from tests import hostile_documents as hostile
 from tests.agent_fake import TRUST, fake_public_key, sign
+from tests.conftest import ProgramRun, run_program
+from tests.signed import verified_body
 from tests.test_dynamic_site import problems, raw_mesh
+from tests.test_program import AWS_SG
+from tests.test_program_live import agent_json, stored_document
 from tests.test_shellcheck import fragments, needs_shellcheck, shellcheck
 from tests.test_units_sandbox import exposure, gateway_root, needs_offline
 from wg_mesh.config import MeshConfig, StaticSite, addressing, dnsname, parse_mesh
@@ -506,3 +510,33 @@ def test_the_aws_user_data_with_the_reresolver_fits_ec2s_limit() -> None:
     without = userdata.estimated_size(parse_mesh(raw_mesh()), "aws-use1", exact=True)
     print(f"\n  AWS user data gzip'd: {size} bytes with a DNS-named peer, {without} with a dynamic one instead")
     assert size < userdata.AWS_USER_DATA_LIMIT
+
+
+# --- the program under mocks --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["user-data", "live"])
+def applied_named(request: pytest.FixtureRequest) -> ProgramRun:
+    run = run_program(dns_mesh() | {"delivery": request.param}, preview=False, stack="edge")
+    assert run.error is None, run.error
+    return run
+
+
+def test_the_program_keeps_the_name_opens_the_port_and_never_checks_it_as_an_address(applied_named: ProgramRun) -> None:
+    assert applied_named.exports["sites"].value["office"]["public_ip"] == NAME  # not refused as an IPv4 address
+    sg = applied_named.named(AWS_SG, "aws-use1-sg")
+    (udp,) = [rule for rule in sg.inputs["ingress"] if rule["protocol"] == "udp"]
+    assert "0.0.0.0/0" in udp["cidrBlocks"] and all(c.endswith("/32") for c in udp["cidrBlocks"] if c != "0.0.0.0/0")
+    assert all("0.0.0.0/0" not in r.get("cidrBlocks", []) for r in sg.inputs["ingress"] if r["protocol"] != "udp")
+    cfg = parse_mesh(applied_named.raw)
+    key = str(applied_named.exports["sites"].value["office"]["public_key"])
+    for site in ("aws-use1", "gcp-euw3", "vps-fra"):
+        if cfg.delivery == "user-data":
+            conf = applied_named.exports["wireguard_configs"].value[site]
+            (peer,) = [p for name, p in parse_wg_quick_conf(conf) if name == "Peer" and p["PublicKey"] == [key]]
+            assert "Endpoint" not in peer and f"# Endpoint = {NAME}:51820" in conf, site
+        else:
+            model = cfg.site(site)
+            body = verified_body(stored_document(applied_named, model), agent_json(applied_named, model)["trust"])
+            (office,) = [p for p in body["interface"]["peers"] if p["name"] == "office"]
+            assert office["endpoint"] is None and office["endpoint_name"] == f"{NAME}:51820", site
