@@ -4,20 +4,17 @@ file (user-data mode runs it as a script; the agent's document check imports its
     python3 wg-mesh-reresolve /etc/wg-mesh/reresolve.json /var/lib/wg-mesh/reresolve.json
 
 One mechanism, two callers: in `delivery: live` the agent runs `Reresolver.tick` in a thread of its own on the
-running document's DNS-named peers (`Watch`); in user-data mode a systemd timer runs this file once every
-`reresolve_seconds` on the peers cloud-init listed (wg_mesh.plan.reresolveunit), its memory in a state file.
+running document's DNS-named peers (`watch`: active role only, under its apply lock); in user-data mode a systemd
+timer runs this file once every `reresolve_seconds` on the peers cloud-init listed (wg_mesh.plan.reresolveunit), its
+memory in a state file.
 
-The name comes from the signed document (or the user data, written from the same plan) and is checked again with
-the config's rules (`name_problem`, wg_mesh.config.dnsname's; tests hold both to the same verdicts). The resolver's
-answer is hostile input: `answer_problem` accepts one public IPv4 address with the config's rules for a fixed
-endpoint (wg_mesh.config.addressing.endpoint_problem: the same ranges, a test compares the lists), and nothing inside
-the peers' AllowedIPs (an endpoint routed into the tunnel would loop).
-
-Each tick, per DNS-named peer (its NAME:PORT from the signed document or the pinned user data, never from DNS):
-resolve the name (getaddrinfo, IPv4, in a thread given `TIMEOUT_S`); the answer is hostile input: only one public
-IPv4 address is accepted (`answer_problem`; at most MAX_ANSWERS records are looked at, two different
-addresses are refused). A failure keeps the running endpoint and is counted. Then `decide`, which settles the name
-against WireGuard's roaming:
+The name and port come from the signed document or the user data (written from the same plan), never from DNS, and
+are checked again with the config's rules (`name_problem`, wg_mesh.config.dnsname's; tests hold both to the same
+verdicts). Each tick, per DNS-named peer that is due: resolve the name (getaddrinfo, IPv4, in a thread given
+`TIMEOUT_S`). The answer is hostile input: only one public IPv4 address is accepted (`answer_problem`: the ranges of
+wg_mesh.config.addressing.endpoint_problem, a test compares the lists, and nothing inside wg0's AllowedIPs, which
+would loop; at most MAX_ANSWERS records, two different addresses refused). A failure keeps the running endpoint and
+is counted. Then `decide`, which settles the name against WireGuard's roaming:
 - the running endpoint already is the answer: nothing;
 - the peer has no endpoint yet (boot, a new peer, an HA promotion): the answer;
 - the answer differs from the last answer seen (the name moved: its owner said so): the answer;
