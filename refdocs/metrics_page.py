@@ -7,7 +7,7 @@ from types import ModuleType
 
 from refdocs import md
 from wg_mesh.config import MeshConfig
-from wg_mesh.gateway import agent, apply, fallback, ha_run, pmtu, wgmetrics
+from wg_mesh.gateway import agent, apply, fallback, ha_run, pmtu, reresolve, wgmetrics
 from wg_mesh.tools import monitoring
 
 SOURCE = "the exporters' `METRICS` tables and wg_mesh/tools/monitoring.py"
@@ -19,6 +19,11 @@ EXPORTERS: tuple[tuple[ModuleType, str, str], ...] = (
     (pmtu, "wg-mesh-agent: path MTU", "`delivery: live`: the path-MTU monitor, per peer"),
     (fallback, "wg-mesh-agent: private paths", "`private_paths`: which endpoint a private-path peer uses"),
     (ha_run, "wg-mesh-agent: high availability", "`gateways: 2`: the HA controller"),
+    (
+        reresolve,
+        "wg-mesh-reresolve",
+        "peers of a DNS-named static site: the agent's thread, or a timer in user-data mode",
+    ),
 )
 # A mesh of two sites, to show the recording rules' shape (their topology series repeat per site and peer).
 EXAMPLE = {

@@ -81,8 +81,8 @@ def test_endpoint_ranges_only_on_a_dynamic_site() -> None:
     raw = raw_mesh()
     raw["sites"][2]["endpoint_ranges"] = RANGES
     assert problems(raw) == [
-        "sites[2].endpoint_ranges: only for endpoint: dynamic (its peers admit its /32); remove endpoint_ranges or "
-        "set endpoint: dynamic"
+        "sites[2].endpoint_ranges: only for endpoint: dynamic or a DNS name (its peers admit its /32); remove "
+        "endpoint_ranges or set endpoint: dynamic"
     ]
     raw = raw_mesh()
     raw["sites"][0]["endpoint_ranges"] = RANGES
@@ -106,9 +106,12 @@ def test_endpoint_ranges_are_public_prefixes_no_wider_than_a_slash_8(value: str,
 
 def test_a_misspelt_or_wrong_type_endpoint_is_one_clear_problem() -> None:
     assert problems(raw_mesh(endpoint="dynamc")) == [
-        "sites[3].endpoint: 'dynamc' is neither an IPv4 address nor 'dynamic' (a site with no fixed address)"
+        "sites[3].endpoint: 'dynamc' is neither an IPv4 address, 'dynamic' (a site with no fixed address) nor a "
+        "fully qualified DNS name (e.g. vpn.example.com)"
     ]
-    assert problems(raw_mesh(endpoint=5)) == ["sites[3].endpoint: expected an IPv4 address or 'dynamic', got 5"]
+    assert problems(raw_mesh(endpoint=5)) == [
+        "sites[3].endpoint: expected an IPv4 address, 'dynamic' or a DNS name, got 5"
+    ]
 
 
 def test_a_dynamic_site_on_a_private_path_is_refused() -> None:

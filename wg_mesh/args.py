@@ -119,11 +119,12 @@ class SiteArgs(TypedDict):
     endpoint: NotRequired[pulumi.Input[str]]
     """static (required): the host's public IPv4 address, where the other sites send to, or 'dynamic': no fixed
     address (a dynamic IP, behind a NAT): the site initiates, keeps the path open with `persistent_keepalive`, and
-    the gateways learn its address from its packets. May be an Output (e.g. an address your program allocates):
+    the gateways learn its address from its packets; or a DNS name (e.g. 'vpn.example.com', a plain value: its peers'
+    gateways resolve it every `reresolve_seconds`). May be an Output (e.g. an address your program allocates):
     checked when its value is known, during `pulumi up`. (A plain string, not a Literal: the schema keeps it a
     string input.)"""
     endpoint_ranges: NotRequired[list[str]]
-    """static with `endpoint: 'dynamic'` only: the public IPv4 ranges its packets may come from (e.g. its
+    """static with `endpoint: 'dynamic'` or a DNS name only: the public IPv4 ranges its packets may come from (e.g. its
     provider's); the WireGuard port of the gateways that peer with it admits these. Unset: any address."""
 
 
@@ -153,6 +154,8 @@ class MeshArgs(TypedDict):
     """The internet tunnel MTU: 'auto' (default: the smallest `underlay_mtu`, at most 1500, less 60) or 1280..1440."""
     persistent_keepalive: NotRequired[int]
     """Seconds between keepalives, which keep NAT and conntrack state open. Default 25; 0: none."""
+    reresolve_seconds: NotRequired[int]
+    """How often the gateways that peer with a DNS-named static site resolve its name again (2..3600). Default 30."""
     masquerade: NotRequired[bool]
     """SNAT forwarded traffic to the gateway's address. Default false: source addresses are kept (routes are
     wired)."""

@@ -1,11 +1,11 @@
 """A bare-metal or VPS site: no cloud resources, only its key and its rendered (secret) config.
 
 Its operator applies the config by hand from the secret stack outputs (`wireguard_configs`,
-`static_site_cloud_init`); its public address is the configured `endpoint` (`dynamic`: none, it dials its
-peers). With `delivery: live` the cloud-init installs wg-mesh-agent reading two files the operator keeps current
-from the secret outputs `static_site_documents` (the signed documents) and `static_site_private_keys`
-(wg_mesh.plan.live.STATIC_DOCUMENT_PATH, STATIC_PRIVATE_KEY_PATH); its agent.json pins the mesh's signing key, so
-a document edited or written by anyone but `pulumi up` is refused.
+`static_site_cloud_init`); its public address is the configured `endpoint` (`dynamic`: none, it dials its peers; a
+DNS name: its peers' gateways resolve it). With `delivery: live` the cloud-init installs wg-mesh-agent reading two
+files the operator keeps current from the secret outputs `static_site_documents` (the signed documents) and
+`static_site_private_keys` (wg_mesh.plan.live.STATIC_DOCUMENT_PATH, STATIC_PRIVATE_KEY_PATH); its agent.json pins
+the mesh's signing key, so a document edited or written by anyone but `pulumi up` is refused.
 
 A program may give `endpoint` as an Output (wg_mesh.args): the model cannot check it then, so `endpoint_problems`
 checks it when its value is known, during `pulumi up`, with the stack file's messages (an invalid one fails the run
@@ -21,7 +21,7 @@ import pulumi
 from wg_mesh import component, config
 from wg_mesh.config import addressing
 from wg_mesh.config.messages import quote
-from wg_mesh.config.reach import is_dynamic
+from wg_mesh.config.reach import address_unknown
 
 SITE_TYPE = "wg-mesh:static:Site"
 
@@ -80,8 +80,9 @@ class StaticSite(component.SiteComponent):
             return str(value)
 
         given = component.given(site.endpoint) if isinstance(site.endpoint, config.Deferred) else str(site.endpoint)
-        # A dynamic site has no address to check or to dial: "dynamic" in the outputs; its peers' configs and firewalls
-        # never read it (wg_mesh.plan.topology takes dynamic sites from the config).
+        # A dynamic site has no address to check or to dial: "dynamic" in the outputs; a DNS-named one its name, never
+        # checked as an address (its peers' gateways resolve it). Their configs and firewalls never read it
+        # (wg_mesh.plan.topology takes both kinds from the config).
         public = pulumi.Output.from_input(given)
-        self.public_ip = public if is_dynamic(site) else public.apply(checked)
+        self.public_ip = public if address_unknown(site) else public.apply(checked)
         self._register_site_outputs()

@@ -107,8 +107,9 @@ Writes Pulumi.STACK.yaml for the sites given, checked as `wg-mesh validate` chec
 written, and an existing file is never overwritten. With no --site and stdin a terminal, the sites are asked for
 one by one, and each AWS or GCP site whether it joins an existing network (and its ids). WHERE is an AWS region, a
 GCP zone (a region: its zone -a) or a static site's public IPv4 (`dynamic`: a site with no fixed address, behind a
-NAT or on a dynamic IP); --set gives any other key: an existing network (AWS: SITE.vpc_id, SITE.subnet_id,
-SITE.route_table_ids; GCP: SITE.network, SITE.subnetwork), an instance type, the delivery.
+NAT or on a dynamic IP; a DNS name: a site its peers resolve); --set gives any other key: an existing network (AWS:
+SITE.vpc_id, SITE.subnet_id, SITE.route_table_ids; GCP: SITE.network, SITE.subnetwork), an instance type, the
+delivery.
 
 examples:
   $ wg-mesh init --stack corp --site aws-use1:aws:us-east-1:10.10.0.0/16 \\

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from wg_mesh.config import quotas, reach, underlay
+from wg_mesh.config import dnsname, quotas, reach, underlay
 from wg_mesh.config import relay as relaying
 from wg_mesh.config.fields import MonitoringCidr, Port, UsableCidr, parse_network
 from wg_mesh.config.messages import EXPECTED, describe, quote
@@ -72,6 +72,13 @@ class MeshConfig(Strict):
         ge=0,
         le=65535,
         description="Seconds between keepalives: keeps NAT and conntrack state open (0: off).",
+    )
+    reresolve_seconds: int = Field(
+        default=dnsname.DEFAULT_RERESOLVE_SECONDS,
+        ge=dnsname.MIN_RERESOLVE_SECONDS,
+        le=dnsname.MAX_RERESOLVE_SECONDS,
+        description="How often the gateways that peer with a DNS-named static site resolve its name again, and "
+        "follow it when its address changed (docs/how-to/static-sites.md).",
     )
     masquerade: bool = Field(
         default=False,

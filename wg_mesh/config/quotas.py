@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wg_mesh.config.reach import is_dynamic
+from wg_mesh.config.reach import address_unknown
 
 if TYPE_CHECKING:
     from wg_mesh.config.model import MeshConfig
@@ -80,7 +80,7 @@ def _wireguard_sources(cfg: MeshConfig, peers: list[str]) -> set[str]:
     for peer in peers:
         site = cfg.site(peer)
         ranges = getattr(site, "endpoint_ranges", None) or ["0.0.0.0/0"]
-        out |= {str(r) for r in ranges} if is_dynamic(site) else {peer}
+        out |= {str(r) for r in ranges} if address_unknown(site) else {peer}
     return out
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import reresolve
 from .apply import APPLY_REASON, KEY_REASON, ApplyError, Paths, Runner, atomic_write, read_text, redact
 from .apply import run_command as default_runner
 from .document import REASONS, Document, DocumentError, Trust, decode, parse_trust
@@ -323,6 +324,7 @@ class Agent:
         and an HA gateway's controller in its own (every 0.5 s, with /healthz)."""
         if self.config.pmtu_seconds:
             self.path_watch().start()
+        reresolve.watch(self).start()  # DNS-named peers' endpoints (a thread that idles without any)
         if controller is not None:
             controller.start()
         fetched_once = False

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
+from . import reresolve
 from .signed import FORMAT_MISMATCH as FORMAT_MISMATCH
 from .signed import GENERATION as GENERATION
 from .signed import INVALID as INVALID
@@ -76,7 +77,8 @@ class Document:
 
 # --- the deployer's side ---------------------------------------------------------------------------------------
 
-PEER_OPTIONAL = ("mtu", "fallback_endpoint", "key_at")  # only when set: a mesh without them keeps its bytes
+# only when set: a mesh without them keeps its bytes
+PEER_OPTIONAL = ("mtu", "fallback_endpoint", "key_at", "endpoint_name", "reresolve_s")
 
 
 def _interface(plan: InterfacePlan) -> dict[str, Any]:
@@ -203,7 +205,23 @@ def _peer(raw: object, i: int, interface_mtu: int) -> Peer:
         if peer.get("fallback_endpoint") is None
         else _endpoint(peer["fallback_endpoint"], f"{what}.fallback_endpoint"),
         key_at=None if key_at is None else _int(key_at, 0, MAX_SERIAL, f"{what}.key_at"),
+        **_named(peer, what, dynamic),
     )
+
+
+def _named(peer: dict[str, Any], what: str, dynamic: bool) -> dict[str, Any]:
+    """A DNS-named peer's NAME:PORT and re-resolve interval (both or neither; its endpoint null, no fallback)."""
+    name, every = peer.get("endpoint_name"), peer.get("reresolve_s")
+    if name is None and every is None:
+        return {}
+    _need(name is not None and every is not None, f"{what}: endpoint_name and reresolve_s go together")
+    _need(dynamic, f"{what}: a DNS-named peer with an endpoint")
+    try:
+        reresolve.split(name if isinstance(name, str) else "")
+    except ValueError as exc:
+        raise DocumentError(INVALID, f"{what}.endpoint_name: {exc}") from None
+    low, high = reresolve.RERESOLVE_BOUNDS
+    return {"endpoint_name": name, "reresolve_s": _int(every, low, high, f"{what}.reresolve_s")}
 
 
 def _plan(raw: object, site: str) -> InterfacePlan:

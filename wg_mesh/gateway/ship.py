@@ -41,7 +41,8 @@ PACKAGE = bootstrap.PACKAGE
 # The agent's import closure (agent -> apply -> peerset, sources -> document, mapping -> wgconf) and each source
 # kind's own module (imported when agent.json names that kind); a test checks the closure.
 MODULES = (
-    "__init__.py", "wgconf.py", "relaytrust.py", "trust.py", "signed.py", "document.py", "mapping.py", "files.py",
+    "__init__.py", "wgconf.py", "relaytrust.py", "trust.py", "signed.py", "reresolve.py", "document.py", "mapping.py",
+    "files.py",
     "hostplan.py", "txn.py", "peerset.py", "apply.py", "sources.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
     "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "rotation.py", "agent.py",

@@ -29,6 +29,11 @@ class Peer:
     # Unix seconds from which `public_key` is valid (an announced key rotation, wg_mesh.gateway.rotation): an agent
     # that runs this peer with another key keeps that one until then. None: valid now.
     key_at: int | None = None
+    # A DNS-named peer (issue 24): its NAME:PORT, with `endpoint` None (no Endpoint line: wg-quick would resolve the
+    # name with no check of the answer, and fail the whole interface when it does not resolve); the re-resolver
+    # (wg_mesh.gateway.reresolve) sets its endpoint every `reresolve_s` seconds when the answer changes.
+    endpoint_name: str | None = None
+    reresolve_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -240,7 +245,8 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
     """The wg-quick(8) configuration of one site. `role` (HA sites, docs/ha.md section 3): a `standby` gateway's
     peers have no Endpoint and no PersistentKeepalive, so it never sends a handshake or keepalive and cannot make a
     remote peer roam to it; `active` is the normal configuration (a single gateway is always active). A dynamic peer
-    (endpoint None) has no Endpoint line in either role: WireGuard learns its address from its packets."""
+    (endpoint None) has no Endpoint line in either role: WireGuard learns its address from its packets; a DNS-named
+    one has its name in a comment (its endpoint is wg-mesh-reresolve's to set)."""
     if role not in ROLES:
         raise ValueError(f"role: {role!r} is not active or standby")
     rules = forwarding_rules(plan)
@@ -269,6 +275,7 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
         ]
         if role == "active":
             lines += [f"Endpoint = {peer.endpoint}"] if peer.endpoint is not None else []
+            lines += [f"# Endpoint = {peer.endpoint_name} (set by wg-mesh-reresolve)"] if peer.endpoint_name else []
             lines += [f"PersistentKeepalive = {peer.persistent_keepalive}"]
     return "\n".join(lines) + "\n"
 

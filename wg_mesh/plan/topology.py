@@ -15,7 +15,7 @@ from wg_mesh.config.addressing import GATEWAY_SUBNET_PREFIX as GATEWAY_SUBNET_PR
 from wg_mesh.config.addressing import gateway_subnet as gateway_subnet
 from wg_mesh.config.addressing import standby_gateway_subnet as standby_gateway_subnet
 from wg_mesh.config.model import tunnel_mtu as tunnel_mtu  # re-exported (the model's: validate prints it)
-from wg_mesh.config.reach import is_dynamic
+from wg_mesh.config.reach import address_unknown, dns_name
 from wg_mesh.config.underlay import PrivatePath
 from wg_mesh.gateway.wgconf import InterfacePlan as InterfacePlan  # re-exported (moved to the gateway package)
 from wg_mesh.gateway.wgconf import Peer as Peer
@@ -61,13 +61,14 @@ def site_tunnel_mtu(cfg: MeshConfig, name: str) -> int:
     return max(peer_tunnel_mtu(cfg, name, peer) for peer in peer_names(cfg, name))
 
 
-ANYWHERE = "0.0.0.0/0"  # a dynamic peer without endpoint_ranges: its packets may come from any address
+ANYWHERE = "0.0.0.0/0"  # a dynamic or DNS-named peer without endpoint_ranges: its packets may come from any address
 
 
 def peer_endpoint_ip(cfg: MeshConfig, name: str, peer: str, directory: Mapping[str, PeerAddress]) -> str | None:
     """Where `name` sends to `peer`: its private address on their shared path, else its public one; None for a dynamic
-    peer (`endpoint: dynamic`: it initiates, and `name` learns its address from its packets)."""
-    if is_dynamic(cfg.site(peer)):
+    peer (`endpoint: dynamic`: it initiates, and `name` learns its address from its packets) and a DNS-named one
+    (its endpoint is the re-resolver's: `peer_endpoint_name`)."""
+    if address_unknown(cfg.site(peer)):
         return None
     entry = directory[peer]
     if path_between(cfg, name, peer) is None:
@@ -75,6 +76,12 @@ def peer_endpoint_ip(cfg: MeshConfig, name: str, peer: str, directory: Mapping[s
     if entry.private_ip is None:
         raise KeyError(f"no private address known for {peer} (private path with {name})")
     return entry.private_ip
+
+
+def peer_endpoint_name(cfg: MeshConfig, peer: str) -> str | None:
+    """A DNS-named peer's NAME:PORT (the gateways resolve it: wg_mesh.gateway.reresolve), else None."""
+    name = dns_name(cfg.site(peer))
+    return None if name is None else f"{name}:{cfg.listen_port}"
 
 
 def clamped_mss(mtu: int) -> int:
@@ -117,27 +124,27 @@ def remote_ranges(cfg: MeshConfig, name: str) -> list[IPv4Network]:
 
 def static_endpoints(cfg: MeshConfig) -> dict[str, str]:
     """Public addresses that are known from config alone (static sites; not one given as an Output, not a dynamic
-    one)."""
+    or DNS-named one)."""
     return {
         site.name: str(site.endpoint)
         for site in cfg.sites
-        if isinstance(site, StaticSite) and not isinstance(site.endpoint, Deferred) and not is_dynamic(site)
+        if isinstance(site, StaticSite) and not isinstance(site.endpoint, Deferred) and not address_unknown(site)
     }
 
 
 def dynamic_sources(site: StaticSite) -> list[str]:
-    """Where a dynamic site's packets may come from: its endpoint_ranges, else anywhere."""
+    """Where a dynamic or DNS-named site's packets may come from: its endpoint_ranges, else anywhere."""
     return [str(net) for net in site.endpoint_ranges] if site.endpoint_ranges else [ANYWHERE]
 
 
 def peer_source_ranges(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> list[str]:
     """The sources allowed to reach a gateway's WireGuard port: each peer's public /32, and a peer on a shared
     private path its private /32 too (the path, and the public one while the path is down: docs/underlay.md 7); a
-    dynamic peer's endpoint_ranges, or 0.0.0.0/0 without them (its address is not known in advance)."""
+    dynamic or DNS-named peer's endpoint_ranges, or 0.0.0.0/0 without them (its address is not known in advance)."""
     sources: set[str] = set()
     for peer in peer_names(cfg, name):
         site = cfg.site(peer)
-        if isinstance(site, StaticSite) and is_dynamic(site):
+        if isinstance(site, StaticSite) and address_unknown(site):
             sources |= set(dynamic_sources(site))
             continue
         sources |= {f"{directory[peer].public_ip}/32", f"{peer_endpoint_ip(cfg, name, peer, directory)}/32"}
@@ -169,6 +176,8 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
             if path_between(cfg, name, peer)
             else None,
             key_at=directory[peer].key_at,
+            endpoint_name=peer_endpoint_name(cfg, peer),
+            reresolve_s=cfg.reresolve_seconds if dns_name(cfg.site(peer)) is not None else None,
         )
         for peer in peer_names(cfg, name)
     )

@@ -30,7 +30,7 @@ import zopfli.gzip
 
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.gateway import ship
-from wg_mesh.plan import inputpolicy, live, metrics, rearmunit, render, topology
+from wg_mesh.plan import inputpolicy, live, metrics, rearmunit, render, reresolveunit, topology
 from wg_mesh.plan.topology import PeerAddress
 
 AWS_USER_DATA_LIMIT = 16384  # bytes, raw (here: gzip'd) before base64
@@ -123,6 +123,9 @@ def render_user_data(
     # The INPUT policy first: in force before wg0 or anything listening comes up (wg_mesh.plan.inputpolicy).
     extras = combined(inputpolicy.input_extras(cfg, site_name), metrics.metrics_extras(cfg, site_name, directory))
     extras = combined(extras, rearmunit.rearm_extras(cfg, site_name))  # a dynamic site's watchdog; nothing otherwise
+    # DNS-named peers (issue 24): their re-resolver, after wg0 is up (nothing for a site without any)
+    plan = topology.interface_plan(cfg, site_name, directory)
+    extras = combined(extras, reresolveunit.reresolve_extras(cfg, plan, metrics.TEXTFILE_PATH.rsplit("/", 1)[0]))
     if cloud_steps:
         extras = combined(extras, cloud_extras(cfg.site(site_name)))
     return render.cloud_config(wg_conf, extras, forward=topology.forwards(cfg, site_name))
