@@ -288,7 +288,9 @@ def test_the_shipped_agent_under_debian_python_and_botocore(aws: tuple[Any, Any]
 def test_an_aws_first_boot_installs_the_bundle_then_applies(aws: tuple[Any, Any], tmp_path: Path) -> None:
     """What an AWS user data runs (ship.once_command(bundled=True)) with only the boot modules on disk: the bootstrap
     fetches the agent's bundle from Secrets Manager (moto), checks its pin, installs it, and the agent's --once
-    applies the document. A bundle secret holding anything else is refused and nothing is installed."""
+    applies the document. A bundle secret holding anything else (here: the older format, a SecretString of base64
+    gzip) is refused, saying so, and nothing is installed; the SecretBinary the program stores, as the provider writes
+    it (base64 decoded), comes back from botocore as the bytes the pin covers."""
     secrets, ssm = aws
     keys = Keys()
     name, parameter, bundle = f"{SECRET}-boot", f"{PARAMETER}-boot", f"{SECRET}-boot-agent"
@@ -309,9 +311,9 @@ def test_an_aws_first_boot_installs_the_bundle_then_applies(aws: tuple[Any, Any]
         )
 
     refused = run([*boot, "--timeout", "1"])
-    assert refused.returncode == 1 and "is not the pinned" in refused.stderr, refused.stderr
+    assert refused.returncode == 1 and "holds a SecretString, not a SecretBinary" in refused.stderr, refused.stderr
     assert not (lib / ship.PACKAGE / "agent.py").exists()
-    secrets.put_secret_value(SecretId=bundle, SecretString=userdata.aws_agent_bundle())
+    secrets.put_secret_value(SecretId=bundle, SecretBinary=base64.b64decode(userdata.aws_agent_bundle()))
     installed = run([*boot, "--timeout", "10"])
     assert installed.returncode == 0, installed.stderr
     assert {p.name for p in (lib / ship.PACKAGE).glob("*.py")} == set(ship.modules("aws")) | {"bootstrap.py"}

@@ -4,6 +4,7 @@ the user data pins, whole files only, with retries until a timeout. (Against mot
 from __future__ import annotations
 
 import base64
+import bz2
 import gzip
 import hashlib
 import json
@@ -17,31 +18,76 @@ from wg_mesh.gateway.sources import FetchError
 from wg_mesh.plan import userdata
 
 
-def value_of(text: bytes) -> str:
-    return base64.b64encode(gzip.compress(text)).decode()
+def value_of(text: bytes) -> bytes:
+    return bz2.compress(text, 9)
 
 
 def test_the_programs_bundle_decodes_to_the_shipped_modules() -> None:
+    """The round trip: what the SecretVersion's `secret_binary` input holds, decoded from base64 as the provider does
+    (terraform-provider-aws: inttypes.Base64Decode), is the SecretBinary botocore hands the bootstrap (bytes), and
+    the bootstrap decodes it to exactly the modules the program bundled, under the pin of the user data."""
     text, sha256 = ship.bundle("aws")
-    files = bootstrap.decode(userdata.aws_agent_bundle(), sha256)
+    stored = base64.b64decode(userdata.aws_agent_bundle(), validate=True)
+    assert stored == userdata.aws_agent_bundle_bytes()
+    files = bootstrap.decode(stored, sha256)
     assert files == {name: ship.compact(ship.module_source(name)) for name in ship.modules("aws")}
     assert bootstrap.encode(files) == (text, sha256)
-    assert userdata.aws_agent_bundle() == userdata.aws_agent_bundle()  # zopfli: the same bytes every time
+    assert userdata.aws_agent_bundle() == userdata.aws_agent_bundle()  # the same bytes every time
+
+
+def test_bzip2_gives_the_bytes_it_gave_when_this_was_written() -> None:
+    """The secret's value must not depend on the machine that runs `pulumi up` (another value is a new secret version
+    on every run from it): libbzip2 1.0.8 (Debian 12's, and the venv's) gives these bytes for this sample."""
+    sample = json.dumps({"files": {f"m{i}.py": f"def f{i}(x):\n    return x * {i}\n" * 40 for i in range(30)}}).encode()
+    assert (
+        hashlib.sha256(value_of(sample)).hexdigest()
+        == "710ba173393390f00460e5dcc9afc7cd1453cff004dfb9e3bc5ea2a6bd8527b2"
+    )
+
+
+def hostile(kind: str) -> bytes | str:
+    """A bundle secret's value that is not the pinned bundle, of each kind the bootstrap must refuse."""
+    text, _ = ship.bundle("aws")
+    good = value_of(text)
+    return {
+        "string": base64.b64encode(good).decode(),  # a SecretString (an older wg-mesh's bundle was one)
+        "gzip": gzip.compress(text),  # the older format's bytes
+        "empty": b"",
+        "oversized": good + bytes(bootstrap.VALUE_LIMIT),  # more than Secrets Manager holds: not from it
+        "truncated": good[: len(good) // 2],
+        "damaged": good[:100] + bytes(b ^ 0xFF for b in good[100:200]) + good[200:],
+        "trailing": good + value_of(b"{}"),  # a second stream
+        "bomb": value_of(bytes(bootstrap.TEXT_LIMIT + 1)),  # 45 bytes that expand past the bound
+        "foreign": value_of(b'{"files":{"agent.py":"import os"}}'),
+    }[kind]
 
 
 @pytest.mark.parametrize(
-    ("value", "reason"),
+    ("kind", "reason"),
     [
-        ("not base64!", "not base64 of gzip"),
-        (base64.b64encode(b"not gzip").decode(), "not base64 of gzip"),
-        (value_of(b'{"files":{"agent.py":"import os"}}'), "is not the pinned"),
+        ("string", "holds a SecretString, not a SecretBinary"),
+        ("gzip", "not a bzip2 bundle"),
+        ("empty", "not a bzip2 bundle"),
+        ("oversized", f"over Secrets Manager's {bootstrap.VALUE_LIMIT}"),
+        ("truncated", "truncated bzip2"),
+        ("damaged", "damaged bzip2"),
+        ("trailing", "bytes after the bzip2 stream"),
+        ("bomb", f"expands past {bootstrap.TEXT_LIMIT} bytes"),
+        ("foreign", "is not the pinned"),
     ],
-    ids=["not-base64", "not-gzip", "foreign"],  # a gzip header holds the time: ids the same in every process
 )
-def test_a_damaged_or_foreign_bundle_is_refused(value: str, reason: str) -> None:
+def test_a_damaged_foreign_or_outsized_bundle_is_refused_and_nothing_installed(
+    kind: str, reason: str, tmp_path: Path
+) -> None:
+    """Refused by decode, and at boot: said in words, and the package directory is never created."""
     _, sha256 = ship.bundle("aws")
+    value = hostile(kind)
     with pytest.raises(bootstrap.BundleError, match=reason):
         bootstrap.decode(value, sha256)
+    logs: list[str] = []
+    assert bootstrap.run(lambda: value, sha256, str(tmp_path), 0, logs.append, sleep=lambda s: None) == 1
+    assert len(logs) == 2 and logs[0].startswith("bundle not installed: ") and reason in logs[0]
+    assert not (tmp_path / bootstrap.PACKAGE).exists()
 
 
 @pytest.mark.parametrize(
@@ -67,11 +113,11 @@ def test_install_writes_whole_files_readable_by_all(tmp_path: Path) -> None:
 
 def test_run_retries_until_the_bundle_is_there_and_logs_each_problem_once(tmp_path: Path) -> None:
     text, sha256 = ship.bundle("file")
-    answers: list[str | Exception] = [FetchError("no credentials yet"), FetchError("no credentials yet"), "garbage"]
-    answers.append(value_of(text))
+    answers: list[bytes | str | Exception] = [FetchError("no credentials yet"), FetchError("no credentials yet")]
+    answers += [b"garbage", value_of(text)]
     logs: list[str] = []
 
-    def fetch() -> str:
+    def fetch() -> bytes | str:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -86,7 +132,7 @@ def test_run_retries_until_the_bundle_is_there_and_logs_each_problem_once(tmp_pa
 
 
 def test_run_gives_up_at_the_timeout(tmp_path: Path) -> None:
-    def fetch() -> str:
+    def fetch() -> bytes:
         raise FetchError("AccessDeniedException")
 
     logs: list[str] = []
@@ -118,5 +164,5 @@ def test_the_user_data_pins_the_bundle_the_program_stores() -> None:
     config = json.loads(ship.agent_config("a", source))
     region, secret, sha256 = bootstrap.bundle_spec(config)
     assert (region, secret) == ("us-east-1", "wg-mesh/p/s/a/agent")
-    assert bootstrap.decode(userdata.aws_agent_bundle(), sha256)
+    assert bootstrap.decode(userdata.aws_agent_bundle_bytes(), sha256)
     assert "bundle_sha256" not in json.loads(ship.agent_config("a", ship.aws_source("us-east-1", "d", "/k")))

@@ -31,7 +31,7 @@ from tests.test_program import (
 )
 from wg_mesh.config import AwsSite, ConfigError, GcpSite, StaticSite
 from wg_mesh.gateway import bootstrap, document, ship, wgmetrics
-from wg_mesh.plan import inputpolicy, live, render, topology, userdata, wgkey
+from wg_mesh.plan import forcenew, inputpolicy, live, render, topology, userdata, wgkey
 from wg_mesh.plan.validate import load_mesh
 from wg_mesh.testing import FAKE_STAMP_BASE
 from wg_mesh.tools.stackfile import read_raw
@@ -266,8 +266,14 @@ def test_an_aws_gateway_reads_exactly_its_own_parameter_and_secrets(
             ],
             key=str,
         )
-        # The bundle secret holds the agent's package, pinned by the SHA-256 in the user data's agent.json.
-        value = run.named(SM_VERSION, f"{site.name}-agent-version").inputs["secretString"]
+        # The bundle secret holds the agent's package, pinned by the SHA-256 in the user data's agent.json: a
+        # SecretBinary, whose input is base64 (the provider stores the decoded bytes: wg_mesh.aws.live).
+        inputs = run.named(SM_VERSION, f"{site.name}-agent-version").inputs
+        assert "secretString" not in inputs
+        # An upgrade from the SecretString format replaces the version (both inputs force-new), created before the
+        # instances that depend on it (below): a replaced gateway's bootstrap reads the binary value.
+        assert {"secretBinary", "secretString"} <= forcenew.TABLE[SM_VERSION].inputs
+        value = base64.b64decode(inputs["secretBinary"], validate=True)
         written = {f["path"]: f for f in live_user_data(run, site)["write_files"]}
         config = json.loads(written[ship.CONFIG_PATH]["content"])
         assert bootstrap.decode(value, config["bundle_sha256"]).keys() == set(ship.modules("aws"))

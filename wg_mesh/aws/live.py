@@ -11,8 +11,13 @@
   the agent polls GetSecretValue and applies it; the instance is untouched.
 
 - The agent's package: a second Secrets Manager secret (wg_mesh.gateway.bootstrap; EC2's 16 KB of user data hold only
-  its bootstrap). Its value is the same for every site and changes only with a new agent release, which also changes
-  the SHA-256 pinned in the user data.
+  its bootstrap), a SecretBinary: bzip2 of the bundle, ~38 KB of the 65536 bytes a secret holds (a SecretString
+  needed base64 of a gzip: ~59 KB). The input `secret_binary` is base64 and the provider stores the decoded bytes
+  (wg_mesh.plan.userdata.aws_agent_bundle). Its value is the same for every site and changes only with a new agent
+  release, which also changes the SHA-256 pinned in the user data. Any change of it, and the move from
+  `secret_string` to `secret_binary`, is a new SecretVersion (both inputs are force-new: wg_mesh.plan.forcenew; read
+  again at terraform-provider-aws@0042e8ea0de293c6cd8b003f89f7f4d2fb5fcf31), created before the instances that
+  depend on it: a replaced gateway's first boot finds the new value.
 
 The gateway's role may read exactly these three ARNs (wg_mesh.plan.live.store_policy). The instance depends on all of
 them, so that its first boot's bootstrap and `wg-mesh-agent --once` find the package, the document and the key.
@@ -94,7 +99,7 @@ def create_stores(
         opts=opts,
     )
     bundle_version = aws.secretsmanager.SecretVersion(
-        f"{name}-agent-version", secret_id=bundle.id, secret_string=userdata.aws_agent_bundle(), opts=opts
+        f"{name}-agent-version", secret_id=bundle.id, secret_binary=userdata.aws_agent_bundle(), opts=opts
     )
     arns = {"parameter": parameter.arn, "secret": secret.arn, "bundle": bundle.arn}
     policy = pulumi.Output.all(**arns).apply(live.store_policy_of)

@@ -5,22 +5,34 @@
 EC2 takes at most 16 KB of user data (gzip'd), and the whole agent (with the path-MTU monitor) does not fit next to
 the metrics script and the readiness mark. So an AWS gateway's user data carries only this module, the source
 modules it uses and agent.json; the rest of the package is a Secrets Manager secret of the site (`bundle_secret` in
-agent.json's source: base64 of a gzip'd JSON object {"files": {module name: text}}), read with the instance role
-like the peer document.
+agent.json's source), read with the instance role like the peer document.
 
-The bundle is pinned: agent.json (in the user data) holds the SHA-256 of its JSON text (`bundle_sha256`), and a
-bundle that does not match is refused. Whoever can write the secret can therefore not run code on the gateway;
-a new agent release changes the hash, and with it the user data (a replacement, like a new image). Retries every
-few seconds until `--timeout` (the instance role's credentials can take a moment on first boot). Exit 0 once the
-package is in place, 1 at the timeout, 2 for a bad agent.json. Writes each module atomically; logs to stderr.
+The value is a SecretBinary: the bzip2 (level 9, one stream) of a JSON object {"files": {module name: text}}
+(`encode`; the program packs it: wg_mesh.plan.userdata.aws_agent_bundle_bytes).
+Secrets Manager holds at most 65536 bytes in a SecretString or a SecretBinary (Secrets Manager API reference,
+SecretValueEntry: "Maximum length of 65536" for both; botocore's model, secretsmanager 2017-10-17: SecretBinaryType
+is a blob with "max": 65536, which counts the bytes). A binary value spends none of that on base64 (the earlier
+SecretString held base64 of a gzip: a third more), and bzip2 is the smallest of the stdlib's codecs for this text
+(`python -m bench.agent_size`: ~14 % under zopfli's gzip, ~5 % under xz). botocore's GetSecretValue returns a
+SecretBinary as bytes, already base64-decoded (botocore/parsers.py, `_default_blob_parser`: base64.b64decode); `bz2`
+is in Ubuntu 24.04's python3 (libpython3.12-stdlib ships _bz2 and depends on libbz2-1.0: canonical/chisel-releases,
+slices/libpython3.12-stdlib.yaml, its core slice). A secret that holds a
+SecretString (the format of wg-mesh before 2026-12-04) is refused as such.
+
+The value is fetched input, so hostile until its hash matches: at most VALUE_LIMIT bytes, one bzip2 stream that
+expands to at most TEXT_LIMIT bytes (decompressed with a bound, never whole), nothing after it. The bundle is pinned:
+agent.json (in the user data) holds the SHA-256 of its JSON text (`bundle_sha256`), and a bundle that does not match
+is refused. Whoever can write the secret can therefore not run code on the gateway; a new agent release changes the
+hash, and with it the user data (a replacement, like a new image). Nothing is installed unless the whole bundle
+passes. Retries every few seconds until `--timeout` (the instance role's credentials can take a moment on first
+boot, and a bundle secret being replaced holds the old format for a moment). Exit 0 once the package is in place, 1
+at the timeout, 2 for a bad agent.json. Writes each module atomically; logs to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
-import gzip
+import bz2
 import hashlib
 import json
 import os
@@ -35,6 +47,9 @@ from .sources import FetchError
 LIB_DIR = "/usr/local/lib/wg-mesh"
 PACKAGE = "wgmesh_gateway"
 RETRY_S = 3.0
+VALUE_LIMIT = 65536  # bytes: Secrets Manager's largest SecretBinary (see above)
+TEXT_LIMIT = 1 << 20  # bytes: the bundle's JSON text at most (~190 KB in 2026-12; ~5x room, and a bound on a bomb)
+MAGIC = b"BZh9"  # a bzip2 stream of 900 KB blocks (bz2.compress(..., 9))
 _MODULE = re.compile(r"[a-z_][a-z0-9_]*\.py")
 
 
@@ -48,12 +63,31 @@ def encode(files: dict[str, str]) -> tuple[bytes, str]:
     return text, hashlib.sha256(text).hexdigest()
 
 
-def decode(value: str, sha256: str) -> dict[str, str]:
-    """The modules of a bundle secret's value; BundleError when it is damaged, not the pinned one or malformed."""
+def unpack(value: bytes | str) -> bytes:
+    """The JSON text of a secret's value, bounded; BundleError saying what is wrong with it."""
+    if isinstance(value, str):
+        raise BundleError("the secret holds a SecretString, not a SecretBinary (an older wg-mesh's bundle?)")
+    if len(value) > VALUE_LIMIT:
+        raise BundleError(f"{len(value)} bytes, over Secrets Manager's {VALUE_LIMIT}: not a bundle")
+    if not value.startswith(MAGIC):
+        raise BundleError(f"not a bzip2 bundle (starts {value[:4]!r})")
+    decompressor = bz2.BZ2Decompressor()
     try:
-        text = gzip.decompress(base64.b64decode(value.encode(), validate=True))
-    except (binascii.Error, OSError, EOFError, ValueError) as exc:
-        raise BundleError(f"not base64 of gzip: {exc.__class__.__name__}") from None
+        text = decompressor.decompress(value, max_length=TEXT_LIMIT + 1)
+    except (OSError, EOFError, ValueError) as exc:
+        raise BundleError(f"damaged bzip2: {exc}") from None
+    if len(text) > TEXT_LIMIT:
+        raise BundleError(f"expands past {TEXT_LIMIT} bytes: not a bundle")
+    if not decompressor.eof:
+        raise BundleError("truncated bzip2")
+    if decompressor.unused_data:
+        raise BundleError(f"{len(decompressor.unused_data)} bytes after the bzip2 stream")
+    return text
+
+
+def decode(value: bytes | str, sha256: str) -> dict[str, str]:
+    """The modules of a bundle secret's value; BundleError when it is damaged, not the pinned one or malformed."""
+    text = unpack(value)
     digest = hashlib.sha256(text).hexdigest()
     if digest != sha256:
         raise BundleError(f"SHA-256 {digest[:12]}… is not the pinned {sha256[:12]}… (agent.json)")
@@ -101,7 +135,7 @@ def bundle_spec(config: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def run(
-    fetch: Callable[[], str],
+    fetch: Callable[[], bytes | str],
     sha256: str,
     lib_dir: str,
     timeout_s: float,
@@ -145,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .source_aws import AwsSource  # Ubuntu's python3-botocore, as for the peer document
 
     source = AwsSource(region, secret, "")
-    return run(lambda: source.document(False), sha256, args.lib, args.timeout, log)
+    return run(source.secret_value, sha256, args.lib, args.timeout, log)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,13 @@ class AwsSource:
     def document(self, wait: bool) -> str:
         return str(self._call("secretsmanager", "get_secret_value", SecretId=self.secret)["SecretString"])
 
+    def secret_value(self) -> bytes | str:
+        """The secret's SecretBinary (bytes: botocore decodes the API's base64), or its SecretString if it holds one
+        (wg_mesh.gateway.bootstrap refuses that: its bundle is binary)."""
+        answer = self._call("secretsmanager", "get_secret_value", SecretId=self.secret)
+        binary = answer.get("SecretBinary")
+        return bytes(binary) if isinstance(binary, bytes | bytearray) else str(answer.get("SecretString", ""))
+
     def private_key(self) -> str:
         answer = self._call("ssm", "get_parameter", Name=self.parameter, WithDecryption=True)
         return str(answer["Parameter"]["Value"])

@@ -20,6 +20,7 @@ real ones are, so the estimate is what `pulumi up` sends to within a few bytes o
 from __future__ import annotations
 
 import base64
+import bz2
 import functools
 import hashlib
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from typing import Any
 import zopfli.gzip
 
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
-from wg_mesh.gateway import ship
+from wg_mesh.gateway import bootstrap, ship
 from wg_mesh.plan import inputpolicy, live, metrics, rearmunit, render, reresolveunit, topology
 from wg_mesh.plan.topology import PeerAddress
 
@@ -159,18 +160,34 @@ def render_live_user_data(
 ZOPFLI_ITERATIONS = 5
 
 
-@functools.lru_cache(maxsize=64)  # pure, and slow on purpose (zopfli): every AWS gateway of a run packs the same bundle
+@functools.lru_cache(maxsize=64)  # pure, and slow on purpose (zopfli): the same user data is packed more than once
 def aws_gzip_bytes(data: bytes) -> bytes:
     """gzip with mtime 0 and no name: the same bytes for the same input, on every machine with this zopfli."""
     return bytes(zopfli.gzip.compress(data, numiterations=ZOPFLI_ITERATIONS))
 
 
-def aws_agent_bundle() -> str:
-    """The value of an AWS site's agent bundle secret (wg_mesh.gateway.bootstrap): base64 of the zopfli gzip of the
-    bundle's JSON, the same bytes on every machine (a zlib gzip would differ between zlib builds: a new secret
-    version on every `pulumi up` from another machine)."""
+def aws_agent_bundle_bytes() -> bytes:
+    """What an AWS site's agent bundle secret holds, a SecretBinary: bzip2 (level 9) of the bundle's JSON, what
+    botocore's GetSecretValue gives wg_mesh.gateway.bootstrap back (its `unpack` reads it, within its bounds). The
+    same bytes for the same text with the same libbzip2 (tests/test_bootstrap.py pins a sample, so one that compresses
+    otherwise fails there; it would make `pulumi up` write a new secret version of the same text, not replace a
+    gateway: the user data pins the text's hash). ValueError past the bootstrap's bounds (the secret's 65536 bytes)."""
     text, _ = ship.bundle("aws")
-    return base64.b64encode(aws_gzip_bytes(text)).decode("ascii")
+    value = bz2.compress(text, 9)
+    if len(text) > bootstrap.TEXT_LIMIT or len(value) > bootstrap.VALUE_LIMIT:
+        raise ValueError(
+            f"the agent bundle is {len(value)} bytes of bzip2 ({len(text)} of text): over the bootstrap's bounds "
+            f"({bootstrap.VALUE_LIMIT}, Secrets Manager's limit; {bootstrap.TEXT_LIMIT})"
+        )
+    return value
+
+
+def aws_agent_bundle() -> str:
+    """The SecretVersion's `secret_binary` input: base64 of `aws_agent_bundle_bytes`. The provider takes base64 and
+    stores the decoded bytes (terraform-provider-aws internal/service/secretsmanager/secret_version.go: `secret_binary`
+    is validated by verify.ValidBase64String and sent as inttypes.Base64Decode(v) in PutSecretValue's SecretBinary;
+    read back with Base64EncodeOnce), so the secret holds the bytes, not this text."""
+    return base64.b64encode(aws_agent_bundle_bytes()).decode("ascii")
 
 
 def aws_gzip(text: str) -> bytes:

@@ -5,6 +5,8 @@ Runs in that namespace (the lab reaches moto only from there: no host networking
 line on stdin, answering one JSON line on stdout:
 
     {"op": "secret", "region": R, "name": N, "value": V}     Secrets Manager: create the secret or put a new version
+    {"op": "secret-binary", ...}                             the same with a SecretBinary: V is its base64, decoded
+                                                             here as the provider does (the agent's bundle)
     {"op": "parameter", "region": R, "name": N, "value": V}  SSM Parameter Store: SecureString, standard tier, overwrite
     -> {"ok": true} | {"ok": false, "error": "..."}
 
@@ -13,6 +15,7 @@ The values are key material and documents: never printed. `python -m wg_mesh.lab
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import time
@@ -37,14 +40,17 @@ def clients(endpoint: str) -> Any:
 
 def handle(client: Any, request: dict[str, Any]) -> None:
     op, region, name, value = request["op"], request["region"], request["name"], request["value"]
-    if op == "secret":
+    if op in ("secret", "secret-binary"):
         sm = client("secretsmanager", region)
+        content = (
+            {"SecretString": value} if op == "secret" else {"SecretBinary": base64.b64decode(value, validate=True)}
+        )
         try:
-            sm.put_secret_value(SecretId=name, SecretString=value)
+            sm.put_secret_value(SecretId=name, **content)
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceNotFoundException":
                 raise
-            sm.create_secret(Name=name, SecretString=value)
+            sm.create_secret(Name=name, **content)
     elif op == "parameter":
         ssm = client("ssm", region)
         ssm.put_parameter(Name=name, Value=value, Type="SecureString", Tier="Standard", Overwrite=True)
@@ -79,7 +85,7 @@ def main(argv: list[str]) -> int:
         try:
             handle(client, json.loads(line))
             print(json.dumps({"ok": True}), flush=True)
-        except (BotoCoreError, ClientError, ValueError, KeyError) as exc:
+        except (BotoCoreError, ClientError, ValueError, KeyError) as exc:  # binascii.Error is a ValueError
             print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
     return 0
 

@@ -276,7 +276,7 @@ class ControlPlane:
         """An AWS site's agent bundle (wg_mesh.gateway.bootstrap), the value the program stores, once per site."""
         source = self.configs[site]["source"]
         if source.get("bundle_secret") and site not in self._bundled:
-            self._aws_call("secret", source["region"], source["bundle_secret"], userdata.aws_agent_bundle())
+            self._aws_call("secret-binary", source["region"], source["bundle_secret"], userdata.aws_agent_bundle())
             self._bundled.add(site)
 
     def publish_key(self, site: str, private_key: str) -> None:
