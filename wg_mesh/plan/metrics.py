@@ -24,6 +24,7 @@ PACKED_SCRIPT = "wgmetrics.py.gz.b64"
 SCRIPT_ENCODING = "gz+b64"
 MAPPING_PATH = wgmetrics.MAPPING_PATH
 TEXTFILE_PATH = wgmetrics.TEXTFILE_PATH
+STATE_PATH = wgmetrics.STATE_PATH  # the last known endpoints (roams), in the unit's StateDirectory
 # Debian/Ubuntu's prometheus-node-exporter: its unit reads ARGS from here; its textfile directory is the
 # parent of TEXTFILE_PATH. cloud-init installs packages with --force-confold, so this file, written before
 # the package is installed, is kept.
@@ -110,7 +111,8 @@ UMask=0077
 # holds it at <= 4.0). It stays root with CAP_NET_ADMIN alone: `wg show all dump` asks the kernel's WireGuard
 # (a CAP_NET_ADMIN netlink call) or wireguard-go's root-only UAPI socket under /run/wireguard; it writes one file
 # in node-exporter's textfile directory (root's: no CAP_DAC_OVERRIDE; its mode set by chmod, so UMask 0077 is
-# safe). It reads the host's routes and links (netlink: AF_NETLINK, and AF_UNIX for the journal, no IP at all) and
+# safe) and its own state (the peers' last known endpoints, to see roams) in its StateDirectory. It reads the host's
+# routes and links (netlink: AF_NETLINK, and AF_UNIX for the journal, no IP at all) and
 # /proc/sys/net/ipv4/ip_forward (so the host's /proc, read-only).
 def service_unit() -> str:
     textfile_dir = TEXTFILE_PATH.rsplit("/", 1)[0]
@@ -120,7 +122,8 @@ After=wg-quick@{INTERFACE}.service
 
 [Service]
 Type=oneshot
-ExecStart=/usr/bin/python3 {SCRIPT_PATH} --mapping {MAPPING_PATH} --out {TEXTFILE_PATH}
+ExecStart=/usr/bin/python3 {SCRIPT_PATH} --mapping {MAPPING_PATH} --out {TEXTFILE_PATH} --state {STATE_PATH}
+StateDirectory={STATE_PATH.split("/")[-2]}
 Nice=10
 CapabilityBoundingSet=CAP_NET_ADMIN
 NoNewPrivileges=yes
