@@ -6,8 +6,6 @@ committed output for the shipped stacks, and monitoring/tests/ proves the rules 
 
 from __future__ import annotations
 
-import ipaddress
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -297,31 +295,6 @@ def rules(cfg: MeshConfig) -> dict[str, Any]:
             {"name": "wg-mesh-alerts", "rules": [alert.rule() for alert in alerts()]},
         ]
     }
-
-
-def parse_ha_gateways(text: str, cfg: MeshConfig) -> dict[str, dict[str, str]]:
-    """The stack output `ha_gateways` (`pulumi stack output ha_gateways --json`: {site: {a: IP, b: IP}}), checked
-    against the stack; ValueError naming what is wrong."""
-    try:
-        raw = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"ha_gateways: not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise ValueError("ha_gateways: not an object of site -> {a: IP, b: IP}")
-    names = {site.name for site in cfg.sites}
-    found: dict[str, dict[str, str]] = {}
-    for site, gateways in raw.items():
-        if site not in names:
-            raise ValueError(f"ha_gateways.{site}: no such site in this stack")
-        if not isinstance(gateways, dict) or not gateways:
-            raise ValueError(f"ha_gateways.{site}: not an object of gateway -> IP")
-        for letter, ip in gateways.items():
-            try:
-                ipaddress.IPv4Address(ip)
-            except (ValueError, TypeError):
-                raise ValueError(f"ha_gateways.{site}.{letter}: {ip!r} is not an IPv4 address") from None
-        found[site] = {str(k): str(v) for k, v in gateways.items()}
-    return found
 
 
 def scrape_config(cfg: MeshConfig, ha_gateways: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
