@@ -242,6 +242,28 @@ def test_unit_tests_can_fail(tmp_path: Path) -> None:
     assert "alertname: WgMeshHandshakeStale" in result.stdout + result.stderr
 
 
+@needs_promtool
+@pytest.mark.parametrize(
+    ("broken", "fails"),
+    [
+        (("for: 4m40s", "for: 9m"), "alertname: WgMeshDynamicSiteSilent"),  # later than the threshold
+        (('and on (site, peer_site) wgmesh_peer_info{kind="dynamic"}', ""), "alertname: WgMeshDynamicSiteSilent"),
+        (("  or wgmesh_peer_latest_handshake_seconds == 0\n", ""), "alertname: WgMeshDynamicSiteSilent"),
+        ((f"{monitoring.NOT_DYNAMIC}\n", ""), "alertname: WgMeshHandshakeStale"),  # stale alerts for dynamic sites
+    ],
+)
+def test_the_dynamic_site_cases_can_fail(broken: tuple[str, str], fails: str, tmp_path: Path) -> None:
+    rules = (MONITORING / "dev" / monitoring.RULES_FILE).read_text()
+    assert broken[0] in rules
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "dev" / monitoring.RULES_FILE).write_text(rules.replace(broken[0], broken[1]))
+    shutil.copy(MONITORING / "tests" / "dev.test.yml", tmp_path / "tests" / "dev.test.yml")
+    result = promtool("test", "rules", "dev.test.yml", cwd=tmp_path / "tests")
+    assert result.returncode != 0
+    assert fails in result.stdout + result.stderr
+
+
 # --- the Grafana dashboard ---------------------------------------------------------------------
 
 

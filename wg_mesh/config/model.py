@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from wg_mesh.config import quotas, reach, underlay
+from wg_mesh.config import alerting, quotas, reach, underlay
 from wg_mesh.config.fields import MonitoringCidr, Port, UsableCidr, parse_network
 from wg_mesh.config.messages import EXPECTED, describe, quote
 from wg_mesh.config.names import name_problems
@@ -87,6 +87,10 @@ class MeshConfig(Strict):
         "replaces the gateways.",
     )
     exporter_port: Port = Field(default=9100, description="node-exporter's TCP port on every gateway.")
+    # The WgMeshDynamicSiteSilent alert's threshold (wg_mesh.config.alerting: its default, its bounds and why).
+    dynamic_silence_alert_seconds: (
+        Annotated[int, Field(ge=alerting.MIN_SILENCE_S, le=alerting.MAX_SILENCE_S)] | None
+    ) = Field(default=None, description=alerting.SILENCE_DESCRIPTION)
     # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
     # AWS: Session Manager), never through a port open to the internet. none: no access path at all.
     operator_access: Literal["none", "cloud"] = Field(
@@ -144,6 +148,7 @@ class MeshConfig(Strict):
         problems += kms_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         problems += monitoring_problems(self.monitoring_cidrs)
+        problems += alerting.silence_problems(self.dynamic_silence_alert_seconds, self.persistent_keepalive)
         problems += underlay.problems(self)
         problems += reach.mesh_problems(self.sites, self.persistent_keepalive, _path_sites(self.private_paths))
         if problems:
@@ -155,6 +160,11 @@ class MeshConfig(Strict):
             if site.name == name:
                 return site
         raise KeyError(name)
+
+    def dynamic_silence(self) -> int:
+        """The WgMeshDynamicSiteSilent threshold: dynamic_silence_alert_seconds, else its default."""
+        given = self.dynamic_silence_alert_seconds
+        return alerting.default_silence(self.persistent_keepalive) if given is None else given
 
     def masquerades(self, site: SiteBase) -> bool:
         """Whether the site's gateway SNATs what it forwards: never for a single host (no cidrs), which forwards
@@ -310,6 +320,7 @@ def _parsed_rules(raw: dict[str, Any], check_limits: bool) -> list[str]:
     keepalive = raw.get("persistent_keepalive", 25)
     valid = isinstance(keepalive, int) and not isinstance(keepalive, bool) and 0 <= keepalive <= 65535
     dynamic = reach.mesh_problems(sites, keepalive if valid else None, _path_sites(paths))
+    dynamic += alerting.silence_problems(raw.get("dynamic_silence_alert_seconds"), keepalive)
     return underlay.problems(cfg) + dynamic + (quotas.problems(cfg) if check_limits else [])
 
 
