@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import roamlab
 from tests.test_dynamic_site import raw_mesh
 from tests.test_render import directory, fake_public_key
 from wg_mesh.config import parse_mesh
@@ -240,3 +241,22 @@ def test_promtool_lints_the_new_series() -> None:
     assert re.search(r'endpoint="\[2001:db8::1\]:40000"', text) and 'endpoint="invalid"' in text
     result = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- the lab assertion (tests/roamlab.py) on the dynamic check's data ---------------------------------------------
+
+
+def lab_data(before: str, after: str) -> dict[str, object]:
+    """The shape of wg_mesh/lab/checks/dynamiccheck.py's data: each other gateway's view of the dynamic site."""
+    rows = lambda endpoint: [{"gateway": g, "peer": "office", "configured": None, "endpoint": endpoint, "ok": True}  # noqa: E731
+                             for g in ("aws-use1", "gcp-euw3", "vps-fra")]  # fmt: skip
+    return {"learnt": rows(before), "roam": {"site": "office", "learnt_after": rows(after)}}
+
+
+def test_the_lab_assertion_sees_a_roam_and_fails_without_one() -> None:
+    cfg = parse_mesh(raw_mesh())
+    roamlab.assert_the_metrics_follow_the_roam(cfg, lab_data("203.0.113.1:51820", "203.0.113.254:51820"))
+    with pytest.raises(AssertionError):  # the same address before and after: no roam to see
+        roamlab.assert_the_metrics_follow_the_roam(cfg, lab_data("203.0.113.1:51820", "203.0.113.1:51820"))
+    with pytest.raises(AssertionError):  # what WireGuard never shows
+        roamlab.assert_the_metrics_follow_the_roam(cfg, lab_data("203.0.113.1:51820", "somewhere"))
