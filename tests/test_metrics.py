@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wg_mesh.gateway import wgmetrics
+from wg_mesh.gateway import ship, wgmetrics
 from wg_mesh.plan import metrics, render, userdata, wgkey
 from wg_mesh.plan.topology import PeerAddress, interface_plan
 from wg_mesh.plan.validate import load_mesh
@@ -413,7 +413,7 @@ def test_extras_install_node_exporter_script_mapping_and_timer() -> None:
     }
     script = files["/usr/local/sbin/wg-mesh-metrics"]
     assert script.encoding == "gz+b64"
-    assert metrics.unpack(script.content) == (REPO / "wg_mesh" / "gateway" / "wgmetrics.py").read_text()
+    assert metrics.unpack(script.content) == ship.compact((REPO / "wg_mesh" / "gateway" / "wgmetrics.py").read_text())
     assert script.permissions == "0755"
     assert all(f.owner == "root:root" for f in extras.files)
 
@@ -524,9 +524,12 @@ def test_committed_packed_script_is_the_source() -> None:
     """wg_mesh/gateway/wgmetrics.py.gz.b64 is what ships; regenerate it with WG_MESH_UPDATE_GOLDEN=1 after editing the
     script."""
     packed = REPO / "wg_mesh" / "gateway" / metrics.PACKED_SCRIPT
-    if os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1" and metrics.unpack(packed.read_text()) != metrics.script_source():
-        packed.write_text(metrics.pack(metrics.script_source()))
-    assert metrics.unpack(metrics.packed_script()) == metrics.script_source(), (
+    if (
+        os.environ.get("WG_MESH_UPDATE_GOLDEN") == "1"
+        and metrics.unpack(packed.read_text()) != metrics.shipped_source()
+    ):
+        packed.write_text(metrics.pack(metrics.shipped_source()))
+    assert metrics.unpack(metrics.packed_script()) == metrics.shipped_source(), (
         f"{packed} is stale: regenerate with WG_MESH_UPDATE_GOLDEN=1 and commit it"
     )
     assert all(len(line) <= 76 for line in metrics.packed_script().splitlines())
@@ -548,7 +551,7 @@ def test_cloud_init_decodes_the_packed_script(tmp_path: Path) -> None:
         ["/usr/bin/python3", "-c", decode, str(tmp_path / "entry.json")], capture_output=True, check=False
     )
     assert result.returncode == 0, result.stderr.decode()
-    assert result.stdout.decode() == metrics.script_source()
+    assert result.stdout.decode() == metrics.shipped_source()
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -567,11 +570,10 @@ def test_user_data_with_metrics_fits_aws(stack: str, private_key: str) -> None:
 
 def test_the_compacted_script_the_live_user_data_ships_runs(tmp_path: Path) -> None:
     """ship.compact drops docstrings: the live user data's wg-mesh-metrics crashed on `__doc__.splitlines()` at every
-    run (booted prod: wg-mesh-metrics.service failed on every gateway, no metrics file). It must start."""
-    from wg_mesh.gateway import ship
-
+    run (booted prod: wg-mesh-metrics.service failed on every gateway, no metrics file). It must start. (Both delivery
+    modes ship it compacted now: metrics.shipped_source.)"""
     script = tmp_path / "wg-mesh-metrics"
-    script.write_text(ship.compact(metrics.script_source()))
+    script.write_text(metrics.shipped_source())
     result = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "WireGuard peers and forwarding state" in result.stdout
