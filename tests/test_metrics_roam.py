@@ -140,13 +140,18 @@ def test_a_relayed_site_is_the_relays_entry_with_its_own_name() -> None:
     ]
 
 
-def test_a_mapping_without_kinds_or_with_a_strange_one_says_unknown() -> None:
+def test_a_mapping_without_a_kind_is_configured_and_a_strange_one_unknown() -> None:
+    """No `kind`: configured (so a mesh without dynamic sites keeps its mapping byte for byte, and its user data)."""
     doc = {"site": "a", "interface": "wg0", "peers": [
         {"site": "b", "public_key": VPS, "allowed_ips": []},
         {"site": "c", "public_key": OFFICE, "allowed_ips": [], "kind": 'dynamic"} 1'},
+        {"site": "d", "public_key": GCP, "allowed_ips": [], "kind": ["dynamic"]},
     ]}  # fmt: skip
-    assert [p.kind for p in wgmetrics.parse_mapping(json.dumps(doc)).peers] == ["unknown", "unknown"]
+    assert [p.kind for p in wgmetrics.parse_mapping(json.dumps(doc)).peers] == ["configured", "unknown", "unknown"]
     assert all(f"`{kind}`" in (mapping.__doc__ or "") for kind in wgmetrics.KINDS)  # the kinds the builder documents
+    cfg = parse_mesh(raw_mesh())
+    aws = json.loads(metrics.peer_mapping(cfg, "aws-use1", directory(cfg)))
+    assert [p.get("kind") for p in aws["peers"]] == [None, None, "dynamic"]
 
 
 # --- roaming ----------------------------------------------------------------------------------------------------------

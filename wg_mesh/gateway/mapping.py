@@ -4,7 +4,8 @@ wg-mesh-metrics (wg_mesh/gateway/wgmetrics.py) labels peers with site names and 
 Written by the user data (`delivery: user-data`, through wg_mesh.plan.metrics) or by the agent from the peer document
 (`delivery: live`): one builder for both. Public data only (public keys and prefixes): world-readable, no private key.
 
-A peer's kind (= wgmetrics.KINDS): `configured` (an Endpoint in its config) or `dynamic` (none: learnt from its packets,
+A peer's kind (= wgmetrics.KINDS): `configured` (an Endpoint in its config; no `kind` key, so a mesh without dynamic
+sites has the mapping it had, and each peer costs no more user data) or `dynamic` (none: learnt from its packets,
 `endpoint: dynamic`, issue 24). A site reached through a relay (issue 24 item 2) is an entry of kind `relayed` with
 `via` (the relay's site name) and the relay's public key: the peer entry that carries its AllowedIPs.
 """
@@ -27,7 +28,7 @@ def peer_mapping(plan: InterfacePlan, interface: str = INTERFACE) -> str:
                 "site": peer.name,
                 "public_key": peer.public_key,
                 "allowed_ips": list(peer.allowed_ips),
-                "kind": "dynamic" if peer.endpoint is None else "configured",
+                **({"kind": "dynamic"} if peer.endpoint is None else {}),
             }
             for peer in plan.peers
         ],

@@ -26,7 +26,7 @@ MAPPING_PATH = "/etc/wg-mesh/peers.json"
 TEXTFILE_PATH = "/var/lib/prometheus/node-exporter/wg_mesh.prom"
 UNKNOWN_SITE = "unknown"  # a peer key that is not in the mapping
 STATE_PATH = "/var/lib/wg-mesh-metrics/endpoints"  # the unit's StateDirectory; no --state: no roam tracking
-KINDS = ("configured", "dynamic", "relayed")  # = wg_mesh.gateway.mapping's; anything else in a mapping: "unknown"
+KINDS = ("configured", "dynamic", "relayed")  # = wg_mesh.gateway.mapping's (no kind: configured; else: "unknown")
 INVALID = "invalid"  # the endpoint label of what is not IP:PORT
 MAX_ENDPOINT_CHARS = 64  # "[" IPv6 (39) "%" scope (15) "]:" port (5) = 63: longer is not an endpoint
 ENDPOINT_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.:[]%-_")
@@ -165,7 +165,7 @@ def parse_mapping(text: str) -> Mapping:
     doc = json.loads(text)
     peers = tuple(
         ExpectedPeer(str(p["site"]), str(p["public_key"]), tuple(p["allowed_ips"]),
-                     str(p["kind"]) if p.get("kind") in KINDS else "unknown", str(p.get("via", "")))
+                     next((k for k in KINDS if k == p.get("kind", KINDS[0])), "unknown"), str(p.get("via", "")))
         for p in doc["peers"]
     )  # fmt: skip
     return Mapping(site=str(doc["site"]), interface=str(doc["interface"]), peers=peers)
