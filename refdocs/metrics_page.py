@@ -69,7 +69,7 @@ def render() -> str:
         "## Alerts",
         "",
     ]
-    alerts = monitoring.alerts()
+    alerts = monitoring.alerts(MeshConfig.model_validate(EXAMPLE).dynamic_silence())
     lines += md.table(
         ("alert", "severity", "for", "summary"),
         [[f"[{a.name}](#{a.name.lower()})", a.severity, a.for_ or "—", a.summary] for a in alerts],

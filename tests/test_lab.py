@@ -269,7 +269,7 @@ def test_cloud_config_is_read_into_files_sysctl_and_wg_quick() -> None:
     assert oct(files[render.WG_CONF_PATH].mode) == "0o600"
     assert f"PrivateKey = {keys.private['aws-use1']}" in files[render.WG_CONF_PATH].text
     # The metrics extras travel gzip+base64; the lab writes them decoded, like cloud-init.
-    assert files[metrics.SCRIPT_PATH].text == metrics.script_source() and files[metrics.SCRIPT_PATH].mode == 0o755
+    assert files[metrics.SCRIPT_PATH].text == metrics.shipped_source() and files[metrics.SCRIPT_PATH].mode == 0o755
     assert setup.sysctl == tuple(render.SYSCTL_SETTINGS.items())
     assert setup.interfaces == ("wg0",)
     units = ["wg-quick@wg0", inputpolicy.UNIT_NAME, "wg-mesh-metrics.timer", metrics.NODE_EXPORTER_SERVICE]

@@ -23,7 +23,7 @@ from tests.stacks import STACK_NAMES
 from wg_mesh.gateway import agent, fallback, ha_run, pmtu, wgmetrics
 from wg_mesh.plan.topology import peer_names
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.tools import monitoring
+from wg_mesh.tools import hagateways, monitoring
 from wg_mesh.tools.stackfile import load, read_raw
 
 REPO = Path(__file__).resolve().parent.parent
@@ -242,6 +242,28 @@ def test_unit_tests_can_fail(tmp_path: Path) -> None:
     assert "alertname: WgMeshHandshakeStale" in result.stdout + result.stderr
 
 
+@needs_promtool
+@pytest.mark.parametrize(
+    ("broken", "fails"),
+    [
+        (("for: 4m40s", "for: 9m"), "alertname: WgMeshDynamicSiteSilent"),  # later than the threshold
+        (('and on (site, peer_site) wgmesh_peer_info{kind="dynamic"}', ""), "alertname: WgMeshDynamicSiteSilent"),
+        (("  or wgmesh_peer_latest_handshake_seconds == 0\n", ""), "alertname: WgMeshDynamicSiteSilent"),
+        ((f"{monitoring.NOT_DYNAMIC}\n", ""), "alertname: WgMeshHandshakeStale"),  # stale alerts for dynamic sites
+    ],
+)
+def test_the_dynamic_site_cases_can_fail(broken: tuple[str, str], fails: str, tmp_path: Path) -> None:
+    rules = (MONITORING / "dev" / monitoring.RULES_FILE).read_text()
+    assert broken[0] in rules
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "dev" / monitoring.RULES_FILE).write_text(rules.replace(broken[0], broken[1]))
+    shutil.copy(MONITORING / "tests" / "dev.test.yml", tmp_path / "tests" / "dev.test.yml")
+    result = promtool("test", "rules", "dev.test.yml", cwd=tmp_path / "tests")
+    assert result.returncode != 0
+    assert fails in result.stdout + result.stderr
+
+
 # --- the Grafana dashboard ---------------------------------------------------------------------
 
 
@@ -323,12 +345,12 @@ def test_ha_gateways_are_scraped_by_their_vpc_addresses(tmp_path: Path) -> None:
     and lists each by its VPC address with its letter; other sites keep their overlay target."""
     cfg = load(REPO / "Pulumi.ha.yaml")
     output = {"aws-use1": {"a": "10.10.0.10", "b": "10.10.1.10"}, "gcp-euw3": {"a": "10.100.0.2", "b": "10.100.0.3"}}
-    (job,) = monitoring.scrape_config(cfg, monitoring.parse_ha_gateways(json.dumps(output), cfg))["scrape_configs"]
+    (job,) = monitoring.scrape_config(cfg, hagateways.parse_ha_gateways(json.dumps(output), cfg))["scrape_configs"]
     assert job["static_configs"][:2] == [
         {"targets": ["10.10.0.10:9100"], "labels": {"site": "aws-use1", "gateway": "a"}},
         {"targets": ["10.10.1.10:9100"], "labels": {"site": "aws-use1", "gateway": "b"}},
     ]
-    only_aws = monitoring.parse_ha_gateways(json.dumps({"aws-use1": output["aws-use1"]}), cfg)
+    only_aws = hagateways.parse_ha_gateways(json.dumps({"aws-use1": output["aws-use1"]}), cfg)
     (job,) = monitoring.scrape_config(cfg, only_aws)["scrape_configs"]
     assert job["static_configs"][-1] == {"targets": ["10.200.0.2:9100"], "labels": {"site": "gcp-euw3"}}
     cases: list[tuple[object, str]] = [
@@ -338,7 +360,7 @@ def test_ha_gateways_are_scraped_by_their_vpc_addresses(tmp_path: Path) -> None:
     ]
     for bad, field in cases:
         with pytest.raises(ValueError, match=rf"^{re.escape(field)}"):
-            monitoring.parse_ha_gateways(json.dumps(bad), cfg)
+            hagateways.parse_ha_gateways(json.dumps(bad), cfg)
     path = tmp_path / "ha_gateways.json"
     path.write_text(json.dumps(output))
     argv = [sys.executable, "-m", "wg_mesh", "monitoring", "--stack", "ha", "--out", str(tmp_path / "out")]

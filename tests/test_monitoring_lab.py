@@ -51,6 +51,7 @@ PROMETHEUS = "127.0.0.1:9090"  # inside the monitoring namespace
 RUN_DIR = "/run/wg-mesh"  # the gateway's private /run
 TEXTFILE_DIR = f"{RUN_DIR}/textfile"
 SCRIPT = f"{RUN_DIR}/wg-mesh-metrics"
+STATE = f"{RUN_DIR}/state/endpoints"
 PYTHON = "/usr/bin/python3"
 
 CANNOT_RUN = missing_requirements() + [
@@ -146,7 +147,8 @@ def start_metrics(lab: BuiltLab, cfg: Any, keys: LabKeys, site: str) -> None:
         stdout=log,
     )
     lab.state.track(exporter.pid, node.netns, "node-exporter")
-    run_once = f"{PYTHON} {SCRIPT} --mapping {metrics.MAPPING_PATH} --out {TEXTFILE_DIR}/wg_mesh.prom"
+    # the unit's ExecStart, with the state (the peers' last known endpoints) in the private /run too
+    run_once = f"{PYTHON} {SCRIPT} --mapping {metrics.MAPPING_PATH} --out {TEXTFILE_DIR}/wg_mesh.prom --state {STATE}"
     loop = f"while :; do {run_once}; sleep 1; done"
     timer = node.popen(["sh", "-c", loop], stdout=log)
     lab.state.track(timer.pid, node.netns, "wg-mesh-metrics loop")
@@ -230,6 +232,11 @@ def test_baseline_every_gateway_scraped_and_quiet(monitored: MonitoredLab, recor
         (s["metric"]["site"], s["metric"]["peer_site"]) for s in monitored.query("wgmesh_peer_receive_bytes_total")
     }
     assert peers == {("aws-use1", "gcp-euw3"), ("gcp-euw3", "aws-use1")}
+    # issue 24: each peer's kind and current endpoint, and no roam in a lab where nothing moved
+    kinds = {(s["metric"]["site"], s["metric"]["kind"]) for s in monitored.query("wgmesh_peer_info")}
+    assert kinds == {("aws-use1", "configured"), ("gcp-euw3", "configured")}
+    assert len(monitored.query("wgmesh_peer_endpoint_info")) == 2
+    assert len(monitored.query("wgmesh_peer_last_roam_timestamp_seconds == 0")) == 2
     for site in ("aws-use1", "gcp-euw3"):
         code, report = monitored.doctor(site)
         assert code == 0, report

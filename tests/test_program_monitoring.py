@@ -121,7 +121,7 @@ def test_every_gateway_installs_the_metrics(applied_user_data: ProgramRun) -> No
         files = files_of(user_data)
         script = files[metrics.SCRIPT_PATH]
         assert script["encoding"] == "gz+b64" and script["permissions"] == "0755"
-        assert metrics.unpack(script["content"]) == metrics.script_source()
+        assert metrics.unpack(script["content"]) == metrics.shipped_source()
         # Cloud gateways: every interface, behind the cloud firewall; static sites: the overlay address only.
         address = str(site.overlay_ip) if isinstance(site, StaticSite) else ""
         listen = f"--web.listen-address={address}:{cfg.exporter_port} "

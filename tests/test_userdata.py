@@ -209,7 +209,7 @@ def test_live_user_data_checks_the_agent_last_and_ships_the_scripts_as_written()
         # Plain text, the repo's sources without comments and docstrings (ship.compact; tests/test_agent_ship.py
         # shows the code is the same), no encoding: the AWS gzip covers the whole user data.
         script = files[metrics.SCRIPT_PATH]
-        assert "encoding" not in script and script["content"] == ship.compact(metrics.script_source()), name
+        assert "encoding" not in script and script["content"] == metrics.shipped_source(), name
         if name != "vps-fra":
             ready = files[userdata.READY_SCRIPT_PATH]
             source = Path(readymark.__file__).read_text()

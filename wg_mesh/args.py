@@ -163,6 +163,10 @@ class MeshArgs(TypedDict):
     """Networks allowed to scrape the gateways' node-exporter on `exporter_port` (TCP). Default none."""
     exporter_port: NotRequired[int]
     """node-exporter's port on every gateway. Default 9100."""
+    dynamic_silence_alert_seconds: NotRequired[int]
+    """How long a site with `endpoint: 'dynamic'` may go without a handshake before WgMeshDynamicSiteSilent fires
+    (240..604800, and at least 180 + persistent_keepalive). Default 2 x 180 + 4 x persistent_keepalive. Monitoring
+    only: `wg-mesh monitoring` renders it into the rules."""
     operator_access: NotRequired[OperatorAccess]
     """'none' (default) or 'cloud': reach the gateways through AWS Session Manager and GCP IAP, no open SSH port."""
     protect: NotRequired[bool]

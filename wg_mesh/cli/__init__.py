@@ -20,7 +20,7 @@ from wg_mesh.config import ConfigError, MeshConfig, summary
 from wg_mesh.gateway import doctor
 from wg_mesh.lab.cli import add_arguments as add_lab_arguments
 from wg_mesh.lab.cli import cmd_lab
-from wg_mesh.tools import cost, monitoring
+from wg_mesh.tools import cost, hagateways, monitoring
 from wg_mesh.tools.stackfile import load, stack_file
 
 PROG = "wg-mesh"
@@ -131,7 +131,7 @@ def cmd_monitoring(args: argparse.Namespace) -> int:
     ha_gateways = None
     if args.ha_gateways is not None:
         try:
-            ha_gateways = monitoring.parse_ha_gateways(args.ha_gateways.read_text(), cfg)
+            ha_gateways = hagateways.parse_ha_gateways(args.ha_gateways.read_text(), cfg)
         except (OSError, ValueError) as exc:
             print(f"{args.ha_gateways}: {exc}", file=sys.stderr)
             return EXIT_CONFIG

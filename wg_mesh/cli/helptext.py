@@ -82,6 +82,7 @@ same check is `sudo python3 -m wg_mesh.gateway.doctor` (see the README, "Doctor"
 examples:
   $ sudo wg-mesh doctor
   $ sudo wg-mesh doctor --interface wg0 --json
+  $ sudo wg-mesh doctor --dynamic-silence 3600
 """
 
 COST = """\

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from wg_mesh.config import dnsname, quotas, reach, underlay
+from wg_mesh.config import alerting, dnsname, quotas, reach, underlay
 from wg_mesh.config import relay as relaying
 from wg_mesh.config.fields import MonitoringCidr, Port, UsableCidr, parse_network
 from wg_mesh.config.messages import EXPECTED, describe, quote
@@ -95,6 +95,10 @@ class MeshConfig(Strict):
         "replaces the gateways.",
     )
     exporter_port: Port = Field(default=9100, description="node-exporter's TCP port on every gateway.")
+    # The WgMeshDynamicSiteSilent alert's threshold (wg_mesh.config.alerting: its default, its bounds and why).
+    dynamic_silence_alert_seconds: (
+        Annotated[int, Field(ge=alerting.MIN_SILENCE_S, le=alerting.MAX_SILENCE_S)] | None
+    ) = Field(default=None, description=alerting.SILENCE_DESCRIPTION)
     # cloud: operators reach gateways through the cloud's own access path (GCP: IAP TCP forwarding + OS Login;
     # AWS: Session Manager), never through a port open to the internet. none: no access path at all.
     operator_access: Literal["none", "cloud"] = Field(
@@ -153,6 +157,7 @@ class MeshConfig(Strict):
         problems += kms_delivery_problems([site.__dict__ for site in self.sites], self.delivery)
         problems += cross_site_problems(self.overlay_cidr, [SiteFacts.of(s) for s in self.sites], self.mtu)
         problems += monitoring_problems(self.monitoring_cidrs)
+        problems += alerting.silence_problems(self.dynamic_silence_alert_seconds, self.persistent_keepalive)
         problems += underlay.problems(self)
         problems += reach.mesh_problems(self.sites, self.persistent_keepalive, _path_sites(self.private_paths))
         problems += relaying.problems(self.sites, self.relay)
@@ -165,6 +170,11 @@ class MeshConfig(Strict):
             if site.name == name:
                 return site
         raise KeyError(name)
+
+    def dynamic_silence(self) -> int:
+        """The WgMeshDynamicSiteSilent threshold: dynamic_silence_alert_seconds, else its default."""
+        given = self.dynamic_silence_alert_seconds
+        return alerting.default_silence(self.persistent_keepalive) if given is None else given
 
     def masquerades(self, site: SiteBase) -> bool:
         """Whether the site's gateway SNATs what it forwards: never for a single host (no cidrs), which forwards
@@ -321,6 +331,7 @@ def _parsed_rules(raw: dict[str, Any], check_limits: bool) -> list[str]:
     valid = isinstance(keepalive, int) and not isinstance(keepalive, bool) and 0 <= keepalive <= 65535
     dynamic = reach.mesh_problems(sites, keepalive if valid else None, _path_sites(paths))
     dynamic += relaying.problems(sites, raw.get("relay")) if isinstance(raw.get("relay"), str | None) else []
+    dynamic += alerting.silence_problems(raw.get("dynamic_silence_alert_seconds"), keepalive)
     return underlay.problems(cfg) + dynamic + (quotas.problems(cfg) if check_limits else [])
 
 

@@ -1,8 +1,13 @@
-"""The metrics mapping (/etc/wg-mesh/peers.json): a site's name, interface and peers by public key.
+"""The metrics mapping (/etc/wg-mesh/peers.json): a site's name, interface and peers by public key, with their kinds.
 
-wg-mesh-metrics (wg_mesh/gateway/wgmetrics.py) labels peers with site names from it. Written by the user data
-(`delivery: user-data`, through wg_mesh.plan.metrics) or by the agent from the peer document (`delivery: live`):
-one builder for both. Public data only (public keys and prefixes): world-readable, no private key.
+wg-mesh-metrics (wg_mesh/gateway/wgmetrics.py) labels peers with site names and kinds from it; doctor reads the kinds.
+Written by the user data (`delivery: user-data`, through wg_mesh.plan.metrics) or by the agent from the peer document
+(`delivery: live`): one builder for both. Public data only (public keys and prefixes): world-readable, no private key.
+
+A peer's kind (= wgmetrics.KINDS): `configured` (an Endpoint in its config; no `kind` key, so a mesh without dynamic
+sites has the mapping it had, and each peer costs no more user data) or `dynamic` (none: learnt from its packets,
+`endpoint: dynamic`, issue 24). A site reached through a relay (issue 24 item 2) is an entry of kind `relayed` with
+`via` (the relay's site name) and the relay's public key: the peer entry that carries its AllowedIPs.
 """
 
 from __future__ import annotations
@@ -19,7 +24,12 @@ def peer_mapping(plan: InterfacePlan, interface: str = INTERFACE) -> str:
         "site": plan.site,
         "interface": interface,
         "peers": [
-            {"site": peer.name, "public_key": peer.public_key, "allowed_ips": list(peer.allowed_ips)}
+            {
+                "site": peer.name,
+                "public_key": peer.public_key,
+                "allowed_ips": list(peer.allowed_ips),
+                **({"kind": "dynamic"} if peer.endpoint is None else {}),
+            }
             for peer in plan.peers
         ],
     }

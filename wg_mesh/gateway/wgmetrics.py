@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """wg-mesh-metrics: WireGuard peers and forwarding state as node-exporter textfile metrics.
 
-Run by wg-mesh-metrics.timer on every gateway; peers are labelled with site names from /etc/wg-mesh/peers.json.
-Python 3 stdlib only. `mesh doctor` imports the parsers. The dump's private key is dropped while parsing.
+Run by wg-mesh-metrics.timer on every gateway; peers are labelled with site names and kinds from peers.json, roams
+found against the endpoints in --state (track). Stdlib only; `mesh doctor` imports the parsers. No private key kept.
 """
 
 from __future__ import annotations
@@ -18,14 +18,19 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 DESCRIPTION = "WireGuard peers and forwarding state as node-exporter textfile metrics"
-
 HANDSHAKE_STALE_SECONDS = 180  # WireGuard rekeys every 120 s on an active tunnel: older means broken
 MAPPING_PATH = "/etc/wg-mesh/peers.json"
 TEXTFILE_PATH = "/var/lib/prometheus/node-exporter/wg_mesh.prom"
 UNKNOWN_SITE = "unknown"  # a peer key that is not in the mapping
-
+STATE_PATH = "/var/lib/wg-mesh-metrics/endpoints"  # the unit's StateDirectory; no --state: no roam tracking
+KINDS = ("configured", "dynamic", "relayed")  # = wg_mesh.gateway.mapping's (no kind: configured; else: "unknown")
+INVALID = "invalid"  # the endpoint label of what is not IP:PORT
+MAX_ENDPOINT_CHARS = 64  # "[" IPv6 (39) "%" scope (15) "]:" port (5) = 63: longer is not an endpoint
+ENDPOINT_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.:[]%-_")
+MAX_STATE_BYTES = 1 << 20
 # name -> (type, help); the order of the output
 METRICS: dict[str, tuple[str, str]] = {
     "wgmesh_metrics_last_run_timestamp_seconds": ("gauge", "When wg-mesh-metrics last ran (unix time)."),
@@ -39,12 +44,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "wgmesh_peer_receive_bytes_total": ("counter", "Bytes received from the peer."),
     "wgmesh_peer_transmit_bytes_total": ("counter", "Bytes sent to the peer."),
     "wgmesh_route_present": ("gauge", "1 if the route lookup for the peer's AllowedIPs prefix leads into wg."),
+    "wgmesh_peer_info": ("gauge", "1 per peer of the mapping; kind: configured, dynamic or relayed (via: the relay)."),
+    "wgmesh_peer_endpoint_info": ("gauge", "1 with the mapped peer's current endpoint (IP:PORT, or invalid)."),
+    "wgmesh_peer_last_roam_timestamp_seconds": ("gauge", "Unix time the peer's endpoint last changed (0: not seen)."),
 }
 
 
 # --- parsing (pure) -------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PeerStat:
     interface: str
@@ -70,20 +76,12 @@ def parse_dump(text: str, interface: str | None = None) -> list[PeerStat]:
         if len(fields) != 9:
             raise ValueError(f"wg dump line {number}: expected 5 or 9 fields, got {len(fields)}")
         iface, key, _psk, endpoint, allowed, handshake, rx, tx, _keepalive = fields
+        ips = () if allowed == "(none)" else tuple(a for a in allowed.split(",") if a)
         try:
-            peers.append(
-                PeerStat(
-                    interface=iface,
-                    public_key=key,
-                    endpoint=None if endpoint == "(none)" else endpoint,
-                    allowed_ips=() if allowed == "(none)" else tuple(a for a in allowed.split(",") if a),
-                    latest_handshake=int(handshake),
-                    rx_bytes=int(rx),
-                    tx_bytes=int(tx),
-                )
-            )
+            numbers = int(handshake), int(rx), int(tx)
         except ValueError:
             raise ValueError(f"wg dump line {number}: handshake and transfer fields are not numbers") from None
+        peers.append(PeerStat(iface, key, None if endpoint == "(none)" else endpoint, ips, *numbers))
     return peers
 
 
@@ -96,11 +94,8 @@ class Link:
 
 def parse_link(json_text: str) -> Link | None:
     """`ip -j link show dev IFACE` -> the link, or None if the output holds none."""
-    items = json.loads(json_text or "[]")
-    if not items:
-        return None
-    item = items[0]
-    return Link(name=str(item["ifname"]), up="UP" in item.get("flags", []), mtu=int(item.get("mtu", 0)))
+    item = (json.loads(json_text or "[]") or [None])[0]
+    return None if item is None else Link(str(item["ifname"]), "UP" in item.get("flags", []), int(item.get("mtu", 0)))
 
 
 @dataclass(frozen=True)
@@ -128,9 +123,8 @@ def is_ipv6(prefix: str) -> bool:
 
 
 def route_for(routes: Iterable[Route], prefix: str) -> Route | None:
-    """The route the kernel picks for a whole prefix: the most specific one of its family that covers it.
-
-    None also for a prefix that is not an IP prefix at all (a hand-edited mapping)."""
+    """The route the kernel picks for a whole prefix: the most specific one of its family that covers it (None also
+    for a prefix that is not an IP prefix at all: a hand-edited mapping)."""
     try:
         net = ipaddress.ip_network(prefix, strict=False)
     except ValueError:
@@ -147,8 +141,10 @@ def routes_into(routes: Iterable[Route], prefix: str, interface: str) -> bool:
 @dataclass(frozen=True)
 class ExpectedPeer:
     site: str
-    public_key: str
+    public_key: str  # a relayed site's: its relay's (the peer entry that carries its AllowedIPs)
     allowed_ips: tuple[str, ...]
+    kind: str = "configured"  # KINDS, or "unknown"
+    via: str = ""  # relayed: the relay's site
 
 
 @dataclass(frozen=True)
@@ -157,29 +153,78 @@ class Mapping:
     interface: str
     peers: tuple[ExpectedPeer, ...]
 
+    @property
+    def direct(self) -> tuple[ExpectedPeer, ...]:  # the peers with an entry of their own on the interface
+        return tuple(p for p in self.peers if p.kind != "relayed")
+
     def site_of(self, public_key: str) -> str:
-        return next((p.site for p in self.peers if p.public_key == public_key), UNKNOWN_SITE)
+        return next((p.site for p in self.direct if p.public_key == public_key), UNKNOWN_SITE)
 
 
 def parse_mapping(text: str) -> Mapping:
     doc = json.loads(text)
-    return Mapping(
-        site=str(doc["site"]),
-        interface=str(doc["interface"]),
-        peers=tuple(
-            ExpectedPeer(site=str(p["site"]), public_key=str(p["public_key"]), allowed_ips=tuple(p["allowed_ips"]))
-            for p in doc["peers"]
-        ),
+    peers = tuple(
+        ExpectedPeer(str(p["site"]), str(p["public_key"]), tuple(p["allowed_ips"]),
+                     next((k for k in KINDS if k == p.get("kind", KINDS[0])), "unknown"), str(p.get("via", "")))
+        for p in doc["peers"]
+    )  # fmt: skip
+    return Mapping(site=str(doc["site"]), interface=str(doc["interface"]), peers=peers)
+
+
+def endpoint_label(endpoint: str | None) -> str | None:
+    """`wg show`'s HOST:PORT ([IPv6]:PORT), canonical, or INVALID: a bounded label value, whatever the dump held."""
+    if endpoint is None:
+        return None
+    host, _, port = endpoint.rpartition(":")
+    if len(endpoint) > MAX_ENDPOINT_CHARS or not ENDPOINT_CHARS.issuperset(endpoint) or not port.isdigit():
+        return INVALID
+    v6 = host.startswith("[") and host.endswith("]")
+    try:
+        ip = ipaddress.ip_address(host[1:-1] if v6 else host)
+    except ValueError:
+        return INVALID
+    return (
+        INVALID
+        if (ip.version == 6) != v6 or int(port) > 65535
+        else f"[{ip}]:{int(port)}"
+        if v6
+        else f"{ip}:{int(port)}"
     )
 
 
+class Seen(NamedTuple):
+    endpoint: str  # the last endpoint_label observed (never None: a peer with none keeps its last known)
+    roamed: float  # unix time it was last seen to change; 0: not since the state began
+
+
+def track(previous: dict[str, Seen], current: dict[str, str | None], now: float) -> dict[str, Seen]:
+    """The state after observing `current` (public key -> endpoint label). A roam: the endpoint changed from one
+    address to another. A first address is learnt, not a roam; a peer with none (wg0 restarted, the peer not heard
+    since) keeps its last known one: A, none, A is no roam, A, none, B is one. Peers not in `current` are dropped."""
+    state = {}
+    for key, endpoint in current.items():
+        before = previous.get(key)
+        if endpoint is not None and (before is None or before.endpoint != endpoint):
+            state[key] = Seen(endpoint, 0.0 if before is None else now)
+        elif before is not None:
+            state[key] = before
+    return state
+
+
+def parse_state(text: str) -> dict[str, Seen]:
+    """The state file (roam_state writes a line `KEY ENDPOINT ROAMED` per peer); other lines are dropped."""
+    state = {}
+    for line in text.splitlines() if len(text) <= MAX_STATE_BYTES else ():
+        key, endpoint, roamed = fields if len(fields := line.split()) == 3 else ("", "", "")
+        number = roamed.replace(".", "", 1)
+        if endpoint_label(endpoint) == endpoint and number.isascii() and number.isdigit():
+            state[key] = Seen(endpoint, float(roamed))
+    return state
+
+
 # --- formatting (pure) ----------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
-class Snapshot:
-    """What one run observed (None: could not be read)."""
-
+class Snapshot:  # what one run observed (None: could not be read)
     now: float
     peers: tuple[PeerStat, ...] | None
     link: Link | None
@@ -197,8 +242,15 @@ def _sample(name: str, labels: dict[str, str], value: float) -> str:
     return f"{name}{{{text}}} {number}"
 
 
-def format_metrics(mapping: Mapping, snap: Snapshot) -> str:
-    """Each family's HELP, TYPE and samples together, in METRICS order, without timestamps."""
+def observed(mapping: Mapping, snap: Snapshot) -> dict[str, str | None]:
+    """The endpoint labels of the interface's peers that the mapping knows: at most one per mapped peer."""
+    known = {p.public_key for p in mapping.direct}
+    mine = [p for p in snap.peers or () if p.interface == mapping.interface and p.public_key in known]
+    return {p.public_key: endpoint_label(p.endpoint) for p in mine}
+
+
+def format_metrics(mapping: Mapping, snap: Snapshot, roams: dict[str, Seen] | None = None) -> str:
+    """Each family's HELP, TYPE and samples together, in METRICS order, without timestamps; roams: track's state."""
     site = {"site": mapping.site}
     iface = {"site": mapping.site, "interface": mapping.interface}
     samples: dict[str, list[str]] = {name: [] for name in METRICS}
@@ -215,12 +267,22 @@ def format_metrics(mapping: Mapping, snap: Snapshot) -> str:
         add("wgmesh_ip_forward_enabled", site, snap.ip_forward)
     mine = [p for p in snap.peers or () if p.interface == mapping.interface]
     add("wgmesh_peers", iface, len(mine))
-    add("wgmesh_peers_expected", site, len(mapping.peers))
+    add("wgmesh_peers_expected", site, len(mapping.direct))
     for peer in sorted(mine, key=lambda p: (mapping.site_of(p.public_key), p.public_key)):
         labels = {**iface, "peer_site": mapping.site_of(peer.public_key), "peer": peer.public_key}
         add("wgmesh_peer_latest_handshake_seconds", labels, peer.latest_handshake)
         add("wgmesh_peer_receive_bytes_total", labels, peer.rx_bytes)
         add("wgmesh_peer_transmit_bytes_total", labels, peer.tx_bytes)
+    for expected in mapping.peers:
+        info = {**iface, "peer_site": expected.site, "peer": expected.public_key, "kind": expected.kind}
+        add("wgmesh_peer_info", {**info, "via": expected.via} if expected.via else info, 1)
+    endpoints = observed(mapping, snap)
+    for key, endpoint in sorted(endpoints.items(), key=lambda item: (mapping.site_of(item[0]), item[0])):
+        labels = {**iface, "peer_site": mapping.site_of(key), "peer": key}
+        if endpoint is not None:
+            add("wgmesh_peer_endpoint_info", {**labels, "endpoint": endpoint}, 1)
+        if roams is not None:
+            add("wgmesh_peer_last_roam_timestamp_seconds", labels, roams[key].roamed if key in roams else 0)
     if snap.routes is not None:
         for expected in mapping.peers:
             for prefix in expected.allowed_ips:
@@ -235,7 +297,6 @@ def format_metrics(mapping: Mapping, snap: Snapshot) -> str:
 
 
 # --- the shell: commands, files --------------------------------------------------------------
-
 Runner = Callable[[Sequence[str]], "str | None"]
 
 
@@ -268,13 +329,9 @@ def collect(mapping: Mapping, run: Runner = run_command, now: Callable[[], float
     if parsed is not None and any(is_ipv6(prefix) for peer in mapping.peers for prefix in peer.allowed_ips):
         routes6 = run(["ip", "-j", "-6", "route", "show", "table", "main"])
         parsed += parse_routes(routes6, family=6) if routes6 is not None else []
-    return Snapshot(
-        now=now(),
-        peers=None if dump is None else tuple(parse_dump(dump)),
-        link=None if link is None else parse_link(link),
-        ip_forward=read_ip_forward(),
-        routes=None if parsed is None else tuple(parsed),
-    )
+    peers = None if dump is None else tuple(parse_dump(dump))
+    routes_seen = None if parsed is None else tuple(parsed)
+    return Snapshot(now(), peers, None if link is None else parse_link(link), read_ip_forward(), routes_seen)
 
 
 def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
@@ -300,6 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wg-mesh-metrics", description=DESCRIPTION)
     parser.add_argument("--mapping", default=MAPPING_PATH, help=f"site/peer mapping (default {MAPPING_PATH})")
     parser.add_argument("--out", default=TEXTFILE_PATH, help=f"textfile to replace (default {TEXTFILE_PATH})")
+    parser.add_argument("--state", help=f"last known endpoints, for roams (the unit's: {STATE_PATH}; unset: none)")
     args = parser.parse_args(argv)
     try:
         with open(args.mapping) as handle:
@@ -312,8 +370,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, KeyError, TypeError) as exc:
         print(f"wg-mesh-metrics: unexpected command output: {exc}", file=sys.stderr)
         return 1
-    write_atomically(args.out, format_metrics(mapping, snapshot))
+    roams = None if args.state is None else roam_state(args.state, observed(mapping, snapshot), snapshot.now)
+    write_atomically(args.out, format_metrics(mapping, snapshot, roams))
     return 0
+
+
+def roam_state(path: str, current: dict[str, str | None], now: float) -> dict[str, Seen] | None:
+    """The state after this run, saved if it changed (none, or unreadable: a fresh start); None if it cannot be."""
+    text = ""
+    try:
+        with open(path, errors="replace") as handle:
+            text = handle.read(MAX_STATE_BYTES + 1)
+    except OSError as exc:
+        if not isinstance(exc, FileNotFoundError):
+            print(f"wg-mesh-metrics: ignoring the state {path}: {exc!r}", file=sys.stderr)
+    state = track(parse_state(text), current, now)
+    saved = "".join(f"{key} {seen.endpoint} {seen.roamed}\n" for key, seen in sorted(state.items()))
+    try:
+        if saved != text:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            write_atomically(path, saved)
+    except OSError as exc:
+        print(f"wg-mesh-metrics: cannot save the state {path}: {exc!r}", file=sys.stderr)
+        return None
+    return state
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ committed output for the shipped stacks, and monitoring/tests/ proves the rules 
 
 from __future__ import annotations
 
-import ipaddress
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from wg_mesh.config import MeshConfig
+from wg_mesh.config import MeshConfig, alerting
 from wg_mesh.gateway import wgmetrics
 from wg_mesh.plan.topology import forwards, peer_names
 
@@ -44,6 +42,12 @@ UNDERLAY_PUBLIC_FOR = "15m"
 # (they differ in `instance`, the scrape target); only the active one has tunnels, so the per-peer alerts drop the
 # series of a gateway that says it is standby. A single gateway exports no wgmesh_ha_role: nothing is dropped.
 NOT_STANDBY = "unless on (site, instance) (wgmesh_ha_role == 0)"
+# Issue 24: a dynamic site's peers learn its address from its packets and cannot dial it: its silence has its own alert
+# and threshold (dynamic_silence_alert_seconds, wg_mesh.config.alerting), and the handshake alerts about endpoints that
+# do not answer leave it out. The kind is the gateway's own (its mapping: wgmesh_peer_info).
+DYNAMIC_PEER = 'wgmesh_peer_info{kind="dynamic"}'
+NOT_DYNAMIC = f"unless on (site, peer_site) {DYNAMIC_PEER}"
+DEFAULT_DYNAMIC_SILENCE = alerting.default_silence(MeshConfig.model_fields["persistent_keepalive"].default)
 HA_NO_ACTIVE_FOR = "15s"
 HA_NO_STANDBY_FOR = "2m"
 HA_FLAP_WINDOW = "15m"
@@ -78,13 +82,21 @@ class Alert:
         return rule
 
 
-def alerts() -> list[Alert]:
-    """The alerts: the same for every mesh (the topology enters through the recorded expectations)."""
+def duration(seconds: int) -> str:
+    """Prometheus' duration notation: 460 -> 7m40s."""
+    hours, rest = divmod(seconds, 3600)
+    parts = [(hours, "h"), *zip(divmod(rest, 60), ("m", "s"), strict=True)]
+    return "".join(f"{value}{unit}" for value, unit in parts if value) or "0s"
+
+
+def alerts(dynamic_silence: int = DEFAULT_DYNAMIC_SILENCE) -> list[Alert]:
+    """The alerts: the same for every mesh but for its thresholds (the topology enters through the recorded
+    expectations); `dynamic_silence`: MeshConfig.dynamic_silence()."""
     return [
         Alert(
             "WgMeshHandshakeStale",
             f"(\n  (time() - wgmesh_peer_latest_handshake_seconds > {HANDSHAKE_STALE_SECONDS})\n"
-            f"  and wgmesh_peer_latest_handshake_seconds > 0\n)\n{NOT_STANDBY}",
+            f"  and wgmesh_peer_latest_handshake_seconds > 0\n)\n{NOT_DYNAMIC}\n{NOT_STANDBY}",
             "{{ $labels.site }}: last handshake with {{ $labels.peer_site }} {{ $value | humanizeDuration }} ago",
             "WireGuard rekeys every 2 minutes while a tunnel is alive, so a handshake older than "
             f"{HANDSHAKE_STALE_SECONDS} s means the tunnel to {{{{ $labels.peer_site }}}} is down. "
@@ -92,12 +104,29 @@ def alerts() -> list[Alert]:
         ),
         Alert(
             "WgMeshPeerUnreachable",
-            f"wgmesh_peer_latest_handshake_seconds == 0\n{NOT_STANDBY}",
+            f"wgmesh_peer_latest_handshake_seconds == 0\n{NOT_DYNAMIC}\n{NOT_STANDBY}",
             "{{ $labels.site }} has never completed a handshake with {{ $labels.peer_site }}",
             "The endpoint of {{ $labels.peer_site }} does not answer: its UDP port is closed to "
             "{{ $labels.site }}, its public address changed, or the keys do not match. "
             f"Run `{DOCTOR}` on {{{{ $labels.site }}}}.",
             for_=NEVER_CONNECTED_FOR,
+        ),
+        Alert(
+            "WgMeshDynamicSiteSilent",
+            f"(\n  time() - wgmesh_peer_latest_handshake_seconds > {HANDSHAKE_STALE_SECONDS}\n"
+            "  or wgmesh_peer_latest_handshake_seconds == 0\n)\n"
+            f"and on (site, peer_site) {DYNAMIC_PEER}\n{NOT_STANDBY}",
+            "{{ $labels.site }}: no handshake with the dynamic site {{ $labels.peer_site }} for over "
+            f"{duration(dynamic_silence)}",
+            "{{ $labels.peer_site }} has no fixed address (`endpoint: dynamic`): it dials {{ $labels.site }}, which "
+            "learns its address from its packets and cannot dial it back. No handshake for over "
+            f"{duration(dynamic_silence)} (a live session is renewed every 2 minutes; a site not heard since this "
+            f"gateway's WireGuard started: {duration(dynamic_silence - HANDSHAKE_STALE_SECONDS)} after the start): "
+            "the site is down or offline, its NAT or provider drops its UDP, or the firewall of {{ $labels.site }} "
+            "does not admit its new address (its endpoint_ranges). "
+            f"`{DOCTOR}` on {{{{ $labels.site }}}} shows its endpoint and last roam; on the site, "
+            "`systemctl status wg-quick@wg0`. The threshold is the stack's dynamic_silence_alert_seconds.",
+            for_=duration(dynamic_silence - HANDSHAKE_STALE_SECONDS),
         ),
         Alert(
             "WgMeshPeerMissing",
@@ -294,34 +323,9 @@ def rules(cfg: MeshConfig) -> dict[str, Any]:
         "groups": [
             {"name": "wg-mesh-topology", "rules": topology},
             {"name": "wg-mesh-throughput", "rules": throughput},
-            {"name": "wg-mesh-alerts", "rules": [alert.rule() for alert in alerts()]},
+            {"name": "wg-mesh-alerts", "rules": [alert.rule() for alert in alerts(cfg.dynamic_silence())]},
         ]
     }
-
-
-def parse_ha_gateways(text: str, cfg: MeshConfig) -> dict[str, dict[str, str]]:
-    """The stack output `ha_gateways` (`pulumi stack output ha_gateways --json`: {site: {a: IP, b: IP}}), checked
-    against the stack; ValueError naming what is wrong."""
-    try:
-        raw = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"ha_gateways: not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise ValueError("ha_gateways: not an object of site -> {a: IP, b: IP}")
-    names = {site.name for site in cfg.sites}
-    found: dict[str, dict[str, str]] = {}
-    for site, gateways in raw.items():
-        if site not in names:
-            raise ValueError(f"ha_gateways.{site}: no such site in this stack")
-        if not isinstance(gateways, dict) or not gateways:
-            raise ValueError(f"ha_gateways.{site}: not an object of gateway -> IP")
-        for letter, ip in gateways.items():
-            try:
-                ipaddress.IPv4Address(ip)
-            except (ValueError, TypeError):
-                raise ValueError(f"ha_gateways.{site}.{letter}: {ip!r} is not an IPv4 address") from None
-        found[site] = {str(k): str(v) for k, v in gateways.items()}
-    return found
 
 
 def scrape_config(cfg: MeshConfig, ha_gateways: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from wg_mesh.gateway.doctor.interface import (
     check_routes,
 )
 from wg_mesh.gateway.doctor.path import path_checks
+from wg_mesh.gateway.doctor.roam import check_endpoint, default_silence, read_mapping, read_roams, relayed_checks
 from wg_mesh.gateway.wgmetrics import is_ipv6, parse_dump, parse_routes
 
 # Re-exported for callers and tests (they live in wg_mesh.gateway.doctor.base since the agent checks need them too).
@@ -65,8 +66,11 @@ class Diagnosis:
         return not any(c.status == FAIL for c in self.checks)
 
 
-def diagnose(host: Host, interface: str = "wg0", config_path: str | None = None) -> Diagnosis:
-    """Every check, in the order an operator would look."""
+def diagnose(
+    host: Host, interface: str = "wg0", config_path: str | None = None, dynamic_silence: int | None = None
+) -> Diagnosis:
+    """Every check, in the order an operator would look. `dynamic_silence`: a dynamic site's threshold (the stack's
+    dynamic_silence_alert_seconds); None: its default for the peer's keepalive."""
     path = config_path or f"/etc/wireguard/{interface}.conf"
     iface_check, link_mtu = check_interface(host, interface)
     config_check, conf = check_config(host, path)
@@ -82,13 +86,17 @@ def diagnose(host: Host, interface: str = "wg0", config_path: str | None = None)
         checks.append(check_forwarding(host))
         checks.append(check_forward_accept(host, interface))
         checks.append(check_mss_clamp(host, interface, conf.mtu if conf and conf.mtu else link_mtu))
-    checks += standby_peer_checks(_peer_checks(host, interface, conf, link_mtu), host)  # HA standby: no handshakes
+    checks += standby_peer_checks(
+        _peer_checks(host, interface, conf, link_mtu, dynamic_silence), host
+    )  # HA standby: no handshakes
     checks += agent_checks(host)  # delivery: live only (none when the gateway has no agent)
     checks += ha_checks(host) + api_path_checks(host)  # gateways: 2 only
     return Diagnosis(interface, conf.site if conf else None, tuple(checks))
 
 
-def _peer_checks(host: Host, interface: str, conf: WgConf | None, link_mtu: int | None) -> list[Check]:
+def _peer_checks(
+    host: Host, interface: str, conf: WgConf | None, link_mtu: int | None, dynamic_silence: int | None = None
+) -> list[Check]:
     if link_mtu is None:
         return [Check("peers", SKIP, f"{interface} does not exist: no peers, handshakes or routes to check")]
     dump = host.run(["wg", "show", interface, "dump"])
@@ -103,11 +111,15 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, link_mtu: int 
         routes6 = host.run(["ip", "-j", "-6", "route", "show", "table", "main"])  # hand-added IPv6 peers
         routes += parse_routes(routes6.stdout, family=6) if routes6.returncode == 0 else []
     tunnels = []  # the config's peers with a working tunnel: their path MTU is worth probing
+    mapping, roams = read_mapping(host), read_roams(host)
     for peer in peers:
         site = conf.name_of(peer.public_key) if conf is not None else None
         name = site or f"peer {peer.public_key[:8]}…"
-        dynamic = conf is not None and any(p.public_key == peer.public_key and p.endpoint is None for p in conf.peers)
-        checks.append(check_handshake(peer, name, site, now, dynamic))
+        mine = [p for p in (conf.peers if conf is not None else ()) if p.public_key == peer.public_key]
+        dynamic = any(p.endpoint is None for p in mine)
+        silence = dynamic_silence or default_silence(max((p.keepalive for p in mine), default=0))
+        checks.append(check_endpoint(peer, name, site, conf, mapping, roams, now))
+        checks.append(check_handshake(peer, name, site, now, dynamic, silence))
         if checks[-1].status == OK and conf is not None:
             tunnels += [p for p in conf.peers if p.public_key == peer.public_key]
         if routes is None:
@@ -115,6 +127,7 @@ def _peer_checks(host: Host, interface: str, conf: WgConf | None, link_mtu: int 
             checks.append(Check("route", FAIL, error, "Is iproute2 installed?", site))
         else:
             checks.append(check_routes(interface, peer, name, site, routes))
+    checks += relayed_checks(mapping)
     mtu = conf.mtu if conf is not None and conf.mtu else link_mtu
     return checks + path_checks(host, tunnels, mtu, conf.peer_mtu if conf is not None else None)
 
@@ -152,10 +165,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interface", default="wg0", help="WireGuard interface (default wg0)")
     parser.add_argument("--config", help="its wg-quick config (default /etc/wireguard/INTERFACE.conf)")
     parser.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    parser.add_argument(
+        "--dynamic-silence",
+        type=int,
+        metavar="SECONDS",
+        help="fail a dynamic site silent for longer than this (the stack's dynamic_silence_alert_seconds; default "
+        "2 x 180 + 4 x its persistent keepalive)",
+    )
 
 
 def run(args: argparse.Namespace, host: Host | None = None) -> int:
-    diagnosis = diagnose(host or LocalHost(), args.interface, args.config)
+    diagnosis = diagnose(host or LocalHost(), args.interface, args.config, args.dynamic_silence)
     sys.stdout.write(report_json(diagnosis) if args.json else report_text(diagnosis))
     return EXIT_OK if diagnosis.ok else EXIT_FAILED
 

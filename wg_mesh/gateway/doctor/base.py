@@ -75,6 +75,7 @@ class ConfPeer:
     public_key: str
     allowed_ips: tuple[str, ...]
     endpoint: str | None
+    keepalive: int = 0  # PersistentKeepalive, seconds (0: none)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,9 @@ def parse_conf(text: str) -> WgConf:
                 raise ValueError("a [Peer] section without exactly one PublicKey")
             allowed = tuple(a.strip() for v in current.get("AllowedIPs", []) for a in v.split(",") if a.strip())
             endpoint = current.get("Endpoint", [None])[0]
-            peers.append(ConfPeer(name, keys[0], allowed, endpoint))
+            keepalive = current.get("PersistentKeepalive", ["0"])[0]
+            every = int(keepalive) if keepalive.isascii() and keepalive.isdigit() else 0  # "off": 0
+            peers.append(ConfPeer(name, keys[0], allowed, endpoint, every))
 
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

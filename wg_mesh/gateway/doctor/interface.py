@@ -240,8 +240,11 @@ def check_peers(interface: str, conf: WgConf | None, peers: list[PeerStat]) -> C
     return Check("peers", OK, f"{interface} has the config's {len(conf.peers)} peers")
 
 
-def check_handshake(peer: PeerStat, name: str, site: str | None, now: float, dynamic: bool = False) -> Check:
-    """`dynamic`: the config has no Endpoint for the peer (`endpoint: dynamic`, issue 24): it dials this gateway."""
+def check_handshake(
+    peer: PeerStat, name: str, site: str | None, now: float, dynamic: bool = False, silence: int | None = None
+) -> Check:
+    """`dynamic`: the config has no Endpoint for the peer (`endpoint: dynamic`, issue 24): it dials this gateway, and
+    is failed once silent for longer than `silence` (its threshold, dynamic_silence_alert_seconds: doctor.roam)."""
     where = f" (endpoint {peer.endpoint})" if peer.endpoint else " (no endpoint known)"
     if peer.latest_handshake == 0:
         if peer.rx_bytes == 0 and dynamic:
@@ -271,6 +274,25 @@ def check_handshake(peer: PeerStat, name: str, site: str | None, now: float, dyn
             site,
         )
     age = now - peer.latest_handshake
+    if dynamic and silence is not None and HANDSHAKE_STALE_SECONDS < age <= silence:
+        return Check(
+            "handshake",
+            WARN,
+            f"no session with {name}, a dynamic site, for {ago(age)} (> {HANDSHAKE_STALE_SECONDS} s){where}; silent "
+            f"for longer than {ago(silence)} fails",
+            f"{name} dials this gateway again by itself (its keepalives): a NAT rebinding, a line resync. If not, "
+            f"its gateway or its internet line is down.",
+            site,
+        )
+    if dynamic and silence is not None and age > silence:
+        return Check(
+            "handshake",
+            FAIL,
+            f"{name}, a dynamic site, silent for {ago(age)}: longer than its threshold {ago(silence)}{where}",
+            f"This gateway cannot dial {name} (no fixed address). On {name}: `systemctl status wg-quick@wg0`, its "
+            f"internet line, its NAT (UDP out); here: does the firewall admit {name}'s address (endpoint_ranges)?",
+            site,
+        )
     if age > HANDSHAKE_STALE_SECONDS:
         return Check(
             "handshake",
