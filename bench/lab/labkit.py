@@ -22,7 +22,7 @@ from typing import Any
 from bench.stats import CpuSample, cpu_sample, cpu_usage
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.checks import outage as lab_outage
-from wg_mesh.lab.checks.mesh import IPERF_PORT
+from wg_mesh.lab.checks.iperf import IPERF_PORT
 from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run
 from wg_mesh.lab.fabric.plan import NIC, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.procs import stop, wait_for_line
