@@ -13,7 +13,8 @@
 7. private_paths  (stacks with `private_paths` only, underlaycheck.py) the private-path peers' endpoints are their
                private addresses, the private links carry WireGuard only, the hosts route through their gateway
 7/8. dynamic_sites  (stacks with a dynamic-address site only, dynamiccheck.py) its peers learnt its address from its
-               packets (none configured) and follow it when it moves: the outage of a roam, measured
+               packets (none configured); a relayed pair's throughput against a direct path's; a gateway restart
+               survived (the site's re-arm watchdog)
 """
 
 from __future__ import annotations
@@ -270,8 +271,8 @@ def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable
     dynamic = None
     if any(site.dynamic for site in lab.plan.sites):
         # Before the recovery check: the dynamic check measures a restarted gateway's way back to the dynamic site
-        # alone (the site's re-arm watchdog: docs/how-to/static-sites.md); its roam and restart change nothing the
-        # recovery check uses (a pair of fixed sites).
+        # alone (the site's re-arm watchdog: docs/how-to/static-sites.md); its restart changes nothing the recovery
+        # check uses (a pair of fixed sites).
         n = 7 + bool(lab.plan.private_links)
         step(f"{n}/{n} dynamic sites")
         dynamic = timed(dynamiccheck.KEY, lambda: dynamiccheck.check_dynamic_sites(lab, keys, n, options),
