@@ -12,6 +12,7 @@
     python -m bench ha_routes               an AWS failover's 256 route moves against moto (no root)
     sudo python -m bench roam               a dynamic site's address changes behind the lab's NAT (the roam drill),
                                             once per delivery
+    sudo python -m bench relay              a relayed pair's throughput against a direct path's (examples/edge)
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -136,6 +137,13 @@ def cmd_roam(args: argparse.Namespace) -> None:
     write_json(args.out, "roam", run_roam_bench(log, deliveries, keepalive))
 
 
+def cmd_relay(args: argparse.Namespace) -> None:
+    from bench.lab.relay import run_relay_bench
+
+    rounds, seconds, omit = (1, 1, 0) if args.quick else (5, 5, 1)
+    write_json(args.out, "relay", run_relay_bench(log, rounds, seconds, omit))
+
+
 def cmd_ha_routes(args: argparse.Namespace) -> None:
     from bench.ha_routes import run_ha_routes
 
@@ -188,6 +196,7 @@ COMMANDS = {
     "rotation": cmd_rotation,
     "ha_routes": cmd_ha_routes,
     "roam": cmd_roam,
+    "relay": cmd_relay,
     "doc": cmd_doc,
 }
 

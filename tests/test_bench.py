@@ -205,6 +205,29 @@ def test_boot_section_renders_every_gateway_and_the_reboot() -> None:
     assert "built in 93 s" in text and "4.3×" in text
 
 
+def test_the_relay_bench_alternates_its_paths_and_reports_a_target_not_met_as_not_met() -> None:
+    from bench.lab.relay import order, summarise
+    from bench.report.relay import section
+
+    assert [order(i) for i in range(3)] == [("direct", "relayed"), ("relayed", "direct"), ("direct", "relayed")]
+
+    def run(i: int, path: str, mbps: float) -> dict[str, Any]:
+        return {"round": i, "path": path, "mbps": mbps, "retransmits": 0, "cpu": {"busy": 2.0, "wireguard-go": 1.2}}
+
+    runs = [run(1, "direct", 150.0), run(1, "relayed", 90.0), run(2, "relayed", 60.0), run(2, "direct", 100.0),
+            run(3, "direct", 120.0), run(3, "relayed", 84.0)]  # fmt: skip
+    s = summarise(runs)
+    assert (s["direct"]["mbps"], s["relayed"]["mbps"], s["ratio"], s["met"]) == (120.0, 84.0, 0.7, False)
+    assert s["round_ratios"] == [0.6, 0.6, 0.7] and s["round_ratio_median"] == 0.6
+    assert s["relayed"]["wireguard_go_core_s_per_gbit"] == round(1.2 / 0.084, 2)
+    data = {"stack": "examples/edge/Pulumi.edge.yaml", "from": "office", "relayed_to": "home", "direct_to": "aws-use1",
+            "relay": "aws-use1", "rounds": 3, "seconds": 5, "omit": 1, "streams": 1, "nproc": 2,
+            "load_before": [7.0, 7.0, 7.0], "load_after": [8.0, 8.0, 8.0], "summary": s, "runs": runs}  # fmt: skip
+    text = section(data)
+    assert "**Relayed / direct = 0.70** (the medians; target ≥ 0.8: **not met**)" in text
+    assert "| relayed (two tunnels, through the relay's gateway) | host office → host home | **84 Mbit/s** |" in text
+
+
 def test_ha_claim_bench_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """bench.ha_claim on a tiny run (moto in server mode on loopback): one claim and reconcile with 2 routes."""
     from bench import ha_claim

@@ -1,19 +1,22 @@
 """The lab with dynamic-address sites (issue 24, `endpoint: dynamic`) and a relay, in both delivery modes: every pair
 passes the lab's checks, the relayed pair (two dynamic sites, through aws-use1) included; the peers' `wg show` has
-a dynamic site's address although no config ever gave it (learnt from its packets), and after its address moves
-traffic comes back with no action of ours; in user-data mode only (the watchdog is the same code in both), after a
-cloud gateway's WireGuard restarts while the office is idle, the office's re-arm watchdog brings it back (the lab's
-dynamic check, wg_mesh/lab/checks/dynamiccheck.py: the outages are measured and printed; the bounds are generous).
+a dynamic site's address although no config ever gave it (learnt from its packets); in the live run only, the relayed
+pair's iperf3 throughput and a direct path's from the same host, back to back (both printed with their ratio and issue
+24's target: a figure, never a pass/fail here; `python -m bench relay` measures it properly); in the user-data run
+only (the watchdog is the same code in both), after a cloud gateway's WireGuard restarts while the office is idle, the
+office's re-arm watchdog brings it back (the lab's dynamic check, wg_mesh/lab/checks/dynamiccheck.py: the outage is
+measured and printed; the bound is generous). A dynamic site's address changing behind its NAT is the roam drill's
+(tests/test_lab_roam_drill.py: idle, mid-transfer, a symmetric NAT, with the agents polling).
 
 The stack is examples/edge/Pulumi.edge.yaml (one AWS, one GCP gateway, two offices on dynamic addresses, the AWS
-gateway relaying between them), persistent_keepalive 10 (short, so the roam is quick). Wall time here, contended:
-about 55 s (user-data, with the restart) and 40 s (live)."""
+gateway relaying between them), persistent_keepalive 10 (short, so the restart step is quick). Wall time here,
+contended (load average 4 to 8 on 2 cores): about 46 s (user-data, with the restart) and 26 s (live, with the relay
+step); with the NAT rebinding step the roam drill now covers, 57 s and 47 s."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import replace
-from ipaddress import IPv4Address
 from typing import Any
 
 import pytest
@@ -22,7 +25,7 @@ from tests.stacks import REPO
 from tests.test_lab import QUICK, assert_gone, needs_lab, no_own_lab_left_behind  # noqa: F401 (a fixture)
 from wg_mesh.config import parse_mesh
 from wg_mesh.lab.checks import dynamiccheck
-from wg_mesh.lab.fabric.plan import LAB_PUBLIC_RANGE, LabFaults, plan_lab
+from wg_mesh.lab.fabric.plan import LabFaults, plan_lab
 from wg_mesh.lab.run import run_lab
 from wg_mesh.tools.stackfile import read_raw
 
@@ -31,6 +34,7 @@ KEEPALIVE = 10
 
 EDGE = REPO / "examples" / "edge" / "Pulumi.edge.yaml"
 RESTART_IN = "user-data"  # the delivery whose run restarts a gateway (the re-arm watchdog: ~30 s of the run)
+RELAY_IN = "live"  # the delivery whose run measures the relayed pair's throughput against a direct path's (~5 s)
 
 
 def edge_raw(delivery: str) -> dict[str, Any]:
@@ -43,9 +47,10 @@ def edge_raw(delivery: str) -> dict[str, Any]:
 @needs_lab
 @pytest.mark.usefixtures("no_own_lab_left_behind")
 @pytest.mark.parametrize("delivery", ["user-data", "live"])
-def test_a_dynamic_site_is_learnt_by_its_peers_and_followed_when_it_roams(delivery: str) -> None:
+def test_a_dynamic_site_is_learnt_by_its_peers_and_the_relayed_pair_passes(delivery: str) -> None:
     cfg = parse_mesh(edge_raw(delivery))
-    report = run_lab(cfg, f"dynamic-{delivery}", options=replace(QUICK, dynamic_restart=delivery == RESTART_IN))
+    options = replace(QUICK, dynamic_restart=delivery == RESTART_IN, relay_throughput=delivery == RELAY_IN)
+    report = run_lab(cfg, f"dynamic-{delivery}", options=options)
     assert report.error is None, report.error
     assert all(p["ok"] for p in report.to_json()["pairs"]), [p for p in report.to_json()["pairs"] if not p["ok"]]
     failed = [c.key for c in report.checks if not c.ok]
@@ -63,10 +68,17 @@ def test_a_dynamic_site_is_learnt_by_its_peers_and_followed_when_it_roams(delive
     public = {s.name: s.public_ip for s in report.plan.sites}
     for row in learnt:  # never configured; WireGuard has the address the site's packets came from
         assert row["configured"] is None and row["endpoint"] == f"{public[row['peer']]}:{cfg.listen_port}", row
-    roam = check.data["roam"]
-    assert roam["error"] is None and roam["outage_ms"] is not None
-    assert roam["outage_ms"] <= 3 * KEEPALIVE * 1000, roam  # generous: the measured value is printed below
-    assert all(r["endpoint"] == f"{roam['to']}:{cfg.listen_port}" for r in roam["learnt_after"]), roam
+    relay = check.data["relay"]  # both measured, back to back; the ratio against the target is printed, not checked
+    if delivery == RELAY_IN:
+        assert (relay["from"], relay["relayed_to"], relay["direct_to"]) == ("office", "home", "aws-use1"), relay
+        assert relay["errors"] == [] and relay["direct_mbps"] > 0 and relay["relayed_mbps"] > 0, relay
+        assert relay["ratio"] == round(relay["relayed_mbps"] / relay["direct_mbps"], 2), relay
+        measured = (f"relayed office -> home {relay['relayed_mbps']} Mbit/s, direct office -> aws-use1 "
+                    f"{relay['direct_mbps']} Mbit/s: ratio {relay['ratio']} (target >= {relay['target']}: "
+                    f"{'met' if relay['met'] else 'not met'}, iperf3 {relay['seconds']:g} s each)")  # fmt: skip
+    else:
+        assert relay.get("skipped"), relay
+        measured = "relay throughput not measured (the live run does)"
     restart = check.data["restart"]  # the office's re-arm watchdog brought the restarted gateway back
     if delivery == RESTART_IN:
         assert restart["outage_s"] is not None and restart["outage_s"] <= 2 * KEEPALIVE + 20, restart  # generous
@@ -77,16 +89,22 @@ def test_a_dynamic_site_is_learnt_by_its_peers_and_followed_when_it_roams(delive
         if restart.get("skipped")
         else f"restarted: the office reached again after {restart['outage_s']} s"
     )
-    print(f"\n{delivery}: roam outage {roam['outage_ms']} ms, every peer learnt the new address within "
-          f"{roam['all_learnt_s']} s; gateway {restart['gateway']} {restarted} (persistent_keepalive {KEEPALIVE} s); "
+    print(f"\n{delivery}: {measured}; gateway {restart['gateway']} {restarted} (persistent_keepalive {KEEPALIVE} s); "
           f"lab {report.duration_s:.1f} s (build {report.build_s}), checks "
           f"{ {c.key: c.seconds for c in report.checks} }")  # fmt: skip
     assert_gone(report.plan.prefix)
 
 
-def test_the_lab_plan_marks_the_dynamic_site_and_its_roam_takes_a_free_address() -> None:
+def test_the_lab_plan_marks_the_dynamic_sites() -> None:
     plan = plan_lab(parse_mesh(edge_raw("user-data")), "wgl0b0b", LabFaults())
     assert [s.name for s in plan.sites if s.dynamic] == ["office", "home"]
-    roamed = {dynamiccheck.roamed_address(s) for s in plan.sites}
-    assert len(roamed) == len(plan.sites) and not roamed & {str(s.public_ip) for s in plan.sites}
-    assert all(IPv4Address(a) in LAB_PUBLIC_RANGE for a in roamed)
+
+
+@pytest.mark.parametrize(
+    ("direct", "relayed", "ratio", "met"),
+    [(100.0, 80.0, 0.8, True), (100.0, 79.0, 0.79, False), (100.0, None, None, False), (0.0, 5.0, None, False)],
+)
+def test_the_relay_verdict_is_the_ratio_against_the_target(
+    direct: float, relayed: float | None, ratio: float | None, met: bool
+) -> None:
+    assert dynamiccheck.relay_verdict(direct, relayed) == {"ratio": ratio, "target": 0.8, "met": met}

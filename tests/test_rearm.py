@@ -18,10 +18,12 @@ from tests.test_dynamic_site import raw_mesh
 from tests.test_render import directory, fake_public_key, redacted
 from tests.test_shellcheck import fragments, needs_shellcheck, shellcheck
 from tests.test_units_sandbox import exposure, gateway_root, needs_offline
-from wg_mesh.config import parse_mesh
-from wg_mesh.gateway import rearm
+from wg_mesh.config import MeshConfig, parse_mesh
+from wg_mesh.gateway import rearm, ship
+from wg_mesh.gateway.wgconf import WG_CONF_PATH
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.plan import live, metrics, rearmunit, render, topology, userdata
+from wg_mesh.tools.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 A, B = fake_public_key("aws-use1"), fake_public_key("gcp-euw3")
@@ -114,6 +116,80 @@ def test_the_probe_goes_to_the_peers_overlay_address() -> None:
     assert rearm.probe_address(peer, ipaddress.IPv4Network("10.200.0.0/24")) == "10.200.0.1"
     assert rearm.probe_address(peer, None) == "10.10.0.7"
     assert rearm.probe_address(peer, ipaddress.IPv4Network("10.201.0.0/24")) is None
+
+
+# --- a relayed site's relay entry: its partners' overlay /32s too, probed only as a last resort ---------------------
+
+EDGE = REPO / "examples" / "edge" / "Pulumi.edge.yaml"
+OVERLAY = ipaddress.IPv4Network("10.200.0.0/24")
+RELAY_ENTRY = "10.200.0.4/32,192.168.60.0/24,10.10.0.0/16,10.200.0.1/32"  # home's first, as `wg show` may list them
+HOME = frozenset({ipaddress.IPv4Network("10.200.0.4/32"), ipaddress.IPv4Network("192.168.60.0/24")})
+
+
+def edge(delivery: str = "user-data") -> MeshConfig:
+    return parse_mesh({**read_raw(EDGE), "delivery": delivery})
+
+
+def office_agent_json(cfg: MeshConfig, site: str = "office") -> str:
+    trust = userdata.estimate_trust(cfg, cfg.site(site), "wg-mesh", "stack")  # type: ignore[arg-type]
+    return ship.agent_config(site, live.agent_source(cfg.site(site), "wg-mesh", "stack"), trust=trust)
+
+
+def test_the_relays_own_address_is_probed_not_a_partners() -> None:
+    entry = rearm.parse_dump(dump(line(A, 1, 1).replace("10.10.0.0/16,10.200.0.1/32", RELAY_ENTRY)))[A]
+    assert rearm.probe_address(entry, OVERLAY, HOME) == "10.200.0.1"
+    assert rearm.probe_address(entry, OVERLAY) == "10.200.0.4"  # nothing known locally: the first (still answered)
+    everything = frozenset({OVERLAY})  # a file that lies: the first, never nothing
+    assert rearm.probe_address(entry, OVERLAY, everything) == "10.200.0.4"
+    w = rearm.Watchdog(OVERLAY)
+    w.relayed = HOME
+    text = dump(line(A, 1, 1).replace("10.10.0.0/16,10.200.0.1/32", RELAY_ENTRY))
+    assert [a.probe for _, a in run_ticks(w, [(0.0, text), (PROBE + 1, text)])] == [((A, "10.200.0.1"),)]
+
+
+def test_a_relayed_sites_partners_are_read_from_its_rendered_config_and_its_pinned_trust() -> None:
+    cfg = edge()
+    conf = render.wg_quick_conf(topology.interface_plan(cfg, "office", directory(cfg)), redacted("office"))
+    assert rearm.relayed_from_conf(conf, OVERLAY) == {ipaddress.IPv4Network("10.200.0.4/32")}  # home's overlay /32
+    assert rearm.relayed_from_agent(office_agent_json(edge("live"))) == HOME  # trust.relay: home's ranges
+    # a site that is not relayed: nothing to avoid, from either source
+    aws_conf = render.wg_quick_conf(topology.interface_plan(cfg, "aws-use1", directory(cfg)), redacted("aws-use1"))
+    assert rearm.relayed_from_conf(aws_conf, OVERLAY) == frozenset()
+    assert rearm.relayed_from_agent(office_agent_json(edge("live"), "gcp-euw3")) == frozenset()
+
+
+@pytest.mark.parametrize(
+    "text", ["", "[]", "{", '{"trust": 1}', '{"trust": {"relay": {"partners": {"home": ["10.200.0.4/24"]}}}}',
+             '{"trust": {"relay": {"partners": {"home": "10.200.0.4/32"}}}}', '{"trust": {"relay": []}}'],
+)  # fmt: skip
+def test_an_agent_json_that_does_not_parse_is_as_none(text: str) -> None:
+    assert rearm.relayed_from_agent(text) is None
+
+
+def test_a_conf_line_that_does_not_parse_is_left_out_and_only_allowed_ips_count() -> None:
+    text = "[Peer]\nAllowedIPs = 10.200.0.1/32, 10.200.0.9/32\nAllowedIPs = 10.200.0.1/32, nonsense\nAddress = " \
+           "10.200.0.3/32, 10.200.0.8/32\n# AllowedIPs = 10.200.0.1/32, 10.200.0.7/32\n"  # fmt: skip
+    assert rearm.relayed_from_conf(text, OVERLAY) == {ipaddress.IPv4Network("10.200.0.9/32")}
+
+
+def test_the_shell_reads_agent_json_first_then_the_rendered_config_and_again_when_one_changes(tmp_path: Path) -> None:
+    cfg = edge()
+    agent, conf_dir = tmp_path / "agent.json", tmp_path / "wireguard"
+    conf_dir.mkdir()
+    local = rearm.LocalRanges("wg0", OVERLAY, agent_config=str(agent), conf_dir=str(conf_dir))
+    assert local.get() == frozenset()  # neither file: nothing known
+    conf = render.wg_quick_conf(topology.interface_plan(cfg, "office", directory(cfg)), redacted("office"))
+    (conf_dir / "wg0.conf").write_text(conf)
+    assert local.get() == {ipaddress.IPv4Network("10.200.0.4/32")}  # user-data: the rendered config
+    agent.write_text(office_agent_json(edge("live")))
+    assert local.get() == HOME  # live: the pinned trust wins
+    agent.write_text("{not json")
+    assert local.get() == {ipaddress.IPv4Network("10.200.0.4/32")}  # unreadable trust: the config again
+
+
+def test_the_scripts_paths_are_the_agents_and_wg_quicks() -> None:
+    assert rearm.AGENT_CONFIG == ship.CONFIG_PATH
+    assert f"{rearm.WG_CONF_DIR}/{rearm.INTERFACE}.conf" == WG_CONF_PATH
 
 
 def test_no_endpoint_no_keepalive_or_no_overlay_address_is_never_watched() -> None:

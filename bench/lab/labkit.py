@@ -22,7 +22,7 @@ from typing import Any
 from bench.stats import CpuSample, cpu_sample, cpu_usage
 from wg_mesh.config import MeshConfig
 from wg_mesh.lab.checks import outage as lab_outage
-from wg_mesh.lab.checks.mesh import IPERF_PORT
+from wg_mesh.lab.checks.iperf import IPERF_PORT
 from wg_mesh.lab.fabric.netns import LabError, LabState, Node, missing_requirements, new_state, pids_in_netns, run
 from wg_mesh.lab.fabric.plan import NIC, LabFaults, LabKeys, LabPlan, SitePlan, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.procs import stop, wait_for_line
@@ -84,9 +84,11 @@ class Session:
 
 
 def wait_for_handshakes(lab: BuiltLab, keys: LabKeys, timeout: float, poll: float = 0.01) -> bool:
-    """Poll `wg show wg0 latest-handshakes` on every gateway until every pair has completed one."""
+    """Poll `wg show wg0 latest-handshakes` on every gateway until every pair that peers has completed one (a relayed
+    pair meets through its relay, never directly)."""
     names = {public: site for site, public in keys.public.items()}
     sites = [s.name for s in lab.plan.sites]
+    peers = {s: {p.name for p in lab.machines[s].artifacts.interface.peers} for s in sites}
     deadline = time.monotonic() + timeout
     while True:
         seen: dict[str, set[str]] = {}
@@ -97,7 +99,7 @@ def wait_for_handshakes(lab: BuiltLab, keys: LabKeys, timeout: float, poll: floa
                 for key, _, epoch in (line.partition("\t") for line in out.splitlines())
                 if epoch.strip() not in ("", "0")
             }
-        if all(b in seen[a] and a in seen[b] for a, b in itertools.combinations(sites, 2)):
+        if all(b in seen[a] and a in seen[b] for a, b in itertools.combinations(sites, 2) if b in peers[a]):
             return True
         if time.monotonic() > deadline:
             return False

@@ -13,7 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.report import boot, fallback, ha_routes, hafailover, meshchange, pathmtu, roam, rotation, underlay
+from bench.report import (
+    boot,
+    fallback,
+    ha_routes,
+    hafailover,
+    meshchange,
+    pathmtu,
+    relay,
+    roam,
+    rotation,
+    underlay,
+)
 from bench.report.anchors import ANCHORS, ARTICLE_WG_GBPS, AWS_EGRESS_CAP_GBPS, AWS_EGRESS_VCPUS
 from bench.report.format import cell, mbit, num, table
 from bench.report.headline import headline
@@ -39,6 +50,7 @@ SECTIONS = (
     "underlay-fallback",
     "ha_routes",
     "roam",
+    "relay",
 )
 
 
@@ -128,6 +140,7 @@ def commands(quick: bool) -> str:
         "sudo .venv/bin/python -m bench underlay --fallback  # the private path cut and restored\n"
         "sudo .venv/bin/python -m bench rotation --runs 5  # the announced key rotation, live drill x5\n"
         "sudo .venv/bin/python -m bench roam   # a dynamic site's address changes behind a NAT (roam drill)\n"
+        "sudo .venv/bin/python -m bench relay  # a relayed pair's throughput against a direct path's\n"
         "python -m bench doc                    # re-render this file and the plots from docs/bench/*.json\n"
         "```\n\n"
         "`bench all` installs what it needs when missing: Debian `strongswan-charon strongswan-swanctl "
@@ -157,6 +170,7 @@ BODY: tuple[tuple[str | None, Section], ...] = (
     ("underlay-fallback", lambda data, images: fallback.section(data["underlay-fallback"])),
     ("ha_routes", lambda data, images: ha_routes.section(data["ha_routes"])),
     ("roam", lambda data, images: roam.section(data["roam"])),
+    ("relay", lambda data, images: relay.section(data["relay"])),
 )
 
 

@@ -21,7 +21,10 @@ with a session always does: a data packet it receives arms its `sendKeepalive` t
 
 1. probe: a peer we received nothing from for more than `persistent_keepalive` + MARGIN_S gets one empty UDP datagram
    to its overlay address (the /32 of its AllowedIPs in `--overlay`; port 9, discard), a data packet through the
-   tunnel;
+   tunnel. A relayed site's entry for its relay carries its partners' overlay /32s too, in whatever order `wg show`
+   lists them; a probe to a partner would work (the relay forwards it and answers our data the same), but it is the
+   relay's own address that is probed: the partners' ranges are known locally (`relayed_ranges`: agent.json's pinned
+   `trust.relay` in `delivery: live`; else the rendered wg0.conf, where each peer's own /32 comes first);
 2. re-arm: if still nothing came from it KEEPALIVE_TIMEOUT + MARGIN_S after the probe, its session is gone: remove the
    peer and add it again with its own settings from the same dump (`wg set`, argv lists, no shell). A new wireguard-go
    peer has no keypair, and `lastSentHandshake` is set REKEY_TIMEOUT + 1 s in the past when it starts (peer.go
@@ -34,13 +37,16 @@ Rules: a peer that is receiving is never touched (a healthy one answers the prob
 without an endpoint, a keepalive or a /32 is never watched; a re-arm starts the peer's watch again (the next one comes
 at the earliest a full probe cycle later, never within MIN_GAP_S). Pure `Watchdog.due` and `parse_dump`; `main` is
 the thin shell the dynamic site's cloud-init runs as a service (wg_mesh.plan.rearmunit). Standard library only; it
-reads only the local `wg show` and talks only to the peers' overlay addresses, through the tunnel.
+reads only the local `wg show`, agent.json and wg0.conf (neither is written here; a file that does not parse is as
+none: the first /32 is probed) and talks only to the peers' overlay addresses, through the tunnel.
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
+import os
 import re
 import socket
 import subprocess
@@ -61,6 +67,10 @@ MAX_COUNTER = 2**64 - 1
 KEY = re.compile(r"^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$")
 ENDPOINT = re.compile(r"^\d{1,3}(\.\d{1,3}){3}:\d{1,5}$")
 CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
+AGENT_CONFIG = "/etc/wg-mesh/agent.json"  # wg_mesh.gateway.ship.CONFIG_PATH (a test keeps them equal)
+WG_CONF_DIR = "/etc/wireguard"  # wg-quick's; the interface's file is IFACE.conf (wg_mesh.gateway.wgconf.WG_CONF_PATH)
+MAX_FILE = 1 << 20  # bytes read of either file
+MAX_RANGES = 65 * 512  # a relay entry's: each partner's overlay /32 and 64 cidrs (wg_mesh.gateway.relaytrust)
 
 
 @dataclass(frozen=True)
@@ -99,14 +109,107 @@ def parse_dump(dump: str) -> dict[str, PeerLine]:
     return peers
 
 
-def probe_address(peer: PeerLine, overlay: ipaddress.IPv4Network | None) -> str | None:
-    """The peer's overlay address: the /32 of its AllowedIPs inside `overlay` (None: its first /32)."""
-    for ip in peer.allowed_ips:
-        if ip.endswith("/32"):
-            address = ipaddress.IPv4Address(ip.removesuffix("/32"))
-            if overlay is None or address in overlay:
-                return str(address)
-    return None
+Ranges = frozenset[ipaddress.IPv4Network]
+
+
+def probe_address(peer: PeerLine, overlay: ipaddress.IPv4Network | None, relayed: Ranges = frozenset()) -> str | None:
+    """The peer's overlay address: the first /32 of its AllowedIPs inside `overlay` (None: any) and in none of the
+    `relayed` partners' ranges; without one (nothing known locally, a file that lies), the first /32 inside
+    `overlay`: a relayed partner's still brings an answer through the relay."""
+    addresses = [ipaddress.IPv4Address(ip.removesuffix("/32")) for ip in peer.allowed_ips if ip.endswith("/32")]
+    inside = [a for a in addresses if overlay is None or a in overlay]
+    own = [a for a in inside if not any(a in r for r in relayed)]
+    return str(own[0]) if own else str(inside[0]) if inside else None
+
+
+def _networks(values: object) -> list[ipaddress.IPv4Network]:
+    if not isinstance(values, list):
+        raise ValueError("not a list")
+    return [ipaddress.IPv4Network(v, strict=True) for v in values if isinstance(v, str)]
+
+
+def relayed_from_agent(text: str) -> Ranges | None:
+    """agent.json's pinned `trust.relay` (wg_mesh.gateway.relaytrust): every partner's ranges; an empty set for a site
+    that is not relayed; None when there is no trust to read (user-data mode has no agent.json) or it does not
+    parse."""
+    try:
+        trust = json.loads(text).get("trust")
+        if not isinstance(trust, dict):
+            return None
+        relay = trust.get("relay")
+        if relay is None:
+            return frozenset()
+        partners = relay["partners"]
+        found = [n for ranges in partners.values() for n in _networks(ranges)] if isinstance(partners, dict) else []
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return None
+    return frozenset(found[:MAX_RANGES])
+
+
+def relayed_from_conf(text: str, overlay: ipaddress.IPv4Network | None) -> Ranges:
+    """The rendered wg-quick file (wg_mesh.gateway.wgconf.wg_quick_conf): each peer's AllowedIPs start with its own
+    overlay /32 (wg_mesh.plan.topology.peer_allowed_ips); any later overlay /32 on the same peer (the relay's entry)
+    is a relayed partner's. Only `PublicKey`, `AllowedIPs` and section lines are looked at."""
+    found: list[ipaddress.IPv4Network] = []
+    for raw in text.splitlines():
+        key, _, value = raw.split("#", 1)[0].partition("=")
+        if key.strip() != "AllowedIPs":
+            continue
+        try:
+            nets = [ipaddress.IPv4Network(v.strip(), strict=True) for v in value.split(",") if v.strip()]
+        except ValueError:
+            continue
+        mine = [n for n in nets if n.prefixlen == 32 and (overlay is None or n.subnet_of(overlay))]
+        found += mine[1:]
+    return frozenset(found[:MAX_RANGES])
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(MAX_FILE)
+    except OSError:
+        return None
+
+
+def relayed_ranges(
+    interface: str, overlay: ipaddress.IPv4Network | None, agent_config: str = AGENT_CONFIG, conf_dir: str = WG_CONF_DIR
+) -> Ranges:
+    """The relayed partners' ranges this site knows locally: agent.json's pinned trust when it has one (live), else
+    the interface's rendered wg-quick file (user-data); none when neither can be read."""
+    text = _read(agent_config)
+    pinned = relayed_from_agent(text) if text is not None else None
+    if pinned is not None:
+        return pinned
+    conf = _read(os.path.join(conf_dir, f"{interface}.conf"))
+    return relayed_from_conf(conf, overlay) if conf is not None else frozenset()
+
+
+class LocalRanges:
+    """`relayed_ranges`, read again only when either file changes (its mtime, size or inode)."""
+
+    def __init__(self, interface: str, overlay: ipaddress.IPv4Network | None, **paths: str) -> None:
+        self.interface, self.overlay = interface, overlay
+        self.paths = {"agent_config": AGENT_CONFIG, "conf_dir": WG_CONF_DIR, **paths}
+        self.stamp: tuple[object, ...] | None = None
+        self.ranges: Ranges = frozenset()
+
+    def files(self) -> tuple[str, str]:
+        return self.paths["agent_config"], os.path.join(self.paths["conf_dir"], f"{self.interface}.conf")
+
+    def get(self) -> Ranges:
+        stamp = tuple(_stamp(path) for path in self.files())
+        if stamp != self.stamp:
+            self.stamp, self.ranges = stamp, relayed_ranges(self.interface, self.overlay, **self.paths)
+        return self.ranges
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 @dataclass
@@ -132,6 +235,7 @@ class Watchdog:
     ) -> None:
         self.overlay, self.margin_s, self.min_gap_s = overlay, margin_s, min_gap_s
         self.watch: dict[str, _Watch] = {}
+        self.relayed: Ranges = frozenset()  # the relayed partners' ranges (the shell keeps it current): never probed
 
     def probe_after(self, keepalive: int) -> float:
         return keepalive + self.margin_s
@@ -152,7 +256,7 @@ class Watchdog:
             if peer.rx > w.rx:
                 w.since, w.probed = now, None
             w.rx, w.tx = peer.rx, peer.tx
-            address = probe_address(peer, self.overlay)
+            address = probe_address(peer, self.overlay, self.relayed)
             if not peer.endpoint or not peer.keepalive or address is None:
                 continue
             if w.probed is None:
@@ -233,11 +337,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tick", type=float, default=TICK_S, help="seconds between two reads of wg show")
     args = parser.parse_args(argv)
     watchdog = Watchdog(args.overlay)
+    local = LocalRanges(args.interface, args.overlay)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     while True:
+        watchdog.relayed = local.get()
         tick(watchdog, args.interface, time.monotonic(), run, log)
         time.sleep(args.tick)
 

@@ -13,22 +13,21 @@
 7. private_paths  (stacks with `private_paths` only, underlaycheck.py) the private-path peers' endpoints are their
                private addresses, the private links carry WireGuard only, the hosts route through their gateway
 7/8. dynamic_sites  (stacks with a dynamic-address site only, dynamiccheck.py) its peers learnt its address from its
-               packets (none configured) and follow it when it moves: the outage of a roam, measured
+               packets (none configured); a relayed pair's throughput against a direct path's; a gateway restart
+               survived (the site's re-arm watchdog)
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import re
-import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wg_mesh.lab.checks import dynamiccheck, hostcheck
 from wg_mesh.lab.checks.bulk import bulk_transfer
+from wg_mesh.lab.checks.iperf import iperf
 from wg_mesh.lab.checks.outage import measure_outage
 from wg_mesh.lab.checks.pathmtu import check_path_mtu, frag_counters, probe_path_mtu
 from wg_mesh.lab.checks.result import (
@@ -44,12 +43,8 @@ from wg_mesh.lab.checks.result import (
 from wg_mesh.lab.checks.underlaycheck import KEY, TITLE, check_private_paths
 from wg_mesh.lab.fabric.netns import LabError, Node
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan
-from wg_mesh.lab.fabric.procs import stop, wait_for_line
 from wg_mesh.lab.machines.build import BuiltLab, wg_quick
-from wg_mesh.plan import inputpolicy
 from wg_mesh.plan.render import INTERFACE
-
-IPERF_PORT = 5201
 
 # --- 1. handshakes -----------------------------------------------------------------------------------------
 
@@ -166,44 +161,6 @@ def check_bulk_tcp(lab: BuiltLab, options: LabOptions) -> CheckResult:
 # --- 5. throughput ---------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def measurement_port(server: Node, port: int) -> Iterator[None]:
-    """The gateway's INPUT policy (wg_mesh.plan.inputpolicy: booted gateways load it) admits no iperf3: the
-    measurement's own port is opened at the top of its chain for the run and closed after; without the chain (the
-    namespace lab does not load the policy) nothing is done."""
-    chain = inputpolicy.CHAIN
-    if server.run(["iptables", "-w", "-n", "-L", chain], check=False).returncode != 0:
-        yield
-        return
-    rule = ["-p", "tcp", "--dport", str(port), "-j", "ACCEPT"]
-    server.run(["iptables", "-w", "-I", chain, "1", *rule])
-    try:
-        yield
-    finally:
-        server.run(["iptables", "-w", "-D", chain, *rule], check=False)
-
-
-def iperf(server: Node, server_netns: str, client: Node, target: str, seconds: float, lab: BuiltLab) -> float:
-    with measurement_port(server, IPERF_PORT):
-        return _iperf(server, server_netns, client, target, seconds, lab)
-
-
-def _iperf(server: Node, server_netns: str, client: Node, target: str, seconds: float, lab: BuiltLab) -> float:
-    proc = server.popen(["iperf3", "-s", "-1", "--forceflush", "-p", str(IPERF_PORT)], stdout=subprocess.PIPE)
-    lab.state.track(proc.pid, server_netns, "iperf3 server")
-    try:
-        if not wait_for_line(proc, "listening", 10):
-            raise LabError(f"iperf3 server in {server_netns} did not start: {stop(proc)}")
-        argv = ["iperf3", "-c", target, "-p", str(IPERF_PORT), "-t", str(seconds), "-J", "--connect-timeout", "5000"]
-        result = client.run(argv, check=False, timeout=seconds + 20)
-    finally:
-        stop(proc)
-    report = json.loads(result.stdout or "{}")
-    if "error" in report or result.returncode != 0:
-        raise LabError(f"iperf3 to {target}: {report.get('error', result.stderr.strip())}")
-    return round(float(report["end"]["sum_received"]["bits_per_second"]) / 1e6, 1)
-
-
 def check_throughput(lab: BuiltLab, options: LabOptions) -> CheckResult:
     a, b = main_pair(lab)
     runs = [
@@ -314,8 +271,8 @@ def run_checks(lab: BuiltLab, keys: LabKeys, options: LabOptions, step: Callable
     dynamic = None
     if any(site.dynamic for site in lab.plan.sites):
         # Before the recovery check: the dynamic check measures a restarted gateway's way back to the dynamic site
-        # alone (the site's re-arm watchdog: docs/how-to/static-sites.md); its roam and restart change nothing the
-        # recovery check uses (a pair of fixed sites).
+        # alone (the site's re-arm watchdog: docs/how-to/static-sites.md); its restart changes nothing the recovery
+        # check uses (a pair of fixed sites).
         n = 7 + bool(lab.plan.private_links)
         step(f"{n}/{n} dynamic sites")
         dynamic = timed(dynamiccheck.KEY, lambda: dynamiccheck.check_dynamic_sites(lab, keys, n, options),

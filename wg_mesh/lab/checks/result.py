@@ -53,6 +53,9 @@ class LabOptions:
     # the dynamic check's restart step (a gateway restarted while the dynamic site idles: its re-arm watchdog, ~30 s);
     # the test suite runs it in one delivery mode only (the watchdog is the same code in both)
     dynamic_restart: bool = True
+    # the dynamic check's relay step (a relayed pair's iperf3 against a direct path's, iperf_seconds each): the test
+    # suite runs it in one delivery mode only
+    relay_throughput: bool = True
 
 
 def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
