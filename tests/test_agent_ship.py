@@ -205,10 +205,12 @@ def test_every_file_and_the_size(capsys: pytest.CaptureFixture[str]) -> None:
         print(f"\n  agent package gzip'd: {agent_size.package_sizes()}, AWS boot part {agent_size.boot_size()}")
         print(f"  live user data: {sizes}")
     # The whole package no longer fits an AWS user data (next to the metrics script and the readiness mark): the
-    # reason for the bundle. With it, the AWS user data keeps over a third of EC2's 16 KB free (it kept about half
-    # until the INPUT policy, wg_mesh.plan.inputpolicy, added its two rule files and unit: ~550 bytes gzip'd).
+    # reason for the bundle. With it, the AWS user data kept about half of EC2's 16 KB free until the INPUT policy
+    # (wg_mesh.plan.inputpolicy: its two rule files and unit, ~550 bytes gzip'd), over a third until 2026-12-04: the
+    # bundle's bzip2 bootstrap (+310 B) and the roaming peers' metrics script (+1.2 KB) took it to 10,984 B (67 %).
+    # A quarter is kept free now; the metrics script could travel in the bundle (25 KB free) if it grows again.
     assert sizes["aws-whole"] > userdata.AWS_USER_DATA_LIMIT
-    assert sizes["aws"] < userdata.AWS_USER_DATA_LIMIT * 2 // 3
+    assert sizes["aws"] < userdata.AWS_USER_DATA_LIMIT * 3 // 4
     # Secrets Manager's 65536 bytes (wg_mesh.gateway.bootstrap). As a SecretString of base64 gzip the bundle went
     # 33.9 KB (the private-path fallback), 54.6 KB (issue 20), 59.4 KB (relays, 2026-12-04), and 64.0 KB with the
     # DNS re-resolver (branch dns, measured merged): too near the limit. Since 2026-12-04 it is a SecretBinary of

@@ -34,7 +34,7 @@ from wg_mesh.gateway import document, reresolve, ship
 from wg_mesh.gateway.document import DocumentError, decode
 from wg_mesh.gateway.reresolve import Reresolver, Target, decide
 from wg_mesh.gateway.wgconf import parse_wg_quick_conf, wg_quick_conf
-from wg_mesh.plan import reresolveunit, topology, userdata
+from wg_mesh.plan import metrics, reresolveunit, topology, userdata
 from wg_mesh.plan.topology import PeerAddress, interface_plan
 
 NAME = "vpn.example.com"
@@ -540,3 +540,12 @@ def test_the_program_keeps_the_name_opens_the_port_and_never_checks_it_as_an_add
             body = verified_body(stored_document(applied_named, model), agent_json(applied_named, model)["trust"])
             (office,) = [p for p in body["interface"]["peers"] if p["name"] == "office"]
             assert office["endpoint"] is None and office["endpoint_name"] == f"{NAME}:51820", site
+
+
+def test_a_dns_named_peer_is_mapped_as_configured_not_dynamic() -> None:
+    """Its gateways dial it (the re-resolver sets its endpoint): the dynamic-site alert and doctor's dynamic check are
+    not for it; WgMeshHandshakeStale is."""
+    cfg = parse_mesh(dns_mesh())
+    peers = json.loads(metrics.peer_mapping(cfg, "aws-use1", directory(cfg)))["peers"]
+    office = next(p for p in peers if p["site"] == "office")
+    assert "kind" not in office, office

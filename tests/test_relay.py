@@ -6,6 +6,8 @@ site's pinned relay: tests/test_relay_hostile.py."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -18,11 +20,11 @@ from tests.test_program_live import agent_json, stored_document
 from tests.test_render import directory, redacted
 from wg_mesh.config import ConfigError, parse_mesh, quotas, summary
 from wg_mesh.config import relay as relaying
-from wg_mesh.gateway import document
+from wg_mesh.gateway import document, mapping, wgmetrics
 from wg_mesh.gateway.hostplan import rule_commands
 from wg_mesh.gateway.trust import parse_trust
 from wg_mesh.gateway.wgconf import host_rules, parse_wg_quick_conf, wg_quick_conf
-from wg_mesh.plan import live, relay, render, topology
+from wg_mesh.plan import live, metrics, relay, render, topology
 from wg_mesh.plan.topology import interface_plan
 from wg_mesh.tools import monitoring
 from wg_mesh.tools.stackfile import read_raw
@@ -267,3 +269,40 @@ def test_a_relay_past_its_agents_limit_of_flows_is_refused() -> None:
     assert relaying.MAX_RELAY_FLOWS == document.MAX_RELAY_FLOWS
     del raw["sites"][-1]
     assert len(relay.flows(parse_mesh(raw), "aws-use1")) <= relaying.MAX_RELAY_FLOWS
+
+
+# --- the metrics mapping: relayed peers by name, from the pinned relay ------------------------------------------
+
+
+def _mapped(cfg: Any, site: str) -> list[dict[str, Any]]:
+    return list(json.loads(metrics.peer_mapping(cfg, site, directory(cfg)))["peers"])
+
+
+def test_a_relayed_sites_mapping_names_its_partners_behind_the_relays_key() -> None:
+    cfg = parse_mesh(edge())
+    relay_key = directory(cfg)["aws-use1"].public_key
+    peers = _mapped(cfg, "office")
+    assert [(p["site"], p.get("kind", "configured")) for p in peers] == [
+        ("aws-use1", "configured"), ("gcp-euw3", "configured"), ("home", "relayed")
+    ]  # fmt: skip
+    assert peers[-1] == {"site": "home", "public_key": relay_key, "allowed_ips": list(HOME), "kind": "relayed",
+                         "via": "aws-use1"}  # fmt: skip
+    parsed = wgmetrics.parse_mapping(metrics.peer_mapping(cfg, "office", directory(cfg)))
+    assert [p.site for p in parsed.direct] == ["aws-use1", "gcp-euw3"]  # wgmesh_peers_expected: 2, not 3
+    assert parsed.site_of(relay_key) == "aws-use1"
+    for site in ("aws-use1", "gcp-euw3"):  # the relay and the others see two dynamic peers, nothing relayed
+        assert [p.get("kind") for p in _mapped(cfg, site) if p["site"] in ("office", "home")] == ["dynamic"] * 2
+
+
+def test_the_agent_writes_the_mapping_the_user_data_renders_and_only_from_its_pinned_relay() -> None:
+    cfg = parse_mesh(edge(delivery="live"))
+    plan = interface_plan(cfg, "office", directory(cfg))
+    trust = live.trust(cfg, cfg.site("office"), "wg-mesh", "edge", "A" * 43 + "=")  # agent.json's
+    pinned = parse_trust(json.loads(json.dumps(trust))).relay
+    assert pinned is not None
+    assert mapping.peer_mapping(plan, relay=pinned) == metrics.peer_mapping(cfg, "office", directory(cfg))
+    # without the pin (no agent.json relay), nothing is relayed, whatever the plan's entry carries
+    assert '"relayed"' not in mapping.peer_mapping(plan)
+    # a pin naming a relay the plan has no peer for adds nothing (no key to put the partners behind)
+    other = dataclasses.replace(pinned, site="nowhere")
+    assert '"relayed"' not in mapping.peer_mapping(plan, relay=other)

@@ -145,6 +145,7 @@ class Agent:
         )
         # an HA gateway starts standby (its first boot and every restart): the controller claims when it may
         self.applier.role = "standby" if config.ha else "active"
+        self.applier.relay = config.trust.relay if config.trust is not None else None  # the mapping's relayed peers
         self.doc: Document | None = None
         self._log = log
         self.clock = clock

@@ -33,7 +33,7 @@ from . import files, hostplan, peerset, txn
 from .document import Document, is_key
 from .files import atomic_write, read_text
 from .hostplan import KernelRoute, Managed, rule_commands
-from .mapping import MAPPING_PATH, peer_mapping
+from .mapping import MAPPING_PATH, Relay, peer_mapping
 from .wgconf import INTERFACE, WG_CONF_PATH, parse_wg_quick_conf, wg_quick_conf
 
 __all__ = ["Applier", "ApplyError", "Paths", "Result", "atomic_write", "read_text", "redact", "run_command"]
@@ -142,8 +142,8 @@ class Applier:
         # wireguard-go has no handshake timer, so the next packet to it initiates at once (device/send.go)
         self.rearm: frozenset[str] = frozenset()
         self.rollbacks = dict.fromkeys(STEPS, 0)
-        self.rollback_failures = 0
-        self.half_applied = False
+        self.rollback_failures, self.half_applied = 0, False
+        self.relay: Relay | None = None  # a relayed site's pinned relay (agent.json): the mapping's relayed entries
 
     def metric_lines(self, label: str) -> list[str]:
         values = {
@@ -225,7 +225,7 @@ class Applier:
             steps.append(Step("wg0.conf", f"wrote {self.paths.wg_conf}", write=(saved[0].path, conf, 0o600)))
         if up:
             snapshot = self._plan_running(doc, conf, link.stdout, want, last, snapshot, steps)
-        mapping = peer_mapping(doc.plan, self.interface)
+        mapping = peer_mapping(doc.plan, self.interface, self.relay)
         if mapping.encode() != saved[1].data:
             steps.append(Step("mapping", f"wrote {self.paths.mapping}", write=(saved[1].path, mapping, 0o644)))
         if want.to_json().encode() != record.data:

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from importlib import resources
 
 from wg_mesh.config import MeshConfig, StaticSite
-from wg_mesh.gateway import mapping, ship, wgmetrics
+from wg_mesh.gateway import mapping, relaytrust, ship, wgmetrics
+from wg_mesh.plan import relay
 from wg_mesh.plan.render import INTERFACE, CloudInitExtras, File
 from wg_mesh.plan.topology import PeerAddress, interface_plan
 
@@ -69,9 +70,11 @@ def unpack(packed: str) -> str:
 def peer_mapping(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> str:
     """The site's name, interface and peers by public key: how the script labels peers with site names.
 
-    Built by wg_mesh.gateway.mapping, the function the gateway agent uses in `delivery: live`.
+    Built by wg_mesh.gateway.mapping, the function the gateway agent uses in `delivery: live`; a relayed site's
+    relayed partners from the relay its agent.json pins (the same config facts: wg_mesh.plan.relay.trust_relay).
     """
-    return mapping.peer_mapping(interface_plan(cfg, name, directory))
+    pinned = relay.trust_relay(cfg, name)
+    return mapping.peer_mapping(interface_plan(cfg, name, directory), relay=relaytrust.parse_relay(pinned, name))
 
 
 def node_exporter_defaults(port: int, address: str = "") -> str:
