@@ -4,7 +4,8 @@ known by a DNS name (served by the lab's resolver, re-resolved every 2 s), persi
 (the agents run and poll throughout: none may put a stale endpoint back). The run's changes: idle, dns (the branch
 moves and its name is re-pointed), flowing, symmetric and a fifth, flowing, with a deliberately stale peer (its gateway
 sets the office's old endpoint back, over and over): that one must be reported NOT met, the others must come back
-(their numbers are printed; their targets are the drill's verdict, not this test's: no timed assertion)."""
+(their numbers are printed; their targets are the drill's verdict, not this test's: no timed assertion). Wall time
+here: about 47 s (39 s before the branch and its dns change were added)."""
 
 from __future__ import annotations
 
