@@ -1,7 +1,8 @@
 """A DNS-named peer on real WireGuard (root): two network namespaces joined by a veth, wireguard-go in each, a tiny DNS
-server (this file's, UDP, answering from a JSON file the test rewrites), and the shipped wg-mesh-reresolve script (the
-compact text the user data carries) run as its timer would run it, every INTERVAL seconds, with resolv.conf pointed
-at that server in a private mount namespace (nothing of the host's /etc changes).
+server (the lab's, wg_mesh/lab/fabric/resolver.py: UDP, answering from a JSON file the test rewrites), and the
+shipped wg-mesh-reresolve script (the compact text the user data carries) run as its timer would run it, every
+INTERVAL seconds, with resolv.conf pointed at that server in a private mount namespace (nothing of the host's /etc
+changes).
 
 "gw" is the gateway that peers with the DNS-named "site"; "site" is passive (no endpoint, no keepalive: only the
 re-resolver can tell "gw" where it is). Shown: the name resolves and the tunnel comes up; a hostile answer (a private
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from wg_mesh.gateway import ship
+from wg_mesh.lab.fabric.resolver import DNS_SERVER  # the lab's DNS server, bound to loopback here
 from wg_mesh.plan import wgkey
 
 pytestmark = [
@@ -39,30 +41,6 @@ NAME = "site.wg-mesh-dns.test"
 OLD, NEW, GW = "203.0.113.2", "203.0.113.3", "203.0.113.1"
 PORT = 51820
 ENV = {"PATH": "/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
-
-# Answers A queries for the names in ZONE (a JSON file: name -> [addresses] or null for NXDOMAIN), read per query.
-DNS_SERVER = r"""
-import json, socket, struct, sys
-zone, = sys.argv[1:]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.1", 53))
-print("ready", flush=True)
-while True:
-    data, peer = s.recvfrom(512)
-    qid, flags, qd = struct.unpack("!HHH", data[:6])
-    i, labels = 12, []
-    while data[i]:
-        labels.append(data[i + 1:i + 1 + data[i]].decode()); i += 1 + data[i]
-    qtype = struct.unpack("!H", data[i + 1:i + 3])[0]
-    question = data[12:i + 5]
-    answers = json.load(open(zone)).get(".".join(labels).lower())
-    rcode = 3 if answers is None else 0
-    records = [a for a in answers or [] if qtype == 1]
-    out = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, len(records), 0, 0) + question
-    for a in records:
-        out += struct.pack("!HHHIH", 0xC00C, 1, 1, 0, 4) + socket.inet_aton(a)
-    s.sendto(out, peer)
-"""
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -104,7 +82,7 @@ class Pair:
            "persistent-keepalive", "1")  # fmt: skip
         ns(self.site, "wg", "set", self.wg_site, "peer", public["gw"], "allowed-ips", "10.99.0.1/32")
         self.point([OLD])
-        self.spawn(self.gw, "/usr/bin/python3", "-c", DNS_SERVER, str(self.zone))
+        self.spawn(self.gw, "/usr/bin/python3", "-c", DNS_SERVER, str(self.zone), "127.0.0.1")
         (self.tmp / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
         peers = [{"name": "site", "public_key": public["site"], "endpoint_name": f"{NAME}:{PORT}", "reresolve_s": 2}]
         (self.tmp / "peers.json").write_text(json.dumps({"interface": self.wg_gw, "peers": peers}))

@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "black hole between two sites mid-transfer, with and without ICMP filtered (delivery: live); ha: kill, break, "
         "hang and partition an HA site's gateway pair and replace its active while traffic flows (gateways: 2); "
         "roam: the first `endpoint: dynamic` site's address changes behind the lab's NAT, idle, mid-transfer and "
-        "behind a symmetric NAT, with the outage per change (either delivery)",
+        "behind a symmetric NAT, and a DNS-named site's name re-pointed by the lab's resolver, with the outage per "
+        "change (either delivery)",
     )
     parser.add_argument(
         "--ha-site",

@@ -1,5 +1,6 @@
 """`python -m wg_mesh lab --drill roam --stack S [--json PATH]`: a dynamic-address site's public address changes,
-idle and mid-transfer, behind a cone and then a symmetric NAT, and how long the mesh takes to follow it (issue 24).
+idle and mid-transfer, behind a cone and then a symmetric NAT, a DNS-named site moves and its name is re-pointed, and
+how long the mesh takes to follow each (issue 24).
 
 The plan (sites, changes, targets, the outage's definition) is roamplan.py's; the NAT is roamnat.py's. Here: build
 the lab (either delivery), wait until every gateway has learnt D's address, run the idle changes (each with a ping
@@ -13,6 +14,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -23,7 +25,7 @@ from wg_mesh.lab.checks.report import Steps
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.harun import wait_replies
-from wg_mesh.lab.drills.roamplan import DEFAULT_CHANGES, Change, RoamPlan, back_at, met, plan_roam
+from wg_mesh.lab.drills.roamplan import Change, RoamPlan, back_at, met, plan_roam
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan, plan_lab, render_artifacts
@@ -49,13 +51,21 @@ def endpoint_of(wg_show_endpoints: str, public_key: str) -> str | None:
     return None
 
 
+def has_endpoint(want: str, _: SitePlan, endpoint: str | None) -> bool:
+    return endpoint == want
+
+
 class RoamRun:
     """The changes, against a built lab; `traffic` (pinger P -> D, stream D -> P) once it flows."""
 
     def __init__(self, lab: BuiltLab, keys: LabKeys, roam: RoamPlan, step: Callable[[str], None]) -> None:
         self.lab, self.keys, self.roam, self.step = lab, keys, roam, step
-        self.nats: dict[str, NatFront] = {}  # a site's NAT, from its first change on
+        # a site's NAT: from its first change on (a DNS-named site's: from the lab's start)
+        self.nats: dict[str, NatFront] = lab.nats
         self.addresses = {s.name: str(s.public_ip) for s in roam.sites}  # as the peers should see them now
+        for s in roam.sites:
+            if s.dns_name and lab.resolver is not None:
+                self.addresses[s.name] = lab.resolver.address_of(s.dns_name)
         self.port = lab.plan.listen_port
         self.traffic: tuple[Pinger, Stream] | None = None
         self.steps: list[dict[str, Any]] = []
@@ -77,14 +87,15 @@ class RoamRun:
         return seen
 
     def ports(self, site: SitePlan) -> dict[str, tuple[int, int]]:
-        """Symmetric NAT: each other gateway's public address (what the site's packets go to) -> its port range."""
-        return symmetric_ports([str(s.public_ip) for s in self.roam.others(site)])
+        """Symmetric NAT: each other gateway's public address as it is now (what the site's packets go to: a DNS-named
+        site's NAT address) -> its port range."""
+        return symmetric_ports([self.addresses[s.name] for s in self.roam.others(site)])
 
     def expected(self, change: Change, peer: SitePlan, endpoint: str | None) -> bool:
         host, _, port = (endpoint or "").rpartition(":")
-        if change.kind.nat == "cone":
+        if change.kind.nat != "symmetric":
             return host == change.address and port == str(self.port)
-        low, high = self.ports(change.site)[str(peer.public_ip)]
+        low, high = self.ports(change.site)[self.addresses[peer.name]]
         return host == change.address and port.isdigit() and low <= int(port) <= high
 
     def move(self, change: Change) -> None:
@@ -93,6 +104,15 @@ class RoamRun:
         nat = self.nats.setdefault(site.name, NatFront(self.lab.plan.internet_ns, site.index, str(site.public_ip)))
         ports = self.ports(site) if change.kind.nat == "symmetric" else None
         nat.apply(NatState(change.address, change.kind.nat, ports))
+
+    def repoint(self, change: Change) -> None:
+        """The `dns` change: the site's static NAT moves to the new address (reachable there before it sends), then
+        the lab's resolver answers its name with it: APPLY's entry for `dns`."""
+        site = change.site
+        if self.lab.resolver is None or site.dns_name is None:
+            raise LabError(f"{site.name} is not a DNS-named site the lab's resolver serves")
+        self.move(change)
+        self.lab.resolver.repoint(site.dns_name, change.address)
 
     def stale_loop(self, site: SitePlan, old: str | None) -> subprocess.Popen[str]:
         """The fault: P's gateway sets the site's old endpoint back, again and again (a peer whose config keeps a
@@ -124,6 +144,7 @@ class RoamRun:
             assert self.traffic is not None
             pinger = self.traffic[0]
         deadline, symmetric = t0 + change.bound_s, change.kind.nat == "symmetric"
+        everyone = change.kind.nat != "cone"  # every gateway must follow: symmetric, and dns (each re-resolves)
         back = None
         try:
             while back is None and time.monotonic() < deadline:
@@ -132,8 +153,9 @@ class RoamRun:
                 if (exited := pinger.exited()) is not None:
                     raise LabError(exited)
             # symmetric: until every gateway has the new address (the others learn it from the site's next
-            # keepalive to them); cone: what they have now (P's is the new one once traffic is back)
-            seen = self.wait_learnt(site, lambda s, e: self.expected(change, s, e), deadline if symmetric else 0.0)
+            # keepalive to them); dns: each gateway's own re-resolve; cone: what they have now (P's is the new one
+            # once traffic is back)
+            seen = self.wait_learnt(site, lambda s, e: self.expected(change, s, e), deadline if everyone else 0.0)
             all_learnt = time.monotonic() - t0
         finally:
             if fault is not None:
@@ -157,6 +179,7 @@ class RoamRun:
             record |= {"pings_lost": lost, "longest_ping_gap_ms": window["longest_gap_ms"]}
         if symmetric:
             record |= self.symmetric_view(site, seen, learnt)
+        if everyone:
             record["all_learnt_s"] = round(all_learnt, 1) if all(learnt.values()) else None
         self.addresses[site.name] = change.address
         self.steps.append(record)
@@ -173,13 +196,14 @@ class RoamRun:
 
 # What each change kind does to the lab (roamplan.CHANGE_KINDS): one more kind is one more entry.
 APPLY: dict[str, Callable[[RoamRun, Change], None]] = {"idle": RoamRun.move, "flowing": RoamRun.move,
-                                                       "symmetric": RoamRun.move}  # fmt: skip
+                                                       "symmetric": RoamRun.move, "dns": RoamRun.repoint}  # fmt: skip
 
 
 def judge(steps: list[dict[str, Any]], traffic: tuple[Pinger, Stream] | None) -> bool:
     """The traffic steps' lost pings, longest gap and stall (from the drill's pinger and stream); each change's
     verdict: its target met (symmetric: and every gateway learnt the new address, each at its own port, and every
-    other site's host reaches D's); the drill's: every change's, and the stream's bytes verify."""
+    other site's host reaches D's; dns: and every gateway followed the name); the drill's: every change's, and the
+    stream's bytes verify."""
     ok = bool(steps)
     for s in steps:
         if not s["own_pinger"] and traffic is not None:
@@ -188,8 +212,10 @@ def judge(steps: list[dict[str, Any]], traffic: tuple[Pinger, Stream] | None) ->
             s["pings_lost"], s["longest_ping_gap_ms"] = window["lost"], window["longest_gap_ms"]
             s["longest_stall_ms"] = stream.longest_stall_ms(s["start"], s["end"])
         s["ok"] = s["met"]
+        if s["nat"] != "cone":  # symmetric and dns: every gateway followed
+            s["ok"] = s["ok"] and all(s["learnt"].values())
         if s["nat"] == "symmetric":
-            s["ok"] = s["ok"] and all(s["learnt"].values()) and s["ports_distinct"]
+            s["ok"] = s["ok"] and s["ports_distinct"]
             s["ok"] = s["ok"] and all(s["hosts_reach_site"].values())
         ok = ok and s["ok"]
     if traffic is not None:
@@ -203,9 +229,10 @@ def keepalive_of(cfg: MeshConfig, artifacts: dict[str, Any], site: str) -> int:
     return max((p.persistent_keepalive for p in peers), default=cfg.persistent_keepalive)
 
 
-def run_roam_drill(cfg: MeshConfig, label: str, *, changes: Sequence[str] = DEFAULT_CHANGES,
+def run_roam_drill(cfg: MeshConfig, label: str, *, changes: Sequence[str] | None = None,
                    stale: Sequence[int] = ()) -> DrillReport:  # fmt: skip
-    """`changes`: roamplan.CHANGE_KINDS names (idle ones run first); `stale`: indexes of changes that get the
+    """`changes`: roamplan.CHANGE_KINDS names (idle ones run first; default: roamplan.default_changes, every kind
+    the stack's sites allow); `stale`: indexes of changes that get the
     stale-endpoint fault (tests). Raises LabError / LabPlanError / UserDataError before anything is created when the
     stack cannot be drilled (no dynamic site), LabEnvironmentError when the machine cannot run the lab."""
     started = time.monotonic()
@@ -223,10 +250,16 @@ def run_roam_drill(cfg: MeshConfig, label: str, *, changes: Sequence[str] = DEFA
     if problems:
         raise LabEnvironmentError("; ".join(problems))
     d, p = roam.site, roam.peer
+    learn = list(dict.fromkeys([d, *(c.site for c in roam.changes)]))  # D, and N when a change moves it
     report = DrillReport(label, "roam", prefix=plan.prefix)
     report.sites = {"D": {"name": d.name, "cloud": d.cloud, "role": "dynamic address, behind the lab's NAT"},
                     "P": {"name": p.name, "cloud": p.cloud, "role": "fixed address; its host pings D's"}}  # fmt: skip
-    report.summary = {"persistent_keepalive_s": keepalive, "delivery": cfg.delivery, "inside": str(d.public_ip)}
+    named = next((c.site for c in roam.changes if c.site.dns_name), None)
+    if named is not None:
+        report.sites["N"] = {"name": named.name, "cloud": named.cloud,
+                             "role": f"endpoint {named.dns_name}, served by the lab's resolver"}  # fmt: skip
+    report.summary = {"persistent_keepalive_s": keepalive, "delivery": cfg.delivery, "inside": str(d.public_ip),
+                      "reresolve_s": plan.reresolve_s}  # fmt: skip
     state = new_state(plan.prefix, f"{label} (roam drill)")
     state.save()
     cleanup = _Cleanup(state, Console(stderr=True))
@@ -238,11 +271,13 @@ def run_roam_drill(cfg: MeshConfig, label: str, *, changes: Sequence[str] = DEFA
             hook = control_plane_hook(cfg, keys, configs) if configs else None
             lab = build(plan, artifacts, state, lambda _: None, NamespaceGateway, before_gateways=hook)
             run = RoamRun(lab, keys, roam, step)
-            step(f"every gateway learns {d.name}'s address from its packets")
-            first = f"{d.public_ip}:{plan.listen_port}"
-            seen = run.wait_learnt(d, lambda s, e: e == first, time.monotonic() + LEARN_TIMEOUT_S)
-            if not all(e == first for e in seen.values()):
-                raise LabError(f"the gateways did not learn {d.name}'s address within {LEARN_TIMEOUT_S:.0f} s: {seen}")
+            step(f"every gateway learns {' and '.join(s.name for s in learn)}'s address (packets, the resolver)")
+            for s in learn:
+                first = f"{run.addresses[s.name]}:{plan.listen_port}"
+                seen = run.wait_learnt(s, partial(has_endpoint, first), time.monotonic() + LEARN_TIMEOUT_S)
+                if not all(e == first for e in seen.values()):
+                    raise LabError(f"the gateways did not learn {s.name}'s address within {LEARN_TIMEOUT_S:.0f} s: "
+                                   f"{seen}")  # fmt: skip
             for n, change in enumerate(roam.changes, 1):
                 if change.kind.traffic and run.traffic is None:
                     step(f"traffic: ping every 10 ms host {p.name} -> host {d.name}, a stream {d.name} -> {p.name}")
@@ -284,7 +319,8 @@ def rows(report: DrillReport) -> list[list[str]]:
     """The report's table: one row per change."""
     out = []
     for s in report.steps:
-        target = f"<= {s['target_s']:g} s" + (" (keepalive)" if s["kind"] == "idle" else "")
+        why = {"idle": " (keepalive)", "dns": " (re-resolve)"}.get(s["kind"], "")
+        target = f"<= {s['target_s']:g} s{why}"
         missed = "NOT met" if s["outage_ms"] is not None else f"NOT met (not back in {s['bound_s']:g} s)"
         verdict = "met" if s["met"] else missed
         out.append([s["step"], s["nat"], _v(s["outage_ms"]), _v(s.get("longest_stall_ms")), _v(s.get("pings_lost")),
@@ -304,13 +340,20 @@ def print_roam(report: DrillReport, console: Console) -> None:
         console.print(f"D {sites['D']['name']} (persistent_keepalive {report.summary['persistent_keepalive_s']} s), "
                       f"P {sites['P']['name']}; outage: from the change to the first reply of a second without a "
                       "lost ping (host P -> host D, every 10 ms)")  # fmt: skip
+    if "N" in sites:
+        console.print(f"N {sites['N']['name']}: {sites['N']['role']}, re-resolved every "
+                      f"{report.summary.get('reresolve_s')} s")  # fmt: skip
     for s in report.steps:
         learnt = ", ".join(f"{g} {e or 'none'}" for g, e in s["endpoints"].items())
-        console.print(f"{s['step']}: D {s['from']} -> {s['to']}; the gateways' endpoint for D: {learnt}")
+        who = "N" if s["kind"] == "dns" else "D"
+        console.print(f"{s['step']}: {who} {s['from']} -> {s['to']}; the gateways' endpoint for {who}: {learnt}")
         if s["nat"] == "symmetric":
             reached = ", ".join(f"{g} {'yes' if r else 'NO'}" for g, r in s["hosts_reach_site"].items())
             console.print(f"  each at its own port: {'yes' if s['ports_distinct'] else 'NO'} (all within "
                           f"{_v(s['all_learnt_s'], ' s')}); other hosts reach D's host: {reached or '-'}")  # fmt: skip
+        elif s["nat"] == "static":
+            console.print(f"  every gateway followed the name: {'yes' if all(s['learnt'].values()) else 'NO'} "
+                          f"(all within {_v(s['all_learnt_s'], ' s')})")  # fmt: skip
     if report.stream:
         console.print(f"stream: {report.stream.get('bytes', 0) / 2**20:.0f} MiB, sha256 "
                       f"{'match' if report.stream.get('verified') else 'MISMATCH'}")  # fmt: skip

@@ -33,7 +33,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
 from wg_mesh.config import MeshConfig, StaticSite
-from wg_mesh.config.reach import is_dynamic
+from wg_mesh.config.reach import dns_name, is_dynamic
 from wg_mesh.config.sites import INTERNET_MTU
 from wg_mesh.lab.fabric.privatepath import IPV4_TCP_HEADERS, PrivateLink, link_between, plan_private_links
 from wg_mesh.plan import live, render, signing, topology, userdata, wgkey
@@ -120,6 +120,7 @@ class SitePlan:
     dynamic: bool = False  # `endpoint: dynamic` (issue 24): its peers have no Endpoint for it and learn public_ip
     # A single host (a static site without cidrs): host_ns is gateway_ns, host_ip its overlay address, no LAN
     single_host: bool = False
+    dns_name: str | None = None  # a DNS-named endpoint (issue 24): the lab's resolver serves it (resolver.py)
 
     @property
     def is_cloud(self) -> bool:
@@ -146,6 +147,7 @@ class LabPlan:
     listen_port: int
     faults: LabFaults
     private_links: tuple[PrivateLink, ...] = ()
+    reresolve_s: int = 0  # the mesh's reresolve_seconds when a site is DNS-named (else 0): how often peers ask
 
     @property
     def namespaces(self) -> tuple[str, ...]:
@@ -263,6 +265,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
         else:
             nic_mtu, real = max(STATIC_LAN_MTU, site.underlay_mtu), f"endpoint {site.endpoint}"
             real = "a dynamic address (its peers learn it)" if is_dynamic(site) else real
+            real = f"{site.endpoint}, served by the lab's resolver" if dns_name(site) else real
         sites.append(
             SitePlan(
                 index=i,
@@ -291,6 +294,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
                 spare_ns=f"{prefix}-gw-{site.name}-c" if ha else None,
                 dynamic=is_dynamic(site),
                 single_host=not site.cidrs,
+                dns_name=dns_name(site),
             )
         )
     links, link_problems = plan_private_links(cfg, sites)
@@ -307,6 +311,7 @@ def plan_lab(cfg: MeshConfig, prefix: str, faults: LabFaults = LabFaults(), ha_s
         listen_port=cfg.listen_port,
         faults=faults,
         private_links=tuple(links),
+        reresolve_s=cfg.reresolve_seconds if any(s.dns_name for s in sites) else 0,
     )
 
 

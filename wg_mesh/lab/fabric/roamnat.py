@@ -9,6 +9,8 @@ namespace, the lab's router, becomes its NAT:
 * symmetric  a different public source port per destination (endpoint-dependent mapping, RFC 4787 4.1): each peer's
              flow is mapped into its own port range, `--random-fully` within it, so every peer sees the site at
              another port (the ranges are disjoint: two peers never share a port, by construction)
+* static     1:1 (DNAT and SNAT): the mapping's address is the site's, reachable before the site sends anything, as
+             a server's public address is: a DNS-named site's (the lab's resolver serves the name, resolver.py)
 
 Each change gives the site's flows (out, and the replies to the new address) a new conntrack zone, as the HA model
 (haplan.py) does for an Elastic IP: no entry of the old mapping ever matches again, nothing else in the lab's
@@ -25,18 +27,21 @@ from dataclasses import dataclass
 
 from wg_mesh.lab.fabric.netns import run
 
-CHAIN = "wgroam"  # in the internet namespace: raw PREROUTING and nat POSTROUTING jump to it
+# In the internet namespace, per site (`chains`): CHAIN + index, raw PREROUTING and nat POSTROUTING jump to it;
+# CHAIN_IN + index, nat PREROUTING jumps to it: a static NAT's DNAT (empty for the other kinds)
+CHAIN, CHAIN_IN = "wgroam", "wgroamin"
 ZONE_BASE = 40000  # site i's mappings: conntrack zones ZONE_BASE + 100 * i + k (the HA model's are below 40000)
 ZONES_PER_SITE = 100
 SYMMETRIC_PORTS = 20000  # peer j's flows map into SYMMETRIC_PORTS + PORTS_PER_PEER * j .. + PORTS_PER_PEER - 1
 PORTS_PER_PEER = 1000
-NAT_KINDS = ("cone", "symmetric")
+NAT_KINDS = ("cone", "symmetric", "static")
 
 
 @dataclass(frozen=True)
 class NatState:
     """One state of the NAT: the site's flows leave from `address`; `kind` cone or symmetric; `ports` (symmetric): the
-    peer's public address (the destination the site's packets carry) -> its port range."""
+    peer's public address (the destination the site's packets carry) -> its port range; static: `address` is the
+    site's, inbound too."""
 
     address: str
     kind: str = "cone"
@@ -55,35 +60,45 @@ def zone(site_index: int, change: int) -> int:
     return ZONE_BASE + ZONES_PER_SITE * site_index + change % ZONES_PER_SITE
 
 
-def setup_rules(inside: str) -> list[tuple[str, ...]]:
+def chains(site_index: int) -> tuple[str, str]:
+    """Site `site_index`'s own chains (two NAT'd sites never share one): out and raw, and in (DNAT)."""
+    return f"{CHAIN}{site_index}", f"{CHAIN_IN}{site_index}"
+
+
+def setup_rules(inside: str, site_index: int) -> list[tuple[str, ...]]:
     """The chains and their jumps (iptables arguments), once: first in raw PREROUTING and nat POSTROUTING. The site's
     inside address is dropped from then on; until the first mapping the chains are otherwise empty."""
+    chain, chain_in = chains(site_index)
     return [
-        ("-t", "raw", "-N", CHAIN),
-        ("-t", "nat", "-N", CHAIN),
-        ("-t", "raw", "-I", "PREROUTING", "1", "-j", CHAIN),
-        ("-t", "nat", "-I", "POSTROUTING", "1", "-j", CHAIN),
+        ("-t", "raw", "-N", chain),
+        ("-t", "nat", "-N", chain),
+        ("-t", "nat", "-N", chain_in),
+        ("-t", "raw", "-I", "PREROUTING", "1", "-j", chain),
+        ("-t", "nat", "-I", "POSTROUTING", "1", "-j", chain),
+        ("-t", "nat", "-I", "PREROUTING", "1", "-j", chain_in),
         ("-t", "raw", "-I", "PREROUTING", "1", "-d", f"{inside}/32", "-j", "DROP"),
     ]
 
 
-def nat_rules(inside: str, mapping: NatState, zone_id: int) -> str:
+def nat_rules(inside: str, mapping: NatState, zone_id: int, site_index: int) -> str:
     """`iptables-restore --noflush` input that replaces the NAT's chains: the site's flows (from `inside`) in zone
     `zone_id` and mapped to `mapping.address`, the replies to that address in the same zone."""
     if mapping.kind not in NAT_KINDS:
         raise ValueError(f"no NAT kind {mapping.kind!r}: {', '.join(NAT_KINDS)}")
+    chain, chain_in = chains(site_index)
     src, new = f"-s {inside}/32", mapping.address
-    nat = []
+    nat, into = [], []
+    if mapping.kind == "static":
+        into.append(f"-A {chain_in} -d {new}/32 -j DNAT --to-destination {inside}")
     if mapping.kind == "symmetric":
         for peer, (low, high) in (mapping.ports or {}).items():
-            nat.append(f"-A {CHAIN} {src} -p udp -m conntrack --ctorigdst {peer}/32 "
+            nat.append(f"-A {chain} {src} -p udp -m conntrack --ctorigdst {peer}/32 "
                        f"-j SNAT --to-source {new}:{low}-{high} --random-fully")  # fmt: skip
-    nat.append(f"-A {CHAIN} {src} -j SNAT --to-source {new}")
-    raw = [f"-A {CHAIN} {src} -j CT --zone {zone_id}", f"-A {CHAIN} -d {new}/32 -j CT --zone {zone_id}"]
-    text = ""
-    for table, rules in (("nat", nat), ("raw", raw)):  # nat first: see the module's docstring
-        text += f"*{table}\n:{CHAIN} - [0:0]\n" + "".join(f"{rule}\n" for rule in rules) + "COMMIT\n"
-    return text
+    nat.append(f"-A {chain} {src} -j SNAT --to-source {new}")
+    raw = [f"-A {chain} {src} -j CT --zone {zone_id}", f"-A {chain} -d {new}/32 -j CT --zone {zone_id}"]
+    lines = (f"*nat\n:{chain} - [0:0]\n:{chain_in} - [0:0]\n", *nat, *into, "COMMIT\n",  # nat first: see above
+             f"*raw\n:{chain} - [0:0]\n", *raw, "COMMIT\n")  # fmt: skip
+    return "".join(line if line.endswith("\n") else f"{line}\n" for line in lines)
 
 
 class NatFront:
@@ -96,8 +111,8 @@ class NatFront:
 
     def apply(self, mapping: NatState) -> None:
         if self.changes == 0:
-            for rule in setup_rules(self.inside):
+            for rule in setup_rules(self.inside, self.site_index):
                 run(["ip", "netns", "exec", self.netns, "iptables", "-w", *rule])
         self.changes += 1
-        text = nat_rules(self.inside, mapping, zone(self.site_index, self.changes))
+        text = nat_rules(self.inside, mapping, zone(self.site_index, self.changes), self.site_index)
         run(["ip", "netns", "exec", self.netns, "iptables-restore", "-w", "--noflush"], stdin_text=text)

@@ -10,6 +10,8 @@ from pathlib import Path
 from wg_mesh.lab.fabric.netns import LabState, Node, run
 from wg_mesh.lab.fabric.networks import build_cloud_site, build_host, build_private_link, ip, iptables, sysctl, veth
 from wg_mesh.lab.fabric.plan import GatewayArtifacts, LabPlan, SitePlan
+from wg_mesh.lab.fabric.resolver import LabResolver, serve_dns_sites
+from wg_mesh.lab.fabric.roamnat import NatFront
 from wg_mesh.lab.machines.machine import GatewayMachine, NamespaceGateway, redact_keys
 
 __all__ = ["BuiltLab", "MachineFactory", "build", "ip", "iptables", "redact_keys", "sysctl", "veth", "wg_quick"]
@@ -25,6 +27,8 @@ class BuiltLab:
     internet: Node
     machines: dict[str, GatewayMachine] = field(default_factory=dict)
     hosts: dict[str, Node] = field(default_factory=dict)
+    resolver: LabResolver | None = None  # when a site is DNS-named: the lab's DNS server (resolver.py)
+    nats: dict[str, NatFront] = field(default_factory=dict)  # a site behind a NAT of the lab's (roamnat.py)
 
     @property
     def gateways(self) -> dict[str, Node]:
@@ -98,6 +102,9 @@ def build(
     for link in plan.private_links:
         step(f"private path {link.path}: {link.a.site} <-> {link.b.site} at MTU {link.mtu}")
         build_private_link(plan, link)
+    if any(site.dns_name for site in plan.sites):
+        step("DNS-named sites: a static NAT each, the lab's resolver serving their names")
+        lab.resolver, lab.nats = serve_dns_sites(plan, state)
 
     for site in plan.sites:
         if start is not None and site.name not in start:

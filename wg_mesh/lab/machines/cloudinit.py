@@ -18,6 +18,10 @@ asks of cloud-init, in the gateway's own network and mount namespaces:
   daemon in the gateway, with the unit's Environment and EnvironmentFile (machine.py carries both out);
 * `runcmd: [systemctl, enable, --now, UNIT]` for a unit whose ExecStart is `python3 SCRIPT ...`, SCRIPT written by the
   user data (a dynamic site's wg-mesh-rearm) -> that ExecStart as a lab-tracked daemon, as the agent's;
+* `runcmd: [systemctl, enable, --now, UNIT.timer]` for a timer in TIMED_UNITS (the re-resolver's) whose service
+  runs `python3 SCRIPT ...`, both written by the user data -> that ExecStart in a lab-tracked loop, once at once and
+  then again `OnUnitActiveSec` after each run ends (the lab has no systemd; a run takes a fraction of a second);
+  the `systemctl start UNIT.service` that follows is that first run. Other timers (wg-mesh-metrics) are not run;
 * `packages` -> must already be installed on the host (the lab checks its tools).
 Anything else is refused or listed in the report as not run, never silently dropped. The runcmd steps the lab
 carries out run in the user data's order (`GatewaySetup.steps`).
@@ -56,6 +60,7 @@ AGENT_MODULE = "wgmesh_gateway.agent"
 BOOTSTRAP_MODULE = "wgmesh_gateway.bootstrap"  # an AWS gateway's first step: the agent's package from its bundle
 PYTHON = "/usr/bin/python3"  # Debian's / Ubuntu's, with its own packages (python3-botocore), never the lab's venv
 PYTHONS = ("python3", PYTHON)
+TIMED_UNITS = ("wg-mesh-reresolve",)  # timers the lab runs by hand (wg_mesh.plan.reresolveunit)
 
 
 class UserDataError(ValueError):
@@ -87,7 +92,7 @@ class Unit:
 @dataclass(frozen=True)
 class Step:
     """One runcmd (or bootcmd) the lab carries out: kind sysctl | chmod | install-dir | wg-quick | agent-once |
-    service."""
+    service | timer (argv run every `every` seconds)."""
 
     kind: str
     argv: tuple[str, ...] = ()
@@ -97,6 +102,7 @@ class Step:
     mode: int = 0
     env_files: tuple[tuple[PurePosixPath, bool], ...] = ()  # read at run time, before `env`: (path, optional)
     before: tuple[tuple[str, ...], ...] = ()  # agent-once: commands that must succeed first (`X && agent`)
+    every: int = 0  # timer: its OnUnitActiveSec
 
 
 @dataclass(frozen=True)
@@ -267,6 +273,30 @@ def _script_unit(argv: list[str], units: dict[str, Unit], files: tuple[WriteFile
     return Unit(unit.name, (PYTHON, *unit.exec_start[1:]), unit.environment, unit.environment_files)
 
 
+def timer_every(text: str) -> int | None:
+    """A timer unit's OnUnitActiveSec in whole seconds (`30s` or `30`), or None."""
+    for raw in text.splitlines():
+        key, _, value = raw.strip().partition("=")
+        if key == "OnUnitActiveSec" and value.removesuffix("s").isdigit():
+            return int(value.removesuffix("s"))
+    return None
+
+
+def _timed(argv: list[str], units: dict[str, Unit], files: tuple[WriteFile, ...]) -> Step | None:
+    """`systemctl enable --now NAME.timer` of a TIMED_UNITS timer the user data writes: its service's script, every
+    OnUnitActiveSec (a Step of kind timer); else None."""
+    if argv[:3] != ["systemctl", "enable", "--now"] or len(argv) != 4 or not argv[3].endswith(".timer"):
+        return None
+    name = argv[3].removesuffix(".timer")
+    timer = next((f for f in files if f.path == UNIT_DIR / argv[3]), None)
+    script = _script_unit([*argv[:3], name], units, files) if name in TIMED_UNITS else None
+    every = timer_every(timer.text) if timer is not None else None
+    if script is None or every is None:
+        return None
+    return Step("timer", script.exec_start, script.environment, script, env_files=script.environment_files,
+                every=every)  # fmt: skip
+
+
 def interpret(user_data: str) -> GatewaySetup:
     if not user_data.startswith("#cloud-config"):
         raise UserDataError("user data is not a #cloud-config document")
@@ -286,6 +316,7 @@ def interpret(user_data: str) -> GatewaySetup:
         if f.path.parent == UNIT_DIR and f.path.suffix == ".service"
     }
     agent_units = [u for u in units.values() if agent_argv(list(u.exec_start)) is not None]
+    timed: set[str] = set()  # services whose timer the lab runs: their `systemctl start` is its first run
     for cmd in doc.get("bootcmd") or []:
         argv = [str(a) for a in cmd] if isinstance(cmd, list) else str(cmd).split()
         if argv[:3] == ["install", "-d", "-m"] and len(argv) == 5:
@@ -334,6 +365,12 @@ def interpret(user_data: str) -> GatewaySetup:
             steps.append(
                 Step("service", command[0], unit.environment + command[1], unit, env_files=unit.environment_files)
             )
+        elif (timer := _timed(argv, units, files)) is not None:
+            assert timer.unit is not None
+            timed.add(timer.unit.name.removesuffix(".service"))
+            steps.append(timer)
+        elif argv[:2] == ["systemctl", "start"] and len(argv) == 3 and argv[2].removesuffix(".service") in timed:
+            continue
         elif (script := _script_unit(argv, units, files)) is not None:
             steps.append(
                 Step("service", script.exec_start, script.environment, script, env_files=script.environment_files)

@@ -49,6 +49,9 @@ class ContainerGateway(GatewayMachine):
         super().__init__(plan, site, artifacts, state)
         if site.single_host:
             raise LabError(f"{site.name} is a single host (no cidrs): the namespace lab runs it; --boot does not yet")
+        named = [s.name for s in plan.sites if s.dns_name]
+        if named:  # its peers' resolv.conf must name the lab's resolver (resolver.py): a namespace gateway's does
+            raise LabError(f"{named[0]} is DNS-named: the namespace lab runs it; --boot does not yet")
         self.image = image
         self.repo = repo
         self.dir = STATE_DIR / f"{plan.prefix}.machines" / site.name

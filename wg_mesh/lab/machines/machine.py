@@ -22,6 +22,7 @@ from typing import ClassVar, Protocol
 from wg_mesh.lab.fabric.netns import WG_QUICK_ENV, LabError, LabState, Node, start_holder
 from wg_mesh.lab.fabric.networks import ip, plug_cloud_gateway, plug_static_gateway, sysctl, veth
 from wg_mesh.lab.fabric.plan import BRIDGE_GW_PORT, GW_LAN, NIC, GatewayArtifacts, LabPlan, SitePlan
+from wg_mesh.lab.fabric.resolver import write_resolv_conf
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.plan.render import INTERFACE
 
@@ -133,6 +134,8 @@ class NamespaceGateway(GatewayMachine):
         with self.log_path.open("a") as log:
             self._node = start_holder(self.state, self.site.gateway_ns, log)
         self.write_files()
+        if any(s.dns_name for s in self.plan.sites):  # its resolver: the lab's, in its private /etc only
+            write_resolv_conf(self.node.path("/etc/resolv.conf"))
         if self.provisioner is not None:
             self.provisioner.provision_network(self.site.name, self.site.gateway_ns)
             self.provisioner.provision_files(self.site.name, self.node.path)
@@ -154,6 +157,8 @@ class NamespaceGateway(GatewayMachine):
                 self.agent_once(step)
             elif step.kind == "service":
                 self.agent_service(step)
+            elif step.kind == "timer":
+                self.timer(step)
 
     def unit_env(self, step: cloudinit.Step) -> dict[str, str]:
         """The agent's environment: systemd's PATH, its environment files as they are in the gateway now (the unit's
@@ -203,6 +208,18 @@ class NamespaceGateway(GatewayMachine):
             log.flush()
             proc = self.node.popen(list(step.argv), stdout=log, env=self.unit_env(step))
         self.state.track(proc.pid, self.site.gateway_ns, step.unit.name)
+        self.daemons.append(proc)
+
+    def timer(self, step: cloudinit.Step) -> None:
+        """A timer's oneshot service (cloudinit.TIMED_UNITS): its ExecStart now and again `every` seconds after each
+        run, in a loop the lab tracks by pid (a namespace has no systemd)."""
+        assert step.unit is not None
+        loop = ["sh", "-c", f'while :; do "$@"; sleep {step.every}; done', step.unit.name, *step.argv]
+        with self.log_path.open("a") as log:
+            log.write(f"$ {' '.join(step.argv)}   # {step.unit.name}, every {step.every} s\n")
+            log.flush()
+            proc = self.node.popen(loop, stdout=log, env=self.unit_env(step))
+        self.state.track(proc.pid, self.site.gateway_ns, f"{step.unit.name} (timer)")
         self.daemons.append(proc)
 
     def write_files(self) -> None:
