@@ -1,7 +1,7 @@
-"""A lab assertion for the roaming-peer metrics (issue 24 item 4), for a lab test that already runs a dynamic site:
-tests/test_lab_dynamic.py, after its roam check (wg_mesh/lab/checks/dynamiccheck.py), with one line:
+"""A lab assertion for the roaming-peer metrics (issue 24 item 4), run by the roam drill's lab test
+(tests/test_lab_roam_drill.py) on its symmetric-NAT change, where every gateway's endpoint for the dynamic site moves:
 
-    assert_the_metrics_follow_the_roam(cfg, check.data)
+    assert_the_metrics_follow_the_roam(cfg, drill_data(symmetric_step))
 
 It costs no lab time: it feeds what the lab's gateways showed (`wg show wg0 endpoints` for the dynamic site before and
 after its NAT moved it) through wg-mesh-metrics' own code, with each gateway's mapping as its user data renders it: the
@@ -37,6 +37,17 @@ def exporter_view(cfg: MeshConfig, gateway: str, site: str, endpoints: list[str 
         name: float(value)
         for name, value in (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
         if f'peer_site="{site}"' in name
+    }
+
+
+def drill_data(step: dict[str, Any]) -> dict[str, Any]:
+    """A roam drill step's record (wg_mesh.lab.drills.roamdrill) in this module's shape: each gateway that had an
+    endpoint for the site before the change (a roam needs one), its endpoint before and after."""
+    site, before = step["site"], step["endpoints_before"]
+    seen = [g for g, endpoint in before.items() if endpoint is not None]
+    return {
+        "learnt": [{"gateway": g, "peer": site, "endpoint": before[g]} for g in seen],
+        "roam": {"site": site, "learnt_after": [{"gateway": g, "endpoint": step["endpoints"][g]} for g in seen]},
     }
 
 

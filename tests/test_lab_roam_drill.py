@@ -20,6 +20,7 @@ from rich.console import Console
 
 from bench.lab.roam import edge_raw
 from bench.report import roam as roamsection
+from tests import roamlab
 from tests.lableft import lab_left
 from tests.stacks import REPO
 from tests.test_cli import run_mesh
@@ -322,6 +323,10 @@ def test_the_roam_drill_follows_the_site_behind_a_cone_and_a_symmetric_nat_and_c
         low, high = ranges[now[name]]
         assert host == symmetric["to"] and low <= int(port) <= high, (name, endpoint)
     assert symmetric["ports_distinct"] and symmetric["hosts_reach_site"] == {"gcp-euw3": True, "branch": True}
+    # the roaming-peer metrics of each cloud gateway see it as one roam (wg-mesh-metrics' code on what wg showed)
+    moved = roamlab.drill_data(symmetric)
+    assert {r["gateway"] for r in moved["roam"]["learnt_after"]} >= {"aws-use1", "gcp-euw3"}, moved
+    roamlab.assert_the_metrics_follow_the_roam(EDGE, moved)
     # the broken lab: the peer keeps the old endpoint, so the traffic never steadies: reported, and the drill fails
     assert stale["stale_peer"] and not stale["met"] and not stale["ok"], stale
     assert stale["outage_ms"] is None or stale["outage_ms"] > 1000, stale

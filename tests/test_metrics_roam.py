@@ -265,3 +265,16 @@ def test_the_lab_assertion_sees_a_roam_and_fails_without_one() -> None:
         roamlab.assert_the_metrics_follow_the_roam(cfg, lab_data("203.0.113.1:51820", "203.0.113.1:51820"))
     with pytest.raises(AssertionError):  # what WireGuard never shows
         roamlab.assert_the_metrics_follow_the_roam(cfg, lab_data("203.0.113.1:51820", "somewhere"))
+
+
+def test_a_roam_drill_step_is_read_as_the_lab_assertion_s_data() -> None:
+    cfg = parse_mesh(raw_mesh())
+    step = {"site": "office", "endpoints_before": {"aws-use1": "203.0.113.1:51820", "gcp-euw3": None},
+            "endpoints": {"aws-use1": "203.0.113.254:40000", "gcp-euw3": "203.0.113.254:40001"}}  # fmt: skip
+    data = roamlab.drill_data(step)
+    assert data["roam"]["learnt_after"] == [{"gateway": "aws-use1", "endpoint": "203.0.113.254:40000"}]  # no before
+    roamlab.assert_the_metrics_follow_the_roam(cfg, data)
+    with pytest.raises(AssertionError):  # a gateway that did not move its endpoint saw no roam
+        roamlab.assert_the_metrics_follow_the_roam(
+            cfg, roamlab.drill_data({**step, "endpoints": step["endpoints_before"]})
+        )
