@@ -24,7 +24,7 @@ from wg_mesh.lab.drills.harun import print_ha, run_ha_drill
 from wg_mesh.lab.drills.pmtudrill import PathDrill
 from wg_mesh.lab.drills.pmtudrill import judge as judge_pmtu
 from wg_mesh.lab.drills.roamdrill import print_roam, run_roam_drill
-from wg_mesh.lab.drills.traffic import Pinger, Stream
+from wg_mesh.lab.drills.traffic import Pinger, Stream, stop_traffic
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.session import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
@@ -136,10 +136,7 @@ def run_drill(
             step("teardown")
             if path_drill is not None:
                 path_drill.cleanup()
-            if pinger is not None:
-                pinger.stop()
-            if stream is not None and not stream.result:
-                stream.stop()
+            stop_traffic(pinger, stream)
             cleanup()
     return report.finish(cleanup.problems, started)
 

@@ -24,7 +24,7 @@ from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.hadrill import STEPS, HaDrill
 from wg_mesh.lab.drills.hawatch import judge
-from wg_mesh.lab.drills.traffic import Pinger, Stream
+from wg_mesh.lab.drills.traffic import Pinger, Stream, stop_traffic
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.session import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
@@ -157,10 +157,7 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
             step("teardown")
             if drill is not None:
                 drill.sampler.stop()
-            if pinger is not None:
-                pinger.stop()
-            if stream is not None and not stream.result:
-                stream.stop()
+            stop_traffic(pinger, stream)
             for cloud in clouds:
                 cloud.stop()
             if not report.ok and state.log_dir.is_dir():  # the agents' and the cloud model's logs, for the why

@@ -26,7 +26,7 @@ from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.harun import wait_replies
 from wg_mesh.lab.drills.roamplan import Change, RoamPlan, back_at, met, plan_roam
-from wg_mesh.lab.drills.traffic import Pinger, Stream
+from wg_mesh.lab.drills.traffic import Pinger, Stream, stop_traffic
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.procs import stop
@@ -303,10 +303,7 @@ def run_roam_drill(cfg: MeshConfig, label: str, *, changes: Sequence[str] | None
                 report.steps = run.steps
         finally:
             step("teardown")
-            if pinger is not None:
-                pinger.stop()
-            if stream is not None and not stream.result:
-                stream.stop()
+            stop_traffic(pinger, stream)
             cleanup()
     return report.finish(cleanup.problems, started)
 

@@ -203,3 +203,12 @@ class Stream:
         """The longest silence at the receiver that began in [start, end] (0: none over STALL_NOTE_S)."""
         stalls = [gap for at, gap in self.result.get("stalls", []) if start <= at - gap <= end]
         return round(max(stalls, default=0.0) * 1000, 1)
+
+
+def stop_traffic(pinger: Pinger | None, stream: Stream | None) -> None:
+    """A drill's teardown of its traffic, whatever happened: the pinger, and the stream unless it was already stopped
+    (its result read). Both stop by pid (procs.stop)."""
+    if pinger is not None:
+        pinger.stop()
+    if stream is not None and not stream.result:
+        stream.stop()
