@@ -121,10 +121,10 @@ def run_program(raw: Any, *, preview: bool, stack: str = "test") -> ProgramRun:
 
 assert STACK_FILES, "no Pulumi.*.yaml stack files found"
 
-# The lab's longest single tests (seconds in CI runs), collected first so that its two workers end together: xdist's
-# loadgroup hands out the groups first (the largest first: the reapers of tests/test_lab.py ~200 s, "nspawn" ~250 s),
-# then single tests in collection order, each worker queueing up to three; the path-MTU drill, collected late, ran
-# last, alone, while the other worker idled. Only the order changes.
+# The lab's longest single tests (seconds in CI runs), collected first so that its two workers end together: with no
+# xdist groups (pytest 9.2 ignores them, pytest-xdist#1386; no lab test needs one), `--dist loadgroup` hands out one
+# test at a time in collection order, each worker queueing up to three; the path-MTU drill, collected late, ran last,
+# alone, while the other worker idled. Only the order changes.
 LAB_LONGEST_FIRST = (
     "tests/test_lab_pmtu_drill.py::test_the_pmtu_drill_on_the_prod_stack",  # 147
     "tests/test_lab_ha_drill.py::test_the_ha_drill_on_the_gcp_pair_shortened",  # 87-127

@@ -220,7 +220,6 @@ STEPS = [
 
 @pytest.mark.integration
 @pytest.mark.skipif(bool(CANNOT_RUN + CANNOT_BOOT), reason="; ".join(CANNOT_RUN + CANNOT_BOOT))
-@pytest.mark.xdist_group("nspawn")  # with the boot tests: see tests/test_lab_boot.py
 def test_the_live_drill_on_booted_gateways() -> None:
     """`lab --boot --drill live`: every gateway a systemd-nspawn container whose cloud-init runs the live user data
     (AWS: the bootstrap from moto, then `--once`; GCP: the metadata server in the container's own netns) and starts

@@ -59,7 +59,6 @@ CANNOT_RUN = missing_requirements() + [
 ]
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.xdist_group("monitoring"),  # one module-scoped lab for its drills: in one pytest-xdist worker
     pytest.mark.skipif(bool(CANNOT_RUN), reason="the monitoring drills cannot run here: " + "; ".join(CANNOT_RUN)),
 ]
 

@@ -165,6 +165,10 @@ class LabState:
     owner_pid: int
     owner_start: int
     label: str = ""
+    # The process that started the owner (its parent: a shell, a test), pid and start time. Only a fact about
+    # who asked for the lab: `lab down` never reads it; a test's cleanup removes the labs its own process launched.
+    launcher_pid: int = 0
+    launcher_start: int = 0
     created: float = field(default_factory=time.time)
     namespaces: list[str] = field(default_factory=list)
     processes: list[Tracked] = field(default_factory=list)
@@ -214,6 +218,10 @@ class LabState:
     def owner_alive(self) -> bool:
         return self.owner_pid > 0 and proc_start_time(self.owner_pid) == self.owner_start
 
+    def launched_by(self, pid: int) -> bool:
+        """Whether the running process `pid` started this lab's owner."""
+        return self.launcher_pid == pid > 0 and proc_start_time(pid) == self.launcher_start
+
     def track(self, pid: int, netns: str, what: str) -> None:
         start, nsid = proc_start_time(pid), pid_netns_id(pid)
         if start is not None and nsid is not None and not any(p.pid == pid for p in self.processes):
@@ -227,8 +235,11 @@ class LabState:
 
 
 def new_state(prefix: str, label: str) -> LabState:
-    me = os.getpid()
-    return LabState(prefix=prefix, owner_pid=me, owner_start=proc_start_time(me) or 0, label=label)
+    me, parent = os.getpid(), os.getppid()
+    return LabState(
+        prefix=prefix, owner_pid=me, owner_start=proc_start_time(me) or 0, label=label,
+        launcher_pid=parent, launcher_start=proc_start_time(parent) or 0,
+    )  # fmt: skip
 
 
 # --- command contexts ----------------------------------------------------------------------------------
