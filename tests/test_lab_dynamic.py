@@ -24,7 +24,9 @@ import pytest
 from tests.stacks import REPO
 from tests.test_lab import QUICK, assert_gone, needs_lab, no_own_lab_left_behind  # noqa: F401 (a fixture)
 from wg_mesh.config import parse_mesh
-from wg_mesh.lab.checks import dynamiccheck
+from wg_mesh.lab.checks import dynamiccheck, relaycheck
+from wg_mesh.lab.fabric import line
+from wg_mesh.lab.fabric.netns import Node
 from wg_mesh.lab.fabric.plan import LabFaults, plan_lab
 from wg_mesh.lab.run import run_lab
 from wg_mesh.tools.stackfile import read_raw
@@ -35,6 +37,7 @@ KEEPALIVE = 10
 EDGE = REPO / "examples" / "edge" / "Pulumi.edge.yaml"
 RESTART_IN = "user-data"  # the delivery whose run restarts a gateway (the re-arm watchdog: ~30 s of the run)
 RELAY_IN = "live"  # the delivery whose run measures the relayed pair's throughput against a direct path's (~5 s)
+LINE_MBIT = 50.0  # ... with both offices on consumer lines of this rate (LabOptions.relay_line_mbit's default)
 
 
 def edge_raw(delivery: str) -> dict[str, Any]:
@@ -49,7 +52,8 @@ def edge_raw(delivery: str) -> dict[str, Any]:
 @pytest.mark.parametrize("delivery", ["user-data", "live"])
 def test_a_dynamic_site_is_learnt_by_its_peers_and_the_relayed_pair_passes(delivery: str) -> None:
     cfg = parse_mesh(edge_raw(delivery))
-    options = replace(QUICK, dynamic_restart=delivery == RESTART_IN, relay_throughput=delivery == RELAY_IN)
+    options = replace(QUICK, dynamic_restart=delivery == RESTART_IN, relay_throughput=delivery == RELAY_IN,
+                      relay_line_mbit=LINE_MBIT)  # fmt: skip
     report = run_lab(cfg, f"dynamic-{delivery}", options=options)
     assert report.error is None, report.error
     assert all(p["ok"] for p in report.to_json()["pairs"]), [p for p in report.to_json()["pairs"] if not p["ok"]]
@@ -73,9 +77,18 @@ def test_a_dynamic_site_is_learnt_by_its_peers_and_the_relayed_pair_passes(deliv
         assert (relay["from"], relay["relayed_to"], relay["direct_to"]) == ("office", "home", "aws-use1"), relay
         assert relay["errors"] == [] and relay["direct_mbps"] > 0 and relay["relayed_mbps"] > 0, relay
         assert relay["ratio"] == round(relay["relayed_mbps"] / relay["direct_mbps"], 2), relay
-        measured = (f"relayed office -> home {relay['relayed_mbps']} Mbit/s, direct office -> aws-use1 "
-                    f"{relay['direct_mbps']} Mbit/s: ratio {relay['ratio']} (target >= {relay['target']}: "
-                    f"{'met' if relay['met'] else 'not met'}, iperf3 {relay['seconds']:g} s each)")  # fmt: skip
+        # on the offices' lines: no path faster than the line, and each line's shaper counted what went through it
+        # (the office's uplink both runs, home's downlink the relayed one): the check fails otherwise
+        assert relay["line_mbit"] == LINE_MBIT and relay["over_line"] == [], relay
+        assert set(relay["lines"]) == {"office up", "office down", "home up", "home down"}, relay
+        assert all(relay["lines"][end]["kind"] == "tbf" for end in relay["lines"]), relay
+        share = relay["line_share"]
+        measured = (f"on {LINE_MBIT:g} Mbit/s lines (TCP ceiling {relay['ceiling_mbps']}): relayed office -> home "
+                    f"{relay['relayed_mbps']} Mbit/s ({share['relayed']} of the ceiling), direct office -> aws-use1 "
+                    f"{relay['direct_mbps']} Mbit/s ({share['direct']}): ratio {relay['ratio']} (target >= "
+                    f"{relay['target']}: {'met' if relay['met'] else 'not met'}; "
+                    f"{'both' if relay['line_limited'] else 'not both'} line-limited; iperf3 {relay['seconds']:g} s "
+                    "each)")  # fmt: skip
     else:
         assert relay.get("skipped"), relay
         measured = "relay throughput not measured (the live run does)"
@@ -107,4 +120,50 @@ def test_the_lab_plan_marks_the_dynamic_sites() -> None:
 def test_the_relay_verdict_is_the_ratio_against_the_target(
     direct: float, relayed: float | None, ratio: float | None, met: bool
 ) -> None:
-    assert dynamiccheck.relay_verdict(direct, relayed) == {"ratio": ratio, "target": 0.8, "met": met}
+    assert relaycheck.relay_verdict(direct, relayed) == {"ratio": ratio, "target": 0.8, "met": met}
+
+
+def test_a_consumer_line_is_a_token_bucket_on_both_ends_of_an_office_s_uplink() -> None:
+    plan = plan_lab(parse_mesh(edge_raw("user-data")), "wgl0b0b", LabFaults())
+    office, gateway, internet = plan.site("office"), Node("gw"), Node(plan.internet_ns)
+    up, down = line.line_ends(office, gateway, internet)
+    assert (up.direction, up.node, up.device) == ("up", gateway, "ens3")  # what the office sends: its gateway's NIC
+    assert (down.direction, down.node, down.device) == ("down", internet, office.internet_if)  # what it receives
+    assert line.shape_args("ens3", 50) == ["qdisc", "replace", "dev", "ens3", "root", "tbf", "rate", "50mbit",
+                                           "burst", "16384", "latency", "50ms"]  # fmt: skip
+    assert line.shape_args("ens3", 1000)[8:10] == ["burst", "250000"]  # 2 ms of the rate once past 16 KiB
+    assert line.clear_args("ens3") == ["qdisc", "del", "dev", "ens3", "root"]
+    with pytest.raises(ValueError, match="above 0"):
+        line.shape_args("ens3", 0)
+    with pytest.raises(ValueError, match="cloud site"):
+        line.line_ends(plan.site("aws-use1"), gateway, internet)
+
+
+def test_a_full_line_carries_tcp_payload_less_the_tunnel_s_and_the_frames_headers() -> None:
+    # a 1420-byte tunnel: 1368 bytes of payload (less IPv4, TCP, timestamps) in a 1494-byte frame on the line
+    assert line.payload_share(1420) == 1368 / 1494
+    assert line.ceiling_mbps(50, 1420) == 45.8
+
+
+@pytest.mark.parametrize(
+    ("direct", "relayed", "limited", "over"),
+    [(44.0, 42.0, True, []), (44.0, 30.0, False, []), (60.0, 42.0, True, ["direct"]), (None, 42.0, False, [])],
+)
+def test_a_path_filled_its_line_at_nine_tenths_of_the_line_s_tcp_ceiling_and_none_is_faster_than_the_line(
+    direct: float | None, relayed: float, limited: bool, over: list[str]
+) -> None:
+    verdict = relaycheck.line_verdict(50, 1420, {"direct": direct, "relayed": relayed})
+    assert verdict["ceiling_mbps"] == 45.8 and verdict["line_limited"] is limited and verdict["over_line"] == over
+    assert verdict["line_share"]["relayed"] == round(relayed / 45.8, 2)
+
+
+def test_a_line_whose_shaper_is_gone_or_did_not_count_the_run_is_a_failure() -> None:
+    payload = {"office up": 2_000_000.0, "home down": 1_000_000.0}
+    counted = {"office up": {"kind": "tbf", "bytes": 2_100_000}, "home down": {"kind": "tbf", "bytes": 1_050_000}}
+    assert relaycheck.lines_counted(counted, payload) == []
+    gone = {**counted, "home down": {"kind": "noqueue", "bytes": 0}}  # the veth's default: nothing shaped it
+    assert relaycheck.lines_counted(gone, payload) == ["line home down: root qdisc noqueue, not the line's tbf"]
+    bypassed = {**counted, "office up": {"kind": "tbf", "bytes": 1000}}  # the runs went another way
+    assert relaycheck.lines_counted(bypassed, payload) == [
+        "line office up: counted 1000 bytes, the runs put 2000000 through it"
+    ]
