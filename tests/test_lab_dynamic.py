@@ -26,7 +26,6 @@ from tests.test_lab import QUICK, assert_gone, needs_lab, no_own_lab_left_behind
 from wg_mesh.config import parse_mesh
 from wg_mesh.lab.checks import dynamiccheck, relaycheck
 from wg_mesh.lab.fabric import line
-from wg_mesh.lab.fabric.netns import Node
 from wg_mesh.lab.fabric.plan import LabFaults, plan_lab
 from wg_mesh.lab.run import run_lab
 from wg_mesh.tools.stackfile import read_raw
@@ -123,20 +122,29 @@ def test_the_relay_verdict_is_the_ratio_against_the_target(
     assert relaycheck.relay_verdict(direct, relayed) == {"ratio": ratio, "target": 0.8, "met": met}
 
 
-def test_a_consumer_line_is_a_token_bucket_on_both_ends_of_an_office_s_uplink() -> None:
+def test_a_consumer_line_is_a_token_bucket_each_way_at_the_internet_s_end_of_an_office_s_uplink() -> None:
     plan = plan_lab(parse_mesh(edge_raw("user-data")), "wgl0b0b", LabFaults())
-    office, gateway, internet = plan.site("office"), Node("gw"), Node(plan.internet_ns)
-    up, down = line.line_ends(office, gateway, internet)
-    assert (up.direction, up.node, up.device) == ("up", gateway, "ens3")  # what the office sends: its gateway's NIC
-    assert (down.direction, down.node, down.device) == ("down", internet, office.internet_if)  # what it receives
-    assert line.shape_args("ens3", 50) == ["qdisc", "replace", "dev", "ens3", "root", "tbf", "rate", "50mbit",
-                                           "burst", "16384", "latency", "50ms"]  # fmt: skip
-    assert line.shape_args("ens3", 1000)[8:10] == ["burst", "250000"]  # 2 ms of the rate once past 16 KiB
-    assert line.clear_args("ens3") == ["qdisc", "del", "dev", "ens3", "root"]
+    office = plan.site("office")
+    uplink, ifb = office.internet_if, f"ifb-{office.internet_if}"
+    bucket = ["tbf", "rate", "50mbit", "burst", "16384", "latency", "50ms"]
+    assert line.shape_commands(office, 50) == [
+        ["ip", "link", "add", ifb, "type", "ifb"], ["ip", "link", "set", ifb, "up"],
+        ["tc", "qdisc", "replace", "dev", ifb, "root", *bucket],  # up: what the office sends, redirected to the ifb
+        ["tc", "qdisc", "add", "dev", uplink, "handle", "ffff:", "ingress"],
+        ["tc", "filter", "add", "dev", uplink, "parent", "ffff:", "protocol", "all", "u32", "match", "u32", "0", "0",
+         "action", "mirred", "egress", "redirect", "dev", ifb],
+        ["tc", "qdisc", "replace", "dev", uplink, "root", *bucket],  # down: what the internet sends to the office
+    ]  # fmt: skip
+    assert line.clear_commands(office) == [["tc", "qdisc", "del", "dev", uplink, "root"],
+                                           ["tc", "qdisc", "del", "dev", uplink, "ingress"],
+                                           ["ip", "link", "del", ifb]]  # fmt: skip
+    up, down = line.line_ends(office)
+    assert (up.name, up.device, down.name, down.device) == ("office up", ifb, "office down", uplink)
+    assert line.tbf("x", 1000)[9:11] == ["burst", "250000"]  # 2 ms of the rate once past 16 KiB
     with pytest.raises(ValueError, match="above 0"):
-        line.shape_args("ens3", 0)
+        line.shape_commands(office, 0)
     with pytest.raises(ValueError, match="cloud site"):
-        line.line_ends(plan.site("aws-use1"), gateway, internet)
+        line.shape_commands(plan.site("aws-use1"), 50)
 
 
 def test_a_full_line_carries_tcp_payload_less_the_tunnel_s_and_the_frames_headers() -> None:

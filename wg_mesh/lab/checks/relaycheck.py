@@ -87,19 +87,18 @@ def relay_throughput(lab: BuiltLab, source: SitePlan, partner: SitePlan, relay: 
     the same method and duration; on `line_mbit` lines (both offices', up and down) when given: both Mbit/s, the
     verdict, and the lines' (their shapers' counters over the two runs)."""
     client, errors = lab.hosts[source.name], []
-    ends = [] if line_mbit is None else [e for s in (source, partner)
-                                         for e in line.line_ends(s, lab.gateways[s.name], lab.internet)]  # fmt: skip
-    name = {e: f"{e.site} {e.direction}" for e in ends}
+    offices = [] if line_mbit is None else [source, partner]
+    ends = [end for site in offices for end in line.line_ends(site)]
     mbps: dict[str, float | None] = {}
-    with line.shaped_lines(ends, line_mbit or 0.0):
-        before = {e: line.counters(e) for e in ends}
+    with line.shaped_lines(lab.internet, offices, line_mbit or 0.0):
+        before = {end: line.counters(lab.internet, end) for end in ends}
         for path, dst in (("direct", relay), ("relayed", partner)):
             try:
                 mbps[path] = iperf(lab.hosts[dst.name], dst.host_ns, client, str(dst.host_ip.ip), seconds, lab)
             except LabError as exc:
                 mbps[path] = None
                 errors.append(str(exc))
-        counted = {name[e]: line.delta(before[e], line.counters(e)) for e in ends}
+        counted = {end.name: line.delta(before[end], line.counters(lab.internet, end)) for end in ends}
     direct, relayed = mbps["direct"], mbps["relayed"]
     out = {"from": source.name, "direct_to": relay.name, "relayed_to": partner.name, "relay": relay.name,
            "seconds": seconds, "direct_mbps": direct, "relayed_mbps": relayed, **relay_verdict(direct, relayed),
