@@ -12,7 +12,8 @@
     python -m bench ha_routes               an AWS failover's 256 route moves against moto (no root)
     sudo python -m bench roam               a dynamic site's address changes behind the lab's NAT (the roam drill),
                                             once per delivery
-    sudo python -m bench relay              a relayed pair's throughput against a direct path's (examples/edge)
+    sudo python -m bench relay              a relayed pair's throughput against a direct path's (examples/edge),
+                                            unshaped and with both offices on --line-mbit lines
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -141,7 +142,7 @@ def cmd_relay(args: argparse.Namespace) -> None:
     from bench.lab.relay import run_relay_bench
 
     rounds, seconds, omit = (1, 1, 0) if args.quick else (5, 5, 1)
-    write_json(args.out, "relay", run_relay_bench(log, rounds, seconds, omit))
+    write_json(args.out, "relay", run_relay_bench(log, rounds, seconds, omit, args.line_mbit))
 
 
 def cmd_ha_routes(args: argparse.Namespace) -> None:
@@ -214,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-plots", action="store_true", help="doc: tables only")
     parser.add_argument("--fallback", action="store_true", help="underlay: the private path's fallback drill")
     parser.add_argument("--rebuild-image", action="store_true", help="boot: rebuild the cached image (to time it)")
+    parser.add_argument(
+        "--line-mbit",
+        type=float,
+        default=50.0,
+        help="relay: the offices' consumer lines, Mbit/s up and down (default 50)",
+    )
     parser.add_argument("--runs", type=int, default=5, help="rotation: live drills to run (default 5)")
     parser.add_argument("--from", dest="runs_from", type=Path, nargs="+", help="rotation: combine these drill JSONs")
     return parser

@@ -206,13 +206,15 @@ def test_boot_section_renders_every_gateway_and_the_reboot() -> None:
 
 
 def test_the_relay_bench_alternates_its_paths_and_reports_a_target_not_met_as_not_met() -> None:
-    from bench.lab.relay import order, summarise
+    from bench.lab.relay import RELAY_GROUP, order, summarise
     from bench.report.relay import section
+    from wg_mesh.lab.checks.relaycheck import line_verdict
 
     assert [order(i) for i in range(3)] == [("direct", "relayed"), ("relayed", "direct"), ("direct", "relayed")]
 
-    def run(i: int, path: str, mbps: float) -> dict[str, Any]:
-        return {"round": i, "path": path, "mbps": mbps, "retransmits": 0, "cpu": {"busy": 2.0, "wireguard-go": 1.2}}
+    def run(i: int, path: str, mbps: float, busy: float = 2.0) -> dict[str, Any]:
+        cpu = {"busy": busy, "wireguard-go": 1.2, RELAY_GROUP: 0.3 if path == "relayed" else 0.1}
+        return {"round": i, "path": path, "mbps": mbps, "retransmits": 0, "cpu": cpu}
 
     runs = [run(1, "direct", 150.0), run(1, "relayed", 90.0), run(2, "relayed", 60.0), run(2, "direct", 100.0),
             run(3, "direct", 120.0), run(3, "relayed", 84.0)]  # fmt: skip
@@ -220,12 +222,21 @@ def test_the_relay_bench_alternates_its_paths_and_reports_a_target_not_met_as_no
     assert (s["direct"]["mbps"], s["relayed"]["mbps"], s["ratio"], s["met"]) == (120.0, 84.0, 0.7, False)
     assert s["round_ratios"] == [0.6, 0.6, 0.7] and s["round_ratio_median"] == 0.6
     assert s["relayed"]["wireguard_go_core_s_per_gbit"] == round(1.2 / 0.084, 2)
+    assert s["relayed"]["relay_core_s_per_gbit"] == round(0.3 / 0.084, 2)
+    # on 50 Mbit/s lines: the direct path fills its line, the relayed one does not (the CPU, not the line, held it)
+    lined = summarise([run(1, "direct", 44.0, 0.9), run(1, "relayed", 35.0, 1.1)])
+    line = {"line_mbit": 50.0, "tunnel_mtu": 1420, **line_verdict(50.0, 1420, {"direct": 44.0, "relayed": 35.0})}
+    modes = {"line": {**line, "load_before": [3.0] * 3, "load_after": [3.5] * 3, "summary": lined},
+             "cpu": {"line_mbit": None, "load_before": [7.0] * 3, "load_after": [8.0] * 3, "summary": s}}  # fmt: skip
     data = {"stack": "examples/edge/Pulumi.edge.yaml", "from": "office", "relayed_to": "home", "direct_to": "aws-use1",
-            "relay": "aws-use1", "rounds": 3, "seconds": 5, "omit": 1, "streams": 1, "nproc": 2,
-            "load_before": [7.0, 7.0, 7.0], "load_after": [8.0, 8.0, 8.0], "summary": s, "runs": runs}  # fmt: skip
+            "relay": "aws-use1", "rounds": 3, "seconds": 5, "omit": 1, "streams": 1, "nproc": 2, "modes": modes,
+            "runs": runs}  # fmt: skip
     text = section(data)
-    assert "**Relayed / direct = 0.70** (the medians; target ≥ 0.8: **not met**)" in text
+    assert "**Relayed / direct = 0.70** unshaped (the medians; target ≥ 0.8: **not met**)" in text
     assert "| relayed (two tunnels, through the relay's gateway) | host office → host home | **84 Mbit/s** |" in text
+    assert "**Relayed / direct = 0.80** on 50 Mbit/s lines (the medians; target ≥ 0.8: met)" in text
+    assert "| host office → host home | **35 Mbit/s** | 35 | 0.76 | 1.10 |" in text  # 35 of the 45.8 ceiling
+    assert "Not both paths filled the line (relayed below 0.9 of its TCP ceiling" in text
 
 
 def test_ha_claim_bench_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

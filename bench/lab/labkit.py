@@ -69,10 +69,13 @@ class Session:
     def host(self, site: SitePlan) -> Node:
         return self.lab.hosts[site.name]
 
-    def daemon_pids(self, names: Sequence[str] = TUNNEL_DAEMONS) -> dict[str, list[int]]:
-        """Pids of the tunnel daemons living in the gateways' namespaces (for CPU accounting only)."""
+    def daemon_pids(
+        self, names: Sequence[str] = TUNNEL_DAEMONS, sites: Sequence[SitePlan] | None = None
+    ) -> dict[str, list[int]]:
+        """Pids of the tunnel daemons living in the gateways' namespaces (every site's, or `sites`'; for CPU
+        accounting only)."""
         found: dict[str, list[int]] = {name: [] for name in names}
-        for site in self.plan.sites:
+        for site in self.plan.sites if sites is None else sites:
             for pid in pids_in_netns(site.gateway_ns):
                 try:
                     comm = Path(f"/proc/{pid}/comm").read_text().strip()
@@ -200,9 +203,11 @@ def iperf(
     omit: float = 0.0,
     bind: str | None = None,
     port: int = IPERF_PORT,
+    groups: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
-    """One iperf3 TCP run; throughput, retransmits, machine CPU (by /proc/stat field), tunnel-daemon CPU,
-    iperf3's own CPU, and the lab's fragmentation counters over the run."""
+    """One iperf3 TCP run; throughput, retransmits, machine CPU (by /proc/stat field), tunnel-daemon CPU (and that
+    of `groups`: a name -> pids, e.g. one gateway's daemon), iperf3's own CPU, and the lab's fragmentation counters
+    over the run."""
     proc = server.node.popen(["iperf3", "-s", "-1", "--forceflush", "-p", str(port)], stdout=subprocess.PIPE)
     session.state.track(proc.pid, server.netns, "iperf3 server (bench)")
     try:
@@ -213,7 +218,7 @@ def iperf(
             argv += ["-O", f"{omit:g}"]
         if bind:
             argv += ["-B", bind]
-        daemons = session.daemon_pids()
+        daemons = {**session.daemon_pids(), **(groups or {})}
         frags_before = frag_counters(session)
         before: CpuSample = cpu_sample([pid for pids in daemons.values() for pid in pids])
         t0 = time.monotonic()

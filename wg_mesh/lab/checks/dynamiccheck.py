@@ -4,12 +4,14 @@ survived.
 
 * learnt  every other gateway's rendered config has no Endpoint for the dynamic site, and its `wg show wg0 endpoints`
           shows the site's lab public address (WireGuard's roaming: the address its authenticated packets came from)
-* relay   (a stack with a relayed pair; LabOptions.relay_throughput) iperf3 TCP from the first relayed site's host to
-          its partner's host (through the relay: two tunnels, the relay's gateway decrypts and encrypts again) and,
-          back to back with the same method, from the same host to the relay site's host (one tunnel, direct): both
-          Mbit/s, the ratio relayed/direct and issue 24's target (>= RELAY_TARGET). Reported, met or not; the check
-          fails only when a measurement does not run (a timed figure is no pass/fail in the test suite; `python -m
-          bench relay` measures it in rounds, with the machine's CPU)
+* relay   (a stack with a relayed pair; LabOptions.relay_throughput; relaycheck.py) iperf3 TCP from the first
+          relayed site's host to its partner's host (through the relay: two tunnels, the relay's gateway decrypts and
+          encrypts again) and, back to back with the same method, from the same host to the relay site's host (one
+          tunnel, direct), both offices on consumer lines of LabOptions.relay_line_mbit (None: unshaped, the lab's
+          CPU the limit): both Mbit/s, their shares of the line, the ratio relayed/direct and issue 24's target
+          (>= RELAY_TARGET). Reported, met or not; the check fails when a measurement does not run or the lines were
+          not shaped (a path faster than the line, a shaper that did not count the run), never on a figure (`python
+          -m bench relay` measures both, in rounds, with the machine's CPU)
 * restart the fixed site's gateway restarts its WireGuard (wg-quick down, up: it lost its session with the dynamic
           site and has no endpoint for it) while the dynamic site is idle (nothing but keepalives for
           persistent_keepalive + 6 s, so no handshake of WireGuard's own is pending); then its host pings the dynamic
@@ -33,10 +35,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from wg_mesh.lab.checks.iperf import iperf
+from wg_mesh.lab.checks.relaycheck import relay_paths, relay_row, relay_throughput
 from wg_mesh.lab.checks.result import CheckResult, LabOptions
 from wg_mesh.lab.checks.underlaycheck import ok_text, wg_endpoints
-from wg_mesh.lab.fabric.netns import LabError
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan
 from wg_mesh.lab.fabric.procs import stop
 from wg_mesh.lab.machines.build import BuiltLab, wg_quick
@@ -47,7 +48,6 @@ KEY = "dynamic_sites"
 # quiet, a probe, 13 s without an answer and a handshake (about 27 s at keepalive 10); generous, not a target.
 RESTART_BOUND, RESTART_SLACK_S = 2, 20
 IDLE_S = 6  # beyond persistent_keepalive: the site's own keepalives only, no handshake of WireGuard's pending
-RELAY_TARGET = 0.8  # issue 24: relayed throughput >= 0.8x the direct path's, in the same run
 _REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from")
 
 
@@ -117,41 +117,6 @@ def restart_idle(lab: BuiltLab, gateway: SitePlan, target: SitePlan, keepalive: 
             "ok": outage_s is not None and outage_s <= bound_s}  # fmt: skip
 
 
-def relay_paths(lab: BuiltLab) -> tuple[SitePlan, SitePlan, SitePlan] | None:
-    """(source, partner, relay) of the stack's first relayed pair, or None without one. The relay is the site whose
-    gateway forwards relayed flows (its interface plan's relay_flows); the pair, the first dynamic site and the first
-    other dynamic site it does not peer with (its relay's entry carries that partner's ranges)."""
-    relay = next((s for s in lab.plan.sites if lab.machines[s.name].artifacts.interface.relay_flows), None)
-    peers = {s.name: {p.name for p in lab.machines[s.name].artifacts.interface.peers} for s in lab.plan.sites}
-    dynamic = [s for s in lab.plan.sites if s.dynamic]
-    pair = next(((a, b) for a in dynamic for b in dynamic if a is not b and b.name not in peers[a.name]), None)
-    return None if relay is None or pair is None else (pair[0], pair[1], relay)
-
-
-def relay_verdict(direct_mbps: float | None, relayed_mbps: float | None) -> dict[str, Any]:
-    """The ratio relayed/direct (None unless both ran) and whether it meets the target."""
-    ratio = round(relayed_mbps / direct_mbps, 2) if direct_mbps and relayed_mbps is not None else None
-    return {"ratio": ratio, "target": RELAY_TARGET, "met": ratio is not None and ratio >= RELAY_TARGET}
-
-
-def relay_throughput(lab: BuiltLab, source: SitePlan, partner: SitePlan, relay: SitePlan, seconds: float
-                     ) -> dict[str, Any]:  # fmt: skip
-    """iperf3 TCP from `source`'s host to the relay site's host (direct: one tunnel), then at once to `partner`'s host
-    (relayed: two tunnels through the relay's gateway), the same method and duration: both Mbit/s and the verdict."""
-    client, errors = lab.hosts[source.name], []
-    mbps: dict[str, float | None] = {}
-    for key, dst in (("direct_mbps", relay), ("relayed_mbps", partner)):
-        try:
-            mbps[key] = iperf(lab.hosts[dst.name], dst.host_ns, client, str(dst.host_ip.ip), seconds, lab)
-        except LabError as exc:
-            mbps[key] = None
-            errors.append(str(exc))
-    direct, relayed = mbps["direct_mbps"], mbps["relayed_mbps"]
-    return {"from": source.name, "direct_to": relay.name, "relayed_to": partner.name, "relay": relay.name,
-            "seconds": seconds, "direct_mbps": direct, "relayed_mbps": relayed, **relay_verdict(direct, relayed),
-            "errors": errors, "ok": not errors and bool(direct) and bool(relayed)}  # fmt: skip
-
-
 def check_dynamic_sites(lab: BuiltLab, keys: LabKeys, number: int, options: LabOptions) -> CheckResult:
     names = {public: site for site, public in keys.public.items()}
     dynamic = [s for s in lab.plan.sites if s.dynamic]
@@ -161,14 +126,11 @@ def check_dynamic_sites(lab: BuiltLab, keys: LabKeys, number: int, options: LabO
             for r in before]  # fmt: skip
     paths = relay_paths(lab)
     relay: dict[str, Any] = {"skipped": True, "ok": True}
+    relay_summary = ""
     if paths is not None and options.relay_throughput:
-        relay = relay_throughput(lab, *paths, options.iperf_seconds)
-        verdict = "met" if relay["met"] else "not met"
-        rows.append([f"iperf3 host {relay['from']} -> host {relay['relayed_to']} (relayed by {relay['relay']}) and "
-                     f"-> host {relay['direct_to']} (direct), {relay['seconds']:g} s each",
-                     f"{relay['relayed_mbps']} / {relay['direct_mbps']} Mbit/s",
-                     f"relayed/direct {relay['ratio']} (target >= {RELAY_TARGET}: {verdict}; reported, not checked)"
-                     + "".join(f"; {e}" for e in relay["errors"]), ok_text(relay["ok"])])  # fmt: skip
+        relay = relay_throughput(lab, *paths, options.iperf_seconds, options.relay_line_mbit)
+        row, relay_summary = relay_row(relay)
+        rows.append(row)
     site = dynamic[0]
     fixed = next(s for s in lab.plan.sites if not s.dynamic)
     keepalive = keepalive_of(lab, site)
@@ -185,9 +147,7 @@ def check_dynamic_sites(lab: BuiltLab, keys: LabKeys, number: int, options: LabO
     ok = all(r["ok"] for r in before) and relay["ok"] and restart["ok"]
     summary = (
         f"{sum(r['ok'] for r in before)}/{len(before)} peers learnt the dynamic sites' addresses (none configured)"
-        + ("" if relay.get("skipped") else
-           f"; relayed {relay['relayed_mbps']} / direct {relay['direct_mbps']} Mbit/s = {relay['ratio']} (target "
-           f">= {RELAY_TARGET}: {'met' if relay['met'] else 'not met'})")
+        + (f"; {relay_summary}" if relay_summary else "")
         + ("" if restart.get("skipped") else
            f"; gateway {fixed.name} restarted: {site.name} reached again after {restart['outage_s']} s")
     )  # fmt: skip

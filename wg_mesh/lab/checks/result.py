@@ -56,6 +56,9 @@ class LabOptions:
     # the dynamic check's relay step (a relayed pair's iperf3 against a direct path's, iperf_seconds each): the test
     # suite runs it in one delivery mode only
     relay_throughput: bool = True
+    # ... with both offices of the relayed pair on consumer lines of this many Mbit/s, up and down (wg_mesh.lab.fabric.
+    # line: the line, not the lab's CPU, their limit, as for offices on real lines); None: unshaped (the CPU's figure)
+    relay_line_mbit: float | None = 50.0
 
 
 def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
