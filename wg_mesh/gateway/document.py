@@ -119,7 +119,7 @@ def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int
 BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "interface", "generation"}
 INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_ranges"}
 # A relay's ranges: two rules each in its chains (wgconf.relay_chains). _strings_clean bounds any list at this: the
-# relayed sites behind MAX_PEERS peers, each with its overlay /32 and one LAN.
+# relayed sites behind MAX_PEERS peers, each with its overlay /32 and one LAN (wg_mesh.config.relay keeps to it).
 MAX_RELAY_RANGES = 2 * MAX_PEERS
 PEER_KEYS = {"name", "public_key", "allowed_ips", "endpoint", "persistent_keepalive", *PEER_OPTIONAL}
 

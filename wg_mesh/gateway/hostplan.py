@@ -1,7 +1,8 @@
 """What the agent puts on a host beyond wg0's own configuration, as typed values (pure; standard library only).
 
 `Managed` is derived from the interface plan the agent applies and from the default route it read itself: the
-iptables rules (wgconf.host_rules, the masquerade on the default route's device), the host routes to endpoints that
+iptables rules (wgconf.host_rules, the masquerade on the default route's device) and a relay's own chains
+(wgconf.relay_chains, written whole: chain_commands), the host routes to endpoints that
 lie inside some peer's AllowedIPs (through the default route's `via`/`dev`), and the lower route MTUs of internet
 peers. The agent persists it (JSON of these values, parsed back strictly) and derives what to remove from the one it
 applied last: it never runs the PostUp/PostDown text of a wg0.conf (those hooks are for wg-quick at boot only).
