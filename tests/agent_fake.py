@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import itertools
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,7 @@ class FakeHost:
     main: dict[str, str] = field(default_factory=dict)
     default: str | None = "via 10.0.0.1 dev eth0"
     rules: list[tuple[str, str, str]] = field(default_factory=list)
+    own: list[tuple[str, str]] = field(default_factory=list)  # user-defined chains (table, name), in creation order
     network: str = "10.200.0.0/24"  # the kernel's route of the interface's prefix
     addresses: list[str] = field(default_factory=lambda: ["10.200.0.1/24"])
     calls: list[tuple[list[str], str | None]] = field(default_factory=list)
@@ -165,7 +167,7 @@ class FakeHost:
         return {
             name: copy.deepcopy(getattr(self, name))
             for name in ("wg0", "mtu", "private_key", "listen_port", "peers", "routes", "route_mtu", "main")
-        } | {"addresses": list(self.addresses), "rules": chains}
+        } | {"addresses": list(self.addresses), "rules": chains, "own": sorted(self.own)}
 
     def up_from(self, conf_path: Path) -> None:
         """What `wg-quick up` leaves: wg0 configured from the file, its MTU, the AllowedIPs routes and the PostUp."""
@@ -200,6 +202,10 @@ class FakeHost:
                 hook = hook.replace('${gw:+via "$gw"}', f"via {gw}" if gw else "").replace('"$dev"', dev)
                 if hook.startswith(("iptables ", "ip ")):
                     assert self._do(hook.replace("%i", "wg0").split(), None).returncode == 0, hook
+                elif hook.startswith("printf ") and hook.endswith(" | iptables-restore --noflush"):  # restore_hook
+                    words = shlex.split(hook.removesuffix(" | iptables-restore --noflush"))
+                    assert words[:2] == ["printf", "%s\\n"], hook
+                    assert self._restore("".join(f"{w}\n" for w in words[2:])).returncode == 0, hook
 
     def dump(self) -> str:
         lines = [f"{self.private_key}\t{wgkey.public_key(self.private_key)}\t{self.listen_port}\toff"]
@@ -316,28 +322,86 @@ class FakeHost:
         return Result(0, "", "")
 
     def _iptables(self, argv: list[str]) -> Result:
-        """`iptables -t TABLE -A|-I|-D|-C|-S CHAIN [SPEC]` on the ordered rule list."""
-        _, _, table, verb, chain, *args = argv
+        """`iptables -t TABLE -S` (the table), or `-A|-I|-D|-C|-S|-N|-F|-X CHAIN [SPEC]` on the ordered rule list."""
+        _, _, table, verb, *rest = argv
+        if verb == "-S" and not rest:
+            builtin = sorted({c for t, c, _ in self.rules if t == table and (t, c) not in self.own} | {"FORWARD"})
+            lines = [f"-P {c} ACCEPT" for c in builtin] + [f"-N {c}" for t, c in self.own if t == table]
+            return Result(
+                0, "\n".join(lines + [f"-A {c} {spec}" for t, c, spec in self.rules if t == table]) + "\n", ""
+            )
+        rules, own = list(self.rules), list(self.own)
+        problem = self._command(table, verb, rest)
+        if problem:
+            self.rules, self.own = rules, own
+            return Result(1, "", f"iptables: {problem}.\n")
+        return Result(0, self._listing, "")
+
+    _listing = ""
+    BUILTIN = ("INPUT", "FORWARD", "OUTPUT", "PREROUTING", "POSTROUTING")
+    TARGETS = ("ACCEPT", "DROP", "RETURN", "TCPMSS", "MASQUERADE")
+
+    def _command(self, table: str, verb: str, words: list[str]) -> str | None:
+        """One iptables command on the state (a problem: the caller puts the state back). A user-defined chain must
+        exist to hold, list or be the target of a rule, and be empty and unreferenced to be deleted."""
+        chain, args = words[0], words[1:]
         rule = (table, chain, " ".join(args))
+        known = chain in self.BUILTIN or (table, chain) in self.own
+        target = args[args.index("-j") + 1] if "-j" in args else None
+        self._listing = ""
+        if verb == "-N":
+            if known:
+                return "Chain already exists"
+            self.own.append((table, chain))
+            return None
+        if not known:
+            return "No chain/target/match by that name"
         if verb == "-S":
-            lines = [f"-P {chain} ACCEPT"] + [f"-A {c} {spec}" for t, c, spec in self.rules if (t, c) == (table, chain)]
-            return Result(0, "\n".join(lines) + "\n", "")
-        if verb == "-A":
+            head = [f"-P {chain} ACCEPT" if chain in self.BUILTIN else f"-N {chain}"]
+            self._listing = "\n".join(
+                head + [f"-A {c} {spec}" for t, c, spec in self.rules if (t, c) == (table, chain)]
+            )
+            self._listing += "\n"
+        elif verb == "-F":
+            self.rules = [r for r in self.rules if (r[0], r[1]) != (table, chain)]
+        elif verb == "-X":
+            if any((t, c) == (table, chain) for t, c, _ in self.rules):
+                return "Directory not empty"
+            if any(t == table and f"-j {chain}".split() == spec.split()[-2:] for t, _, spec in self.rules):
+                return "Device or resource busy"
+            self.own.remove((table, chain))
+        elif verb in ("-A", "-I") and target not in (None, *self.TARGETS) and (table, target) not in self.own:
+            return "No chain/target/match by that name"
+        elif verb == "-A":
             self.rules.append(rule)
         elif verb == "-I":
             self.rules.insert(0, rule)
         elif rule not in self.rules:
-            return Result(1, "", "iptables: Bad rule (does a matching rule exist in that chain?).\n")
+            return "Bad rule (does a matching rule exist in that chain?)"
         elif verb == "-D":
             self.rules.remove(rule)
-        return Result(0, "", "")
+        return None
 
     def _restore(self, text: str) -> Result:
-        lines = text.splitlines()
-        assert lines[0].startswith("*") and lines[1].startswith("-F ") and lines[-1] == "COMMIT", text
-        table, chain = lines[0][1:], lines[1][3:]
-        self.rules = [r for r in self.rules if (r[0], r[1]) != (table, chain)]
-        for line in lines[2:-1]:
-            _, name, spec = line.split(" ", 2)
-            self.rules.append((table, name, spec))
+        """`iptables-restore --noflush`: `*TABLE`, `:CHAIN - [0:0]` (a user-defined chain created, or emptied when it
+        exists), commands, `COMMIT`; all or nothing."""
+        rules, own, table = list(self.rules), list(self.own), None
+        for line in text.splitlines():
+            words = line.split()
+            if line.startswith("*"):
+                table = line[1:]
+                continue
+            assert table is not None, text
+            if line == "COMMIT":
+                table = None
+                continue
+            if line.startswith(":"):
+                chain = words[0][1:]
+                problem = self._command(table, "-F" if (table, chain) in self.own else "-N", [chain])
+            else:
+                problem = self._command(table, words[0], words[1:])
+            if problem:
+                self.rules, self.own = rules, own
+                return Result(1, "", f"iptables-restore: line failed: {problem}\n")
+        assert table is None, text
         return Result(0, "", "")

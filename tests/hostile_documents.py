@@ -290,9 +290,14 @@ def _values(sign: Sign) -> list[Case]:
         Case("an IPv6 prefix", v, _edit(sign, lambda b: _peer(b, allowed_ips=["2001:db8::/32"]))),
         Case("no AllowedIPs", v, _edit(sign, lambda b: _peer(b, allowed_ips=[]))),
         Case(
-            "65 AllowedIPs on one peer",
+            "66 AllowedIPs on one peer",  # its overlay /32 and 64 cidrs at most, but on a relay's entry (agent.json)
+            d.UNSAFE,
+            _edit(sign, lambda b: _peer(b, allowed_ips=[f"10.{k}.0.0/16" for k in range(30, 96)])),
+        ),
+        Case(
+            "1025 AllowedIPs on one peer",
             v,
-            _edit(sign, lambda b: _peer(b, allowed_ips=[f"10.{k}.0.0/16" for k in range(30, 95)])),
+            _edit(sign, lambda b: _peer(b, allowed_ips=[f"10.{k // 256 + 30}.{k % 256}.0/24" for k in range(1025)])),
         ),
         Case("AllowedIPs a string", v, _edit(sign, lambda b: _peer(b, allowed_ips="10.100.0.0/16"))),
         Case("peers an object", v, _edit(sign, lambda b: _iface(b, peers={"a": 1}))),

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import json
+from ipaddress import ip_address, ip_network
 from typing import Any
 
 import pytest
@@ -23,7 +25,18 @@ from wg_mesh.config import relay as relaying
 from wg_mesh.gateway import document, mapping, wgmetrics
 from wg_mesh.gateway.hostplan import rule_commands
 from wg_mesh.gateway.trust import parse_trust
-from wg_mesh.gateway.wgconf import host_rules, parse_wg_quick_conf, wg_quick_conf
+from wg_mesh.gateway.wgconf import (
+    RELAY_CHAIN,
+    SYSCTL_SETTINGS,
+    Chain,
+    chains_removal,
+    chains_restore,
+    forwarding_chains,
+    host_rules,
+    parse_wg_quick_conf,
+    restore_hook,
+    wg_quick_conf,
+)
 from wg_mesh.plan import live, metrics, relay, render, topology
 from wg_mesh.plan.topology import interface_plan
 from wg_mesh.tools import monitoring
@@ -103,7 +116,7 @@ def test_a_relay_no_pair_needs_yet_is_accepted_and_said() -> None:
     raw = edge()
     raw["sites"][3]["endpoint"] = "203.0.113.20"
     cfg = parse_mesh(raw)
-    assert relay.relay_of(cfg) is None and relay.flows(cfg, "aws-use1") == ()
+    assert relay.relay_of(cfg) is None and relay.ranges(cfg, "aws-use1") == ()
     assert "relay aws-use1 (no pair needs it yet)" in summary(cfg)
     assert topology.peer_names(cfg, "office") == ["aws-use1", "gcp-euw3", "home"]
 
@@ -139,24 +152,88 @@ def test_the_clouds_route_tables_and_firewalls_do_not_change() -> None:
     assert [str(r) for r in topology.remote_ranges(cfg, "office")][-1] == "192.168.60.0/24"
 
 
-def test_the_relay_forwards_exactly_the_relayed_flows_and_nothing_else_wg0_to_wg0() -> None:
-    cfg = parse_mesh(edge())
-    flows = relay.flows(cfg, "aws-use1")
-    assert set(flows) == {(a, b) for a in OFFICE for b in HOME} | {(b, a) for a in OFFICE for b in HOME}
-    assert len(flows) == 8 and all(relay.flows(cfg, s) == () for s in ("gcp-euw3", "office", "home"))
-    conf = wg_quick_conf(interface_plan(cfg, "aws-use1", directory(cfg)), redacted("aws-use1"))
+def verdict(chains: list[Chain], source: str, destination: str) -> str:
+    """What the relay's chains do with a packet wg0 -> wg0 (the FORWARD jump sends every one to RELAY_CHAIN): the
+    first rule that matches, as iptables evaluates them (a jump into a chain; back at its end)."""
+    by_name = {c.name: c for c in chains}
+
+    def run(name: str) -> str | None:
+        for rule in by_name[name].rules:
+            words = dict(zip(rule[::2], rule[1::2], strict=True))
+            address = ip_address(source if "-s" in words else destination)
+            if ("-s" in words or "-d" in words) and address not in ip_network(words.get("-s", words.get("-d", ""))):
+                continue
+            target = words["-j"]
+            result = run(target) if target in by_name else target
+            if result is not None:
+                return result
+        return None
+
+    return run(RELAY_CHAIN) or "RETURN"
+
+
+def test_the_relay_forwards_the_relayed_pairs_and_nothing_else_wg0_to_wg0() -> None:
+    """Every relayed range to every relayed range: the relayed pairs' flows, and one site's ranges to its own (a
+    relayed site's packets back to itself, which its WireGuard drops: its relay entry lacks its own ranges). Checked
+    packet by packet against the pairs, with a third office (three pairs) and a site that is not relayed."""
+    raw = edge()
+    raw["sites"].append({"name": "shop", "cloud": "static", "endpoint": "dynamic", "overlay_ip": "10.200.0.5",
+                         "cidrs": ["172.16.5.0/24", "172.16.6.0/24"]})  # fmt: skip
+    cfg = parse_mesh(raw)
+    ranges = relay.ranges(cfg, "aws-use1")
+    assert ranges == (*OFFICE, *HOME, "10.200.0.5/32", "172.16.5.0/24", "172.16.6.0/24")
+    assert all(relay.ranges(cfg, s) == () for s in ("gcp-euw3", "office", "home", "shop"))
+    plan = interface_plan(cfg, "aws-use1", directory(cfg))
+    chains = forwarding_chains(plan)
+    assert sum(len(c.rules) for c in chains) == 2 * len(ranges) + 1
+    owner = {r: s.name for s in cfg.sites for r in relay.own_ranges(s)}
+    pairs = {frozenset(p) for p in relaying.relayed_pairs(cfg.sites)}
+    hosts = {r: str(next(iter(ip_network(r).hosts()), ip_network(r).network_address)) for r in owner}
+    for a, b in itertools.product(owner, repeat=2):
+        relayed = frozenset((owner[a], owner[b])) in pairs or (owner[a] == owner[b] and a in ranges)
+        assert verdict(chains, hosts[a], hosts[b]) == ("ACCEPT" if relayed else "DROP"), (a, b)
+    conf = wg_quick_conf(plan, redacted("aws-use1"))
     (interface,) = [body for name, body in parse_wg_quick_conf(conf) if name == "Interface"]
-    wg0_to_wg0 = [c for c in interface["PostUp"] if "-i %i -o %i" in c]
-    drop = "iptables -t filter -I FORWARD -i %i -o %i -j DROP"
-    assert wg0_to_wg0[0] == drop  # inserted first, then every flow above it
-    assert wg0_to_wg0[1:] == [f"iptables -t filter -I FORWARD -i %i -o %i -s {a} -d {b} -j ACCEPT" for a, b in flows]
+    jump = "iptables -t filter -I FORWARD -i %i -o %i -j WGMESH-RELAY"
+    assert [c for c in interface["PostUp"] if "-i %i -o %i" in c] == [jump]  # above wg0's ACCEPTs: inserted after
+    assert interface["PostUp"].index(jump) > interface["PostUp"].index("iptables -t filter -I FORWARD -i %i -j ACCEPT")
+    assert interface["PostUp"][len(SYSCTL_SETTINGS) + 1] == restore_hook(chains_restore(chains))  # before the jump
+    assert interface["PostDown"][-1] == restore_hook(chains_removal(chains))  # after it is gone
     assert not any("MASQUERADE" in c or "SNAT" in c for c in interface["PostUp"])  # sources kept
     # the MSS clamps match wg0 -> wg0 too: -o %i and -i %i, each in mangle FORWARD
     assert sum("mangle -A FORWARD -o %i -p tcp" in c or "mangle -A FORWARD -i %i -p tcp" in c
                for c in interface["PostUp"]) == 4  # fmt: skip
-    assert [c.replace(" -D ", " -I ") for c in interface["PostDown"] if "-i %i -o %i" in c] == wg0_to_wg0
     other = wg_quick_conf(interface_plan(cfg, "gcp-euw3", directory(cfg)), redacted("gcp-euw3"))
-    assert "-o %i -j DROP" not in other and "-i %i -o %i" not in other
+    assert "WGMESH" not in other and "-i %i -o %i" not in other
+
+
+@pytest.mark.parametrize("offices", [2, 16, 50, 200])
+def test_the_relays_rules_grow_linearly_with_the_offices(offices: int) -> None:
+    """Fifty branch offices (issue 24's yardstick), and two hundred: one LAN each, all dynamic. The relay's rules are
+    two per range and a DROP in its chains, and one jump in FORWARD: 4n + 2 for n offices, where a rule per pair of
+    ranges both ways was 4n(n - 1) (9800 for fifty, refused past sixteen)."""
+    cfg = parse_mesh(offices_mesh(offices))
+    plan = interface_plan(cfg, "aws-use1", directory(cfg))
+    chains = forwarding_chains(plan)
+    jumps = [r for r in render.forwarding_rules(plan) if r.args[-1] == RELAY_CHAIN]
+    assert sum(len(c.rules) for c in chains) + len(jumps) == 4 * offices + 2
+    assert len(relaying.relayed_pairs(cfg.sites)) == offices * (offices - 1) // 2
+    office = {p.name: p for p in interface_plan(cfg, "office0", directory(cfg)).peers}
+    assert len(office["aws-use1"].allowed_ips) == 2 + 2 * (offices - 1)  # the relay's ranges, every partner's
+    assert set(office) == {"aws-use1", "gcp-euw3"}
+
+
+def offices_mesh(offices: int, cidrs: int = 1) -> dict[str, Any]:
+    """The edge example with `offices` dynamic offices (each `cidrs` LANs) in place of office and home; the overlay a
+    /16 so that any number fits."""
+    raw = edge(overlay_cidr="10.200.0.0/16")
+    raw["sites"] = raw["sites"][:2] + [
+        {"name": f"office{i}", "cloud": "static", "endpoint": "dynamic",
+         "overlay_ip": f"10.200.{1 + i // 200}.{1 + i % 200}",
+         "cidrs": [f"172.{16 + (i * cidrs + k) // 256}.{(i * cidrs + k) % 256}.0/24" for k in range(cidrs)]}
+        for i in range(offices)
+    ]  # fmt: skip
+    return raw
 
 
 def test_a_masquerading_relay_still_keeps_the_relayed_sources() -> None:
@@ -189,9 +266,9 @@ def test_an_ha_relay_keeps_relaying_across_a_failover() -> None:
     cfg = parse_mesh(raw)
     plan = interface_plan(cfg, ha_site["name"], directory(cfg))
     active, standby = (wg_quick_conf(plan, redacted(ha_site["name"]), role) for role in ("active", "standby"))
-    flows = [f"-s {a} -d {b} -j ACCEPT" for a, b in relay.flows(cfg, ha_site["name"])]
-    assert flows and all(f in active and f in standby for f in flows)
-    assert "-i %i -o %i -j DROP" in standby
+    chains = restore_hook(chains_restore(forwarding_chains(plan)))
+    assert relay.ranges(cfg, ha_site["name"]) and chains in active and chains in standby
+    assert "-i %i -o %i -j WGMESH-RELAY" in standby
     entry = next(p for p in interface_plan(cfg, "office", directory(cfg)).peers if p.name == ha_site["name"])
     assert entry.allowed_ips[-2:] == (f"{overlay}.202/32", "192.168.60.0/24")
 
@@ -204,17 +281,28 @@ def test_monitoring_expects_no_handshake_between_the_relayed_pair() -> None:
     assert {"site": "office", "peer_site": "aws-use1"} in expected and len(expected) == 10
 
 
-def test_a_dropped_drop_rule_is_put_back_below_the_flows() -> None:
-    """Drift on a relay (a firewall reload removed the wg0 -> wg0 DROP, the flows stayed): re-inserting the DROP
-    first would shadow every flow, so the agent moves the flows back above it."""
-    rules = host_rules(1360, 51820, (), False, True, (("10.0.1.0/24", "10.0.2.0/24"),))
+def test_a_reinserted_accept_of_wg0_moves_the_relays_jump_back_above_it() -> None:
+    """Drift on a relay (a firewall reload removed wg0's ACCEPT, the jump to the relay's chains stayed): re-inserted
+    first, the ACCEPT would take wg0 -> wg0 before the jump, so the agent moves the jump back above it. A re-inserted
+    DROP of the WireGuard port moves the sources' ACCEPTs, and an ACCEPT among ACCEPTs moves nothing."""
+    rules = host_rules(1360, 51820, ("198.51.100.2/32", "198.51.100.3/32"), False, True, ("10.0.1.0/24",))
     argvs = [r.argv("-C", "wg0") for r in rules]
-    present = ["DROP" not in r.args or r.chain != "FORWARD" for r in rules]
-    commands = [" ".join(a[3:]) for a in rule_commands(rules, argvs, present)]
-    assert commands == [
-        "-I FORWARD -i wg0 -o wg0 -j DROP",
-        "-D FORWARD -i wg0 -o wg0 -s 10.0.1.0/24 -d 10.0.2.0/24 -j ACCEPT",
-        "-I FORWARD -i wg0 -o wg0 -s 10.0.1.0/24 -d 10.0.2.0/24 -j ACCEPT",
+
+    def commands(missing: str) -> list[str]:
+        present = [" ".join(r.args) != missing for r in rules]
+        return [" ".join(a[3:]) for a in rule_commands(rules, argvs, present)]
+
+    assert commands("-i %i -j ACCEPT") == [
+        "-I FORWARD -i wg0 -j ACCEPT",
+        "-D FORWARD -i wg0 -o wg0 -j WGMESH-RELAY",
+        "-I FORWARD -i wg0 -o wg0 -j WGMESH-RELAY",
+    ]
+    assert commands("-p udp --dport 51820 -j DROP") == [
+        "-I INPUT -p udp --dport 51820 -j DROP",
+        *(f"{verb} INPUT -p udp --dport 51820 -s 198.51.100.{n}/32 -j ACCEPT" for n in (2, 3) for verb in ("-D", "-I")),
+    ]
+    assert commands("-p udp --dport 51820 -s 198.51.100.2/32 -j ACCEPT") == [
+        "-I INPUT -p udp --dport 51820 -s 198.51.100.2/32 -j ACCEPT"
     ]
     assert rule_commands(rules, argvs, [True] * len(rules)) == []
 
@@ -230,12 +318,12 @@ def test_only_a_relayed_site_pins_its_relay_in_agent_json() -> None:
         assert "relay" not in live.trust(cfg, cfg.site(cloud), "wg-mesh", "edge", "A" * 43 + "=")
 
 
-def test_only_the_relays_document_carries_flows_and_they_round_trip() -> None:
+def test_only_the_relays_document_carries_ranges() -> None:
     cfg = parse_mesh(edge(delivery="live"))
     for site in ("aws-use1", "gcp-euw3"):
         plan = interface_plan(cfg, site, directory(cfg))
         body = document.encode_body(plan, "B" * 43 + "=", scope="wg-mesh/edge", serial=1)
-        assert ('"relay_flows"' in body) == (site == "aws-use1")
+        assert ('"relay_ranges"' in body) == (site == "aws-use1")
 
 
 @pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
@@ -250,25 +338,25 @@ def test_the_edge_example_runs_under_mocks(preview: bool, delivery: str) -> None
     parse_trust(trust)
     assert trust["relay"]["site"] == "aws-use1"
     body = verified_body(stored_document(run, cfg.site("aws-use1")), agent_json(run, cfg.site("aws-use1"))["trust"])
-    assert {tuple(f) for f in body["interface"]["relay_flows"]} == set(relay.flows(cfg, "aws-use1"))
+    assert body["interface"]["relay_ranges"] == [*OFFICE, *HOME]
     office = verified_body(stored_document(run, cfg.site("office")), trust)
     entry = next(p for p in office["interface"]["peers"] if p["name"] == "aws-use1")
     assert entry["allowed_ips"] == [*AWS_RANGES, *HOME]
     assert "home" not in {p["name"] for p in office["interface"]["peers"]}
 
 
-def test_a_relay_past_its_agents_limit_of_flows_is_refused() -> None:
-    raw = edge()
-    raw["sites"] += [
-        {"name": f"shop{i}", "cloud": "static", "endpoint": "dynamic", "overlay_ip": f"10.200.0.{10 + i}",
-         "cidrs": [f"172.16.{i}.0/24", f"172.17.{i}.0/24"]}
-        for i in range(10)
-    ]  # fmt: skip
-    (problem,) = problems(raw)  # 45 pairs of shops x 18, 20 shop-office/home pairs x 12, office-home 8
-    assert problem.startswith("relay: 66 relayed pairs need 1058 forwarding rules on the relay")
-    assert relaying.MAX_RELAY_FLOWS == document.MAX_RELAY_FLOWS
-    del raw["sites"][-1]
-    assert len(relay.flows(parse_mesh(raw), "aws-use1")) <= relaying.MAX_RELAY_FLOWS
+def test_a_relay_past_its_agents_limit_of_ranges_is_refused() -> None:
+    """The relay's document carries at most 1024 ranges (the parser's bound on any list: 512 peers, one LAN each):
+    342 offices with two LANs have 1026 (each its overlay /32 too); 341 have 1023."""
+    raw = offices_mesh(342, cidrs=2)
+    raw["sites"][0]["quotas"] = {"routes_per_route_table": 1000}  # AWS's route table holds every office's ranges
+    (problem,) = problems(raw)
+    assert problem == (
+        "relay: 342 relayed sites have 1026 ranges (overlay addresses and cidrs), more than the relay's 1024: give "
+        "some dynamic sites a fixed endpoint, or fewer cidrs"
+    )
+    assert relaying.MAX_RELAY_RANGES == document.MAX_RELAY_RANGES
+    assert len(relay.ranges(parse_mesh(offices_mesh(341, cidrs=2)), "aws-use1")) == 1023
 
 
 # --- the metrics mapping: relayed peers by name, from the pinned relay ------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_fake import SEED, TRUST, FakeHost, Keys
+from tests.agent_fake import SEED, TRUST, FakeHost, Keys, resign
 from tests.test_agent import Store
 from tests.test_relay import EDGE, HOME
 from tests.test_render import directory
@@ -102,24 +102,92 @@ def test_a_relay_agent_json_does_not_know_is_refused() -> None:
     assert document.decode(signed(OFFICE, 1_700_000_200), trust_of("office"), now=1_700_000_300).plan == OFFICE
 
 
-@pytest.mark.parametrize(
-    ("flows", "reason"),
-    [
-        ((("192.168.50.0/24", "172.16.0.0/24"),), "192.168.50.0/24 -> 172.16.0.0/24 is not between two peers'"),
-        ((("192.168.50.0/24", "10.200.0.3/32"),), "192.168.50.0/24 -> 10.200.0.3/32 is not between two peers'"),
-    ],
-)
-def test_a_relays_flows_only_join_two_of_its_peers(flows: tuple[tuple[str, str], ...], reason: str) -> None:
-    plan = dataclasses.replace(plan_of("aws-use1"), relay_flows=flows)
+RELAY = plan_of("aws-use1")
+RANGES = list(RELAY.relay_ranges)
+
+
+def relay_document(ranges: object, serial: int) -> str:
+    """The relay's good document with `ranges` as its relay_ranges (any JSON value), signed with the mesh's key."""
+    body = json.loads(document.encode_body(RELAY, KEYS.public, scope=SCOPE, serial=serial))
+    body["interface"]["relay_ranges"] = ranges
+    return resign(body)
+
+
+HOSTILE_RANGES = {
+    "too many": (
+        [f"10.{k // 256}.{k % 256}.0/24" for k in range(document.MAX_RELAY_RANGES + 1)],
+        f"interface.relay_ranges: a list of {document.MAX_RELAY_RANGES + 1} items",
+    ),
+    "a range twice": ([*RANGES, RANGES[1]], "interface.relay_ranges: a range appears twice"),
+    "a range behind no peer": (
+        [*RANGES, "172.16.0.0/24"],
+        "interface.relay_ranges: 172.16.0.0/24 is not inside a peer's AllowedIPs of this document",
+    ),
+    "a range wider than its peer's": (
+        [*RANGES[:3], "192.168.0.0/16"],
+        "interface.relay_ranges: 192.168.0.0/16 is not inside a peer's AllowedIPs of this document",
+    ),
+    "the relay's own cidr": (
+        [*RANGES, "10.10.0.0/16"],
+        "interface.relay_ranges: 10.10.0.0/16 overlaps this relay's own 10.10.0.0/16",
+    ),
+    "inside the relay's own cidr": (
+        [*RANGES, "10.10.5.0/24"],
+        "interface.relay_ranges: 10.10.5.0/24 overlaps this relay's own 10.10.0.0/16",
+    ),
+    "the relay's own overlay address": (
+        ["10.200.0.1/32", *RANGES],
+        "interface.relay_ranges: 10.200.0.1/32 overlaps this relay's own 10.200.0.1/32",
+    ),
+    "the whole overlay": (["10.200.0.0/24"], "interface.relay_ranges: 10.200.0.0/24 overlaps this relay's own"),
+    "everything": (["0.0.0.0/0"], "interface.relay_ranges: 0.0.0.0/0 overlaps this relay's own"),
+    "not a list": ("192.168.50.0/24", "interface.relay_ranges: not a list of at most"),
+    "a pair, the old form": ([["192.168.50.0/24", "192.168.60.0/24"]], "interface.relay_ranges[0]"),
+    "host bits set": (["192.168.50.1/24"], "interface.relay_ranges[0]"),
+    "no prefix length": (["192.168.50.0"], "interface.relay_ranges[0]"),
+    "a number": ([3232248320], "interface.relay_ranges[0]: 3232248320 is not a string"),
+    "an IPv6 prefix": (["2001:db8::/32"], "interface.relay_ranges[0]"),
+    "a rule smuggled in": (["192.168.50.0/24 -j ACCEPT"], "interface.relay_ranges[0]"),
+    "a chain name": (["WGMESH-RELAY"], "interface.relay_ranges[0]"),
+    "a newline": (["192.168.50.0/24\nCOMMIT"], "a control or non-ASCII character"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_RANGES))
+def test_a_relays_ranges_are_its_own_peers_and_bounded(name: str) -> None:
+    ranges, reason = HOSTILE_RANGES[name]
     with pytest.raises(DocumentError) as caught:
-        document.decode(signed(plan, 1_700_000_200), trust_of("aws-use1"), now=1_700_000_300)
-    assert reason in str(caught.value)
-    good = document.decode(signed(plan_of("aws-use1"), 1_700_000_200), trust_of("aws-use1"), now=1_700_000_300)
-    assert len(good.plan.relay_flows) == 8
+        document.decode(relay_document(ranges, 1_700_000_200), trust_of("aws-use1"), now=1_700_000_300)
+    assert reason in str(caught.value), str(caught.value)
+    good = document.decode(relay_document(RANGES, 1_700_000_200), trust_of("aws-use1"), now=1_700_000_300)
+    assert good.plan.relay_ranges == RELAY.relay_ranges == ("10.200.0.3/32", "192.168.50.0/24", *HOME)
+
+
+def test_the_relay_gateway_refuses_each_and_nothing_changes(tmp_path: Path) -> None:
+    """The relay's agent running its good document (its chains in place) is sent each hostile one: no command that
+    changes the host, its files and the chains as they were."""
+    host, logs = FakeHost(), []
+    paths = Paths.under(str(tmp_path))
+    store = Store(relay_document(RANGES, 1_700_000_100), KEYS.private)
+    config = Config(site="aws-use1", source={"kind": "test"}, trust=trust_of("aws-use1"), pmtu_seconds=0)
+    agent = Agent(config, store, host, paths, logs.append, clock=lambda: 1000.0)
+    assert agent.cycle()
+    host.up_from(Path(paths.wg_conf))
+    assert agent.cycle()
+    before, state = host.mutating(), host.state()
+    files = {p: Path(p).read_bytes() for p in (paths.wg_conf, paths.mapping, paths.state)}
+    assert state["own"] == [("filter", "WGMESH-RELAY"), ("filter", "WGMESH-RELAY-TO")]
+    for serial, (name, (ranges, _)) in enumerate(HOSTILE_RANGES.items(), start=1_700_000_200):
+        store.text = relay_document(ranges, serial)
+        assert not agent.cycle(), name
+        assert host.mutating() == before, name
+        assert {p: Path(p).read_bytes() for p in files} == files, name
+        assert host.state() == state, name
+    assert json.loads(files[paths.state])["applied_serial"] == 1_700_000_100
 
 
 def test_a_single_host_relays_nothing() -> None:
-    plan = dataclasses.replace(plan_of("aws-use1"))
+    plan = plan_of("aws-use1")
     with pytest.raises(DocumentError, match="forwards nothing"):
         document.decode(signed(plan, 1_700_000_200), trust_of("aws-use1", cidrs=[]), now=1_700_000_300)
 

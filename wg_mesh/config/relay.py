@@ -22,9 +22,12 @@ from wg_mesh.config.messages import quote
 from wg_mesh.config.reach import is_dynamic
 
 CLOUDS = ("aws", "gcp")
-MAX_RELAY_FLOWS = (
-    1024  # the relay's FORWARD ACCEPTs; its agent refuses more (wg_mesh.gateway.document, a test keeps it)
-)
+# The relayed sites' ranges (overlay /32s and cidrs) the relay forwards between, two iptables rules each: its agent
+# reads at most this many (wg_mesh.gateway.document.MAX_RELAY_RANGES, a test keeps them equal): the parser's bound on
+# any list, twice the 512 peers a document holds (an overlay /32 and one LAN each). iptables takes it in its stride:
+# 2049 rules in the two chains are one iptables-restore commit of about 50 ms, and a relayed packet meets at most
+# one rule per range in each chain; a gateway's other traffic meets one jump rule (-i wg0 -o wg0), not one per pair.
+MAX_RELAY_RANGES = 1024
 RELAY_DESCRIPTION = (
     "The cloud site (aws or gcp) whose gateway relays the pairs with no direct path (two `endpoint: dynamic` sites): "
     "they send each other's traffic through it, source addresses kept. Unset: the first cloud site in `sites` order "
@@ -33,14 +36,21 @@ RELAY_DESCRIPTION = (
 )
 
 
+def relayed_sites(sites: Sequence[Any]) -> list[Any]:
+    """The sites that meet some others through the relay, in `sites` order: the dynamic ones, when there are two."""
+    dynamic = [s for s in sites if is_dynamic(s)]
+    return dynamic if len(dynamic) > 1 else []
+
+
 def relayed_pairs(sites: Sequence[Any]) -> list[tuple[str, str]]:
-    """The pairs with no direct path, in `sites` order: every two dynamic sites."""
-    return [(a.name, b.name) for a, b in combinations([s for s in sites if is_dynamic(s)], 2)]
+    """The pairs with no direct path, in `sites` order: every two relayed sites (so the relay may forward from any
+    relayed range to any: wg_mesh.gateway.wgconf.relay_chains)."""
+    return [(a.name, b.name) for a, b in combinations(relayed_sites(sites), 2)]
 
 
 def relay_name(sites: Sequence[Any], relay: str | None) -> str | None:
     """The site that relays (`relay`, or the first cloud site), or None when no pair needs one."""
-    if not relayed_pairs(sites):
+    if not relayed_sites(sites):
         return None
     if relay is not None:
         return relay
@@ -49,7 +59,8 @@ def relay_name(sites: Sequence[Any], relay: str | None) -> str | None:
 
 def partners(sites: Sequence[Any], name: str) -> list[str]:
     """The sites `name` reaches through the relay (none for a site that is not relayed)."""
-    return [b if a == name else a for a, b in relayed_pairs(sites) if name in (a, b)]
+    relayed = [s.name for s in relayed_sites(sites)]
+    return [other for other in relayed if other != name] if name in relayed else []
 
 
 def problems(sites: Sequence[Any], relay: Any) -> list[str]:
@@ -66,14 +77,14 @@ def problems(sites: Sequence[Any], relay: Any) -> list[str]:
                 f"relay: {relay} is a static site; a relay is a cloud gateway (aws or gcp) with a fixed address that "
                 "every relayed site already peers with"
             )
-    pairs = relayed_pairs(sites)
-    ranges = {s.name: 1 + len(s.cidrs) for s in sites}  # each site's overlay /32 and cidrs
-    flows = sum(2 * ranges[a] * ranges[b] for a, b in pairs)
-    if flows > MAX_RELAY_FLOWS:
+    relayed = relayed_sites(sites)
+    ranges = sum(1 + len(s.cidrs) for s in relayed)  # each relayed site's overlay /32 and cidrs
+    if ranges > MAX_RELAY_RANGES:
         out.append(
-            f"relay: {len(pairs)} relayed pairs need {flows} forwarding rules on the relay (one per pair of ranges, "
-            f"both ways), more than {MAX_RELAY_FLOWS}: give some dynamic sites a fixed endpoint, or fewer cidrs"
+            f"relay: {len(relayed)} relayed sites have {ranges} ranges (overlay addresses and cidrs), more than the "
+            f"relay's {MAX_RELAY_RANGES}: give some dynamic sites a fixed endpoint, or fewer cidrs"
         )
+    pairs = relayed_pairs(sites)
     if pairs and relay is None and not any(getattr(s, "cloud", None) in CLOUDS for s in sites):
         first, second = pairs[0]
         i = next(i for i, s in enumerate(sites) if s.name == second)
@@ -88,6 +99,10 @@ def summary(sites: Sequence[Any], relay: str | None) -> str:
     """validate's words on relays: which site relays which pairs; nothing for a mesh without dynamic pairs."""
     chosen = relay_name(sites, relay)
     if chosen is not None:
-        pairs = ", ".join(f"{a} <-> {b}" for a, b in relayed_pairs(sites))
-        return f", relay {chosen} ({pairs})"
+        relayed = relayed_sites(sites)
+        if len(relayed) > 3:  # past three pairs: the sites, not each pair
+            count = len(relayed) * (len(relayed) - 1) // 2
+            names = f"{relayed[0].name}, {relayed[1].name}, ..., {relayed[-1].name}"
+            return f", relay {chosen} ({len(relayed)} dynamic sites, every two of them: {names}; {count} pairs)"
+        return f", relay {chosen} ({', '.join(f'{a} <-> {b}' for a, b in relayed_pairs(sites))})"
     return f", relay {relay} (no pair needs it yet)" if relay is not None else ""

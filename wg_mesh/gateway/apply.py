@@ -243,7 +243,7 @@ class Applier:
                     atomic_write(*step.write)
             except (ApplyError, OSError) as exc:
                 self.rollbacks[step.name] += 1
-                failed = txn.restore(lambda a, i: _triple(self.run(a, i)), snapshot)
+                failed = txn.restore(lambda a, i: dataclasses.astuple(self.run(a, i)), snapshot)
                 was = f"generation {last.generation:012x}" if last else "the state before it"
                 cause = f"step {step.name} failed: {redact(str(exc))}"
                 if failed:
@@ -334,7 +334,7 @@ class Applier:
                 steps.append(cmd("address", "", ["ip", "-4", "address", "del", address, "dev", iface]))
             steps.append(Step("address", f"address {', '.join(addresses)} -> {doc.plan.address}"))
         self._plan_routes(doc, want, last, routes, steps)
-        self._plan_rules(want, last, steps)
+        snapshot = dataclasses.replace(snapshot, own_chains=self._plan_rules(want, last, steps))
         self._plan_endpoint_routes(want, last, routes, steps)
         if raising:
             steps.append(self._mtu_step(mtu, new_mtu))
@@ -373,21 +373,24 @@ class Applier:
 
     def _rules(self, managed: Managed | None) -> list[list[str]]:
         """Each rule's `iptables -t T -C CHAIN ...` argv (verb at index 3)."""
-        if managed is None:
-            return []
-        return [r.argv("-C", self.interface, managed.masquerade_dev) for r in managed.rule_objects()]
+        return [r.argv("-C", self.interface, managed.masquerade_dev) for r in managed.rule_objects()] if managed else []
 
-    def _plan_rules(self, want: Managed, last: Managed | None, steps: list[Step]) -> None:
-        """Old rules that are gone, then the wanted ones that are missing; each looked up first (-C): a firewall
-        reload that dropped one is drift like any other, and a rule that is there is not added twice."""
+    def _plan_rules(self, want: Managed, last: Managed | None, steps: list[Step]) -> dict[tuple[str, str], txn.Lines]:
+        """Old rules gone, the agent's own chains removed or written whole, the wanted rules missing; each looked up
+        (-C, -S): a firewall reload is drift like any other. Returns the own chains as they run (for the snapshot)."""
         new = self._rules(want)
         for argv in [a for a in self._rules(last) if a not in new]:
             if self.run(argv, None).returncode == 0:
                 delete = [*argv[:3], "-D", *argv[4:]]
                 steps.append(cmd("rules", f"iptables {' '.join(delete[1:])}", delete))
+        tables = {c.table for m in (want, last) if m for c in m.chain_objects()}
+        parsed = {t: hostplan.table_chains(self._must(["iptables", "-t", t, "-S"]).stdout) for t in sorted(tables)}
+        running, texts = hostplan.chain_commands(want, last, parsed)
+        steps += [cmd("rules", f"iptables chains {what}", ["iptables-restore", "--noflush"], t) for t, what in texts]
         present = [self.run(argv, None).returncode == 0 for argv in new]
         for argv in rule_commands(want.rule_objects(), new, present):
             steps.append(cmd("rules", f"iptables {' '.join(argv[1:])}", argv))
+        return running
 
     def _plan_endpoint_routes(
         self, want: Managed, last: Managed | None, routes: dict[str, KernelRoute], steps: list[Step]
@@ -403,12 +406,6 @@ class Applier:
                 steps.append(cmd("endpoint_routes", f"route {host}", route.replace_argv()))
 
     def _capture_chains(self, snapshot: txn.Snapshot, want: Managed, last: Managed | None) -> txn.Snapshot:
-        chains = {(r.table, r.chain) for m in (want, last) if m for r in m.rule_objects()}
-        lines = {}
-        for table, chain in sorted(chains):
-            lines[(table, chain)] = txn.chain_lines(self._must(["iptables", "-t", table, "-S", chain]).stdout)
+        chains = sorted({(r.table, r.chain) for m in (want, last) if m for r in m.rule_objects()})
+        lines = {(t, c): txn.chain_lines(self._must(["iptables", "-t", t, "-S", c]).stdout) for t, c in chains}
         return dataclasses.replace(snapshot, chains=lines)
-
-
-def _triple(result: Result) -> tuple[int, str, str]:
-    return result.returncode, result.stdout, result.stderr

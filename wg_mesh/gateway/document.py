@@ -59,7 +59,10 @@ from .wgconf import InterfacePlan, Peer
 
 FORMAT = "wg-mesh.peers/2"
 GENERATION_HEX_DIGITS = 12  # 48 bits: a float64 metric holds it exactly
-MAX_PEERS, MAX_ALLOWED_IPS, MAX_STRING = 512, 64, 128
+# A peer's AllowedIPs: its own ranges (an overlay /32 and at most 64 cidrs) and, on a relayed site's entry for its
+# relay, its partners' too (wg_mesh.gateway.relaytrust pins them): at most the bound of any list (_strings_clean).
+MAX_PEERS, MAX_STRING = 512, 128
+MAX_ALLOWED_IPS = 2 * MAX_PEERS
 MAX_SERIAL = 2**53
 SERIAL_AHEAD_S = 86400  # a serial further ahead of the gateway's clock is a deployer's broken clock: refused, or
 # the gateway would refuse every correct document after it as a replay
@@ -83,15 +86,15 @@ PEER_OPTIONAL = ("mtu", "fallback_endpoint", "key_at", "endpoint_name", "reresol
 
 def _interface(plan: InterfacePlan) -> dict[str, Any]:
     # not `forward`: the agent takes it from its trust (a single host's document is a gateway's in form)
-    interface = {k: v for k, v in asdict(plan).items() if k not in ("site", "forward", "relay_flows")}
+    interface = {k: v for k, v in asdict(plan).items() if k not in ("site", "forward", "relay_ranges")}
     interface["peers"] = [
         {k: v for k, v in asdict(p).items() if k not in PEER_OPTIONAL or v is not None}
         | {"allowed_ips": list(p.allowed_ips)}
         for p in plan.peers
     ]
     interface["listen_sources"] = list(plan.listen_sources)
-    if plan.relay_flows:  # a relay's only: every other document keeps its bytes (and its generation)
-        interface["relay_flows"] = [list(flow) for flow in plan.relay_flows]
+    if plan.relay_ranges:  # a relay's only: every other document keeps its bytes (and its generation)
+        interface["relay_ranges"] = list(plan.relay_ranges)
     return interface
 
 
@@ -114,8 +117,10 @@ def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int
 # --- the body --------------------------------------------------------------------------------------------------
 
 BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "interface", "generation"}
-INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_flows"}
-MAX_RELAY_FLOWS = 2 * MAX_PEERS  # each a FORWARD rule; _strings_clean bounds any list at this
+INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_ranges"}
+# A relay's ranges: two rules each in its chains (wgconf.relay_chains). _strings_clean bounds any list at this: the
+# relayed sites behind MAX_PEERS peers, each with its overlay /32 and one LAN (wg_mesh.config.relay keeps to it).
+MAX_RELAY_RANGES = 2 * MAX_PEERS
 PEER_KEYS = {"name", "public_key", "allowed_ips", "endpoint", "persistent_keepalive", *PEER_OPTIONAL}
 
 
@@ -225,7 +230,7 @@ def _named(peer: dict[str, Any], what: str, dynamic: bool) -> dict[str, Any]:
 
 
 def _plan(raw: object, site: str) -> InterfacePlan:
-    interface = _fields(raw, "interface", INTERFACE_KEYS, ("listen_sources", "relay_flows"))
+    interface = _fields(raw, "interface", INTERFACE_KEYS, ("listen_sources", "relay_ranges"))
     address = interface["address"]
     try:
         parsed = str(IPv4Interface(str(address) if isinstance(address, str) else "-"))
@@ -253,21 +258,18 @@ def _plan(raw: object, site: str) -> InterfacePlan:
         masquerade=interface["masquerade"],
         peers=peers,
         listen_sources=tuple(_network(s, "interface.listen_sources") for s in sources),
-        relay_flows=_flows(interface.get("relay_flows", [])),
+        relay_ranges=_ranges(interface.get("relay_ranges", [])),
     )
 
 
-def _flows(raw: object) -> tuple[tuple[str, str], ...]:
-    """A relay's flows: [[source, destination], ...], each a prefix written canonically (what they may be: trust)."""
-    _need(isinstance(raw, list) and len(raw) <= MAX_RELAY_FLOWS, "interface.relay_flows: not a list")
+def _ranges(raw: object) -> tuple[str, ...]:
+    """A relay's ranges: [prefix, ...], each written canonically, none twice (what they may be: relaytrust)."""
+    what = "interface.relay_ranges"
+    _need(isinstance(raw, list) and len(raw) <= MAX_RELAY_RANGES, f"{what}: not a list of at most {MAX_RELAY_RANGES}")
     assert isinstance(raw, list)
-    flows = []
-    for i, flow in enumerate(raw):
-        what = f"interface.relay_flows[{i}]"
-        _need(isinstance(flow, list) and len(flow) == 2, f"{what}: not a [source, destination] pair")
-        flows.append((_network(flow[0], what), _network(flow[1], what)))
-    _need(len(set(flows)) == len(flows), "interface.relay_flows: a flow appears twice")
-    return tuple(flows)
+    ranges = tuple(_network(r, f"{what}[{i}]") for i, r in enumerate(raw))
+    _need(len(set(ranges)) == len(ranges), f"{what}: a range appears twice")
+    return ranges
 
 
 def decode(

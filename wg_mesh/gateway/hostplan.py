@@ -1,7 +1,8 @@
 """What the agent puts on a host beyond wg0's own configuration, as typed values (pure; standard library only).
 
 `Managed` is derived from the interface plan the agent applies and from the default route it read itself: the
-iptables rules (wgconf.host_rules, the masquerade on the default route's device), the host routes to endpoints that
+iptables rules (wgconf.host_rules, the masquerade on the default route's device) and a relay's own chains
+(wgconf.relay_chains, written whole: chain_commands), the host routes to endpoints that
 lie inside some peer's AllowedIPs (through the default route's `via`/`dev`), and the lower route MTUs of internet
 peers. The agent persists it (JSON of these values, parsed back strictly) and derives what to remove from the one it
 applied last: it never runs the PostUp/PostDown text of a wg0.conf (those hooks are for wg-quick at boot only).
@@ -16,7 +17,17 @@ import json
 import re
 from dataclasses import dataclass
 
-from .wgconf import InterfacePlan, Rule, endpoint_routes, host_rules, route_mtus
+from .wgconf import (
+    Chain,
+    InterfacePlan,
+    Rule,
+    chains_removal,
+    chains_restore,
+    endpoint_routes,
+    host_rules,
+    relay_chains,
+    route_mtus,
+)
 
 _IFNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")  # IFNAMSIZ 16 with the NUL; no '/', space or ':'
 
@@ -126,7 +137,7 @@ class Managed:
     endpoint_routes: tuple[tuple[str, str | None, str], ...] = ()  # (host/32, via, dev)
     route_mtus: tuple[tuple[str, int], ...] = ()
     forward: bool = True  # False: a single host (InterfacePlan.forward): no FORWARD rules
-    relay_flows: tuple[tuple[str, str], ...] = ()  # a relay's (InterfacePlan.relay_flows)
+    relay_ranges: tuple[str, ...] = ()  # a relay's (InterfacePlan.relay_ranges)
 
     def rule_objects(self) -> list[Rule]:
         return host_rules(
@@ -135,8 +146,11 @@ class Managed:
             self.listen_sources,
             self.masquerade_dev is not None,
             self.forward,
-            self.relay_flows,
+            self.relay_ranges,
         )
+
+    def chain_objects(self) -> list[Chain]:
+        return relay_chains(self.relay_ranges) if self.forward else []
 
     def kernel_routes(self) -> dict[str, KernelRoute]:
         return {host: KernelRoute(host, dev, via) for host, via, dev in self.endpoint_routes}
@@ -152,7 +166,7 @@ class Managed:
                 "endpoint_routes": [list(r) for r in self.endpoint_routes],
                 "route_mtus": [list(r) for r in self.route_mtus],
                 **({} if self.forward else {"forward": False}),  # a gateway's record as before
-                **({"relay_flows": [list(f) for f in self.relay_flows]} if self.relay_flows else {}),  # a relay's
+                **({"relay_ranges": list(self.relay_ranges)} if self.relay_ranges else {}),  # a relay's
             },
             sort_keys=True,
         )
@@ -176,7 +190,7 @@ def managed(plan: InterfacePlan, generation: int, default: tuple[str | None, str
         tuple((host, via, dev) for host in endpoint_routes(plan)),
         tuple(route_mtus(plan)),
         plan.forward,
-        tuple((prefix(a), prefix(b)) for a, b in plan.relay_flows) if plan.forward else (),
+        tuple(prefix(r) for r in plan.relay_ranges) if plan.forward else (),
     )
 
 
@@ -192,15 +206,11 @@ def parse_managed(text: str) -> Managed:
         sources, routes, mtus = raw["listen_sources"], raw["endpoint_routes"], raw["route_mtus"]
         if not all(isinstance(v, list) and len(v) <= 4096 for v in (sources, routes, mtus)):
             raise ValueError("a list is missing or too long")
-        dev, forward, flows = raw["masquerade_dev"], raw.get("forward", True), raw.get("relay_flows", [])
+        dev, forward, ranges = raw["masquerade_dev"], raw.get("forward", True), raw.get("relay_ranges", [])
         if not isinstance(forward, bool):
             raise ValueError(f"forward: {forward!r} is not true or false")
-        if (
-            not isinstance(flows, list)
-            or len(flows) > 4096
-            or not all(isinstance(f, list) and len(f) == 2 for f in flows)
-        ):
-            raise ValueError("relay_flows: not a list of (source, destination) pairs")
+        if not isinstance(ranges, list) or len(ranges) > 4096:
+            raise ValueError("relay_ranges: not a list of prefixes")
         return Managed(
             number(raw["generation"], 0, 2**64),
             number(raw["mss"], 500, 65535),
@@ -210,7 +220,7 @@ def parse_managed(text: str) -> Managed:
             tuple(_endpoint_route(r) for r in routes),
             tuple((prefix(r[0]), number(r[1], 576, 65535)) for r in mtus if isinstance(r, list) and len(r) == 2),
             forward,
-            tuple((prefix(a), prefix(b)) for a, b in flows),
+            tuple(prefix(r) for r in ranges),
         )
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"field {exc}") from None
@@ -225,20 +235,53 @@ def _endpoint_route(raw: object) -> tuple[str, str | None, str]:
     return host, None if raw[1] is None else ipv4(raw[1]), ifname(raw[2])
 
 
+def _target(rule: Rule) -> str:
+    return rule.args[rule.args.index("-j") + 1] if "-j" in rule.args else ""
+
+
 def rule_commands(rules: list[Rule], argvs: list[list[str]], present: list[bool]) -> list[list[str]]:
     """The iptables argvs that bring `rules` (their `-C` argvs, whether each is there) onto the host: the missing
-    ones added (-I or -A). A re-inserted DROP (-I) would shadow the ACCEPTs inserted after it (a relay's flows above
-    its wg0 -> wg0 DROP, a source's ACCEPT above the WireGuard port's DROP): those of its chain that are present move
-    back above it (deleted, inserted again)."""
+    ones added (-I or -A). A rule inserted first (-I) lands above the rules of its chain inserted after it at up: a
+    present one that follows it in `rules` with another target would be shadowed (a source's ACCEPT by a re-inserted
+    DROP of the WireGuard port, a relay's jump to its chains by a re-inserted ACCEPT of wg0): it moves back above
+    it (deleted, inserted again)."""
     out: list[list[str]] = []
-    moved: set[tuple[str, str]] = set()
+    inserted: dict[tuple[str, str], set[str]] = {}  # the targets of the rules inserted first so far, by chain
     for rule, argv, there in zip(rules, argvs, present, strict=True):
         chain = (rule.table, rule.chain)
-        if there and not (rule.first and chain in moved):
+        if there and not (rule.first and inserted.get(chain, set()) - {_target(rule)}):
             continue
         if there:
             out.append([*argv[:3], "-D", *argv[4:]])
-        if rule.first and rule.args[-1] == "DROP":
-            moved.add(chain)
+        if rule.first:
+            inserted.setdefault(chain, set()).add(_target(rule))
         out.append([*argv[:3], "-I" if rule.first else "-A", *argv[4:]])
     return out
+
+
+def table_chains(text: str) -> dict[str, tuple[str, ...]]:
+    """`iptables -t T -S` (a whole table): each chain that exists (`-P` a built-in one, `-N` a user-defined one) and
+    its `-A` lines, in order."""
+    chains: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] in ("-P", "-N"):
+            chains.setdefault(words[1], [])
+        elif len(words) >= 2 and words[0] == "-A":
+            chains.setdefault(words[1], []).append(line)
+    return {name: tuple(lines) for name, lines in chains.items()}
+
+
+def chain_commands(
+    want: Managed, last: Managed | None, tables: dict[str, dict[str, tuple[str, ...]]]
+) -> tuple[dict[tuple[str, str], tuple[str, ...] | None], list[tuple[str, str]]]:
+    """The agent's own chains of `want` and `last` as they run (`tables`: table_chains of each table; None: no such
+    chain), and the `iptables-restore --noflush` inputs that bring them to `want`, with what each does: the chains of
+    `last` no longer wanted, removed (run after the rules that jump to them are gone); the wanted ones, created or
+    refilled whole when one is missing or differs (run before the rules that jump to them)."""
+    chains, old = want.chain_objects(), last.chain_objects() if last else []
+    running = {(c.table, c.name): tables.get(c.table, {}).get(c.name) for c in chains + old}
+    gone = [c for c in old if c.name not in {w.name for w in chains} and running[(c.table, c.name)] is not None]
+    stale = [c for c in chains if running[(c.table, c.name)] != tuple(c.lines())]
+    texts = [(chains_removal(gone), "removed")] if gone else []
+    return running, texts + ([(chains_restore(chains), "written")] if stale else [])

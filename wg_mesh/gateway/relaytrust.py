@@ -3,10 +3,10 @@ docs/security.md section 3: the rules and why). Standard library only (it ships 
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from ipaddress import IPv4Network
+from ipaddress import IPv4Interface, IPv4Network
 
 from .wgconf import InterfacePlan
 
@@ -91,6 +91,14 @@ def peer_relay_problem(plan: InterfacePlan, relay: Relay | None, index: int) -> 
     return None
 
 
+def allowed_ips_allowance(plan: InterfacePlan, relay: Relay | None, index: int) -> int:
+    """How many AllowedIPs peer `index` may carry: a site's own ranges (MAX_RANGES), and the pinned relay its own
+    and every pinned partner's (the document parser bounds any list at 1024 only)."""
+    if relay is None or plan.peers[index].name != relay.site:
+        return MAX_RANGES
+    return len(relay.ranges) + sum(len(ranges) for _, ranges in relay.partners)
+
+
 def relay_overlay_allowance(plan: InterfacePlan, relay: Relay | None, index: int) -> int:
     """How many overlay /32s peer `index` may carry: one, and the relay one per pinned partner."""
     if relay is None or plan.peers[index].name != relay.site:
@@ -98,22 +106,25 @@ def relay_overlay_allowance(plan: InterfacePlan, relay: Relay | None, index: int
     return 1 + len(relay.partners)
 
 
-def flows_problem(plan: InterfacePlan, forwards: bool) -> str | None:
-    """Why the plan's relay_flows cannot be FORWARD ACCEPTs on this gateway, or None."""
-    if not plan.relay_flows:
+def ranges_problem(plan: InterfacePlan, forwards: bool, own: tuple[str, ...]) -> str | None:
+    """Why the plan's relay_ranges cannot be a relay's on this gateway, or None. Each one lies inside one peer's
+    AllowedIPs of this document (so WireGuard admits it as a source from that peer alone and routes it to that peer
+    alone) and none is the relay's own (`own`: its cidrs; its overlay address is plan.address): its chains then
+    forward only between the document's own peers (wgconf.relay_chains). The peers' AllowedIPs are disjoint
+    (trust.plan_problem checks them first), so the peer holding a range is the entry that starts last at or below it."""
+    if not plan.relay_ranges:
         return None
     if not forwards:
-        return "interface.relay_flows: this site forwards nothing (agent.json: no cidrs), it cannot relay"
-    owners: Mapping[str, list[IPv4Network]] = {p.name: [IPv4Network(e) for e in p.allowed_ips] for p in plan.peers}
-
-    def owner(prefix: IPv4Network) -> str | None:
-        return next((name for name, entries in owners.items() if any(prefix.subnet_of(e) for e in entries)), None)
-
-    for source, destination in plan.relay_flows:
-        a, b = owner(IPv4Network(source)), owner(IPv4Network(destination))
-        if a is None or b is None or a == b:
-            return (
-                f"interface.relay_flows: {source} -> {destination} is not between two peers' AllowedIPs of this "
-                "document"
-            )
+        return "interface.relay_ranges: this site forwards nothing (agent.json: no cidrs), it cannot relay"
+    mine = [IPv4Network(IPv4Interface(plan.address).ip), *(IPv4Network(c) for c in own)]
+    entries = sorted((int(n.network_address), int(n.broadcast_address), p.name)
+                     for p in plan.peers for n in map(IPv4Network, p.allowed_ips))  # fmt: skip
+    starts = [start for start, _, _ in entries]
+    for prefix in map(IPv4Network, plan.relay_ranges):
+        clash = next((m for m in mine if prefix.overlaps(m)), None)
+        if clash is not None:
+            return f"interface.relay_ranges: {prefix} overlaps this relay's own {clash}"
+        at = bisect.bisect_right(starts, int(prefix.network_address)) - 1
+        if at < 0 or entries[at][1] < int(prefix.broadcast_address):
+            return f"interface.relay_ranges: {prefix} is not inside a peer's AllowedIPs of this document"
     return None

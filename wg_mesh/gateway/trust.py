@@ -17,7 +17,14 @@ import re
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
-from .relaytrust import Relay, flows_problem, parse_relay, peer_relay_problem, relay_overlay_allowance
+from .relaytrust import (
+    Relay,
+    allowed_ips_allowance,
+    parse_relay,
+    peer_relay_problem,
+    ranges_problem,
+    relay_overlay_allowance,
+)
 from .wgconf import InterfacePlan
 
 # The config model's DNS-label rule for site names (wg_mesh.config.sites; a test compares them). fullmatch: `$` would
@@ -197,6 +204,9 @@ def _peer_problem(plan: InterfacePlan, trust: Trust, index: int, spans: list[tup
     relayed = peer_relay_problem(plan, trust.relay, index)
     if relayed:
         return relayed
+    most = allowed_ips_allowance(plan, trust.relay, index)
+    if len(peer.allowed_ips) > most:
+        return f"{what} has {len(peer.allowed_ips)} AllowedIPs, more than {most} (its own ranges, a relay's partners')"
     in_overlay = 0
     for entry in peer.allowed_ips:
         network = IPv4Network(entry)
@@ -256,13 +266,12 @@ def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
         )
         if problem:
             return f"interface.listen_sources: {problem}"
-    problem = flows_problem(plan, trust.forwards)
-    if problem:
-        return problem
     spans: list[tuple[int, int, str]] = []
     for index in range(len(plan.peers)):
         problem = _peer_problem(plan, trust, index, spans)
         if problem:
             return problem
     clash = _first_overlap(spans)
-    return f"AllowedIPs are not disjoint: {clash}" if clash else None
+    if clash:
+        return f"AllowedIPs are not disjoint: {clash}"
+    return ranges_problem(plan, trust.forwards, trust.cidrs)

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import files
-from .hostplan import KernelRoute, parse_routes
+from .hostplan import KernelRoute, parse_routes, table_chains
 
+Lines = tuple[str, ...] | None  # an own chain's `-A` lines; None: it does not exist
 Run = Callable[[Sequence[str], "str | None"], tuple[int, str, str]]  # argv, stdin -> (status, stdout, stderr)
 
 
@@ -93,6 +94,8 @@ class Snapshot:
     routes: dict[str, KernelRoute] = field(default_factory=dict)  # the main table's, by destination
     route_scope: frozenset[str] = frozenset()  # endpoint hosts the apply may touch (besides the routes on wg0)
     chains: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)  # (table, chain) -> `-A` lines
+    # the agent's own chains (a relay's, wgconf.relay_chains): (table, chain) -> `-A` lines, None: it did not exist
+    own_chains: dict[tuple[str, str], Lines] = field(default_factory=dict)
 
 
 def chain_lines(text: str) -> tuple[str, ...]:
@@ -125,6 +128,7 @@ def restore(run: Run, snapshot: Snapshot) -> list[str]:
     if snapshot.up:
         part("mtu", lambda: _mtu(must, snapshot))
         part("iptables", lambda: _chains(must, snapshot))
+        part("iptables chains", lambda: _own_chains(must, snapshot))
         part("routes", lambda: _routes(must, snapshot))
         part("addresses", lambda: _addresses(must, snapshot))
         part("peers", lambda: _peers(must, snapshot))
@@ -139,9 +143,23 @@ def _mtu(must: Callable[..., str], snap: Snapshot) -> None:
 
 
 def _chains(must: Callable[..., str], snap: Snapshot) -> None:
+    """The built-in chains back, and first the agent's own chains that existed (a rule may jump to them)."""
+    for (table, chain), lines in snap.own_chains.items():
+        if lines is not None and table_chains(must(["iptables", "-t", table, "-S"])).get(chain) != lines:
+            must(
+                ["iptables-restore", "--noflush"],
+                "\n".join([f"*{table}", f":{chain} - [0:0]", *lines, "COMMIT"]) + "\n",
+            )
     for (table, chain), lines in snap.chains.items():
         if chain_lines(must(["iptables", "-t", table, "-S", chain])) != lines:
             must(["iptables-restore", "--noflush"], "\n".join([f"*{table}", f"-F {chain}", *lines, "COMMIT"]) + "\n")
+
+
+def _own_chains(must: Callable[..., str], snap: Snapshot) -> None:
+    """The agent's own chains that did not exist removed, once the built-in chains no longer jump to them."""
+    for (table, chain), lines in reversed(snap.own_chains.items()):  # a chain before the one it jumps to
+        if lines is None and chain in table_chains(must(["iptables", "-t", table, "-S"])):
+            must(["iptables-restore", "--noflush"], f"*{table}\n-F {chain}\n-X {chain}\nCOMMIT\n")
 
 
 def _routes(must: Callable[..., str], snap: Snapshot) -> None:

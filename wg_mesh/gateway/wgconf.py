@@ -54,9 +54,9 @@ class InterfacePlan:
     # wg0.conf turns on no forwarding (no ip_forward, no FORWARD rules, no MSS clamp, no masquerade) and leaves the
     # host's own sysctls alone. The agent takes it from agent.json's trust (its cidrs), never from a document.
     forward: bool = True
-    # A relay's (issue 24, wg_mesh.plan.relay): the (source, destination) prefixes it forwards wg0 -> wg0, each
-    # relayed pair's ranges both ways; nothing else may go wg0 -> wg0 on it. Empty: not a relay, rules as before.
-    relay_flows: tuple[tuple[str, str], ...] = ()
+    # A relay's (issue 24, wg_mesh.plan.relay): the relayed sites' ranges (each one's overlay /32 and cidrs); it
+    # forwards wg0 -> wg0 from any of them to any of them and nothing else (relay_chains). Empty: not a relay.
+    relay_ranges: tuple[str, ...] = ()
 
     def peer_mtu(self, peer: Peer) -> int:
         """The tunnel MTU towards `peer`: its own (a route MTU on its AllowedIPs) or the interface's."""
@@ -173,17 +173,77 @@ class Rule:
         return ["iptables", "-t", self.table, verb, self.chain, *(w for w in resolved if w is not None)]
 
 
+RELAY_CHAIN, RELAY_TO_CHAIN = "WGMESH-RELAY", "WGMESH-RELAY-TO"  # a relay's own chains (filter table)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A chain of wg-mesh's own, created with its rules and removed whole (a relay's, relay_chains)."""
+
+    table: str
+    name: str
+    rules: tuple[tuple[str, ...], ...]  # each rule's words after `-A NAME`
+
+    def lines(self) -> list[str]:
+        """Its rules as `iptables -S NAME` prints them (what the agent compares the running chain with)."""
+        return [f"-A {self.name} {' '.join(rule)}" for rule in self.rules]
+
+
+def relay_chains(relay_ranges: tuple[str, ...]) -> list[Chain]:
+    """A relay's chains, in the order they are filled (the first is the second's target): wg0 -> wg0 traffic (the
+    FORWARD jump of host_rules) goes to RELAY_CHAIN, which sends a packet from a relayed range on to RELAY_TO_CHAIN
+    and drops anything else; RELAY_TO_CHAIN accepts it towards a relayed range (else back, to the DROP). One rule per
+    range in each: 2n + 1 rules for n ranges, where a rule per (source, destination) pair grew with n squared.
+
+    It admits every relayed range to every relayed range. The relayed pairs are every two relayed sites
+    (wg_mesh.config.relay.relayed_pairs), so that is their flows exactly, plus one site's range to the same site's
+    (a relayed site's packets back to itself). Those are harmless: WireGuard on the relay admits a source only from
+    the peer whose AllowedIPs hold it, so such a packet comes from that site and returns to it alone, where its
+    relay entry does not carry the site's own ranges and WireGuard drops it (docs/security.md section 3)."""
+    if not relay_ranges:
+        return []
+    to = Chain("filter", RELAY_TO_CHAIN, tuple(("-d", r, "-j", "ACCEPT") for r in relay_ranges))
+    relay = Chain("filter", RELAY_CHAIN, (*(("-s", r, "-j", RELAY_TO_CHAIN) for r in relay_ranges), ("-j", "DROP")))
+    return [to, relay]
+
+
+def chains_restore(chains: list[Chain]) -> str:
+    """`iptables-restore --noflush` input that creates `chains` or, when they exist, empties and refills them, in one
+    commit per table (atomic: no packet sees a half-filled chain; the same text again changes nothing)."""
+    out: list[str] = []
+    for table in dict.fromkeys(c.table for c in chains):
+        mine = [c for c in chains if c.table == table]
+        out += [f"*{table}", *(f":{c.name} - [0:0]" for c in mine), *(line for c in mine for line in c.lines())]
+        out.append("COMMIT")
+    return "".join(f"{line}\n" for line in out)
+
+
+def chains_removal(chains: list[Chain]) -> str:
+    """`iptables-restore --noflush` input that empties and deletes `chains` (nothing may jump to them any more)."""
+    out: list[str] = []
+    for table in dict.fromkeys(c.table for c in chains):
+        mine = [c for c in chains if c.table == table]
+        out += [f"*{table}", *(f"-F {c.name}" for c in mine), *(f"-X {c.name}" for c in mine), "COMMIT"]
+    return "".join(f"{line}\n" for line in out)
+
+
+def restore_hook(text: str) -> str:
+    """A wg-quick hook that feeds `text` to `iptables-restore --noflush` (one process, one commit per table)."""
+    words = " ".join(f"'{line}'" for line in text.splitlines())  # chain names, prefixes, targets: no quote, no '#'
+    return f"printf '%s\\n' {words} | iptables-restore --noflush"
+
+
 def host_rules(
     mss: int,
     listen_port: int,
     listen_sources: tuple[str, ...],
     masquerade: bool,
     forward: bool = True,
-    relay_flows: tuple[tuple[str, str], ...] = (),
+    relay_ranges: tuple[str, ...] = (),
 ) -> list[Rule]:
     """The rules that make a gateway forward through wg0 (`%i` is wg-quick's interface name). `forward` False (a single
     host): only what guards the host itself (the link-local drop, the WireGuard port's sources), no FORWARD rule.
-    `relay_flows` (a relay): wg0 -> wg0 is dropped but for these (source, destination) pairs."""
+    `relay_ranges` (a relay): wg0 -> wg0 goes through the relay's chains (relay_chains), which drop all but these."""
     tcp_syn = ("-p", "tcp", "--tcp-flags", "SYN,RST", "SYN")
     clamp = (*tcp_syn, "-m", "tcpmss", "--mss", f"{mss + 1}:65535", "-j", "TCPMSS", "--set-mss", str(mss))
     pmtu_clamp = (*tcp_syn, "-j", "TCPMSS", "--clamp-mss-to-pmtu")
@@ -199,15 +259,11 @@ def host_rules(
         Rule("mangle", "FORWARD", ("-o", "%i", *pmtu_clamp)),
         Rule("mangle", "FORWARD", ("-i", "%i", *pmtu_clamp)),
     ]
-    if forward and relay_flows:
-        # Listed after the ACCEPTs above and inserted first too, so above them: each relayed flow, then the DROP of
-        # anything else that would go out of wg0 again (the clamps above match it already: -i and -o are wg0).
-        wg0_to_wg0 = ("-i", "%i", "-o", "%i")
-        forwarding.append(Rule("filter", "FORWARD", (*wg0_to_wg0, "-j", "DROP"), first=True))
-        forwarding += [
-            Rule("filter", "FORWARD", (*wg0_to_wg0, "-s", src, "-d", dst, "-j", "ACCEPT"), first=True)
-            for src, dst in relay_flows
-        ]
+    if forward and relay_ranges:
+        # Listed after the ACCEPTs above and inserted first too, so above them: anything that would go out of wg0
+        # again goes to the relay's chains, which accept the relayed ranges and drop the rest (the clamps above
+        # match it already: -i and -o are wg0).
+        forwarding.append(Rule("filter", "FORWARD", ("-i", "%i", "-o", "%i", "-j", RELAY_CHAIN), first=True))
     rules = [
         *(forwarding if forward else []),
         # Nothing that arrives through the tunnel may reach a link-local address (169.254.169.254 is the cloud's
@@ -229,7 +285,12 @@ def host_rules(
 
 def forwarding_rules(plan: InterfacePlan) -> list[Rule]:
     """The plan's rules (host_rules)."""
-    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade, plan.forward, plan.relay_flows)
+    return host_rules(plan.mss, plan.listen_port, plan.listen_sources, plan.masquerade, plan.forward, plan.relay_ranges)
+
+
+def forwarding_chains(plan: InterfacePlan) -> list[Chain]:
+    """The plan's own chains (relay_chains; none but on a relay that forwards)."""
+    return relay_chains(plan.relay_ranges) if plan.forward else []
 
 
 def sysctl_settings(plan: InterfacePlan) -> dict[str, str]:
@@ -249,7 +310,7 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
     one has its name in a comment (its endpoint is wg-mesh-reresolve's to set)."""
     if role not in ROLES:
         raise ValueError(f"role: {role!r} is not active or standby")
-    rules = forwarding_rules(plan)
+    rules, chains = forwarding_rules(plan), forwarding_chains(plan)
     route_up, route_down = route_hooks(plan)
     lines = [
         f"# wg-mesh site {plan.site}: generated, do not edit (changes are overwritten by pulumi up)",
@@ -260,9 +321,12 @@ def wg_quick_conf(plan: InterfacePlan, private_key: str, role: str = "active") -
         f"PrivateKey = {private_key}",
         *(f"PostUp = sysctl -q -w {key}={value}" for key, value in sysctl_settings(plan).items()),
         *([f"PostUp = {NO_REDIRECTS_ON_EXISTING_INTERFACES}"] if plan.forward else []),
+        # the chains before the rules that jump to them, and removed after those
+        *([f"PostUp = {restore_hook(chains_restore(chains))}"] if chains else []),
         *(f"PostUp = {rule.command(up=True)}" for rule in rules),
         *(f"PostUp = {command}" for command in route_up),
         *(f"PostDown = {rule.command(up=False)}" for rule in rules),
+        *([f"PostDown = {restore_hook(chains_removal(chains))}"] if chains else []),
         *(f"PostDown = {command}" for command in route_down),
     ]
     for peer in plan.peers:

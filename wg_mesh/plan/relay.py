@@ -3,9 +3,10 @@
 Two relayed sites (two `endpoint: dynamic` sites: no direct path) do not peer with each other. Each one's peer entry
 for the relay carries, besides the relay's own ranges, its partners' ranges and overlay /32s: wg-quick routes them
 into wg0 towards the relay, and WireGuard accepts the partners' packets from the relay's key. The relay keeps its
-normal peer entries (each site's own ranges) and forwards wg0 -> wg0 exactly the relayed flows (`flows`), the source
-addresses kept (its masquerade, if any, is on the default route's device only: wgconf.host_rules). The clouds' route
-tables do not change: a cloud site peers with every site.
+normal peer entries (each site's own ranges) and forwards wg0 -> wg0 between the relayed sites' ranges only
+(`ranges`; the rules, two per range: wg_mesh.gateway.wgconf.relay_chains), the source addresses kept (its
+masquerade, if any, is on the default route's device only: wgconf.host_rules). The clouds' route tables do not
+change: a cloud site peers with every site.
 
 Plain data in, plain data out (wg_mesh.plan.topology builds the interface plans from it).
 """
@@ -40,16 +41,12 @@ def carried(cfg: MeshConfig, name: str, peer: str) -> tuple[str, ...]:
     return tuple(r for partner in partners(cfg, name) for r in own_ranges(cfg.site(partner)))
 
 
-def flows(cfg: MeshConfig, name: str) -> tuple[tuple[str, str], ...]:
-    """The (source, destination) prefixes the relay `name` forwards wg0 -> wg0: each relayed pair's ranges, both
-    ways; none for any other site (its FORWARD rules stay as they were)."""
+def ranges(cfg: MeshConfig, name: str) -> tuple[str, ...]:
+    """The ranges the relay `name` forwards wg0 -> wg0 between: every relayed site's, in `sites` order; none for any
+    other site (its FORWARD rules stay as they were)."""
     if name != relay_of(cfg):
         return ()
-    out: list[tuple[str, str]] = []
-    for a, b in relaying.relayed_pairs(cfg.sites):
-        ours, theirs = own_ranges(cfg.site(a)), own_ranges(cfg.site(b))
-        out += [(x, y) for x in ours for y in theirs] + [(y, x) for x in ours for y in theirs]
-    return tuple(out)
+    return tuple(r for s in relaying.relayed_sites(cfg.sites) for r in own_ranges(s))
 
 
 def trust_relay(cfg: MeshConfig, name: str) -> dict[str, object] | None:

@@ -191,7 +191,7 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
         peers=peers,
         forward=forwards(cfg, name),
         listen_sources=listen_sources(cfg, name, directory) if isinstance(site, StaticSite) else (),
-        relay_flows=relay.flows(cfg, name),
+        relay_ranges=relay.ranges(cfg, name),
     )
 
 

@@ -37,9 +37,9 @@ PATHS = ("direct", "relayed")
 
 def relay_paths(lab: BuiltLab) -> tuple[SitePlan, SitePlan, SitePlan] | None:
     """(source, partner, relay) of the stack's first relayed pair, or None without one. The relay is the site whose
-    gateway forwards relayed flows (its interface plan's relay_flows); the pair, the first dynamic site and the first
+    gateway forwards relayed flows (its interface plan's relay_ranges); the pair, the first dynamic site and the first
     other dynamic site it does not peer with (its relay's entry carries that partner's ranges)."""
-    relay = next((s for s in lab.plan.sites if lab.machines[s.name].artifacts.interface.relay_flows), None)
+    relay = next((s for s in lab.plan.sites if lab.machines[s.name].artifacts.interface.relay_ranges), None)
     peers = {s.name: {p.name for p in lab.machines[s.name].artifacts.interface.peers} for s in lab.plan.sites}
     dynamic = [s for s in lab.plan.sites if s.dynamic]
     pair = next(((a, b) for a in dynamic for b in dynamic if a is not b and b.name not in peers[a.name]), None)
