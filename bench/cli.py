@@ -134,8 +134,8 @@ def cmd_rotation(args: argparse.Namespace) -> None:
 def cmd_roam(args: argparse.Namespace) -> None:
     from bench.lab.roam import run_roam_bench
 
-    deliveries, keepalive = (("user-data",), 5) if args.quick else (("user-data", "live"), 25)
-    write_json(args.out, "roam", run_roam_bench(log, deliveries, keepalive))
+    deliveries, keepalive, reresolve = (("user-data",), 5, 2) if args.quick else (("user-data", "live"), 25, 10)
+    write_json(args.out, "roam", run_roam_bench(log, deliveries, keepalive, reresolve))
 
 
 def cmd_relay(args: argparse.Namespace) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from bench.lab.roam import edge_raw
+from bench.lab.roam import edge_raw, edge_with_branch_raw
 from bench.report import roam as roamsection
 from tests import roamlab
 from tests.lableft import lab_left
@@ -39,15 +39,10 @@ from wg_mesh.tools.stackfile import read_raw
 
 KEEPALIVE = 5
 RERESOLVE = 2  # the config's minimum: below KEEPALIVE, so the re-resolve, not the branch's keepalive, is measured
-BRANCH = {"name": "branch", "cloud": "static", "endpoint": "branch.wg-mesh-lab.test", "overlay_ip": "10.200.0.4",
-          "cidrs": ["192.168.60.0/24"]}  # fmt: skip
 
 
 def edge_with_branch() -> dict[str, Any]:
-    raw = edge_raw("live", KEEPALIVE)
-    raw["sites"].append(dict(BRANCH))
-    raw["reresolve_seconds"] = RERESOLVE
-    return raw
+    return edge_with_branch_raw("live", KEEPALIVE, RERESOLVE)
 
 
 EDGE = parse_mesh(edge_with_branch())  # the dev topology, an office on a dynamic address, a DNS-named branch

@@ -17,7 +17,8 @@ def _row(delivery: str, s: dict[str, Any]) -> str:
         verdict = f"**not met** (not back within {s['bound_s']:g} s)"
     else:
         verdict = "**not met**"
-    target = f"≤ {s['target_s']:g} s" + (" (persistent_keepalive)" if s["kind"] == "idle" else "")
+    why = {"idle": " (persistent_keepalive)", "dns": " (reresolve_seconds)"}.get(s["kind"], "")
+    target = f"≤ {s['target_s']:g} s{why}"
     stall = "– (no stream yet)" if s["own_pinger"] else _v(s.get("longest_stall_ms"), " ms")
     endpoints = ", ".join(f"{g} `{e or 'none'}`" for g, e in s["endpoints"].items())
     return (f"| {delivery} | {s['step']} | {s['nat']} | {_v(s['outage_ms'], ' ms')} | {stall} | "
@@ -25,11 +26,17 @@ def _row(delivery: str, s: dict[str, Any]) -> str:
 
 
 def section(data: dict[str, Any]) -> str:
-    keepalive = data["keepalive_s"]
+    keepalive, reresolve = data["keepalive_s"], data.get("reresolve_s")
+    branch = (
+        f" and a branch known by a DNS name (`reresolve_seconds: {reresolve}`, below the keepalive so that the "
+        "re-resolver, not the branch's next keepalive, is what the dns change measures)"
+        if reresolve is not None
+        else ""
+    )
     intro = (
         "## 13. A dynamic-address site roams behind a NAT (`endpoint: dynamic`)\n\n"
         "`python -m wg_mesh lab --drill roam` (wg_mesh/lab/drills/roamdrill.py) on the dev topology with an office on "
-        f"a dynamic address (`persistent_keepalive: {keepalive}`, the default), once per delivery "
+        f"a dynamic address (`persistent_keepalive: {keepalive}`, the default){branch}, once per delivery "
         "(`sudo .venv/bin/python -m bench roam`). The lab's internet router becomes the office's NAT and changes its "
         "public address three times; the old address is gone at once (a new conntrack zone per change, the office's "
         "own address unreachable). *idle*: no traffic, only keepalives, a ping every 10 ms from the AWS site's host "
@@ -37,9 +44,12 @@ def section(data: dict[str, Any]) -> str:
         "handshakes; the wait is the rest of the office's keepalive cycle, a whole keepalive at worst). *flowing*: "
         "mid-transfer, a ping every 10 ms AWS host → office host and a SHA-256-verified TCP stream office host → "
         "AWS host (1 MiB/s). *symmetric*: mid-transfer, and the NAT gives each destination its own public port (a "
-        "port range per peer, `--random-fully` within it). Outage: from the change to the first reply of a second "
+        "port range per peer, `--random-fully` within it). *dns*: the branch moves while idle (a static NAT at a "
+        "new address, the old one gone) and the lab's resolver answers its name with the new address; a ping every "
+        "10 ms from the AWS site's host to the branch's host. Outage: from the change to the first reply of a second "
         "without a lost ping. Targets (issue 24): an idle site reachable again within persistent_keepalive; with "
-        "traffic flowing, traffic back within 1 s. The last column: each gateway's endpoint for the office after "
+        "traffic flowing, traffic back within 1 s; a DNS change followed within one re-resolve interval. The last "
+        "column: each gateway's endpoint for the moving site after "
         "the change (the GCP gateway learns a mid-transfer change at the office's next keepalive to it: the traffic "
         "flows to AWS only).\n"
     )
