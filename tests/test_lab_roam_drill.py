@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import time
 from ipaddress import IPv4Address
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -125,6 +125,11 @@ def test_the_lab_s_gateways_run_the_re_resolver_s_timer_by_hand_at_its_interval(
     assert [(s.argv, s.every) for s in timers] == [
         (("/usr/bin/python3", reresolveunit.SCRIPT_PATH, reresolveunit.CONFIG_PATH, reresolveunit.STATE_PATH),
          RERESOLVE)]  # fmt: skip
+    # its memory's directory, as systemd makes it (StateDirectory=): without it no answer is remembered, and a
+    # changed name was followed only once the session went stale (the user-data dns change, bench roam)
+    assert timers[0].unit is not None and timers[0].unit.directories == (
+        PurePosixPath(reresolveunit.STATE_PATH).parent,
+    )
     # the enable and the first start: both carried out (the units-active check stays a note, as for every unit)
     assert [n for n in setup.notes if "reresolve" in n and ("systemctl start" in n or "enable" in n)] == []
     assert not [s for s in cloudinit.interpret(artifacts["branch"].user_data).steps if s.kind == "timer"]

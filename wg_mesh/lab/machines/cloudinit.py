@@ -6,8 +6,7 @@ asks of cloud-init, in the gateway's own network and mount namespaces:
 * `write_files` -> decoded (b64, gz+b64, ...) and written into the gateway's private /etc and /usr/local
   (copy-on-write overlays) or /run (a tmpfs);
 * `runcmd: [sysctl, --system]` (or `[sysctl, -p, FILE]`: that file) -> the sysctl files it wrote are applied in the
-  gateway's netns
-  (only per-namespace `net.ipv4.*` / `net.ipv6.*` keys, so the host is never changed);
+  gateway's netns (only per-namespace `net.ipv4.*` / `net.ipv6.*` keys, so the host is never changed);
 * `runcmd: [systemctl, enable, --now, wg-quick@IF]` -> the real `wg-quick up IF`;
 * `runcmd: [chmod, MODE, PATH]` and `bootcmd: [install, -d, -m, MODE, PATH]` -> the mode, on a path under those
   private directories (a bootcmd's first, as cloud-init runs bootcmd before write_files);
@@ -15,7 +14,7 @@ asks of cloud-init, in the gateway's own network and mount namespaces:
 * `delivery: live`: `runcmd: [python3, -m, wgmesh_gateway.agent, ..., --once]` (optionally behind `env K=V ...`)
   -> that command, with Debian's /usr/bin/python3 and the agent unit's Environment; `runcmd: [systemctl, enable,
   --now, UNIT]` for a unit the user data writes whose ExecStart runs the agent -> that ExecStart as a lab-tracked
-  daemon in the gateway, with the unit's Environment and EnvironmentFile (machine.py carries both out);
+  daemon in the gateway, with the unit's Environment, EnvironmentFile and State/RuntimeDirectory (machine.py);
 * `runcmd: [systemctl, enable, --now, UNIT]` for a unit whose ExecStart is `python3 SCRIPT ...`, SCRIPT written by the
   user data (a dynamic site's wg-mesh-rearm) -> that ExecStart as a lab-tracked daemon, as the agent's;
 * `runcmd: [systemctl, enable, --now, UNIT.timer]` for a timer in TIMED_UNITS (the re-resolver's) whose service
@@ -41,17 +40,9 @@ import yaml
 
 PRIVATE_ROOTS = tuple(PurePosixPath(p) for p in ("/etc", "/usr/local", "/run", "/var/run", "/var/lib"))
 # cloud-init's write_files encodings: (gzip-compressed, base64-encoded)
-ENCODINGS = {
-    "text/plain": (False, False),
-    "b64": (False, True),
-    "base64": (False, True),
-    "gz": (True, False),
-    "gzip": (True, False),
-    "gz+b64": (True, True),
-    "gz+base64": (True, True),
-    "gzip+b64": (True, True),
-    "gzip+base64": (True, True),
-}
+ENCODINGS = {"text/plain": (False, False), "b64": (False, True), "base64": (False, True), "gz": (True, False),
+             "gzip": (True, False), "gz+b64": (True, True), "gz+base64": (True, True), "gzip+b64": (True, True),
+             "gzip+base64": (True, True)}  # fmt: skip
 SYSCTL_DIR = PurePosixPath("/etc/sysctl.d")
 PER_NETNS_SYSCTL_PREFIXES = ("net.ipv4.", "net.ipv6.")
 WG_QUICK_UNIT = "wg-quick@"
@@ -87,6 +78,7 @@ class Unit:
     exec_start: tuple[str, ...]
     environment: tuple[tuple[str, str], ...]
     environment_files: tuple[tuple[PurePosixPath, bool], ...]  # (path, optional: the `-` prefix)
+    directories: tuple[PurePosixPath, ...] = ()  # StateDirectory=, RuntimeDirectory=: systemd makes them first
 
 
 @dataclass(frozen=True)
@@ -176,10 +168,11 @@ def _write_file(entry: Any) -> WriteFile:
 
 
 def parse_unit(name: str, text: str) -> Unit:
-    """ExecStart, Environment and EnvironmentFile of a unit's [Service] section (systemd.exec(5) quoting)."""
+    """ExecStart, Environment, EnvironmentFile and the directories of a unit's [Service] (systemd.exec(5) quoting)."""
     section, exec_start = "", tuple[str, ...]()
     env: list[tuple[str, str]] = []
     files: list[tuple[PurePosixPath, bool]] = []
+    dirs: list[PurePosixPath] = []
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#;":
@@ -196,9 +189,11 @@ def parse_unit(name: str, text: str) -> Unit:
             env += [(k, v) for k, eq, v in (item.partition("=") for item in shlex.split(value)) if eq]
         elif key == "EnvironmentFile":
             files.append((PurePosixPath(value.lstrip("-")), value.startswith("-")))
+        elif key in ("StateDirectory", "RuntimeDirectory"):  # systemd.exec(5): under /var/lib, /run
+            dirs += [PurePosixPath("/var/lib" if key[0] == "S" else "/run", d) for d in value.split()]
     if not exec_start:
         raise UserDataError(f"unit {name}: no ExecStart")
-    return Unit(name, exec_start, tuple(env), tuple(files))
+    return Unit(name, exec_start, tuple(env), tuple(files), tuple(dirs))
 
 
 def agent_argv(
@@ -270,7 +265,7 @@ def _script_unit(argv: list[str], units: dict[str, Unit], files: tuple[WriteFile
         return None
     if not any(str(f.path) == unit.exec_start[1] for f in files):
         return None
-    return Unit(unit.name, (PYTHON, *unit.exec_start[1:]), unit.environment, unit.environment_files)
+    return Unit(unit.name, (PYTHON, *unit.exec_start[1:]), unit.environment, unit.environment_files, unit.directories)
 
 
 def timer_every(text: str) -> int | None:

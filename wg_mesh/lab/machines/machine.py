@@ -175,6 +175,11 @@ class NamespaceGateway(GatewayMachine):
         env.update(dict(step.env))
         return env
 
+    def unit_directories(self, step: cloudinit.Step) -> None:
+        """What systemd makes before a unit's ExecStart: its StateDirectory= and RuntimeDirectory= (0755, root)."""
+        for directory in step.unit.directories if step.unit is not None else ():
+            self.node.path(str(directory)).mkdir(mode=0o755, parents=True, exist_ok=True)
+
     def agent_once(self, step: cloudinit.Step) -> None:
         """cloud-init's `... agent --once`: one document fetched and applied before wg-quick starts.
 
@@ -203,6 +208,7 @@ class NamespaceGateway(GatewayMachine):
         """`systemctl enable --now` of the agent's unit (or of a script's: wg-mesh-rearm): its ExecStart as a daemon the
         lab tracks by pid."""
         assert step.unit is not None
+        self.unit_directories(step)
         with self.log_path.open("a") as log:
             log.write(f"$ {' '.join(step.argv)}   # {step.unit.name}\n")
             log.flush()
@@ -214,6 +220,7 @@ class NamespaceGateway(GatewayMachine):
         """A timer's oneshot service (cloudinit.TIMED_UNITS): its ExecStart now and again `every` seconds after each
         run, in a loop the lab tracks by pid (a namespace has no systemd)."""
         assert step.unit is not None
+        self.unit_directories(step)
         loop = ["sh", "-c", f'while :; do "$@"; sleep {step.every}; done', step.unit.name, *step.argv]
         with self.log_path.open("a") as log:
             log.write(f"$ {' '.join(step.argv)}   # {step.unit.name}, every {step.every} s\n")
