@@ -163,17 +163,22 @@ def test_a_relays_ranges_are_its_own_peers_and_bounded(name: str) -> None:
     assert good.plan.relay_ranges == RELAY.relay_ranges == ("10.200.0.3/32", "192.168.50.0/24", *HOME)
 
 
-def test_the_relay_gateway_refuses_each_and_nothing_changes(tmp_path: Path) -> None:
-    """The relay's agent running its good document (its chains in place) is sent each hostile one: no command that
-    changes the host, its files and the chains as they were."""
-    host, logs = FakeHost(), []
-    paths = Paths.under(str(tmp_path))
-    store = Store(relay_document(RANGES, 1_700_000_100), KEYS.private)
-    config = Config(site="aws-use1", source={"kind": "test"}, trust=trust_of("aws-use1"), pmtu_seconds=0)
-    agent = Agent(config, store, host, paths, logs.append, clock=lambda: 1000.0)
+def running_agent(tmp_path: Path, site: str, text: str) -> tuple[Agent, FakeHost, Store, Paths]:
+    """`site`'s agent that applied the signed document `text` and whose wg0 is up (wg-quick, as after a boot)."""
+    host, paths = FakeHost(), Paths.under(str(tmp_path))
+    store = Store(text, KEYS.private)
+    config = Config(site=site, source={"kind": "test"}, trust=trust_of(site), pmtu_seconds=0)
+    agent = Agent(config, store, host, paths, lambda line: None, clock=lambda: 1000.0)
     assert agent.cycle()
     host.up_from(Path(paths.wg_conf))
     assert agent.cycle()
+    return agent, host, store, paths
+
+
+def test_the_relay_gateway_refuses_each_and_nothing_changes(tmp_path: Path) -> None:
+    """The relay's agent running its good document (its chains in place) is sent each hostile one: no command that
+    changes the host, its files and the chains as they were."""
+    agent, host, store, paths = running_agent(tmp_path, "aws-use1", relay_document(RANGES, 1_700_000_100))
     before, state = host.mutating(), host.state()
     files = {p: Path(p).read_bytes() for p in (paths.wg_conf, paths.mapping, paths.state)}
     assert state["own"] == [("filter", "WGMESH-RELAY"), ("filter", "WGMESH-RELAY-TO")]
@@ -208,14 +213,7 @@ def test_agent_json_refuses_a_broken_pin(relay: dict[str, object], message: str)
 
 
 def test_the_office_gateway_refuses_each_and_nothing_changes(tmp_path: Path) -> None:
-    host, logs = FakeHost(), []
-    paths = Paths.under(str(tmp_path))
-    store = Store(signed(OFFICE, 1_700_000_100), KEYS.private)
-    config = Config(site="office", source={"kind": "test"}, trust=trust_of("office"), pmtu_seconds=0)
-    agent = Agent(config, store, host, paths, logs.append, clock=lambda: 1000.0)
-    assert agent.cycle()
-    host.up_from(Path(paths.wg_conf))
-    assert agent.cycle()
+    agent, host, store, paths = running_agent(tmp_path, "office", signed(OFFICE, 1_700_000_100))
     before = host.mutating()
     files = {p: Path(p).read_bytes() for p in (paths.wg_conf, paths.mapping, paths.state)}
     state = (dict(host.peers), set(host.routes), set(host.rules), host.mtu, list(host.addresses))
