@@ -13,16 +13,17 @@ from bench.report.hafailover import section
 from tests.lableft import lab_left
 from tests.test_lab_boot import run_mesh
 from tests.test_lab_live_drill import pinger, stream
+from wg_mesh.config import parse_mesh
 from wg_mesh.lab.drills.drillreport import DrillReport
-from wg_mesh.lab.drills.hadrill import STEPS
+from wg_mesh.lab.drills.hadrill import FAILOVER_TIMEOUT_S, STEPS
 from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.drills.hareplace import GATE_INTERVAL_S
-from wg_mesh.lab.drills.harun import ha_sites, pick, run_ha_drill
+from wg_mesh.lab.drills.harun import ha_sites, pick, resume_timeout, run_ha_drill, traffic_path
 from wg_mesh.lab.drills.hawatch import Sampler, judge
 from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements
 from wg_mesh.lab.fabric.plan import plan_lab
 from wg_mesh.tools import gcpgate
-from wg_mesh.tools.stackfile import load
+from wg_mesh.tools.stackfile import load, read_raw
 
 HA_STACK = load(Path(__file__).resolve().parent.parent / "Pulumi.ha.yaml")
 REPLIES = [(100 + i * 0.01, i) for i in range(300) if not 120 <= i < 150]  # 30 pings lost from 101.2 s
@@ -141,6 +142,40 @@ def test_the_lab_runs_every_ha_site_as_a_pair_and_drills_the_one_named() -> None
     plan = plan_lab(HA_STACK, "wgl0000", ha_sites=ha_sites(HA_STACK))
     assert [x.name for x in pick(plan.sites, ha_sites(HA_STACK))] == ["aws-use1", "gcp-euw3"]
     assert [x.name for x in pick(plan.sites, ha_sites(HA_STACK), "gcp-euw3")] == ["gcp-euw3", "aws-use1"]
+
+
+EDGE_HA_FILE = Path(__file__).resolve().parent.parent / "examples" / "edge" / "Pulumi.edge-ha.yaml"
+EDGE_HA = load(EDGE_HA_FILE)
+
+
+def test_the_drills_traffic_runs_through_the_relay_when_the_drilled_site_relays_a_pair() -> None:
+    """examples/edge/Pulumi.edge-ha.yaml: aws-use1 (the HA pair) relays office <-> home, so the traffic runs office's
+    host -> home's host through the pair; a drilled site that relays nothing keeps P -> S (Pulumi.ha.yaml), and so
+    does an HA site when another site relays."""
+    plan = plan_lab(EDGE_HA, "wgl0000", ha_sites=ha_sites(EDGE_HA))
+    assert ha_sites(EDGE_HA) == ["aws-use1"] and [s.name for s in plan.sites if s.dynamic] == ["office", "home"]
+    s, p = pick(plan.sites, ha_sites(EDGE_HA))
+    src, dst, partners = traffic_path(EDGE_HA, plan.sites, s, p)
+    assert (s.name, p.name, src.name, dst.name, partners) == ("aws-use1", "gcp-euw3", "office", "home",
+                                                              ["office", "home"])  # fmt: skip
+    ha = plan_lab(HA_STACK, "wgl0000", ha_sites=ha_sites(HA_STACK))
+    for chosen in ("aws-use1", "gcp-euw3"):
+        s, p = pick(ha.sites, ha_sites(HA_STACK), chosen)
+        assert traffic_path(HA_STACK, ha.sites, s, p) == (p, s, [])
+    elsewhere = parse_mesh({**read_raw(EDGE_HA_FILE), "relay": "gcp-euw3"})
+    plan = plan_lab(elsewhere, "wgl0000", ha_sites=ha_sites(elsewhere))
+    s, p = pick(plan.sites, ha_sites(elsewhere))
+    assert traffic_path(elsewhere, plan.sites, s, p) == (p, s, [])
+
+
+def test_relayed_traffic_waits_for_the_offices_to_make_their_sessions_again() -> None:
+    """The relay's new active has no endpoint for a dynamic site: a step waits for the offices' own handshakes (the
+    idle one's re-arm watchdog: persistent_keepalive + 3 s quiet, 13 s without an answer) on top of the failover."""
+    assert resume_timeout(HA_STACK, relayed=False) == FAILOVER_TIMEOUT_S
+    assert resume_timeout(EDGE_HA, relayed=True) == FAILOVER_TIMEOUT_S + 10 + 16
+    late = {**step("active killed", "a", "b", True, 101.0, 103.0), "flowing_at_end": False}
+    assert not judge([late], pinger(REPLIES), stream([]), sampler())["ok"]  # the traffic never came back
+    assert judge([{**late, "flowing_at_end": True}], pinger(REPLIES), stream([]), sampler())["ok"]
 
 
 def test_a_wrong_site_or_step_is_refused_before_anything_is_built() -> None:

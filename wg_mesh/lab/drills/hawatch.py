@@ -39,6 +39,9 @@ class Sampler:
     holders: Callable[[], list[str]]  # the gateways holding the site's public address in the cloud model
     handshake: Callable[[], int | None] = lambda: None  # the peer gateway's latest handshake with the site (epoch)
     handshakes: list[int] = field(default_factory=list)  # each new value seen
+    # relayed traffic (harun.traffic_path): the receiving site's gateway's latest handshake with the relay, likewise
+    partner_handshake: Callable[[], int | None] = lambda: None
+    partner_handshakes: list[int] = field(default_factory=list)
     samples: int = 0
     violations: list[dict[str, Any]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -54,10 +57,12 @@ class Sampler:
         while not self._stop.wait(SAMPLE_S):
             s = self.sample()
             self.samples += 1
-            with contextlib.suppress(LabError):
-                seen = self.handshake()
-                if seen and (not self.handshakes or seen > self.handshakes[-1]):
-                    self.handshakes.append(seen)
+            for latest, seen_so_far in ((self.handshake, self.handshakes),
+                                        (self.partner_handshake, self.partner_handshakes)):  # fmt: skip
+                with contextlib.suppress(LabError):
+                    seen = latest()
+                    if seen and (not seen_so_far or seen > seen_so_far[-1]):
+                        seen_so_far.append(seen)
             if sum(1 for r in s["roles"].values() if r == 1) > 1 or len(s["eip_holders"]) > 1:
                 self.violations.append(s)
 
@@ -73,7 +78,8 @@ class Sampler:
 
 def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: Sampler) -> dict[str, Any]:
     """Traffic numbers per step and the verdicts: a failover step ends on the other gateway, a no-failover step
-    on the same with no ping lost; the stream verifies; no sample had two actives. The outage target (median of
+    on the same with no ping lost; every step ends with the traffic flowing; the stream verifies; no sample had two
+    actives. The outage target (median of
     the failover steps <= 5 s) is reported, met or not."""
     ok = bool(steps) and bool(stream.result.get("verified")) and not sampler.violations
     outages = []
@@ -98,6 +104,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
             s["ok"] = s["active_after"] == s["active_before"] and s["pings_lost"] == 0 and steady
         s["ok"] = s["ok"] and not s.get("stale_healthy") and not s.get("stale_routes")  # hastale.py
         s["ok"] = s["ok"] and not s.get("stale_200") and not s.get("two_healthy")  # GCP: one backend serves
+        s["ok"] = s["ok"] and s.get("flowing_at_end", True)  # the traffic (relayed or not) resumed within the step
         ok = ok and s["ok"]
     median = statistics.median(outages) if outages else None
     return {
