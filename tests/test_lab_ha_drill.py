@@ -176,6 +176,12 @@ def test_relayed_traffic_waits_for_the_offices_to_make_their_sessions_again() ->
     late = {**step("active killed", "a", "b", True, 101.0, 103.0), "flowing_at_end": False}
     assert not judge([late], pinger(REPLIES), stream([]), sampler())["ok"]  # the traffic never came back
     assert judge([{**late, "flowing_at_end": True}], pinger(REPLIES), stream([]), sampler())["ok"]
+    # a replacement beside the old: within the target, relayed with WireGuard's 15 s re-handshake on top
+    replies = [(100 + i * 0.01, i) for i in range(3000) if not 100 <= i < 1600]  # 15.01 s silent
+    beside = {**step("active replaced beside the old", "a", "c", True, 100.0, 125.0), "successors": ["b", "c"]}
+    assert not judge([dict(beside)], pinger(replies), stream([]), sampler())["ok"]
+    relayed = judge([dict(beside)], pinger(replies), stream([]), sampler(), relayed=True)
+    assert relayed["ok"] and relayed["outage_median_ms"] == 15010.0 and not relayed["outage_target_met"]
 
 
 def test_a_wrong_site_or_step_is_refused_before_anything_is_built() -> None:

@@ -196,7 +196,7 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
             pinger.stop()
             report.stream = stream.stop()
             report.steps = drill.steps
-            summary = judge(report.steps, pinger, stream, drill.sampler)
+            summary = judge(report.steps, pinger, stream, drill.sampler, relayed=bool(partners))
             report.ok = summary.pop("ok") and not any(report.traffic.get("direct_peering", []))
             report.summary = {**summary, "notes": notes}
         except LabError as exc:
