@@ -1,4 +1,5 @@
-"""The HA drill (wg_mesh/lab/drills/hadrill.py, harun.py, issue 11): its judgement and the sampler's invariant, pure;
+"""The HA drill (wg_mesh/lab/drills/hadrill.py, harun.py, issue 11): its judgement and the sampler's invariant, its
+traffic's path (relayed when the drilled site relays a pair: examples/edge/Pulumi.edge-ha.yaml), pure;
 its docs/benchmarks.md section (bench/report/hafailover.py); the drill itself on the ha stack (integration, root)."""
 
 from __future__ import annotations
@@ -223,6 +224,11 @@ CANNOT_RUN = missing_requirements()
 # release as forwarding off; the hang is in the GCP CI drill and tests/test_ha_netns.py), the partition (in the GCP
 # CI drill; on AWS the lease decides, tests/test_ha_aws.py) and the standby's replacement (moves nothing; the moto
 # test with three controllers).
+# The same five steps on the HA relay of examples/edge/Pulumi.edge-ha.yaml (the traffic relayed office -> home
+# through the pair) are not in CI: each failover stops the relayed traffic for ~15 s (the offices' own
+# re-handshake: the new active cannot dial them) and TCP's backoff stalls the stream up to ~27 s, 185-209 s for the
+# five steps against ~80 s here; docs/how-to/static-sites.md, "An HA relay, measured in the lab", has its figures. Its
+# path choice and judgement are the pure tests above.
 AWS_CI_STEPS = (STEPS[0], STEPS[1], STEPS[3], STEPS[6], STEPS[8])
 
 

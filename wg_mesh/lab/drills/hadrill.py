@@ -6,7 +6,9 @@ probers and the ILB's failover policy applying the address holder and the next h
 The HA site S (`--ha-site`, default the first site with `gateways: 2`) and a peer site P (the first other site,
 preferring another cloud; an HA site runs as a pair there too). A ping every 10 ms and a
 SHA-256-verified TCP stream run from P's workload host through P's gateway and S's active gateway to S's workload
-host for the whole drill. Each step starts from the steady state (one gateway active, the other a healthy standby,
+host for the whole drill; when S relays a pair with no direct path, from the pair's first site's host through S's
+active gateway to its partner's host instead (relayed: harun.traffic_path), both offices' handshakes with S sampled.
+Each step starts from the steady state (one gateway active, the other a healthy standby,
 the EIP and every route on the active, traffic flowing) and injects its fault into the gateway it names; then, for a
 failure of the active, it waits until the cloud model applied the EIP on the other gateway and traffic flows (else
 OBSERVE_S of nothing moving), notes which gateway is active, replaces the failed gateway by a fresh one (every

@@ -1,6 +1,7 @@
 """One run of the HA drill (hadrill.py) on a `delivery: live` stack with a site of `gateways: 2` (AWS or GCP): build
 the lab with every HA site as a pair and its cloud's model (hacloud.py), start each pair (a first), the traffic
-P -> S, the steps on S, tear down (always); the report (drillreport.DrillReport, kind "ha") whose JSON
+P -> S (or, when S relays a pair of dynamic sites, between that pair through S: `traffic_path`), the steps on S, tear
+down (always); the report (drillreport.DrillReport, kind "ha") whose JSON
 docs/benchmarks.md's tables are rendered from (bench/hafailover.py).
 """
 
