@@ -10,7 +10,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 STACK_NAMES = ("dev", "ha", "prod")  # Pulumi.<name>.yaml at the repository's root
-EXAMPLE_STACKS = ("examples/underlay/Pulumi.underlay.yaml", "examples/edge/Pulumi.edge.yaml")
+EXAMPLE_STACKS = (
+    "examples/underlay/Pulumi.underlay.yaml",
+    "examples/edge/Pulumi.edge.yaml",
+    "examples/edge/Pulumi.edge-ha.yaml",
+)
 
 
 def stack_files(root: Path = REPO) -> list[Path]:

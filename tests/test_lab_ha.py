@@ -83,6 +83,8 @@ def test_the_eip_follows_its_holder_with_a_new_conntrack_zone_per_move() -> None
     for table in ("*raw\n:wgha0 - [0:0]\n", "*nat\n:wgha0-pre - [0:0]\n:wgha0-post - [0:0]\n", "*filter\n:wgha0-fwd"):
         assert table in text
     assert text.count("COMMIT") == 3
+    # the new DNAT before the new zone: a packet between the two commits stays in the old zone and its entry
+    assert text.index("*nat\n") < text.index("*raw\n")
 
 
 def test_routes_point_at_the_eni_the_route_table_names_or_nowhere() -> None:

@@ -21,6 +21,7 @@ class DrillReport:
     mode: str = "namespace"  # or "boot": every gateway a booted container, its agent the unit cloud-init starts
     boot: dict[str, dict[str, Any]] = field(default_factory=dict)  # --boot: site -> cloud-init's time and exit
     summary: dict[str, Any] = field(default_factory=dict)  # ha: the outage median, the sampler's counts
+    traffic: dict[str, Any] = field(default_factory=dict)  # ha: from, to, via, relayed, partners (harun.traffic_path)
     error: str | None = None
     ok: bool = False
     duration_s: float = 0.0
@@ -48,6 +49,7 @@ class DrillReport:
             "steps": steps,
             "stream": {k: v for k, v in self.stream.items() if k != "stalls"},
             "wireguard_go_pids": self.wireguard_go_pids,
+            **({"traffic": self.traffic} if self.traffic else {}),
             **({"boot": self.boot} if self.mode == "boot" else {}),
             **({"summary": {k: v for k, v in self.summary.items() if k != "logs"}} if self.summary else {}),
         }

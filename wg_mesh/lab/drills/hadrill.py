@@ -6,7 +6,9 @@ probers and the ILB's failover policy applying the address holder and the next h
 The HA site S (`--ha-site`, default the first site with `gateways: 2`) and a peer site P (the first other site,
 preferring another cloud; an HA site runs as a pair there too). A ping every 10 ms and a
 SHA-256-verified TCP stream run from P's workload host through P's gateway and S's active gateway to S's workload
-host for the whole drill. Each step starts from the steady state (one gateway active, the other a healthy standby,
+host for the whole drill; when S relays a pair with no direct path, from the pair's first site's host through S's
+active gateway to its partner's host instead (relayed: harun.traffic_path), both offices' handshakes with S sampled.
+Each step starts from the steady state (one gateway active, the other a healthy standby,
 the EIP and every route on the active, traffic flowing) and injects its fault into the gateway it names; then, for a
 failure of the active, it waits until the cloud model applied the EIP on the other gateway and traffic flows (else
 OBSERVE_S of nothing moving), notes which gateway is active, replaces the failed gateway by a fresh one (every
@@ -88,10 +90,14 @@ class HaDrill:
     """The steps against a lab whose HA site's gateways run; `traffic` flows P -> S throughout."""
 
     def __init__(self, cloud: HaCloud, site: str, step: Step, traffic: tuple[Pinger, Stream] | None = None,
-                 peer: tuple[Node, str] | None = None, steps: Collection[str] = ()) -> None:  # fmt: skip
-        """`peer`: the other site's gateway and this site's public key (its handshakes with the site are sampled);
-        `steps`: the names (STEPS) of the steps to run, in STEPS's order (default all but OPT_IN)."""
+                 peer: tuple[Node, str] | None = None, steps: Collection[str] = (),
+                 partner: Node | None = None, resume_s: float = FAILOVER_TIMEOUT_S) -> None:  # fmt: skip
+        """`peer`: the traffic's source gateway and this site's public key (its handshakes with the site are sampled);
+        `steps`: the names (STEPS) of the steps to run, in STEPS's order (default all but OPT_IN); `partner`: relayed
+        traffic (this site relays it, harun.traffic_path): the receiving site's gateway, whose handshakes with this
+        site are sampled too; `resume_s`: how long a step waits for the traffic to flow again."""
         self.cloud, self.site, self.traffic, self.step = cloud, site, traffic, step
+        self.resume_s, self.relayed = resume_s, partner is not None
         self.ha: HaSite = cloud.sites[site]
         spare = SPARE in (g.letter for g in self.ha.gateways)
         wanted = tuple(steps) if steps else tuple(n for n in STEPS if n not in OPT_IN)
@@ -104,6 +110,8 @@ class HaDrill:
         if peer is not None:
             node, key = peer
             self.sampler.handshake = lambda: latest_handshakes(node, {key: site}).get(site)
+            if partner is not None:
+                self.sampler.partner_handshake = lambda: latest_handshakes(partner, {key: site}).get(site)
 
     # --- looking -----------------------------------------------------------------------------------------------
 
@@ -183,11 +191,11 @@ class HaDrill:
 
     # --- the steps ---------------------------------------------------------------------------------------------
 
-    def flowing(self, timeout: float = FAILOVER_TIMEOUT_S) -> bool:
-        """Until pings are answered and the stream's bytes arrive again (after now)."""
+    def flowing(self, timeout: float | None = None) -> bool:
+        """Until pings are answered and the stream's bytes arrive again (after now); `timeout` default resume_s."""
         assert self.traffic is not None
         pinger, stream = self.traffic
-        deadline, now = time.monotonic() + timeout, time.time()
+        deadline, now = time.monotonic() + (self.resume_s if timeout is None else timeout), time.time()
         while time.monotonic() < deadline:
             if pinger.replied_since(now) and stream.last_rx > now:
                 return True
@@ -223,7 +231,7 @@ class HaDrill:
             extra.update(healed if isinstance(healed, dict) else {})
         else:
             extra["replaced_in_s"] = self.replace(target)
-        self.flowing()
+        extra["flowing_at_end"] = self.flowing()
         time.sleep(SETTLE_S)
         end = time.time()
         extra["address_moves"], extra["route_moves"] = count_moves(list(self.cloud.events), self.site, start, end)
@@ -234,8 +242,11 @@ class HaDrill:
         routes_moved = next((round(e["t"] - start, 2) for e in moves
                              if set(e.get("routes", {}).values()) - {None, before}), None)  # fmt: skip
         if eip_moved is not None:  # the peer's first handshake with the site after the EIP moved (1 s resolution)
-            after_move = [h for h in self.sampler.handshakes if h >= int(start + eip_moved)]
-            extra["peer_handshake_s"] = round(after_move[0] - start, 1) if after_move else None
+            for key, seen in (("peer_handshake_s", self.sampler.handshakes),
+                              ("partner_handshake_s", self.sampler.partner_handshakes)):  # fmt: skip
+                after_move = [h for h in seen if h >= int(start + eip_moved)]
+                if key == "peer_handshake_s" or self.relayed:  # the partner's: relayed traffic only
+                    extra[key] = round(after_move[0] - start, 1) if after_move else None
         self.steps.append(
             {"step": name, "fault_on": target, "active_before": before, "start": start, "end": end,
              "active_after": after, "eip_holder_after": holder, "eip_moved_s": eip_moved,

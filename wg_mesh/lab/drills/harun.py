@@ -1,6 +1,7 @@
 """One run of the HA drill (hadrill.py) on a `delivery: live` stack with a site of `gateways: 2` (AWS or GCP): build
 the lab with every HA site as a pair and its cloud's model (hacloud.py), start each pair (a first), the traffic
-P -> S, the steps on S, tear down (always); the report (drillreport.DrillReport, kind "ha") whose JSON
+P -> S (or, when S relays a pair of dynamic sites, between that pair through S: `traffic_path`), the steps on S, tear
+down (always); the report (drillreport.DrillReport, kind "ha") whose JSON
 docs/benchmarks.md's tables are rendered from (bench/hafailover.py).
 """
 
@@ -17,19 +18,23 @@ from rich.console import Console
 from rich.table import Table
 
 from wg_mesh.config import MeshConfig
+from wg_mesh.config import relay as relaying
+from wg_mesh.gateway import rearm
+from wg_mesh.lab.checks.mesh import latest_handshakes
 from wg_mesh.lab.checks.report import Steps
 from wg_mesh.lab.clouds.controlplane import ControlPlane
 from wg_mesh.lab.clouds.hacloud import HaCloud
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drillreport import DrillReport
-from wg_mesh.lab.drills.hadrill import STEPS, HaDrill
+from wg_mesh.lab.drills.hadrill import FAILOVER_TIMEOUT_S, STEPS, HaDrill
 from wg_mesh.lab.drills.hawatch import judge
 from wg_mesh.lab.drills.traffic import Pinger, Stream, stop_traffic
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
 from wg_mesh.lab.fabric.plan import LabKeys, SitePlan, plan_lab, render_artifacts
 from wg_mesh.lab.fabric.session import LabEnvironmentError, _Cleanup, new_prefix, signals_end_the_run
-from wg_mesh.lab.machines.build import build
+from wg_mesh.lab.machines.build import BuiltLab, build
 from wg_mesh.lab.machines.machine import NamespaceGateway
+from wg_mesh.plan import relay
 
 TRAFFIC_TIMEOUT_S = 60.0
 GCP_NOTE = (
@@ -51,6 +56,43 @@ def pick(sites: tuple[SitePlan, ...], pairs: list[str], chosen: str | None = Non
     s = next(x for x in sites if x.name == (chosen or pairs[0]))
     p = next((x for x in sites if x is not s and x.cloud != s.cloud), next(x for x in sites if x is not s))
     return s, p
+
+
+def traffic_path(cfg: MeshConfig, sites: tuple[SitePlan, ...], s: SitePlan, p: SitePlan
+                 ) -> tuple[SitePlan, SitePlan, list[str]]:  # fmt: skip
+    """(source, destination, partners) of the drill's traffic. When S is the relay of a pair with no direct path (two
+    `endpoint: dynamic` sites, wg_mesh.plan.relay), the traffic runs between the first such pair, its first site's
+    host to its partner's, THROUGH S's active gateway: partners names the pair. Else P's host to S's, partners []."""
+    pairs = relaying.relayed_pairs(cfg.sites)
+    if not pairs or relay.relay_of(cfg) != s.name:
+        return p, s, []
+    by_name = {x.name: x for x in sites}
+    return by_name[pairs[0][0]], by_name[pairs[0][1]], list(pairs[0])
+
+
+def resume_timeout(cfg: MeshConfig, relayed: bool) -> float:
+    """How long a step waits for its traffic to flow again. Relayed: the relay's new active has no endpoint for a
+    dynamic site (its peers learn it from the site's packets), so each office makes its session again: the sending
+    one when WireGuard's new-handshake timer fires (KeepaliveTimeout + RekeyTimeout, 15 s after unanswered data), an
+    idle one when its re-arm watchdog does (persistent_keepalive + MARGIN_S quiet, a probe, KEEPALIVE_TIMEOUT_S +
+    MARGIN_S unanswered: wg_mesh.gateway.rearm)."""
+    if not relayed:
+        return FAILOVER_TIMEOUT_S
+    return FAILOVER_TIMEOUT_S + cfg.persistent_keepalive + 2 * rearm.MARGIN_S + rearm.KEEPALIVE_TIMEOUT_S
+
+
+def direct_peering(lab: BuiltLab, keys: LabKeys, pair: list[str]) -> list[str]:
+    """What either site of a relayed pair has of the other on its wg0: a peer entry ('A has B') or a handshake
+    ('A handshook with B'); [] when they never met directly, as a relayed pair must not."""
+    found = []
+    for a, b in (pair, pair[::-1]):
+        node = lab.machines[a].node
+        peers = node.run(["wg", "show", "wg0", "peers"], timeout=10).stdout.split()
+        if keys.public[b] in peers:
+            found.append(f"{a} has {b}")
+        if latest_handshakes(node, {keys.public[b]: b}).get(b):
+            found.append(f"{a} handshook with {b}")
+    return found
 
 
 def wait_replies(pinger: Pinger, since: float, timeout: float) -> bool:
@@ -88,6 +130,7 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
     if len(plan.sites) < 2:
         raise LabError(f"{label}: the HA drill needs a second site for the traffic")
     s, p = pick(plan.sites, pairs, site)
+    src, dst, partners = traffic_path(cfg, plan.sites, s, p)
     problems = missing_requirements()
     if problems:
         raise LabEnvironmentError("; ".join(problems))
@@ -96,6 +139,8 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
         "S": {"name": s.name, "cloud": s.cloud, "gateways": "a, b"},
         "P": {"name": p.name, "cloud": p.cloud, "gateways": "a, b" if p.name in pairs else "a"},
     }
+    report.traffic = {"from": src.name, "to": dst.name, "via": s.name, "relayed": bool(partners),
+                      "partners": partners}  # fmt: skip
     if s.cloud == "aws":
         notes = [f"cloud model: moto polled every 50 ms, state applied {delay_s:g} s after it is read"]
     else:
@@ -124,30 +169,36 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
                 lab.machines[name].start()
             for name in pairs:
                 cloud.standbys[name].start()
-            step(f"traffic: ping every 10 ms and a TCP stream, host {p.name} -> host {s.name}")
-            drill = HaDrill(cloud, s.name, step, peer=(lab.machines[p.name].node, keys.public[s.name]),
-                            steps=steps)  # fmt: skip
+            through = f" through {s.name}'s active gateway (relayed)" if partners else ""
+            step(f"traffic: ping every 10 ms and a TCP stream, host {src.name} -> host {dst.name}{through}")
+            drill = HaDrill(cloud, s.name, step, peer=(lab.machines[src.name].node, keys.public[s.name]), steps=steps,
+                            partner=lab.machines[dst.name].node if partners else None,
+                            resume_s=resume_timeout(cfg, bool(partners)))  # fmt: skip
             # P's host routes to S through P's active: a pair's (the cloud model's routes) are blackholes until it
             # is steady, and ping exits at once on a blackhole route (traffic.Pinger.exited)
             steadies = [(s.name, drill)] + ([(p.name, HaDrill(cloud, p.name, step))] if p.name in pairs else [])
             for name, pair in steadies:
                 if pair.steady() is None:
                     raise LabError(f"{name}: the pair never became steady: {pair.roles()}, cloud {cloud.latest}")
-            pinger = Pinger(lab.hosts[p.name], state, p.host_ns, str(s.host_ip.ip))
+            pinger = Pinger(lab.hosts[src.name], state, src.host_ns, str(dst.host_ip.ip))
             since = time.time()
             pinger.start()
             if not wait_replies(pinger, since, TRAFFIC_TIMEOUT_S):
-                raise LabError(f"no ping from {p.name}'s host reached {s.name}'s host through the active gateway")
-            stream = Stream(lab.hosts[p.name], p.host_ns, lab.hosts[s.name], s.host_ns, str(s.host_ip.ip), state)
+                raise LabError(f"no ping from {src.name}'s host reached {dst.name}'s host through {s.name}'s active")
+            target = str(dst.host_ip.ip)
+            stream = Stream(lab.hosts[src.name], src.host_ns, lab.hosts[dst.name], dst.host_ns, target, state)
             stream.start()
             drill.traffic = (pinger, stream)
             time.sleep(1)
+            direct = [direct_peering(lab, keys, partners)] if partners else []
             drill.run()
+            if partners:  # the pair never peered, before the steps nor after: every packet went through the relay
+                report.traffic["direct_peering"] = [*direct, direct_peering(lab, keys, partners)]
             pinger.stop()
             report.stream = stream.stop()
             report.steps = drill.steps
-            summary = judge(report.steps, pinger, stream, drill.sampler)
-            report.ok = summary.pop("ok")
+            summary = judge(report.steps, pinger, stream, drill.sampler, relayed=bool(partners))
+            report.ok = summary.pop("ok") and not any(report.traffic.get("direct_peering", []))
             report.summary = {**summary, "notes": notes}
         except LabError as exc:
             report.error = str(exc)
@@ -172,6 +223,13 @@ def _v(value: Any, unit: str = "") -> str:
     return "-" if value is None else f"{value}{unit}"
 
 
+def _handshakes(step: dict[str, Any]) -> str:
+    """The traffic's source's handshake after the address moved; relayed, its partner's too."""
+    if "partner_handshake_s" in step:
+        return f"{_v(step.get('peer_handshake_s'))} / {_v(step['partner_handshake_s'])}"
+    return _v(step.get("peer_handshake_s"))
+
+
 def print_ha(report: DrillReport, console: Console) -> None:
     table = Table(title=f"ha drill: {report.label}", title_justify="left")
     columns = ("step", "fault on", "active", "EIP/routes moved s", "moves", "peer handshake s", "outage ms", "lost",
@@ -182,11 +240,17 @@ def print_ha(report: DrillReport, console: Console) -> None:
         table.add_row(
             s["step"], s["fault_on"], f"{s['active_before']} -> {_v(s['active_after'])}",
             f"{_v(s['eip_moved_s'])} / {_v(s.get('routes_moved_s'))}",
-            f"{_v(s.get('address_moves'))} / {_v(s.get('route_moves'))}", _v(s.get("peer_handshake_s")),
+            f"{_v(s.get('address_moves'))} / {_v(s.get('route_moves'))}", _handshakes(s),
             _v(s.get("outage_ms")), _v(s.get("pings_lost")),
             _v(s.get("longest_stall_ms")), _v(s.get("two_active_samples")), "ok" if s.get("ok") else "FAIL",
         )  # fmt: skip
     console.print(table)
+    traffic = report.traffic
+    if traffic.get("relayed"):
+        met = traffic.get("direct_peering", [["not checked"]])
+        console.print(f"traffic: host {traffic['from']} -> host {traffic['to']} relayed by {traffic['via']} (peer "
+                      f"handshake s: {traffic['from']}'s / {traffic['to']}'s with {traffic['via']}); direct between "
+                      f"them: {'; '.join(x for found in met for x in found) or 'never'}")  # fmt: skip
     summary = report.summary
     if "outage_median_ms" in summary:
         met = "met" if summary["outage_target_met"] else "NOT met"

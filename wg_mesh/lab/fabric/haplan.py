@@ -22,7 +22,10 @@ one subnet where AWS would put the pair in two zones' subnets; route tables are 
 * Conntrack: the internet router's NAT is stateful, a cloud's 1:1 NAT is not. Every change of holder gives the EIP's
   flows (both directions) a new conntrack zone, so no entry of the old holder's ever matches again (no flush tool
   needed): after a move, a peer's packet to the EIP reaches the new holder at once and the new holder's packets
-  leave with the EIP and their own port, as AWS's 1:1 mapping does.
+  leave with the EIP and their own port, as AWS's 1:1 mapping does. The nat table is committed before the raw
+  table (as roamnat.py does): a packet between the two commits stays in the old zone. The other order let a peer
+  sending at that moment open the new zone's entry with the old DNAT, bound to the old holder for as long as the
+  peer kept sending (a relayed office, which the new active cannot dial: the HA drill on examples/edge's HA relay).
 """
 
 from __future__ import annotations
@@ -141,7 +144,9 @@ def nat_rules(ha: HaSite, holder: str | None, moves: int) -> str:
         nat += [f"-A {c}-pre -d {g.instance_public}/32 -j DNAT --to-destination {g.private}",
                 f"-A {c}-post -s {g.private}/32 -j SNAT --to-source {g.instance_public}"]  # fmt: skip
         fwd.append(f"-A {c}-fwd -s {g.private}/32 -p udp --sport {ha.listen_port} -j DROP")
-    tables = (("raw", [c], raw), ("nat", [f"{c}-pre", f"{c}-post"], nat), ("filter", [f"{c}-fwd"], fwd))
+    # nat before raw: each table commits on its own, and a packet between the two commits must not open the new zone
+    # while the old DNAT still stands (its entry would stay bound to the old holder for as long as the flow goes on)
+    tables = (("nat", [f"{c}-pre", f"{c}-post"], nat), ("raw", [c], raw), ("filter", [f"{c}-fwd"], fwd))
     text = ""
     for table, chains, rules in tables:  # declaring a chain flushes it; the rules follow; COMMIT swaps atomically
         text += f"*{table}\n" + "".join(f":{chain} - [0:0]\n" for chain in chains)
