@@ -83,7 +83,7 @@ class Sampler:
 def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: Sampler, relayed: bool = False
           ) -> dict[str, Any]:  # fmt: skip
     """Traffic numbers per step and the verdicts: a failover step ends on the other gateway, a no-failover step
-    on the same with no ping lost; every step ends with the traffic flowing; the stream verifies; no sample had two
+    on the same with no ping lost; every step ends with pings answered; the stream verifies; no sample had two
     actives. The outage target (median of
     the failover steps <= 5 s) is reported, met or not; a replacement beside the old must keep within it (relayed:
     plus RELAYED_EXTRA_MS)."""
@@ -111,7 +111,7 @@ def judge(steps: list[dict[str, Any]], pinger: Pinger, stream: Stream, sampler: 
             s["ok"] = s["active_after"] == s["active_before"] and s["pings_lost"] == 0 and steady
         s["ok"] = s["ok"] and not s.get("stale_healthy") and not s.get("stale_routes")  # hastale.py
         s["ok"] = s["ok"] and not s.get("stale_200") and not s.get("two_healthy")  # GCP: one backend serves
-        s["ok"] = s["ok"] and s.get("flowing_at_end", True)  # the traffic (relayed or not) resumed within the step
+        s["ok"] = s["ok"] and s.get("flowing_at_end", True)  # pings (relayed or not) answered again within the step
         ok = ok and s["ok"]
     median = statistics.median(outages) if outages else None
     return {
