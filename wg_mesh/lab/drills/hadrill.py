@@ -235,7 +235,7 @@ class HaDrill:
         # the path back (pings answered: judged) and the stream moving again (reported: after a long silence TCP's
         # retransmission backoff, not the mesh, decides when; the stream's bytes are verified at the end)
         extra["flowing_at_end"] = self.flowing(stream_too=False)
-        extra["stream_at_end"] = self.flowing(timeout=0.0 if not extra["flowing_at_end"] else None)
+        extra["stream_at_end"] = extra["flowing_at_end"] and self.flowing()
         time.sleep(SETTLE_S)
         end = time.time()
         extra["address_moves"], extra["route_moves"] = count_moves(list(self.cloud.events), self.site, start, end)

@@ -51,6 +51,7 @@ AGENT_MODULE = "wgmesh_gateway.agent"
 BOOTSTRAP_MODULE = "wgmesh_gateway.bootstrap"  # an AWS gateway's first step: the agent's package from its bundle
 PYTHON = "/usr/bin/python3"  # Debian's / Ubuntu's, with its own packages (python3-botocore), never the lab's venv
 PYTHONS = ("python3", PYTHON)
+UNIT_DIRECTORY_ROOTS = {"StateDirectory": "/var/lib", "RuntimeDirectory": "/run"}  # systemd.exec(5)
 TIMED_UNITS = ("wg-mesh-reresolve",)  # timers the lab runs by hand (wg_mesh.plan.reresolveunit)
 
 
@@ -189,8 +190,8 @@ def parse_unit(name: str, text: str) -> Unit:
             env += [(k, v) for k, eq, v in (item.partition("=") for item in shlex.split(value)) if eq]
         elif key == "EnvironmentFile":
             files.append((PurePosixPath(value.lstrip("-")), value.startswith("-")))
-        elif key in ("StateDirectory", "RuntimeDirectory"):  # systemd.exec(5): under /var/lib, /run
-            dirs += [PurePosixPath("/var/lib" if key[0] == "S" else "/run", d) for d in value.split()]
+        elif key in UNIT_DIRECTORY_ROOTS:
+            dirs += [PurePosixPath(UNIT_DIRECTORY_ROOTS[key], d) for d in value.split()]
     if not exec_start:
         raise UserDataError(f"unit {name}: no ExecStart")
     return Unit(name, exec_start, tuple(env), tuple(files), tuple(dirs))
