@@ -37,6 +37,7 @@ class Resource:
     protect: bool = False
     ignore_changes: tuple[str, ...] = ()
     depends_on: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # input -> the URNs it came from
+    dependencies: tuple[str, ...] = ()  # every URN it depends on: its inputs' and its explicit depends_on
 
     @property
     def key(self) -> tuple[str, str]:
@@ -97,6 +98,7 @@ class Change:
     inputs: tuple[str, ...]  # changed inputs
     unknown: Mapping[str, str] = field(default_factory=dict)  # input -> what it is computed from (unknown until up)
     forced_by: Mapping[str, str] = field(default_factory=dict)  # input -> "program" / "user data" / "provider"
+    previous: Resource | None = None  # the resource as the state has it (the earlier run's registration)
 
     @property
     def order(self) -> str:
@@ -139,7 +141,7 @@ def diff(before: Sequence[Resource], after: Sequence[Resource]) -> Diff:
         unknown |= {k: "unknown in this run" for k in resource.unknown if k not in unknown}
         touched = changed | set(unknown)
         forced = {k: who for k in sorted(touched) if (who := _forces(resource, previous, k, k in unknown))}
-        change = Change(resource, tuple(sorted(touched)), unknown, forced)
+        change = Change(resource, tuple(sorted(touched)), unknown, forced, previous)
         if forced:
             replaced.append(change)
             moving[resource.urn] = resource.name
