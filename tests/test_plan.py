@@ -123,7 +123,7 @@ def test_an_instance_type_change_replaces_the_aws_gateway_through_the_gate(runs:
     assert instance["inputs"] == ["instanceType"] and instance["forced_by"] == {"instanceType": "program"}
     assert instance["order"] == "create-before-delete"
     assert _names(data["replaced"]) == {"aws-use1-instance", "aws-use1-ready", "aws-use1-eip-assoc"}
-    assert _one(data["replaced"], "aws-use1-eip-assoc")["order"] == "delete-before-create"
+    assert _one(data["replaced"], "aws-use1-eip-assoc")["order"] == "create-before-delete"
     assert all(e["short_type"] == "ec2.Route" and e["inputs"] == ["networkInterfaceId"] for e in data["updated"])
     assert not data["created"] and not data["deleted"] and data["unchanged"] > 20
     (said,) = data["traffic"]["aws-use1"][:1]

@@ -181,7 +181,8 @@ def test_the_address_and_routes_move_only_after_the_gate(applied_dev: ProgramRun
     assert routes
     for route in routes:
         assert applied_dev.depends_on(route.type, route.name, COMMAND, "aws-use1-ready")
-    assert applied_dev.options(EIP_ASSOC, "aws-use1-eip-assoc").delete_before_replace
+    # create before delete: the new association moves the address in one call (no moment on nothing)
+    assert not applied_dev.options(EIP_ASSOC, "aws-use1-eip-assoc").delete_before_replace
 
 
 def test_the_programs_gate_command_runs_from_the_project_directory(

@@ -261,8 +261,12 @@ class AwsGateway(component.SiteComponent):
             f"{b.name}-eip-assoc",
             allocation_id=self.eip.allocation_id,
             instance_id=self.instance.id,
-            # On instance replacement, release the address from the old instance before claiming it.
-            opts=pulumi.ResourceOptions.merge(self._after_ready(b), pulumi.ResourceOptions(delete_before_replace=True)),
+            # Create before delete: the new association moves the address from the old instance in one call
+            # (AssociateAddress in a VPC reassociates, with a new association id), and deleting the old one at the end
+            # of `up` is DisassociateAddress of an id that no longer exists: InvalidAssociationID.NotFound, which the
+            # provider ignores (resourceEIPAssociationDelete). Delete-before-create left the address on nothing between
+            # the two calls (`wg-mesh lab --before` found it: docs/concepts/replacements.md).
+            opts=self._after_ready(b),
         )
 
     def _routes(self, b: _Build, high_availability: _Ha | None) -> None:
