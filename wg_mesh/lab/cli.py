@@ -57,6 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--drill ha: the site with `gateways: 2` to drill (AWS or GCP; default the stack's first such site)",
     )
     parser.add_argument("--rebuild", action="store_true", help="image: build it again even if it is cached")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="BEFORE_FILE",
+        help="rehearse the change from this earlier stack file to --file/--stack as `pulumi up` runs it: BEFORE "
+        "brought up, traffic between every pair, the engine's steps one by one, what each costs and any violation "
+        "(an address or route on nothing, a document refused, traffic not back)",
+    )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--stack", help="read Pulumi.STACK.yaml in the current directory")
     source.add_argument("--file", type=Path, help="read this stack file")
@@ -108,6 +116,8 @@ def cmd_lab(args: argparse.Namespace) -> int:
         _error(f"unexpected arguments: {' '.join(args.labs)}")
         return EXIT_CANNOT_RUN
 
+    if args.before is not None:
+        return cmd_rehearse(args)
     if args.ha_site is not None and args.drill != "ha":
         _error("--ha-site is an option of --drill ha")
         return EXIT_CANNOT_RUN
@@ -129,6 +139,44 @@ def cmd_lab(args: argparse.Namespace) -> int:
         _error("interrupted; the lab was removed")
         return EXIT_INTERRUPTED
     print_report(report, console)
+    return _outcome(report, args.json_path)
+
+
+def cmd_rehearse(args: argparse.Namespace) -> int:
+    """`lab --before BEFORE --file AFTER` (or `--stack`): wg_mesh.lab.rehearse.run."""
+    from rich.console import Console
+
+    from wg_mesh.cli.plancmd import plan_file
+    from wg_mesh.cli.rendercmd import project_name, stack_name
+    from wg_mesh.config import ConfigError
+    from wg_mesh.lab.fabric.plan import LabPlanError
+    from wg_mesh.lab.fabric.session import LabEnvironmentError
+    from wg_mesh.lab.rehearse.report import print_report
+    from wg_mesh.lab.rehearse.run import rehearse
+    from wg_mesh.tools.stackfile import stack_file
+
+    if args.drill is not None or args.keep or args.boot or args.ha_site is not None:
+        _error("--before rehearses a change: without --drill, --keep, --boot or --ha-site")
+        return EXIT_CANNOT_RUN
+    if args.stack is None and args.file is None:
+        _error("--before needs the changed config: --stack NAME or --file PATH")
+        return EXIT_CANNOT_RUN
+    path = args.file if args.file is not None else stack_file(args.stack)
+    if not args.before.is_file():
+        raise ConfigError([f"--before {args.before}: no such stack file"])
+    project, stack = project_name(path), args.stack or stack_name(path)
+    after = plan_file(path, project=project, stack=stack)
+    before = plan_file(args.before, project=project, stack=stack, label=f"{args.before} (--before): ")
+    label = args.stack or str(path)
+    try:
+        report = rehearse(before, after, label, str(args.before), Console())
+    except (LabPlanError, LabEnvironmentError) as exc:
+        _error(str(exc))
+        return EXIT_CANNOT_RUN
+    except KeyboardInterrupt:
+        _error("interrupted; the lab was removed")
+        return EXIT_INTERRUPTED
+    print_report(report, Console())
     return _outcome(report, args.json_path)
 
 

@@ -155,13 +155,15 @@ class Stream:
     dst_netns: str
     target: str
     state: LabState
+    port: int = STREAM_PORT
+    rate: int = STREAM_RATE  # bytes a second
     result: dict[str, Any] = field(default_factory=dict)
     last_rx: float = 0.0  # epoch of the receiver's latest progress line (every 0.1 s while bytes arrive)
     _server: subprocess.Popen[str] | None = None
     _client: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
-        server_argv = [sys.executable, "-I", "-c", _STREAM_SERVER, self.target, str(STREAM_PORT), str(STALL_NOTE_S)]
+        server_argv = [sys.executable, "-I", "-c", _STREAM_SERVER, self.target, str(self.port), str(STALL_NOTE_S)]
         self._server = self.dst.popen(server_argv, stdout=subprocess.PIPE)
         self.state.track(self._server.pid, self.dst_netns, "stream receiver (drill)")
         listening = threading.Event()
@@ -177,7 +179,7 @@ class Stream:
         threading.Thread(target=collect, daemon=True).start()
         if not listening.wait(10):
             raise LabError(f"stream receiver did not start: {stop(self._server)}")
-        client_argv = [sys.executable, "-I", "-c", _STREAM_CLIENT, self.target, str(STREAM_PORT), str(STREAM_RATE)]
+        client_argv = [sys.executable, "-I", "-c", _STREAM_CLIENT, self.target, str(self.port), str(self.rate)]
         self._client = self.src.popen(client_argv, stdout=subprocess.PIPE)
         self.state.track(self._client.pid, self.src_netns, "stream sender (drill)")
         assert self._client.stdout is not None
