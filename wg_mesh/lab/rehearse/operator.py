@@ -38,6 +38,10 @@ def changed_static(world: World, outputs: tuple[Mapping[str, Mapping[str, str]],
 def operate(world: World, site: str, what: str) -> str:
     """Carry out `what` (changed_static) on the static site; a line for the report."""
     if what == "install":
+        name = world.name_in("after", site)
+        if name is not None and name in world.configs["after"]:  # live: its key and document first (its --once waits)
+            world.publish_key("after", site)
+            world.publish_document("after", site)
         world.start(site, "after")
         return "installed with the new config"
     place = "a"

@@ -37,6 +37,7 @@ from wg_mesh.plan import engine, preview, topology
 SETTLE_S = 1.0
 CONVERGE_TIMEOUT_S = 90.0
 END_TIMEOUT_S = 30.0
+ROTATION_WATCH_S = 4.0  # traffic watched this long after key_at, as the switch's own step
 
 
 def _ha_sites(planned: Planned) -> list[str]:
@@ -121,14 +122,8 @@ def _converge(world: World, fleet: Fleet) -> None:
     """Every pair answers pings before the traffic starts (BEFORE's mesh is up)."""
     deadline = time.monotonic() + CONVERGE_TIMEOUT_S
     for pair in fleet.pairs:
-        src, dst = world.layout.fabric.site(pair.a), world.layout.fabric.site(pair.b)
-        while True:
-            out = Node(src.host_ns).run(["ping", "-n", "-q", "-c", "1", "-W", "1", str(dst.host_ip.ip)], check=False)
-            if out.returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                raise LabError(f"BEFORE's mesh did not come up: {pair.name} does not ping")
-            time.sleep(0.2)
+        if not _pings(world, pair.a, pair.b, max(1.0, deadline - time.monotonic())):
+            raise LabError(f"BEFORE's mesh did not come up: {pair.name} does not ping")
 
 
 def _record(report: RehearsalReport, world: World, resource: str, action: str, lab: str | None,
@@ -176,13 +171,42 @@ def _after_up(world: World, judge: Judge, fleet: Fleet, before: Planned, after: 
         done = operator.operate(world, site, what)
         time.sleep(SETTLE_S)
         _record(report, world, f"static site {site}", f"operator: {what}", done, judge.boundary(), start)
+    if world.rotated() and world.configs["after"]:  # the agents switch to the announced keys at key_at
+        at = max(world.key_at("after").values())
+        time.sleep(max(0.0, at - 1 - time.time()))
+        start = time.time()
+        time.sleep(max(0.0, at + ROTATION_WATCH_S - time.time()))
+        what = f"rotated keys valid: {', '.join(world.rotated())}"
+        _record(report, world, f"key_at {at}", "agents: key switch", what, judge.boundary(), start)
     end = time.time()
     left = fleet.flowing(end, END_TIMEOUT_S)
     back = time.time() - end
     violations = [f"traffic not back: {pair} silent {END_TIMEOUT_S:.0f} s after up" for pair in left]
+    violations += [f"traffic not back: {a}<->{b} (a site the change adds) does not ping"
+                   for a, b in _new_pairs(world, fleet) if not _pings(world, a, b, END_TIMEOUT_S)]  # fmt: skip
     for index, violation in judge.documents(final=True):
         report.steps[index]["violations"].append(violation)
     report.end = {"back_s": None if left else round(back, 1), "violations": violations}
+
+
+def _new_pairs(world: World, fleet: Fleet) -> list[tuple[str, str]]:
+    """The pairs of AFTER's sites the fleet does not run (those with a site the change adds), by fabric name."""
+    running = {(p.a, p.b) for p in fleet.pairs}
+    names = [world.layout.fabric_name(s.name) for s in world.cfgs["after"].sites]
+    return [
+        (a, b) for i, a in enumerate(names) for b in names[i + 1 :] if (a, b) not in running and (b, a) not in running
+    ]
+
+
+def _pings(world: World, a: str, b: str, timeout: float) -> bool:
+    src, dst = world.layout.fabric.site(a), world.layout.fabric.site(b)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = Node(src.host_ns).run(["ping", "-n", "-q", "-c", "1", "-W", "1", str(dst.host_ip.ip)], check=False)
+        if out.returncode == 0:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def _windows(fleet: Fleet, report: RehearsalReport) -> None:

@@ -44,6 +44,7 @@ from wg_mesh.lab.rehearse.keys import KeyRing
 from wg_mesh.lab.rehearse.layout import Layout
 
 STATES = ("before", "after")
+ROTATION_LEAD_MARGIN_S = 5.0
 KILL_WAIT_S = 5.0
 
 
@@ -94,6 +95,7 @@ class World:
         self.lab: BuiltLab | None = None
         self.metadata_pids: set[int] = set()
         self._served: set[str] = set()  # GCP places whose metadata server runs
+        self._key_at: dict[str, int] | None = None
 
     # --- names ------------------------------------------------------------------------------------------
 
@@ -268,10 +270,34 @@ class World:
         assert name is not None
         self._plane(which, name).publish_agent(name)
 
-    def document(self, which: str, fabric_name: str, key_at: Mapping[str, int] | None = None) -> tuple[str, int]:
+    def rotated(self) -> list[str]:
+        """AFTER's names of the sites whose key the change rotates (another key than BEFORE's for the same site)."""
+        before = self.keys["before"].public
+        found = []
+        for name, key in self.keys["after"].public.items():
+            old = self.name_in("before", self.layout.fabric_name(name))
+            if old is not None and before[old] != key:
+                found.append(name)
+        return found
+
+    def key_at(self, which: str) -> dict[str, int]:
+        """AFTER's announced keys (wg_mesh.announce): from when each rotated key is valid. `pulumi up` stamps it
+        `rotation_lead_seconds` after the stamp's run (600 s by default); the rehearsal compresses the lead to the
+        slowest agent's poll interval + ROTATION_LEAD_MARGIN_S from its first AFTER document, so that both sides
+        have the announcing documents before the switch, as the lead is for."""
+        if which != "after":
+            return {}
+        if self._key_at is None:
+            polls = [float(c.get("poll_seconds") or 10) for c in self.configs["after"].values()] or [10.0]
+            at = int(time.time() + max(polls) + ROTATION_LEAD_MARGIN_S) + 1
+            self._key_at = dict.fromkeys(self.rotated(), at)
+        return self._key_at
+
+    def document(self, which: str, fabric_name: str) -> tuple[str, int]:
         """The site's signed document in `which` config (a new serial), and that serial."""
         name = self.name_in(which, fabric_name)
         assert name is not None
+        key_at = self.key_at(which)
         plane = self._plane(which, name)
         plane.serial = max(plane.serial + 1, int(time.time()))
         cfg = self.cfgs[which]
@@ -281,13 +307,12 @@ class World:
                          serial=plane.serial, seed=self.keys[which].signing)  # fmt: skip
         return docs[name], plane.serial
 
-    def publish_document(self, which: str, fabric_name: str, place: str | None = None,
-                         key_at: Mapping[str, int] | None = None) -> Written:  # fmt: skip
+    def publish_document(self, which: str, fabric_name: str, place: str | None = None) -> Written:
         """Write the site's document of `which` config to its store; on GCP to the VM in `place` only (its metadata:
         every running VM of the site when None). What was written, and which machines read it."""
         name = self.name_in(which, fabric_name)
         assert name is not None
-        text, serial = self.document(which, fabric_name, key_at)
+        text, serial = self.document(which, fabric_name)
         plane = self._plane(which, name)
         generation = published_generation(text, self.configs[which][name]["trust"])
         if plane.kind(name) == "gcp":
