@@ -14,6 +14,8 @@
                                             once per delivery
     sudo python -m bench relay              a relayed pair's throughput against a direct path's (examples/edge),
                                             unshaped and with both offices on --line-mbit lines
+    sudo python -m bench changes            every row of "What a change does" rehearsed as pulumi up runs it
+                                            (lab --before), per stack (--stacks dev,prod,edge)
     python -m bench doc                     render the doc and plots from the JSON already in --out
     sudo python -m bench setup              install the Debian packages and Python deps the bench needs
 
@@ -145,6 +147,16 @@ def cmd_relay(args: argparse.Namespace) -> None:
     write_json(args.out, "relay", run_relay_bench(log, rounds, seconds, omit, args.line_mbit))
 
 
+def cmd_changes(args: argparse.Namespace) -> None:
+    from bench.lab.changes import STACKS, run_changes_bench
+
+    stacks = args.stacks.split(",") if args.stacks else (["dev"] if args.quick else list(STACKS))
+    unknown = sorted(set(stacks) - set(STACKS))
+    if unknown:
+        raise SystemExit(f"changes: unknown stack(s) {', '.join(unknown)} (known: {', '.join(STACKS)})")
+    write_json(args.out, "changes", run_changes_bench(stacks, log))
+
+
 def cmd_ha_routes(args: argparse.Namespace) -> None:
     from bench.ha_routes import run_ha_routes
 
@@ -198,6 +210,7 @@ COMMANDS = {
     "ha_routes": cmd_ha_routes,
     "roam": cmd_roam,
     "relay": cmd_relay,
+    "changes": cmd_changes,
     "doc": cmd_doc,
 }
 
@@ -222,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="relay: the offices' consumer lines, Mbit/s up and down (default 50)",
     )
     parser.add_argument("--runs", type=int, default=5, help="rotation: live drills to run (default 5)")
+    parser.add_argument("--stacks", help="changes: comma-separated stacks (default dev,prod,edge)")
     parser.add_argument("--from", dest="runs_from", type=Path, nargs="+", help="rotation: combine these drill JSONs")
     return parser
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.report import (
     boot,
+    changes,
     fallback,
     ha_routes,
     hafailover,
@@ -51,6 +52,7 @@ SECTIONS = (
     "ha_routes",
     "roam",
     "relay",
+    "changes",
 )
 
 
@@ -141,6 +143,7 @@ def commands(quick: bool) -> str:
         "sudo .venv/bin/python -m bench rotation --runs 5  # the announced key rotation, live drill x5\n"
         "sudo .venv/bin/python -m bench roam   # a dynamic site's address changes behind a NAT (roam drill)\n"
         "sudo .venv/bin/python -m bench relay  # a relayed pair's throughput against a direct path's\n"
+        "sudo .venv/bin/python -m bench changes  # every change rehearsed as pulumi up runs it (lab --before)\n"
         "python -m bench doc                    # re-render this file and the plots from docs/bench/*.json\n"
         "```\n\n"
         "`bench all` installs what it needs when missing: Debian `strongswan-charon strongswan-swanctl "
@@ -171,6 +174,7 @@ BODY: tuple[tuple[str | None, Section], ...] = (
     ("ha_routes", lambda data, images: ha_routes.section(data["ha_routes"])),
     ("roam", lambda data, images: roam.section(data["roam"])),
     ("relay", lambda data, images: relay.section(data["relay"])),
+    ("changes", lambda data, images: changes.section(data["changes"])),
 )
 
 

@@ -2,8 +2,9 @@
 clouds in while it goes on with the next step), and for the documents it writes.
 
 * **An address or a route on nothing or on a deleted gateway**: a site both configs have (or one the change adds, once
-  its address and routes were first set) must have its public address on a running gateway, and every remote range
-  both configs route through it, on a running gateway, between any two steps.
+  its address was first set) must have its public address on a running gateway, and every remote range both configs
+  route through it (or AFTER adds, once its route exists) must be routed through a running gateway, between any two
+  steps. A range only BEFORE routes may go: its route's deletion is the change.
 * **A document refused**: every running gateway reading a store `pulumi up` wrote applies that document (its
   agent's `wgmesh_agent_applied_generation`) within its poll interval and APPLY_MARGIN_S, unless a newer one was
   written meanwhile or the machine is deleted before.
@@ -35,11 +36,17 @@ class Judge:
     def __init__(self, world: World) -> None:
         self.world = world
         self.expected_ranges = {name: self._kept_ranges(name) for name in world.ha}
+        self.after_ranges = {name: self._after_ranges(name) for name in world.ha}
         self.address_expected = {name: self._kept(name) for name in world.ha}
         self.pending: dict[tuple[str, str], Expectation] = {}
 
     def _kept(self, site: str) -> bool:
         return self.world.name_in("before", site) is not None and self.world.name_in("after", site) is not None
+
+    def _after_ranges(self, site: str) -> set[str]:
+        """The remote ranges AFTER routes through the site's gateway (none: AFTER does not have the site)."""
+        name = self.world.name_in("after", site)
+        return set() if name is None else {str(r) for r in topology.remote_ranges(self.world.cfgs["after"], name)}
 
     def _kept_ranges(self, site: str) -> set[str]:
         """The remote ranges both configs route through the site's gateway."""
@@ -65,8 +72,8 @@ class Judge:
             elif holder is not None and holder not in running:
                 found.append(f"address on a deleted gateway: {site}'s public address is on place {holder}")
             for cidr, place in sorted(w.routes[site].items()):
-                if place is not None:
-                    self.expected_ranges[site].add(cidr)
+                if place is not None and cidr in self.after_ranges[site]:
+                    self.expected_ranges[site].add(cidr)  # a route AFTER adds, once it exists
                 if cidr not in self.expected_ranges[site]:
                     continue
                 if place is None:

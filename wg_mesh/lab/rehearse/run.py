@@ -14,12 +14,15 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 
-from wg_mesh.cli.plancmd import Planned
+from wg_mesh.cli.plancmd import Planned, plan_file
 from wg_mesh.config import StaticSite
 from wg_mesh.lab.checks.report import Steps
 from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements, new_state
@@ -116,6 +119,27 @@ def rehearse(before: Planned, after: Planned, label: str, before_label: str,
                 fleet.stop_quietly()
             cleanup()
     return report.finish(cleanup.problems, started)
+
+
+def rehearse_raw(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    label: str,
+    before_label: str,
+    *,
+    project: str = "wg-mesh",
+    stack: str = "rehearsal",
+    console: Console | None = None,
+) -> RehearsalReport:
+    """`rehearse` on two raw configs (a stack file's `wg-mesh:mesh` values), as stack `stack` of project `project`:
+    what `python -m bench changes` and the tests run (ConfigError for an invalid one)."""
+    with tempfile.TemporaryDirectory(prefix="wg-mesh-rehearsal-") as tmp:
+        planned = []
+        for name, raw in (("before", before), ("after", after)):
+            path = Path(tmp) / f"Pulumi.{stack}-{name}.yaml"
+            path.write_text(yaml.safe_dump({"config": {"wg-mesh:mesh": raw}}))
+            planned.append(plan_file(path, project=project, stack=stack, label=f"{name}: "))
+    return rehearse(planned[0], planned[1], label, before_label, console)
 
 
 def _converge(world: World, fleet: Fleet) -> None:
