@@ -32,6 +32,33 @@ class Expectation:
     step: int  # the step that wrote it (its index in the report)
 
 
+def state_violations(
+    site: str,
+    holder: str | None,
+    routes: dict[str, str | None],
+    running: set[str],
+    address_expected: bool,
+    expected_ranges: set[str],
+) -> list[str]:
+    """One site's violations: `holder` the place holding its public address, `routes` each range's place (None: no
+    route), `running` the places with a machine; none while no machine of the site runs (before it exists, after it
+    is gone)."""
+    if not running:
+        return []
+    found = []
+    if address_expected and holder is None:
+        found.append(f"address on nothing: {site}'s public address is on no gateway")
+    elif holder is not None and holder not in running:
+        found.append(f"address on a deleted gateway: {site}'s public address is on place {holder}")
+    for cidr in sorted(expected_ranges):
+        place = routes.get(cidr)
+        if place is None:
+            found.append(f"route on nothing: {site}'s route to {cidr} goes nowhere")
+        elif place not in running:
+            found.append(f"route on a deleted gateway: {site}'s route to {cidr} is through place {place}")
+    return found
+
+
 class Judge:
     def __init__(self, world: World) -> None:
         self.world = world
@@ -61,25 +88,13 @@ class Judge:
         """The violations of the clouds' state now (between two steps)."""
         w, found = self.world, []
         for site in w.ha:
-            running = w.places[site]
             if w.holder[site] is not None:
                 self.address_expected[site] = True  # an added site's address, once it was set
-            if not running:
-                continue
-            holder = w.holder[site]
-            if self.address_expected[site] and holder is None:
-                found.append(f"address on nothing: {site}'s public address is on no gateway")
-            elif holder is not None and holder not in running:
-                found.append(f"address on a deleted gateway: {site}'s public address is on place {holder}")
-            for cidr, place in sorted(w.routes[site].items()):
+            for cidr, place in w.routes[site].items():
                 if place is not None and cidr in self.after_ranges[site]:
                     self.expected_ranges[site].add(cidr)  # a route AFTER adds, once it exists
-                if cidr not in self.expected_ranges[site]:
-                    continue
-                if place is None:
-                    found.append(f"route on nothing: {site}'s route to {cidr} goes nowhere")
-                elif place not in running:
-                    found.append(f"route on a deleted gateway: {site}'s route to {cidr} is through place {place}")
+            found += state_violations(site, w.holder[site], w.routes[site], set(w.places[site]),
+                                      self.address_expected[site], self.expected_ranges[site])  # fmt: skip
         return found
 
     def expect(self, written: Written, step: int) -> None:

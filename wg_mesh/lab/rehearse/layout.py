@@ -16,8 +16,8 @@ happens in it step by step, and the fabric (VPCs, uplinks, the internet) must ho
   `pulumi up` renders them for that config.
 
 What the fabric cannot hold is refused before anything is built (`LayoutError`): a site that changes cloud, CIDRs
-or from a LAN to a single host, and a change of the private paths or of the tunnel MTU (the lab's links are laid
-out once).
+or from a LAN to a single host, and a change of the private paths (the lab's private links are laid out once). A
+change of the tunnel MTU is each state's (its wg0 and routes), not the fabric's: the uplinks keep each site's own.
 """
 
 from __future__ import annotations
@@ -110,8 +110,6 @@ def _refusals(before: MeshConfig, after: MeshConfig, renamed: dict[str, str]) ->
             problems.append(f"{site.name}: a LAN site becomes a single host, or the reverse")
     if before.private_paths != after.private_paths:
         problems.append("private_paths change: the lab's private links are laid out once (not rehearsed yet)")
-    if topology.tunnel_mtu(before) != topology.tunnel_mtu(after):
-        problems.append("the tunnel MTU changes: the lab's links are laid out at one MTU (not rehearsed yet)")
     return problems
 
 
