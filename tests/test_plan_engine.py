@@ -54,9 +54,9 @@ def _edited(path: Path, **changes: Any) -> Any:
 
 
 def test_a_replaced_gateway_is_created_first_moved_to_and_deleted_last(runs: Runs) -> None:
-    dev = read_raw(REPO / "Pulumi.dev.yaml")
-    steps = runs.steps(runs.get("dev", dev), runs.get("bigger", _edited(REPO / "Pulumi.dev.yaml",
-                                                                        aws_use1={"instance_type": "c6i.4xlarge"})))  # fmt: skip
+    path = REPO / "Pulumi.dev.yaml"
+    bigger = _edited(path, aws_use1={"instance_type": "c6i.4xlarge"})
+    steps = runs.steps(runs.get("dev", read_raw(path)), runs.get("bigger", bigger))
     assert steps == [
         ("create-replacement", "aws-use1-instance"),
         ("create-replacement", "aws-use1-ready"),
@@ -74,8 +74,8 @@ def test_a_delete_before_replace_resource_goes_first_with_its_replaced_dependent
     """A private-path gateway holds a fixed address: delete before create, and what depends on it and is replaced
     too (its gate) is deleted before it, as pulumi/pulumi's delete_before_create test orders it."""
     path = REPO / "examples/underlay/Pulumi.underlay.yaml"
-    steps = runs.steps(runs.get("underlay", read_raw(path)),
-                       runs.get("underlay-bigger", _edited(path, aws_use1={"instance_type": "c6i.4xlarge"})))  # fmt: skip
+    bigger = _edited(path, aws_use1={"instance_type": "c6i.4xlarge"})
+    steps = runs.steps(runs.get("underlay", read_raw(path)), runs.get("underlay-bigger", bigger))
     early = steps[: steps.index(("create-replacement", "aws-use1-instance"))]
     assert ("delete-replaced", "aws-use1-instance") in early
     assert early.index(("delete-replaced", "aws-use1-ready")) < early.index(("delete-replaced", "aws-use1-instance"))
