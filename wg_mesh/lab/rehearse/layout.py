@@ -15,9 +15,12 @@ happens in it step by step, and the fabric (VPCs, uplinks, the internet) must ho
 * a state's own plan (`state_plan`) keeps only its sites, its MTUs and its names, so that its artifacts render as
   `pulumi up` renders them for that config.
 
+* every private path of either config is a link from the start (the peering or interconnect exists before a config
+  uses it; a member's gateway sits at its fixed private address in place a);
+
 What the fabric cannot hold is refused before anything is built (`LayoutError`): a site that changes cloud, CIDRs
-or from a LAN to a single host, and a change of the private paths (the lab's private links are laid out once). A
-change of the tunnel MTU is each state's (its wg0 and routes), not the fabric's: the uplinks keep each site's own.
+or from a LAN to a single host, a private path both configs have that changes. A change of the tunnel MTU is each
+state's (its wg0 and routes), not the fabric's: the uplinks keep each site's own.
 """
 
 from __future__ import annotations
@@ -90,9 +93,15 @@ def renames(before: MeshConfig, after: MeshConfig) -> dict[str, str]:
 
 
 def _fabric_config(before: MeshConfig, after: MeshConfig, renamed: dict[str, str]) -> MeshConfig:
+    """BEFORE's sites, then AFTER's new ones; every private path of either (its link is there all along: the
+    peering or interconnect exists before a config uses it), its members under their fabric names."""
     carried = set(renamed)
     added = [s for s in after.sites if s.name not in {x.name for x in before.sites} and s.name not in carried]
-    return before.model_copy(update={"sites": [*before.sites, *added]})
+    paths = list(before.private_paths)
+    for path in after.private_paths:
+        if path.name not in {p.name for p in paths}:
+            paths.append(path.model_copy(update={"sites": [renamed.get(n, n) for n in path.sites]}))
+    return before.model_copy(update={"sites": [*before.sites, *added], "private_paths": paths})
 
 
 def _refusals(before: MeshConfig, after: MeshConfig, renamed: dict[str, str]) -> list[str]:
@@ -108,8 +117,10 @@ def _refusals(before: MeshConfig, after: MeshConfig, renamed: dict[str, str]) ->
             problems.append(f"{site.name}: its cidrs change: the lab lays a site's networks out once")
         if isinstance(was, StaticSite) and isinstance(site, StaticSite) and bool(was.cidrs) != bool(site.cidrs):
             problems.append(f"{site.name}: a LAN site becomes a single host, or the reverse")
-    if before.private_paths != after.private_paths:
-        problems.append("private_paths change: the lab's private links are laid out once (not rehearsed yet)")
+    for old_path in before.private_paths:
+        new_path = next((p for p in after.private_paths if p.name == old_path.name), None)
+        if new_path is not None and new_path != old_path:
+            problems.append(f"private_paths: {old_path.name} changes (its sites or MTU): its link is laid out once")
     return problems
 
 
