@@ -101,7 +101,10 @@ def test_the_clouds_state_between_two_steps_is_judged() -> None:
     assert state_violations("s", None, {"10.100.0.0/16": None}, set(), True, kept) == []
 
 
-@pytest.mark.parametrize("stack", ["Pulumi.dev.yaml", "Pulumi.prod.yaml", "examples/edge/Pulumi.edge.yaml"])
+@pytest.mark.parametrize(
+    "stack",
+    ["Pulumi.dev.yaml", "Pulumi.prod.yaml", "examples/edge/Pulumi.edge.yaml", "examples/underlay/Pulumi.underlay.yaml"],
+)
 def test_every_change_of_the_catalogue_is_a_valid_config(tmp_path: Path, stack: str) -> None:
     raw = read_raw(REPO / stack)
     found = list(changes(raw))

@@ -4,8 +4,7 @@
 every pair of sites, the violations, and how long after the last step every pair flows again. Writes
 docs/bench/changes.json; `bench doc` renders it as a section of docs/benchmarks.md.
 
-A change the rehearsal cannot lay out (HA sites, a private path or tunnel MTU change: layout.py) is recorded as not
-rehearsed, with the reason.
+A change the rehearsal cannot lay out (an HA site: layout.py, run.py) is recorded as not rehearsed, with the reason.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ STACKS = {
     "dev": REPO / "Pulumi.dev.yaml",
     "prod": REPO / "Pulumi.prod.yaml",
     "edge": REPO / "examples/edge/Pulumi.edge.yaml",
+    "underlay": REPO / "examples/underlay/Pulumi.underlay.yaml",
 }
 
 

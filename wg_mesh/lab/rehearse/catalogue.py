@@ -80,6 +80,10 @@ def changes(raw: Raw) -> Iterator[Change]:
             name = str(site["name"])
             yield Change(f"instance type ({kind})", raw, _edited(raw, name, instance_type=BIGGER[kind]), name)
             yield Change(f"image pinned ({kind})", raw, _edited(raw, name, image=IMAGES[kind]), name)
+    if raw.get("private_paths"):
+        direct = {**copy.deepcopy(raw), "private_paths": []}
+        yield Change("private path on", direct, raw)
+        yield Change("private path off", raw, direct)
     static = _first(raw, lambda s: s["cloud"] == "static" and s.get("endpoint") != "dynamic" and bool(s.get("cidrs")))
     if static is not None:
         name = static["name"]
