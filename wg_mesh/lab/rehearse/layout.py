@@ -119,6 +119,8 @@ def _refusals(before: MeshConfig, after: MeshConfig, renamed: dict[str, str]) ->
             problems.append(f"{site.name}: a LAN site becomes a single host, or the reverse")
     for old_path in before.private_paths:
         new_path = next((p for p in after.private_paths if p.name == old_path.name), None)
+        if new_path is not None:  # its members under their BEFORE names (a renamed member is the same site)
+            new_path = new_path.model_copy(update={"sites": [renamed.get(n, n) for n in new_path.sites]})
         if new_path is not None and new_path != old_path:
             problems.append(f"private_paths: {old_path.name} changes (its sites or MTU): its link is laid out once")
     return problems

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 
 from wg_mesh.lab.clouds.controlplane import write_atomic
+from wg_mesh.lab.fabric.netns import LabError
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.lab.rehearse.world import World
 
@@ -35,34 +36,39 @@ def changed_static(world: World, outputs: tuple[Mapping[str, Mapping[str, str]],
     return todo
 
 
-def operate(world: World, site: str, what: str) -> str:
-    """Carry out `what` (changed_static) on the static site; a line for the report."""
+def operate(world: World, site: str, what: str) -> tuple[str, list[str]]:
+    """Carry out `what` (changed_static) on the static site: a line for the report, and what went wrong (the
+    documented procedure failing is a violation: the operator would see it fail)."""
     if what == "install":
         name = world.name_in("after", site)
         if name is not None and name in world.configs["after"]:  # live: its key and document first (its --once waits)
             world.publish_key("after", site)
             world.publish_document("after", site)
         world.start(site, "after")
-        return "installed with the new config"
+        return "installed with the new config", []
     place = "a"
     occupant = world.occupant(site, place)
     if occupant is None:
-        return "not running"
+        return "not running", []
     if what == "remove":
         world.terminate(site, place)
-        return "switched off"
+        return "switched off", []
     name = world.name_in("after", site)
     assert name is not None
     if world.configs["after"].get(name):  # live: the key (if rotated), then the document, copied into place
         if world.keys["after"].private[name] != world.keys["before"].private.get(world.name_in("before", site) or ""):
             world.publish_key("after", site)
         world.publish_document("after", site)
-        return "copied the new document (and key, if rotated) into /etc/wg-mesh"
+        return "copied the new document (and key, if rotated) into /etc/wg-mesh", []
     setup = cloudinit.interpret(world.artifacts["after"][name].user_data)
     conf = next(f for f in setup.files if f.path == WG_CONF)
     node = occupant.machine.node
     write_atomic(node.path(str(WG_CONF)), conf.content, conf.mode)
-    occupant.machine.tunnel("down")
+    failed = []
+    try:  # `systemctl restart wg-quick@wg0`: its stop runs the NEW file's PostDown (the file was replaced first)
+        occupant.machine.tunnel("down")
+    except LabError as exc:
+        failed.append(f"operator step failed: {site}: `systemctl restart wg-quick@wg0` after the new wg0.conf: {exc}")
     occupant.machine.tunnel("up")
     occupant.which = "after"
-    return "wrote the new wg0.conf and restarted wg-quick"
+    return "wrote the new wg0.conf and restarted wg-quick", failed

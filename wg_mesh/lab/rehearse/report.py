@@ -19,6 +19,7 @@ VIOLATION_KINDS = (
     "document refused",
     "public address replaced",
     "traffic not back",
+    "operator step failed",
 )
 
 

@@ -192,9 +192,9 @@ def _after_up(world: World, judge: Judge, fleet: Fleet, before: Planned, after: 
     step("after up: the operator's static sites, traffic, documents")
     for site, what in operator.changed_static(world, (before.outputs, after.outputs)).items():
         start = time.time()
-        done = operator.operate(world, site, what)
+        done, failed = operator.operate(world, site, what)
         time.sleep(SETTLE_S)
-        _record(report, world, f"static site {site}", f"operator: {what}", done, judge.boundary(), start)
+        _record(report, world, f"static site {site}", f"operator: {what}", done, [*failed, *judge.boundary()], start)
     if world.rotated() and world.configs["after"]:  # the agents switch to the announced keys at key_at
         at = max(world.key_at("after").values())
         time.sleep(max(0.0, at - 1 - time.time()))
