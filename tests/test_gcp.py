@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import STACK_FILES, ProgramRun, run_program
 from wg_mesh.gcp.facts import boot_disk_type
+from wg_mesh.gcp.gateway import gateway_tag, stack_scope
 from wg_mesh.tools.stackfile import read_raw
 
 GCP_INSTANCE = "gcp:compute/instance:Instance"
@@ -191,6 +192,20 @@ def test_two_stacks_sharing_a_network_never_target_each_others_gateways() -> Non
         assert all(set(r.inputs["targetTags"]) == own for r in gateway_rules)
     # Stable: the same stack gets the same tag on every run.
     assert set(run_with(stack="team-a", **shared).named(GCP_INSTANCE, "gcp-euw3-instance").inputs["tags"]) == tags[0]
+
+
+def test_a_renamed_sites_gateway_rules_admit_the_old_gateway_until_it_is_deleted() -> None:
+    """A rename (previous_names) gives the new VM the new name's tag; the old VM, which Pulumi replaces and so never
+    updates, keeps its tag until it is deleted at the end of `up`, while the rules are updated in place early in that
+    `up`: they target both tags, or the old gateway would lose WireGuard and the site's traffic for the new one's
+    boot (they targeted the new tag only)."""
+    run = run_with(name="gcp-paris", previous_names=["gcp-euw3"])
+    scope = stack_scope("wg-mesh", "test")
+    new, old = gateway_tag("gcp-paris", scope), gateway_tag("gcp-euw3", scope)
+    assert run.named(GCP_INSTANCE, "gcp-paris-instance").inputs["tags"] == [new]
+    rules = {r.name: r.inputs["targetTags"] for r in run.of_type(GCP_FIREWALL) if "targetTags" in r.inputs}
+    assert {"gcp-paris-fw-wireguard", "gcp-paris-fw-forward"} <= set(rules)
+    assert all(targets == [new, old] for targets in rules.values()), rules
 
 
 # --- operator access ------------------------------------------------------------------------

@@ -121,6 +121,17 @@ def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions(protect=True if mesh.protect else None)
 
 
+def description_kept() -> pulumi.ResourceOptions:
+    """For a resource whose `description` names the site and is force-new (wg_mesh.plan.forcenew: an AWS security
+    group, a GCP address or network): the description is written at creation and never changed, so that a rename
+    (`previous_names`) or a new wording in a release does not replace the address, the network or the security group.
+    Pulumi's engine sets an ignored input back to its value in the state before it diffs (pulumi/pulumi@1b59498,
+    pkg/resource/deploy/step_generator.go, `processIgnoreChanges`): after a rename the description names the site's
+    earlier name. A replacement made for another reason is checked again from the program's inputs (the same file:
+    "we need to recompute the default values"), so it gets the current one."""
+    return pulumi.ResourceOptions(ignore_changes=["description"])
+
+
 def fixed_private_ip(mesh: MeshConfig, site: AwsSite | GcpSite) -> str | None:
     """The gateway's fixed VPC address when the site is on a private path (docs/underlay.md), else None (the
     cloud's choice)."""
