@@ -120,10 +120,12 @@ class SiteBase(Strict):
     underlay_mtu: int = Field(  # each cloud sets its own default and bounds
         default=DEFAULT_STATIC_UNDERLAY_MTU, description="The MTU of the path the tunnel runs over."
     )
-    # Names this site had before: its address, key and other resources are carried over (Pulumi aliases).
+    # Names this site had before: its resources are carried over (Pulumi aliases); what a rename replaces all the
+    # same (the gateway, cloud names of the site): docs/how-to/rename.md.
     previous_names: list[str] = Field(
         default_factory=list,
-        description="Names the site had: a rename keeps its address, key and resources (Pulumi aliases).",
+        description="Names the site had: a rename keeps its address, key and network (Pulumi aliases) and replaces "
+        "its gateway (docs/how-to/rename.md).",
     )
     # The gateway's address on a private path (private_paths, docs/underlay.md): a static site's must be given; a
     # cloud gateway's is fixed to it (default: the 10th address of the gateway subnet wg-mesh creates).

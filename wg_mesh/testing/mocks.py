@@ -95,6 +95,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.calls: list[Call] = []
         self._ami_architectures: dict[str, str] = {}  # AMI ids answered by name -> their architecture
         self._public_ips: dict[str, str] = {}
+        # (type, name) -> the name of the earlier run's resource it is (an alias: wg_mesh.testing.RecordingMonitor),
+        # whose id and outputs it is answered with, as a deployed resource keeps them across a rename
+        self.seeds: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def fake_public_ip(self, name: str) -> str:
@@ -183,6 +186,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = unwrap_secrets(args.inputs)
         secret = frozenset(k for k, v in args.inputs.items() if rpc.is_rpc_secret(v))
+        seed = self.seeds.get((args.typ, args.name), args.name)
         if args.typ.startswith("pulumi:providers:"):
             resource_id: str = f"{args.name}-id"
             computed: dict[str, Any] = {}
@@ -190,8 +194,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # What `pulumi preview` gets for a resource to create: its inputs, no id, no computed outputs.
             resource_id, computed = "", {}
         else:
-            resource_id = _hex_id(self._ID_PREFIX.get(args.typ, args.typ.rsplit(":", 1)[-1].lower()), args.name)
-            computed = self._computed(args.typ, args.name, inputs)
+            resource_id = _hex_id(self._ID_PREFIX.get(args.typ, args.typ.rsplit(":", 1)[-1].lower()), seed)
+            computed = self._computed(args.typ, seed, inputs)
         with self._lock:
             self.resources.append(
                 Recorded(args.typ, args.name, inputs, secret, args.provider or "", resource_id, computed),
