@@ -124,7 +124,7 @@ class GcpGateway(component.SiteComponent):
     ) -> gcp.compute.Address:
         """The site's static external address: the peers' endpoint, kept across every replacement and a rename (its
         description is force-new: component.description_kept)."""
-        kept = pulumi.ResourceOptions.merge(component.kept(mesh), component.description_kept())
+        kept = pulumi.ResourceOptions.merge(self.kept(mesh), component.description_kept())
         return gcp.compute.Address(
             f"{name}-address",
             address_type="EXTERNAL",
