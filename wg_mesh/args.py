@@ -67,8 +67,8 @@ class SiteArgs(TypedDict):
     """aws, gcp: 1 (default) or 2, an active gateway and a standby sharing the site's identity (needs
     `delivery: 'live'`). A static site is one host."""
     standby_zone: NotRequired[str]
-    """aws, gcp with `gateways: 2`: the standby's zone in `region`. Default: AWS another zone offering
-    `instance_type`, GCP the next zone letter after `zone`."""
+    """aws, gcp with `gateways: 2`: the standby's zone in `region` (AWS: not `zone`). Default: AWS another zone
+    offering `instance_type`, GCP the next zone letter after `zone`."""
     region: NotRequired[str]
     """aws, gcp (required): the site's region, e.g. 'us-east-1', 'europe-west3'."""
     zone: NotRequired[str]

@@ -211,10 +211,12 @@ class AwsSite(SiteBase):
         default=1,
         description="`2`: an active gateway and a standby sharing the site's identity (needs `delivery: live`).",
     )
-    # The standby's availability zone (created network); None: another zone of the region offering the type.
+    # The standby's availability zone (created network); None: another zone of the region offering the type. Never
+    # `zone`: the pair's EC2 endpoint takes one subnet per zone (wg_mesh.config.rules._one_zone_pair).
     standby_zone: str | None = Field(
         default=None,
-        description="`gateways: 2`: the standby's zone (created network); unset: another zone offering the type.",
+        description="`gateways: 2`: the standby's zone (created network), not `zone`; unset: another zone offering "
+        "the type.",
     )
     # The standby's subnet (existing network, with subnet_id): required there with gateways: 2.
     standby_subnet_id: (
