@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import STACK_FILES, ProgramRun, run_program
 from wg_mesh.gcp.facts import boot_disk_type
 from wg_mesh.gcp.gateway import gateway_tag, stack_scope
+from wg_mesh.testing import RecordingMocks
 from wg_mesh.tools.stackfile import read_raw
 
 GCP_INSTANCE = "gcp:compute/instance:Instance"
@@ -284,6 +285,10 @@ def test_a_pinned_image_is_used_as_given_and_only_a_new_pin_changes_the_instance
             {"image": "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130", "instance_type": "c4a-standard-8"},
             "is an amd64 image, but c4a-standard-8 is arm64",
         ),
+        (
+            {"image": "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130", "instance_type": "n4a-standard-8"},
+            "is an amd64 image, but n4a-standard-8 is arm64",
+        ),
         ({"image": "ubuntu 24.04"}, "sites[1].image: 'ubuntu 24.04' is not a GCE image reference"),
     ],
 )
@@ -293,3 +298,21 @@ def test_image_mistakes_are_refused(keys: dict[str, Any], message: str) -> None:
     run = run_program(raw, preview=True)
     assert run.error is not None and message in str(run.error), run.error
     assert run.resources == []
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "reported", "family"),
+    [
+        ("z9-standard-4", "ARM64", "arm64"),  # a series no table knows: the API's architecture decides
+        ("n4a-standard-8", "ARM64", "arm64"),
+        ("n4a-standard-8", "", "arm64"),  # none reported: by series, and N4A (Google Axion) is Arm
+        ("n2-standard-8", "X86_64", "amd64"),
+    ],
+)
+def test_the_image_family_follows_the_architecture_machine_types_list_reports(
+    monkeypatch: pytest.MonkeyPatch, machine_type: str, reported: str, family: str
+) -> None:
+    """The gateway's boot image family is the architecture machineTypes.list reports for its machine type (the
+    program looked up the type already, for its zone); N4A was booted with the amd64 family."""
+    monkeypatch.setattr(RecordingMocks, "machine_architectures", {machine_type: reported})
+    assert boot_disk(run_with(instance_type=machine_type))["image"] == f"ubuntu-os-cloud/ubuntu-2404-lts-{family}"

@@ -35,6 +35,8 @@ from wg_mesh.config.sites import (
     GcpSite,
     Site,
     StaticSite,
+    gcp_image_problem,
+    gcp_machine_architecture,
 )
 
 __all__ = [
@@ -51,6 +53,8 @@ __all__ = [
     "Site",
     "StaticSite",
     "cross_site_problems",
+    "gcp_image_problem",
+    "gcp_machine_architecture",
     "parse_mesh",
     "summary",
 ]

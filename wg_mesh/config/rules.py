@@ -19,7 +19,6 @@ from wg_mesh.config.sites import (
     DEFAULT_GCP_INSTANCE_TYPE,
     DEFAULT_GCP_UNDERLAY_MTU,
     DEFAULT_STATIC_UNDERLAY_MTU,
-    GCP_ARM_MACHINE_SERIES,
     INTERNET_MTU,
     MAX_GATEWAYS,
     MAX_TUNNEL_MTU,
@@ -27,6 +26,7 @@ from wg_mesh.config.sites import (
     WIREGUARD_IPV4_OVERHEAD,
     SiteBase,
     StaticSite,
+    gcp_image_problem,
 )
 
 
@@ -202,13 +202,13 @@ def kms_delivery_problems(sites: Sequence[Mapping[str, Any]], delivery: Any) -> 
 
 
 def gcp_image_problems(i: int, site: Mapping[str, Any]) -> list[str]:
-    """A pinned image must be built for the machine type's architecture (arm64 on T2A/C4A, amd64 elsewhere)."""
+    """A pinned image must be built for the machine type's architecture (arm64 on T2A, C4A, N4A; amd64 elsewhere:
+    offline, by series; the program checks it again with the architecture machineTypes.list reports)."""
     image, machine = site.get("image"), site.get("instance_type", DEFAULT_GCP_INSTANCE_TYPE)
     if site.get("cloud") != "gcp" or not isinstance(image, str) or not isinstance(machine, str):
         return []
-    arch = "arm64" if machine.split("-", 1)[0] in GCP_ARM_MACHINE_SERIES else "amd64"
-    other = "amd64" if arch == "arm64" else "arm64"
-    return [f"sites[{i}].image: {image} is an {other} image, but {machine} is {arch}"] if other in image else []
+    problem = gcp_image_problem(image, machine)
+    return [f"sites[{i}].image: {problem}"] if problem else []
 
 
 def gcp_workload_problems(i: int, site: Mapping[str, Any]) -> list[str]:

@@ -88,6 +88,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
     kept_amis: ClassVar[dict[str, str]] = {}
     # AMI ids a test names (pinned by id) -> their DescribeImages architecture; others answer x86_64.
     ami_architectures: ClassVar[dict[str, str]] = {}
+    # GCP machine types a test names -> the architecture machineTypes.list reports ("X86_64", "ARM64"); others: ""
+    # (none reported, as for legacy types).
+    machine_architectures: ClassVar[dict[str, str]] = {}
 
     def __init__(self, preview: bool) -> None:
         self.preview = preview
@@ -242,7 +245,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             link = self._self_link("zones", "machineTypes", wanted)
             found = {"name": wanted, "selfLink": link, "guestCpus": 8, "memoryMb": 32768, "isSharedCpus": False}
             found |= {"accelerators": [], "bundledLocalSsds": [], "deprecateds": [], "description": wanted}
-            found |= {"architecture": "", "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": 263168}
+            found |= {"architecture": self.machine_architectures.get(wanted, "")}
+            found |= {"maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": 263168}
             return {"machineTypes": [found] if offered else [], "zone": plain["zone"], "id": "mock"}, []
         if args.token == "gcp:compute/getZones:getZones":
             region = plain["region"]
