@@ -13,6 +13,7 @@ from typing import Any
 
 from wg_mesh.config import addressing, awsnames, credentials, reach, zones
 from wg_mesh.config.fields import parse_address, parse_network
+from wg_mesh.config.machines import gcp_image_problem
 from wg_mesh.config.messages import quote
 from wg_mesh.config.sites import (
     DEFAULT_AWS_UNDERLAY_MTU,
@@ -26,7 +27,6 @@ from wg_mesh.config.sites import (
     WIREGUARD_IPV4_OVERHEAD,
     SiteBase,
     StaticSite,
-    gcp_image_problem,
 )
 
 

@@ -42,14 +42,6 @@ DEFAULT_GCP_INSTANCE_TYPE = "n2-standard-8"
 DEFAULT_AWS_UNDERLAY_MTU = 1500  # the internet path out of an internet gateway
 DEFAULT_GCP_UNDERLAY_MTU = 1460  # GCP VPC default MTU
 DEFAULT_STATIC_UNDERLAY_MTU = 1500
-# Arm machine series, for when machineTypes.list does not say (`validate`, offline; a type the API reports no
-# architecture for): Tau T2A (Ampere Altra), C4A and N4A (Google Axion; N4A is the Arm member of the N4 family, GA
-# 2026-01-26: "n4a-standard-8, 8 vCPU / 32768 MB, ARM64" as a machine-type lookup reports it). The program uses the
-# API's answer where it has one (wg_mesh.gcp.fit).
-GCP_ARM_MACHINE_SERIES = ("t2a", "c4a", "n4a")
-# MachineType.architecture in the Compute API ("X86_64" or "ARM64", empty for legacy machine types: pulumi-gcp
-# 10.2.0, GetMachineTypesMachineTypeResult.architecture) -> Ubuntu's architecture name
-GCP_API_ARCHITECTURES = {"X86_64": "amd64", "ARM64": "arm64"}
 MAX_SITE_NAME_LENGTH = 32  # leaves room for the suffixes cloud resource names get
 MAX_GATEWAYS = 2  # issue 11: an active gateway and a standby (docs/ha.md)
 
@@ -127,8 +119,7 @@ class SiteBase(Strict):
     underlay_mtu: int = Field(  # each cloud sets its own default and bounds
         default=DEFAULT_STATIC_UNDERLAY_MTU, description="The MTU of the path the tunnel runs over."
     )
-    # Names this site had before: its resources are carried over (Pulumi aliases); what a rename replaces all the
-    # same (the gateway, cloud names of the site): docs/how-to/rename.md.
+    # Names this site had: aliases carry its resources over (what a rename replaces: docs/how-to/rename.md).
     previous_names: list[str] = Field(
         default_factory=list,
         description="Names the site had: a rename keeps its address, key and network (Pulumi aliases) and replaces "
@@ -159,21 +150,6 @@ class SiteBase(Strict):
         for name in names:
             cls._dns_label(name)
         return names
-
-
-def gcp_machine_architecture(machine_type: str, reported: str = "") -> str:
-    """`amd64` or `arm64`: what machineTypes.list reported for the type, else its series' (GCP_ARM_MACHINE_SERIES)."""
-    if reported in GCP_API_ARCHITECTURES:
-        return GCP_API_ARCHITECTURES[reported]
-    return "arm64" if machine_type.split("-", 1)[0].lower() in GCP_ARM_MACHINE_SERIES else "amd64"
-
-
-def gcp_image_problem(image: str, machine_type: str, reported: str = "") -> str | None:
-    """A pinned image named for the other architecture than the machine type's (Canonical's names carry `amd64` or
-    `arm64`): it cannot boot there."""
-    arch = gcp_machine_architecture(machine_type, reported)
-    other = "amd64" if arch == "arm64" else "arm64"
-    return f"{image} is an {other} image, but {machine_type} is {arch}" if other in image else None
 
 
 class AwsSite(SiteBase):
@@ -233,8 +209,7 @@ class AwsSite(SiteBase):
         default=1,
         description="`2`: an active gateway and a standby sharing the site's identity (needs `delivery: live`).",
     )
-    # The standby's availability zone (created network); None: another zone of the region offering the type. Never
-    # `zone`: the pair's EC2 endpoint takes one subnet per zone (wg_mesh.config.rules._one_zone_pair).
+    # The standby's availability zone (created network; never `zone`: rules._one_zone_pair); None: another zone.
     standby_zone: str | None = Field(
         default=None,
         description="`gateways: 2`: the standby's zone (created network), not `zone`; unset: another zone offering "
