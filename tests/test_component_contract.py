@@ -229,6 +229,33 @@ def test_protect_true_in_the_config_is_the_same(own_providers: ProgramRun) -> No
     assert got == {typ: {typ in PROTECTED_TYPES} for typ in got}
 
 
+SITES_BUILT_DIRECTLY = (
+    "from wg_mesh.args import to_config\n"
+    "from wg_mesh.aws.gateway import AwsGateway, AwsGatewayArgs\n"
+    "from wg_mesh.gcp.gateway import GcpGateway, GcpGatewayArgs\n"
+    "from wg_mesh.plan.topology import PeerAddress\n"
+    "cfg = to_config(raw)\n"
+    "directory, publish = pulumi.deferred_output()\n"
+    "protect = pulumi.ResourceOptions(protect=True)\n"
+    "aws_site, gcp_site = cfg.site('aws-use1'), cfg.site('gcp-euw3')\n"
+    "sites = {'aws-use1': AwsGateway('aws-use1', AwsGatewayArgs(cfg, aws_site, directory), protect),\n"
+    "         'gcp-euw3': GcpGateway('gcp-euw3', GcpGatewayArgs(cfg, gcp_site, directory), protect)}\n"
+    "peers = {n: pulumi.Output.all(s.public_ip, s.public_key) for n, s in sites.items()}\n"
+    "publish(pulumi.Output.all(**peers).apply(lambda v: {n: PeerAddress(*pair) for n, pair in v.items()}))\n"
+)
+
+
+def test_protect_on_a_site_component_protects_its_address_and_key_only(tmp_path: Path) -> None:
+    """A site component built without a Mesh, protect=True in its opts: its address and key (the WireGuardKey and its
+    RandomBytes) are protected, as on a Mesh; its instance, gate, routes, rules, network are not (they inherited the
+    component's protect, and the key's RandomBytes was registered with protect=False)."""
+    run = run_program(tmp_path, SITES_BUILT_DIRECTLY, raw=stack_raw("dev"))
+    assert run.error is None, run.error
+    got = protected_types(run)
+    assert {"aws:ec2/instance:Instance", "gcp:compute/instance:Instance"} <= set(got)
+    assert got == {typ: {typ in PROTECTED_TYPES} for typ in got}
+
+
 # --- URNs unique by construction -----------------------------------------------------------------------------------
 
 

@@ -40,10 +40,23 @@ def test_two_gateways_on_both_clouds() -> None:
     assert (aws.gateways, aws.standby_zone, gcp.gateways, gcp.standby_zone) == (2, "us-east-1b", 2, None)
 
 
-def test_the_standby_zone_may_equal_the_first_when_written() -> None:
-    """No zone redundancy, but the user's explicit choice (documented)."""
-    cfg = load_mesh(ha({"gateways": 2, "zone": "us-east-1a", "standby_zone": "us-east-1a"}))
-    assert isinstance(cfg.sites[0], AwsSite) and cfg.sites[0].standby_zone == cfg.sites[0].zone
+def test_gcp_standby_zone_may_equal_the_first_when_written() -> None:
+    """No zone redundancy, but the user's explicit choice (documented): nothing of GCP's pair needs two zones."""
+    cfg = load_mesh(ha(gcp={"gateways": 2, "standby_zone": "europe-west3-a"}))
+    assert isinstance(cfg.sites[1], GcpSite) and cfg.sites[1].standby_zone == cfg.sites[1].zone
+
+
+@pytest.mark.parametrize(("zone", "standby"), [("us-east-1a", "us-east-1a"), ("use1-az1", "use1-az1")])
+def test_aws_standby_zone_equal_to_zone_is_refused_in_the_network_wg_mesh_creates(zone: str, standby: str) -> None:
+    """The pair's EC2 interface endpoint takes one subnet per zone: CreateVpcEndpoint would fail
+    (DuplicateSubnetsInSameZone) after the subnets and the first gateway were created. A zone name and a zone ID are
+    not compared (mapped per account)."""
+    assert problems_for(ha({"gateways": 2, "zone": zone, "standby_zone": standby})) == [
+        f"sites[0].standby_zone: '{zone}' is also zone: the EC2 API endpoint wg-mesh creates in the two gateway "
+        "subnets takes one subnet per availability zone (CreateVpcEndpoint refuses two in one zone: "
+        "DuplicateSubnetsInSameZone); choose another zone of the region, or leave standby_zone out"
+    ]
+    assert load_mesh(ha({"gateways": 2, "zone": "us-east-1a", "standby_zone": "use1-az1"}))
 
 
 def test_existing_aws_network_names_the_standby_subnet() -> None:

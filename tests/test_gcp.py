@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import STACK_FILES, ProgramRun, run_program
 from wg_mesh.gcp.facts import boot_disk_type
+from wg_mesh.gcp.gateway import gateway_tag, stack_scope
+from wg_mesh.testing import RecordingMocks
 from wg_mesh.tools.stackfile import read_raw
 
 GCP_INSTANCE = "gcp:compute/instance:Instance"
@@ -193,6 +195,20 @@ def test_two_stacks_sharing_a_network_never_target_each_others_gateways() -> Non
     assert set(run_with(stack="team-a", **shared).named(GCP_INSTANCE, "gcp-euw3-instance").inputs["tags"]) == tags[0]
 
 
+def test_a_renamed_sites_gateway_rules_admit_the_old_gateway_until_it_is_deleted() -> None:
+    """A rename (previous_names) gives the new VM the new name's tag; the old VM, which Pulumi replaces and so never
+    updates, keeps its tag until it is deleted at the end of `up`, while the rules are updated in place early in that
+    `up`: they target both tags, or the old gateway would lose WireGuard and the site's traffic for the new one's
+    boot (they targeted the new tag only)."""
+    run = run_with(name="gcp-paris", previous_names=["gcp-euw3"])
+    scope = stack_scope("wg-mesh", "test")
+    new, old = gateway_tag("gcp-paris", scope), gateway_tag("gcp-euw3", scope)
+    assert run.named(GCP_INSTANCE, "gcp-paris-instance").inputs["tags"] == [new]
+    rules = {r.name: r.inputs["targetTags"] for r in run.of_type(GCP_FIREWALL) if "targetTags" in r.inputs}
+    assert {"gcp-paris-fw-wireguard", "gcp-paris-fw-forward"} <= set(rules)
+    assert all(targets == [new, old] for targets in rules.values()), rules
+
+
 # --- operator access ------------------------------------------------------------------------
 
 
@@ -269,6 +285,10 @@ def test_a_pinned_image_is_used_as_given_and_only_a_new_pin_changes_the_instance
             {"image": "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130", "instance_type": "c4a-standard-8"},
             "is an amd64 image, but c4a-standard-8 is arm64",
         ),
+        (
+            {"image": "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130", "instance_type": "n4a-standard-8"},
+            "is an amd64 image, but n4a-standard-8 is arm64",
+        ),
         ({"image": "ubuntu 24.04"}, "sites[1].image: 'ubuntu 24.04' is not a GCE image reference"),
     ],
 )
@@ -278,3 +298,21 @@ def test_image_mistakes_are_refused(keys: dict[str, Any], message: str) -> None:
     run = run_program(raw, preview=True)
     assert run.error is not None and message in str(run.error), run.error
     assert run.resources == []
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "reported", "family"),
+    [
+        ("z9-standard-4", "ARM64", "arm64"),  # a series no table knows: the API's architecture decides
+        ("n4a-standard-8", "ARM64", "arm64"),
+        ("n4a-standard-8", "", "arm64"),  # none reported: by series, and N4A (Google Axion) is Arm
+        ("n2-standard-8", "X86_64", "amd64"),
+    ],
+)
+def test_the_image_family_follows_the_architecture_machine_types_list_reports(
+    monkeypatch: pytest.MonkeyPatch, machine_type: str, reported: str, family: str
+) -> None:
+    """The gateway's boot image family is the architecture machineTypes.list reports for its machine type (the
+    program looked up the type already, for its zone); N4A was booted with the amd64 family."""
+    monkeypatch.setattr(RecordingMocks, "machine_architectures", {machine_type: reported})
+    assert boot_disk(run_with(instance_type=machine_type))["image"] == f"ubuntu-os-cloud/ubuntu-2404-lts-{family}"

@@ -49,9 +49,11 @@ class Runs:
         self.tmp = tmp
         self.cache: dict[str, Planned] = {}
 
-    def get(self, name: str, raw: Any) -> Planned:
+    def get(self, name: str, raw: Any, before: Planned | None = None) -> Planned:
+        """The plan of `raw` (cached by `name`); `before`: the earlier config's, whose resources aliases find."""
         if name not in self.cache:
-            self.cache[name] = plancmd.plan_file(_write(self.tmp, name, raw), project="wg-mesh", stack="dev")
+            path = _write(self.tmp, name, raw)
+            self.cache[name] = plancmd.plan_file(path, project="wg-mesh", stack="dev", before=before)
         return self.cache[name]
 
     def diff(self, before: Planned, after: Planned) -> dict[str, Any]:
@@ -172,6 +174,84 @@ def test_a_private_path_gateway_is_replaced_delete_before_create(runs: Runs) -> 
     assert any("the site is down while the new one boots" in s for s in data["traffic"]["aws-use1"])
 
 
+# --- a rename (previous_names) ------------------------------------------------------------------------------------
+
+RENAMED_DEV = {"aws-use1": "aws-east", "gcp-euw3": "gcp-paris"}
+# What a rename must not replace (docs/how-to/rename.md): the address and the key (the promise), the networks and the
+# security groups (their descriptions name the site and are force-new: component.description_kept)
+KEPT_ACROSS_A_RENAME = (
+    "aws:ec2/eip:Eip",
+    "gcp:compute/address:Address",
+    "random:index/randomBytes:RandomBytes",
+    "aws:ec2/vpc:Vpc",
+    "aws:ec2/subnet:Subnet",
+    "aws:ec2/securityGroup:SecurityGroup",
+    "gcp:compute/network:Network",
+    "gcp:compute/subnetwork:Subnetwork",
+)
+
+
+def _rename(raw: Any, new_names: dict[str, str]) -> Any:
+    """Every site in `new_names` renamed, its old name in previous_names, references to it (private paths, relay)
+    following."""
+    raw = copy.deepcopy(raw)
+    for site in raw["sites"]:
+        if site["name"] in new_names:
+            site.update(name=new_names[site["name"]], previous_names=[site["name"]])
+    for path in raw.get("private_paths", []):
+        path["sites"] = [new_names.get(name, name) for name in path["sites"]]
+    if raw.get("relay") in new_names:
+        raw["relay"] = new_names[raw["relay"]]
+    return raw
+
+
+def test_renaming_devs_two_sites_follows_the_aliases_and_names_only_the_real_replacements(
+    runs: Runs, dev_raw: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan --before` matches resources as Pulumi's engine does: a resource found by an alias (the site's
+    previous_names, inherited by its children) is the old one, not a deletion and a creation. Both gateways are
+    replaced (their user data names the site) with what follows them; the address, key, network and security group
+    are kept. Before aliases were followed: 29 created and 29 deleted."""
+    path = _write(runs.tmp, "dev-renamed", _rename(dev_raw, RENAMED_DEV))
+    assert main(["plan", "--file", str(path), "--before", str(DEV), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    PRINTED.append(json.dumps(data))
+    assert (data["created"], data["deleted"]) == ([], [])
+    assert _names(data["replaced"]) == {
+        "aws-east-instance", "aws-east-ready", "aws-east-eip-assoc",  # the gateway, its gate, the address moving
+        "gcp-paris-instance", "gcp-paris-ready", "gcp-paris-to-10-10-0-0-16", "gcp-paris-to-10-200-0-0-24",
+    }  # fmt: skip
+    assert _one(data["replaced"], "aws-east-instance")["forced_by"] == {"userDataBase64": "user data"}
+    assert _one(data["replaced"], "gcp-paris-instance")["forced_by"] == {"metadata": "program"}
+    old = {new: old for old, new in RENAMED_DEV.items()}
+    for entry in data["replaced"] + data["updated"]:
+        site = entry["site"]
+        assert entry["was"] == entry["name"].replace(site, old[site], 1), entry
+    for new, previous in old.items():
+        said = data["traffic"][new]
+        assert said[0].startswith(f"renamed from {previous} (previous_names): ")
+        assert said[0].endswith("its public address and key are kept")
+        assert data["traffic"][previous] == [f"renamed to {new}: see {new}"]
+
+
+@pytest.mark.parametrize("stack", ["ha", "prod"])
+def test_a_rename_keeps_the_address_key_network_and_security_group_on_every_kind_of_site(
+    runs: Runs, stack: str
+) -> None:
+    """Every site of the stack renamed (HA pairs on both clouds, live delivery, a static site): nothing is created or
+    deleted, nothing in KEPT_ACROSS_A_RENAME is replaced, and nothing is replaced for its description alone (a
+    force-new description naming the site replaced the GCP address, a created GCP network and the security groups)."""
+    raw = read_raw(REPO / f"Pulumi.{stack}.yaml")
+    before = runs.get(stack, raw)
+    after = runs.get(f"{stack}-renamed", _rename(raw, {s["name"]: f"new-{s['name']}" for s in raw["sites"]}), before)
+    data = runs.diff(before, after)
+    assert (data["created"], data["deleted"]) == ([], [])
+    assert not [e["name"] for e in data["replaced"] if e["type"] in KEPT_ACROSS_A_RENAME]
+    assert not [e["name"] for e in data["replaced"] if set(e["forced_by"]) <= {"description"}]
+    for site in after.cfg.sites:
+        assert "its public address and key are kept" in data["traffic"][site.name][0], data["traffic"][site.name]
+
+
 def test_a_static_site_is_told_to_re_apply_its_wg0_conf_in_user_data_and_its_document_in_live(runs: Runs) -> None:
     raw = read_raw(REPO / "Pulumi.prod.yaml")
     for delivery, said in (("user-data", "re-apply wg0.conf"), ("live", "copy the new static_site_documents")):
@@ -224,7 +304,7 @@ def test_the_json_shape(runs: Runs, dev_raw: Any, capsys: pytest.CaptureFixture[
     changed = json.loads(capsys.readouterr().out)
     assert set(changed) == {"created", "deleted", "replaced", "updated", "unchanged", "traffic"}
     assert set(changed["replaced"][0]) == {
-        "type", "short_type", "name", "site", "inputs", "unknown", "forced_by", "order", "secret_inputs"
+        "type", "short_type", "name", "site", "inputs", "unknown", "forced_by", "order", "secret_inputs", "was"
     }  # fmt: skip
 
 

@@ -36,6 +36,14 @@ class Runs:
             self.cache[name] = plancmd.plan_file(path, project="wg-mesh", stack="dev")
         return self.cache[name]
 
+    def after(self, name: str, raw: Any, before: Planned) -> Planned:
+        """A run of `raw` whose aliases find `before`'s resources (plancmd.plan_file's `before`)."""
+        if name not in self.cache:
+            path = self.tmp / f"Pulumi.{name}.yaml"
+            path.write_text(yaml.safe_dump({"config": {"wg-mesh:mesh": raw}}))
+            self.cache[name] = plancmd.plan_file(path, project="wg-mesh", stack="dev", before=before)
+        return self.cache[name]
+
     def steps(self, before: Planned, after: Planned) -> list[tuple[str, str]]:
         found = preview.diff(before.resources, after.resources)
         return [(s.op, s.resource.name) for s in engine.steps(before.resources, after.resources, found)]
@@ -107,3 +115,17 @@ def test_every_resource_of_every_stack_has_a_role(runs: Runs, path: Path) -> Non
             assert roles[r.name].role == "route" and roles[r.name].cidr, r.name
     letters = {roles[r.name].letter for r in planned.resources if r.listed and "-b-" in r.name}
     assert letters <= {"b"}
+
+
+def test_a_renamed_site_is_its_old_resources_replaced_only_where_the_engine_replaces_them(runs: Runs) -> None:
+    """Aliases (previous_names) make the new names the old resources: no create, no delete, only the replacements a
+    rename really makes (its gateway, gate, address association, GCP routes), deleted at the end as any."""
+    from wg_mesh.lab.rehearse.catalogue import renamed
+
+    path = REPO / "Pulumi.dev.yaml"
+    dev = runs.get("dev", read_raw(path))
+    steps = runs.steps(dev, runs.after("dev-renamed", renamed(read_raw(path), "aws-use1", "aws-use1-new"), dev))
+    ops = {op for op, _ in steps}
+    assert "create" not in ops and "delete" not in ops
+    assert ("create-replacement", "aws-use1-new-instance") in steps
+    assert ("delete-replaced", "aws-use1-instance") in steps  # the old resource, by its old name

@@ -23,6 +23,7 @@ from tests.test_program_ha import (
     single,
     sites,
 )
+from wg_mesh.aws import facts
 from wg_mesh.plan import ha
 
 
@@ -203,8 +204,22 @@ def test_aws_standby_zone_written_or_chosen_apart_from_a() -> None:
     done = run(raw)
     subnet_b = done.named(SUBNET, f"{site['name']}-b-subnet")
     assert subnet_b.inputs["availabilityZoneId"] == "use1-az4" and "availabilityZone" not in subnet_b.inputs
-    with pytest.raises(ValueError, match="set standby_zone"):
+    with pytest.raises(ValueError, match=r"choose another instance type .* existing network's two subnets"):
         ha.other_zone("c6i.2xlarge", "us-east-1", "us-east-1b", ["us-east-1b"])
+
+
+def test_aws_gateway_a_is_placed_apart_from_a_written_standby_zone() -> None:
+    """`zone` left out, `standby_zone` written: gateway a's zone is chosen among the others (the first offering one
+    by name, us-east-1b, was chosen: both subnets in one zone, and the pair's EC2 endpoint refused at create with
+    DuplicateSubnetsInSameZone). Offered only there: one line before anything."""
+    raw = ha_raw()
+    (site,) = [s for s in raw["sites"] if s["cloud"] == "aws"]
+    site.update(standby_zone="us-east-1b")
+    done = run(raw)
+    subnet_a, subnet_b = (done.named(SUBNET, f"{site['name']}{s}-subnet") for s in ("", "-b"))
+    assert (subnet_a.inputs["availabilityZone"], subnet_b.inputs["availabilityZone"]) == ("us-east-1c", "us-east-1b")
+    with pytest.raises(ValueError, match="offered in us-east-1 only in us-east-1b, the standby_zone"):
+        facts.choose_zone("c6i.2xlarge", "us-east-1", ["us-east-1b"], avoid="us-east-1b")
 
 
 def test_aws_ec2_endpoint_keeps_the_demoted_gateways_api_path(applied: ProgramRun) -> None:

@@ -67,7 +67,8 @@ def test_only_the_type_differs_between_two_types() -> None:
 
 def failing_run(raw: dict[str, Any], mocks: dict[str, Any]) -> str:
     """The program's failure, in a child process (a program that fails inside an apply leaves Pulumi's runtime
-    unusable for later runs); `mocks`: RecordingMocks class settings (type_gaps, kept_amis, ami_architectures)."""
+    unusable for later runs); `mocks`: RecordingMocks class settings (type_gaps, kept_amis, ami_architectures,
+    machine_architectures)."""
     code = (
         "import json, sys\n"
         "from tests.conftest import RecordingMocks, run_program\n"
@@ -75,6 +76,7 @@ def failing_run(raw: dict[str, Any], mocks: dict[str, Any]) -> str:
         "RecordingMocks.type_gaps = {k: frozenset(v) for k, v in settings.get('type_gaps', {}).items()}\n"
         "RecordingMocks.kept_amis = settings.get('kept_amis', {})\n"
         "RecordingMocks.ami_architectures = settings.get('ami_architectures', {})\n"
+        "RecordingMocks.machine_architectures = settings.get('machine_architectures', {})\n"
         "try:\n"
         "    run = run_program(json.loads(sys.argv[1]), preview=False)\n"
         "    print('PASSED:', run.error)\n"
@@ -166,6 +168,17 @@ def test_ami_architecture_check_both_ways(instance_type: str, architecture: str,
             awsfacts.check_ami_architecture(instance_type, "ami-1", architecture, pinned=False)
 
 
+def test_a_gcp_image_pinned_for_the_other_architecture_than_the_api_reports_fails_the_preview() -> None:
+    """validate decides by series; a type whose series it does not know as Arm is checked against machineTypes.list's
+    architecture before the instance is declared."""
+    raw = dev_raw()
+    site_raw(raw, "gcp").update(
+        instance_type="z9-standard-4", image="ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20250130"
+    )
+    out = failing_run(raw, {"machine_architectures": {"z9-standard-4": "ARM64"}})
+    assert "FAILED:" in out and "is an amd64 image, but z9-standard-4 is arm64 (machineTypes.list)" in out, out
+
+
 def test_gcp_offering_check_both_ways() -> None:
     assert gcpfacts.check_offered("t2a-standard-4", "us-central1-a", ["t2a-standard-4"]) == "t2a-standard-4"
     with pytest.raises(ValueError, match="t2a-standard-4 is not offered in europe-west3-c"):
@@ -179,6 +192,7 @@ def test_gcp_offering_check_both_ways() -> None:
         ("n2-standard-8", "ubuntu-os-cloud/ubuntu-2404-lts-amd64"),
         ("t2a-standard-4", "ubuntu-os-cloud/ubuntu-2404-lts-arm64"),
         ("c4a-highcpu-4", "ubuntu-os-cloud/ubuntu-2404-lts-arm64"),
+        ("n4a-standard-8", "ubuntu-os-cloud/ubuntu-2404-lts-arm64"),  # Google Axion, like C4A
     ],
 )
 def test_a_gcp_move_across_architectures_changes_the_family_too(machine_type: str, family: str) -> None:

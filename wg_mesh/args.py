@@ -58,7 +58,8 @@ class SiteArgs(TypedDict):
     underlay_mtu: NotRequired[int]
     """The MTU of the path the tunnel runs over. Default: aws 1500, gcp 1460 (the network it creates), static 1500."""
     previous_names: NotRequired[list[str]]
-    """Names the site had before: a rename keeps its address, key and resources (Pulumi aliases)."""
+    """Names the site had before: a rename keeps its address, key and network (Pulumi aliases) and replaces its gateway
+    (docs/how-to/rename.md)."""
     private_ip: NotRequired[str]
     """The gateway's address on a private path (`private_paths`). Required for a static site on one; a cloud
     gateway's default is the 10th address of the gateway subnet wg-mesh creates."""
@@ -66,8 +67,8 @@ class SiteArgs(TypedDict):
     """aws, gcp: 1 (default) or 2, an active gateway and a standby sharing the site's identity (needs
     `delivery: 'live'`). A static site is one host."""
     standby_zone: NotRequired[str]
-    """aws, gcp with `gateways: 2`: the standby's zone in `region`. Default: AWS another zone offering
-    `instance_type`, GCP the next zone letter after `zone`."""
+    """aws, gcp with `gateways: 2`: the standby's zone in `region` (AWS: not `zone`). Default: AWS another zone
+    offering `instance_type`, GCP the next zone letter after `zone`."""
     region: NotRequired[str]
     """aws, gcp (required): the site's region, e.g. 'us-east-1', 'europe-west3'."""
     zone: NotRequired[str]

@@ -49,6 +49,20 @@ class SiteComponent(pulumi.ComponentResource):
     signing_key: SigningKey | None  # delivery: live: the mesh's, which signs the document and agent.json pins
     key_at: pulumi.Output[int] | None  # delivery: live: from when its current key is valid (wg_mesh.announce)
 
+    def __init__(self, t: str, name: str, props: Any = None, opts: pulumi.ResourceOptions | None = None) -> None:
+        """`protect` on a site component, given or inherited from its parent, means what it means on a Mesh and what
+        `protect: true` means: the site's address and key are protected (`kept`), nothing else. The component itself is
+        registered unprotected, so that its instances, gates, routes and rules do not inherit it (a protected resource
+        cannot be replaced: every agent upgrade or type change would stop `pulumi up` part-way)."""
+        opts = opts or pulumi.ResourceOptions()
+        inherited = opts.parent._protect if opts.parent is not None else None
+        self._keeps = bool(opts.protect if opts.protect is not None else inherited)
+        super().__init__(t, name, props, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=False)))
+
+    def kept(self, mesh: MeshConfig) -> pulumi.ResourceOptions:
+        """The options of the site's address and key: protected when the component was asked to, else `kept`."""
+        return pulumi.ResourceOptions(protect=True) if self._keeps else kept(mesh)
+
     def _create_identity(
         self,
         name: str,
@@ -59,9 +73,8 @@ class SiteComponent(pulumi.ComponentResource):
     ) -> None:
         """The site's key pair and its rendered wg0.conf and cloud-init: the same on every cloud. delivery: live needs
         the mesh's `signing_key` (wg_mesh.mesh.Mesh makes one)."""
-        self.key = WireGuardKey(
-            f"{name}-key", site.key_epoch, pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), kept(mesh))
-        )
+        key_opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), self.kept(mesh))
+        self.key = WireGuardKey(f"{name}-key", site.key_epoch, key_opts)
         self.public_key = self.key.public_key
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
@@ -110,15 +123,26 @@ def _render_live_user_data(
 
 def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
     """Options for what other environments remember (public addresses, keys): protected when `protect: true` or
-    `protect=True` in the Mesh's opts (wg_mesh.mesh gives both the same meaning), else as the parent is.
+    `protect=True` in the Mesh's opts (wg_mesh.mesh gives both the same meaning), else as the parent is (a site
+    component asked to protect: SiteComponent.kept).
 
     Protected resources cannot be deleted, by `pulumi destroy`, a replacement, or a site that disappeared from the
     config, until `pulumi state unprotect` (Pulumi docs, "Resource option: protect"). Not retain_on_delete: a
     deliberate removal must release the address, not leave it allocated and billed outside any state. Unset (not
-    False) otherwise, so a site component built outside Mesh with protect=True still protects them (Pulumi's
-    inheritance: "The default is to inherit this value from the parent resource").
+    False) otherwise: Pulumi's inheritance ("The default is to inherit this value from the parent resource").
     """
     return pulumi.ResourceOptions(protect=True if mesh.protect else None)
+
+
+def description_kept() -> pulumi.ResourceOptions:
+    """For a resource whose `description` names the site and is force-new (wg_mesh.plan.forcenew: an AWS security
+    group, a GCP address or network): the description is written at creation and never changed, so that a rename
+    (`previous_names`) or a new wording in a release does not replace the address, the network or the security group.
+    Pulumi's engine sets an ignored input back to its value in the state before it diffs (pulumi/pulumi@1b59498,
+    pkg/resource/deploy/step_generator.go, `processIgnoreChanges`): after a rename the description names the site's
+    earlier name. A replacement made for another reason is checked again from the program's inputs (the same file:
+    "we need to recompute the default values"), so it gets the current one."""
+    return pulumi.ResourceOptions(ignore_changes=["description"])
 
 
 def fixed_private_ip(mesh: MeshConfig, site: AwsSite | GcpSite) -> str | None:

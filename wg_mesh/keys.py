@@ -31,8 +31,9 @@ class WireGuardKey(pulumi.ComponentResource):
             f"{name}-random",
             length=wgkey.KEY_LENGTH,
             keepers={"key_epoch": str(epoch)},
-            # Protected when the key component is (`protect: true`): losing the key is a deliberate act.
-            opts=pulumi.ResourceOptions(parent=self, protect=bool(opts and opts.protect)),
+            # Protected when the key component is (given or inherited from its parent: `protect: true`, a protected
+            # Mesh or site component, wg_mesh.component.kept): losing the key is a deliberate act.
+            opts=pulumi.ResourceOptions(parent=self, protect=bool(self._protect)),
         )
         # Wrapped explicitly: the provider marks `base64` secret, but mocks (and any provider bug) would not.
         self.private_key = pulumi.Output.secret(random.base64.apply(wgkey.private_key_from_random))

@@ -35,14 +35,21 @@ def ami_architecture(instance_type: str) -> str:
     return "arm64" if _GRAVITON_FAMILY.fullmatch(family) else "amd64"
 
 
-def choose_zone(instance_type: str, region: str, offered_in: Sequence[str]) -> str:
-    """The first zone, by name, that offers the instance type: stable from run to run."""
-    if not offered_in:
+def choose_zone(instance_type: str, region: str, offered_in: Sequence[str], avoid: str | None = None) -> str:
+    """The first zone, by name, that offers the instance type: stable from run to run. `avoid`: a written standby_zone
+    (gateways: 2), which the pair's EC2 endpoint needs apart from gateway a's (wg_mesh.config.rules._one_zone_pair)."""
+    zones = sorted(zone for zone in offered_in if zone != avoid)
+    if not zones and offered_in:
+        raise ValueError(
+            f"instance type {instance_type} is offered in {region} only in {avoid}, the standby_zone: gateway a needs "
+            "another zone (the pair's EC2 endpoint takes one subnet per zone); choose another instance type"
+        )
+    if not zones:
         raise ValueError(
             f"instance type {instance_type} is not offered in any availability zone of {region} "
             "(aws ec2 describe-instance-type-offerings --location-type availability-zone): choose another one"
         )
-    return sorted(offered_in)[0]
+    return zones[0]
 
 
 # DescribeImages' `Architecture` for Ubuntu's architecture names (EC2 API reference, Image: "i386 | x86_64 | arm64 |

@@ -49,7 +49,8 @@ def security_group(
             aws.ec2.SecurityGroupEgressArgs(protocol=ALL_PROTOCOLS, from_port=0, to_port=0, cidr_blocks=[ANYWHERE])
         ],
         tags={"Name": f"wg-mesh-{site.name}"},
-        opts=opts,
+        # kept across a rename: a new security group would be a new one for the instance (component.description_kept)
+        opts=pulumi.ResourceOptions.merge(opts, component.description_kept()),
     )
 
 

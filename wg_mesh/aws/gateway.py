@@ -123,7 +123,7 @@ class AwsGateway(component.SiteComponent):
             f"{b.name}-eip",
             domain="vpc",
             tags={"Name": f"wg-mesh-{b.site.name}"},
-            opts=pulumi.ResourceOptions.merge(b.child, component.kept(b.mesh)),
+            opts=pulumi.ResourceOptions.merge(b.child, self.kept(b.mesh)),
         )
         self.public_ip = self.eip.public_ip
 

@@ -27,6 +27,7 @@ import pulumi
 import pulumi_aws as aws
 
 from wg_mesh.aws import iam
+from wg_mesh.component import description_kept
 from wg_mesh.config import AwsSite
 from wg_mesh.plan import ha, topology
 
@@ -83,7 +84,7 @@ def ec2_endpoint(
         vpc_id=vpc_id,
         ingress=[aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=443, to_port=443, cidr_blocks=sources)],
         tags={"Name": f"wg-mesh-{site.name}-ec2-endpoint"},
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, description_kept()),  # kept across a rename
     )
     return aws.ec2.VpcEndpoint(
         f"{name}-ec2",

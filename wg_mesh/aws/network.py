@@ -42,7 +42,8 @@ class Network:
 
 
 def _zone(owner: _Owner, site: AwsSite) -> dict[str, pulumi.Input[str] | None]:
-    """The gateway subnet's zone: the configured zone name or zone id, else one that offers the instance type."""
+    """The gateway subnet's zone: the configured zone name or zone id, else one that offers the instance type (not a
+    standby_zone written as a zone name: the HA pair's EC2 endpoint needs the two apart)."""
     if site.zone is not None:
         return {"availability_zone": site.zone_name, "availability_zone_id": site.zone_id}
     offerings = aws.ec2.get_instance_type_offerings_output(
@@ -51,7 +52,9 @@ def _zone(owner: _Owner, site: AwsSite) -> dict[str, pulumi.Input[str] | None]:
         region=site.region,
         opts=pulumi.InvokeOutputOptions(parent=owner.parent, provider=owner.provider),
     )
-    choose = functools.partial(facts.choose_zone, site.instance_type, site.region)
+    standby = site.standby_zone if site.gateways > 1 and site.standby_zone is not None else None
+    avoid = standby if standby is not None and zones.aws_zone_kind(standby, site.region) == "name" else None
+    choose = functools.partial(facts.choose_zone, site.instance_type, site.region, avoid=avoid)
     return {"availability_zone": offerings.locations.apply(choose)}
 
 

@@ -57,9 +57,10 @@ PLAN = """\
 Runs the program on the stack's config under Pulumi's mocks (no cloud account, no Pulumi CLI) and lists, per site,
 every resource `pulumi up` creates and which input changes replace it: the program's replace_on_changes, AWS's
 user_data_replace_on_change and the provider's force-new inputs (wg_mesh/plan/forcenew.py). With --before, the
-earlier config runs too and the two are compared: created, deleted, replaced (which inputs; create-before-delete
-or delete-before-create), updated in place, and per site what traffic sees. Secret inputs are compared by digest
-and never printed.
+earlier config runs too and the two are compared as Pulumi's engine compares a program with its state, following
+aliases (a renamed site's previous_names): created, deleted, replaced (which inputs; create-before-delete or
+delete-before-create), updated in place, and per site what traffic sees. Secret inputs are compared by digest and
+never printed.
 
 examples:
   $ wg-mesh plan --stack dev

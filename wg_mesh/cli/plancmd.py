@@ -64,10 +64,11 @@ def resource(recorded: Recorded, run: ProgramRun) -> preview.Resource:
     """One recorded registration as the report's Resource: secret inputs as digests, unknown inputs named."""
     options = run.options(recorded.type, recorded.name)
     inputs = {k: _hidden(v) if k in recorded.secret_inputs else v for k, v in recorded.inputs.items()}
+    urn = run.monitor.urn_of.get((recorded.type, recorded.name), "")
     return preview.Resource(
         type=recorded.type,
         name=recorded.name,
-        urn=run.monitor.urn_of.get((recorded.type, recorded.name), ""),
+        urn=urn,
         inputs=inputs,
         secret=recorded.secret_inputs,
         unknown=frozenset(k for k, v in recorded.inputs.items() if _unknown(v)),
@@ -77,6 +78,7 @@ def resource(recorded: Recorded, run: ProgramRun) -> preview.Resource:
         ignore_changes=options.ignore_changes,
         depends_on=dict(options.property_dependencies),
         dependencies=options.dependencies,
+        was=run.monitor.aliased.get(urn, ""),
     )
 
 
@@ -90,13 +92,16 @@ def _static_outputs(cfg: MeshConfig, run: ProgramRun) -> dict[str, dict[str, str
     }
 
 
-def plan_file(path: Path, *, project: str, stack: str, label: str = "") -> Planned:
-    """Validate the stack file (ConfigError, its problems prefixed by `label`), then run the program on it."""
+def plan_file(path: Path, *, project: str, stack: str, label: str = "", before: Planned | None = None) -> Planned:
+    """Validate the stack file (ConfigError, its problems prefixed by `label`), then run the program on it; `before`:
+    the run of the stack's earlier config, whose resources are the state aliases find (and keep their ids and
+    outputs, as deployed resources do)."""
     try:
         cfg, raw = load(path), read_raw(path)
     except ConfigError as exc:
         raise ConfigError([f"{label}{p}" for p in exc.problems]) from None
-    run = new_run(preview=False)
+    olds = {r.urn: r.name for r in before.resources} if before is not None else None
+    run = new_run(preview=False, olds=olds)
     execute(run, program.main, {f"{program.CONFIG_NAMESPACE}:{program.CONFIG_KEY}": json.dumps(raw)},
             project=project, stack=stack)  # fmt: skip
     # Pulumi's runtime gives each of the run's executor threads an event loop of its own and never closes them
@@ -125,12 +130,11 @@ def run(args: argparse.Namespace, path: Path) -> int:
     label = f"stack {args.stack} ({path.name})" if args.stack else str(path)
     if args.before is not None and not args.before.is_file():
         raise ConfigError([f"--before {args.before}: no such stack file"])
-    after = plan_file(path, project=project, stack=stack)
-    names = {s.name for s in after.cfg.sites}
     before = None
     if args.before is not None:
         before = plan_file(args.before, project=project, stack=stack, label=f"{args.before} (--before): ")
-        names |= {s.name for s in before.cfg.sites}
+    after = plan_file(path, project=project, stack=stack, before=before)
+    names = {s.name for s in after.cfg.sites} | ({s.name for s in before.cfg.sites} if before else set())
     if args.site is not None and args.site not in names:
         raise ConfigError([f"--site {args.site}: no such site in {label}; its sites: {', '.join(sorted(names))}"])
     data: Mapping[str, Any]

@@ -17,6 +17,7 @@ takes its decisions from a `MeshConfig`. The modules, top down:
     messages     problem lines: one problem, one line, bounded
 """
 
+from wg_mesh.config.machines import GCP_ARM_MACHINE_SERIES, gcp_image_problem, gcp_machine_architecture
 from wg_mesh.config.model import (
     MAX_ROTATION_LEAD_S,
     MIN_ROTATION_LEAD_S,
@@ -26,7 +27,6 @@ from wg_mesh.config.model import (
 )
 from wg_mesh.config.rules import cross_site_problems
 from wg_mesh.config.sites import (
-    GCP_ARM_MACHINE_SERIES,
     WIREGUARD_IPV4_OVERHEAD,
     AwsSite,
     CloudSite,
@@ -51,6 +51,8 @@ __all__ = [
     "Site",
     "StaticSite",
     "cross_site_problems",
+    "gcp_image_problem",
+    "gcp_machine_architecture",
     "parse_mesh",
     "summary",
 ]

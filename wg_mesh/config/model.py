@@ -22,6 +22,7 @@ from pydantic import (
 from wg_mesh.config import alerting, dnsname, quotas, reach, underlay
 from wg_mesh.config import relay as relaying
 from wg_mesh.config.fields import MonitoringCidr, Port, UsableCidr, parse_network
+from wg_mesh.config.machines import GCP_ARM_MACHINE_SERIES
 from wg_mesh.config.messages import EXPECTED, describe, quote
 from wg_mesh.config.names import name_problems
 from wg_mesh.config.rules import (
@@ -35,7 +36,6 @@ from wg_mesh.config.rules import (
     site_rule_problems,
 )
 from wg_mesh.config.sites import (
-    GCP_ARM_MACHINE_SERIES,
     INTERNET_MTU,
     MAX_INTERNET_TUNNEL_MTU,
     MIN_TUNNEL_MTU,

@@ -13,13 +13,13 @@ from typing import Any
 
 from wg_mesh.config import addressing, awsnames, credentials, reach, zones
 from wg_mesh.config.fields import parse_address, parse_network
+from wg_mesh.config.machines import gcp_image_problem
 from wg_mesh.config.messages import quote
 from wg_mesh.config.sites import (
     DEFAULT_AWS_UNDERLAY_MTU,
     DEFAULT_GCP_INSTANCE_TYPE,
     DEFAULT_GCP_UNDERLAY_MTU,
     DEFAULT_STATIC_UNDERLAY_MTU,
-    GCP_ARM_MACHINE_SERIES,
     INTERNET_MTU,
     MAX_GATEWAYS,
     MAX_TUNNEL_MTU,
@@ -134,6 +134,7 @@ def ha_site_problems(i: int, site: Mapping[str, Any]) -> list[str]:
             "subnet in the network it creates (standby_zone chooses its zone)"
         )
     else:
+        problems += _one_zone_pair(where, site)
         cidrs = site.get("cidrs")
         first = lenient(parse_network, cidrs[0]) if isinstance(cidrs, list) and cidrs else None
         if first is not None and addressing.standby_gateway_subnet(first) is None:
@@ -142,6 +143,25 @@ def ha_site_problems(i: int, site: Mapping[str, Any]) -> list[str]:
                 f"a /{first.prefixlen}: make cidrs[0] a /{addressing.GATEWAY_SUBNET_PREFIX - 1} or larger"
             )
     return problems
+
+
+def _one_zone_pair(where: str, site: Mapping[str, Any]) -> list[str]:
+    """AWS, gateways: 2 in the network wg-mesh creates: both gateway subnets in one zone cannot work. The pair's EC2
+    API endpoint (wg_mesh.aws.ha.ec2_endpoint) is an interface endpoint in both, and an interface endpoint takes one
+    subnet per availability zone ("You can specify more than one subnet in different Availability Zones": Amazon VPC
+    User Guide, Interface VPC endpoints; CreateVpcEndpoint answers two in one zone with DuplicateSubnetsInSameZone,
+    "Found another VPC endpoint subnet in the availability zone of subnet-..."). Decided here when both are written
+    in the same form; a zone name and a zone ID are mapped per account, so not compared (`zone` left out: wg-mesh
+    chooses gateway a's zone apart from a written standby_zone, wg_mesh.aws.network). In an existing network no endpoint
+    is created and two subnets of one zone work, without zone redundancy; GCP's pair has no such endpoint either."""
+    zone = site.get("zone")
+    if zone is None or zone != site.get("standby_zone"):
+        return []
+    return [
+        f"{where}.standby_zone: {quote(zone)} is also zone: the EC2 API endpoint wg-mesh creates in the two gateway "
+        "subnets takes one subnet per availability zone (CreateVpcEndpoint refuses two in one zone: "
+        "DuplicateSubnetsInSameZone); choose another zone of the region, or leave standby_zone out"
+    ]
 
 
 def ha_delivery_problems(sites: Sequence[Mapping[str, Any]], delivery: Any) -> list[str]:
@@ -182,13 +202,13 @@ def kms_delivery_problems(sites: Sequence[Mapping[str, Any]], delivery: Any) -> 
 
 
 def gcp_image_problems(i: int, site: Mapping[str, Any]) -> list[str]:
-    """A pinned image must be built for the machine type's architecture (arm64 on T2A/C4A, amd64 elsewhere)."""
+    """A pinned image must be built for the machine type's architecture (arm64 on T2A, C4A, N4A; amd64 elsewhere:
+    offline, by series; the program checks it again with the architecture machineTypes.list reports)."""
     image, machine = site.get("image"), site.get("instance_type", DEFAULT_GCP_INSTANCE_TYPE)
     if site.get("cloud") != "gcp" or not isinstance(image, str) or not isinstance(machine, str):
         return []
-    arch = "arm64" if machine.split("-", 1)[0] in GCP_ARM_MACHINE_SERIES else "amd64"
-    other = "amd64" if arch == "arm64" else "arm64"
-    return [f"sites[{i}].image: {image} is an {other} image, but {machine} is {arch}"] if other in image else []
+    problem = gcp_image_problem(image, machine)
+    return [f"sites[{i}].image: {problem}"] if problem else []
 
 
 def gcp_workload_problems(i: int, site: Mapping[str, Any]) -> list[str]:

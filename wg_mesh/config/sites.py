@@ -42,7 +42,6 @@ DEFAULT_GCP_INSTANCE_TYPE = "n2-standard-8"
 DEFAULT_AWS_UNDERLAY_MTU = 1500  # the internet path out of an internet gateway
 DEFAULT_GCP_UNDERLAY_MTU = 1460  # GCP VPC default MTU
 DEFAULT_STATIC_UNDERLAY_MTU = 1500
-GCP_ARM_MACHINE_SERIES = ("t2a", "c4a")  # Ampere Altra, Google Axion
 MAX_SITE_NAME_LENGTH = 32  # leaves room for the suffixes cloud resource names get
 MAX_GATEWAYS = 2  # issue 11: an active gateway and a standby (docs/ha.md)
 
@@ -120,10 +119,11 @@ class SiteBase(Strict):
     underlay_mtu: int = Field(  # each cloud sets its own default and bounds
         default=DEFAULT_STATIC_UNDERLAY_MTU, description="The MTU of the path the tunnel runs over."
     )
-    # Names this site had before: its address, key and other resources are carried over (Pulumi aliases).
+    # Names this site had: aliases carry its resources over (what a rename replaces: docs/how-to/rename.md).
     previous_names: list[str] = Field(
         default_factory=list,
-        description="Names the site had: a rename keeps its address, key and resources (Pulumi aliases).",
+        description="Names the site had: a rename keeps its address, key and network (Pulumi aliases) and replaces "
+        "its gateway (docs/how-to/rename.md).",
     )
     # The gateway's address on a private path (private_paths, docs/underlay.md): a static site's must be given; a
     # cloud gateway's is fixed to it (default: the 10th address of the gateway subnet wg-mesh creates).
@@ -209,10 +209,11 @@ class AwsSite(SiteBase):
         default=1,
         description="`2`: an active gateway and a standby sharing the site's identity (needs `delivery: live`).",
     )
-    # The standby's availability zone (created network); None: another zone of the region offering the type.
+    # The standby's availability zone (created network; never `zone`: rules._one_zone_pair); None: another zone.
     standby_zone: str | None = Field(
         default=None,
-        description="`gateways: 2`: the standby's zone (created network); unset: another zone offering the type.",
+        description="`gateways: 2`: the standby's zone (created network), not `zone`; unset: another zone offering "
+        "the type.",
     )
     # The standby's subnet (existing network, with subnet_id): required there with gateways: 2.
     standby_subnet_id: (

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wg_mesh.config import GCP_ARM_MACHINE_SERIES, GcpSite
+from wg_mesh.config import GcpSite, gcp_image_problem, gcp_machine_architecture
 
 # Canonical's Ubuntu 24.04 LTS image families in the ubuntu-os-cloud project, one per architecture: an arm64 machine
-# (T2A, C4A) boots only an arm64 image (`gcloud compute images list --project ubuntu-os-cloud`: e.g.
+# (T2A, C4A, N4A) boots only an arm64 image (`gcloud compute images list --project ubuntu-os-cloud`: e.g.
 # ubuntu-2404-noble-arm64-v20260422 in family ubuntu-2404-lts-arm64, ubuntu-2404-noble-amd64-... in
 # ubuntu-2404-lts-amd64). The family follows the machine type, so a move across architectures changes the boot image
 # too, and the boot image forces a new instance: one replacement.
 UBUNTU_IMAGE = "ubuntu-os-cloud/ubuntu-2404-lts-{arch}"
-ARM_MACHINE_FAMILIES = GCP_ARM_MACHINE_SERIES
 # Machine series whose boot disk can be a Persistent Disk (pd-balanced: SSD-backed, cheaper than Hyperdisk, and
 # faster to boot than the API's pd-standard default on first/second-generation series). Every other series --
 # the third-generation A3, H3, Z3, all fourth-generation ones (C4, C4A, C4D, N4, N4A, N4D, M4, X4, ...) and newer
@@ -30,16 +29,13 @@ PD_BOOT_DISK = "pd-balanced"
 HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
 
 
-def machine_architecture(machine_type: str) -> str:
-    return "arm64" if machine_series(machine_type) in ARM_MACHINE_FAMILIES else "amd64"
+def image_family(machine_type: str, reported: str = "") -> str:
+    """The Ubuntu 24.04 LTS image family matching the machine type's CPU architecture: the one machineTypes.list
+    reported (`reported`, wg_mesh.gcp.fit), else its series' (wg_mesh.config.gcp_machine_architecture)."""
+    return UBUNTU_IMAGE.format(arch=gcp_machine_architecture(machine_type, reported))
 
 
-def image_family(machine_type: str) -> str:
-    """The Ubuntu 24.04 LTS image family matching the machine type's CPU architecture."""
-    return UBUNTU_IMAGE.format(arch=machine_architecture(machine_type))
-
-
-def boot_image(site: GcpSite) -> str:
+def boot_image(site: GcpSite, reported: str = "") -> str:
     """The pinned `image`, or the family. A family does not drift into replacements: the provider compares it with
     the instance's resolved image by name pattern (terraform-provider-google DiskImageDiffSuppress, its cases in
     google/services/compute/resource_compute_disk_test.go: family
@@ -49,8 +45,13 @@ def boot_image(site: GcpSite) -> str:
     instance). Unlike AWS's kept AMI this is no `ignore_changes` (which Pulumi would apply to a replacement too,
     pulumi/pulumi#2657): a move across architectures (T2A/C4A) declares the other family, and the replacement is
     created from the program's inputs, so GCP needs no architecture in the instance's name (wg_mesh.awsfacts.
-    instance_suffix is AWS's)."""
-    return site.image if site.image is not None else image_family(site.instance_type)
+    instance_suffix is AWS's). `reported`: the machine type's architecture as machineTypes.list gave it; a pinned image
+    of the other architecture is refused (ValueError), as `validate` refuses it by series."""
+    if site.image is None:
+        return image_family(site.instance_type, reported)
+    if problem := gcp_image_problem(site.image, site.instance_type, reported):
+        raise ValueError(f"{problem} (machineTypes.list): pin an image of its architecture; nothing was changed")
+    return site.image
 
 
 def machine_series(machine_type: str) -> str:

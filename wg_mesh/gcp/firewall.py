@@ -70,14 +70,15 @@ class Rules:
         )
 
 
-def gateway_rules(rules: Rules, mesh: MeshConfig, site: GcpSite, directory: Directory, tag: str) -> None:
-    """What the gateways (network tag `tag`) admit: WireGuard, path probes, traffic to forward, and the operator's."""
+def gateway_rules(rules: Rules, mesh: MeshConfig, site: GcpSite, directory: Directory, targets: list[str]) -> None:
+    """What the gateways (network tags `targets`: wg_mesh.gcp.gateway.rule_targets) admit: WireGuard, path probes,
+    traffic to forward, and the operator's."""
     rules.add(
         "wireguard",
         "WireGuard from the mesh peers",
         [gcp.compute.FirewallAllowArgs(protocol="udp", ports=[str(mesh.listen_port)])],
         source_ranges=component.peer_source_ranges(mesh, site.name, directory),
-        target_tags=[tag],
+        target_tags=targets,
     )
     if probes := topology.path_probe_sources(mesh, site.name):
         rules.add(
@@ -85,14 +86,14 @@ def gateway_rules(rules: Rules, mesh: MeshConfig, site: GcpSite, directory: Dire
             "ICMP from the private-path peers (their agents' path probe, wg_mesh.gateway.fallback)",
             [gcp.compute.FirewallAllowArgs(protocol="icmp")],
             source_ranges=probes,
-            target_tags=[tag],
+            target_tags=targets,
         )
     rules.add(
         "forward",
         "traffic from the site's networks to the gateway, to forward",
         [gcp.compute.FirewallAllowArgs(protocol="all")],
         source_ranges=[str(cidr) for cidr in site.cidrs],
-        target_tags=[tag],
+        target_tags=targets,
     )
     if mesh.monitoring_cidrs:  # never with empty source_ranges: GCP would read that as 0.0.0.0/0
         rules.add(
@@ -100,7 +101,7 @@ def gateway_rules(rules: Rules, mesh: MeshConfig, site: GcpSite, directory: Dire
             "node-exporter, for Prometheus (monitoring_cidrs)",
             [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(mesh.exporter_port)])],
             source_ranges=component.monitoring_ranges(mesh),
-            target_tags=[tag],
+            target_tags=targets,
         )
     if mesh.operator_access == "cloud":
         rules.add(
@@ -108,7 +109,7 @@ def gateway_rules(rules: Rules, mesh: MeshConfig, site: GcpSite, directory: Dire
             "SSH through IAP TCP forwarding only (operator_access: cloud)",
             [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[SSH_PORT])],
             source_ranges=[IAP_TCP_FORWARDING_RANGE],
-            target_tags=[tag],
+            target_tags=targets,
         )
 
 

@@ -47,6 +47,15 @@ def gateway_tag(name: str, scope: str) -> str:
     return f"{name}-wg-gw-{scope}"
 
 
+def rule_targets(site: GcpSite, tag: str, scope: str) -> list[str]:
+    """What the gateways' firewall rules target: their tag, and the tags of the site's previous names. A rename gives
+    the new VM the new tag while the old one, which Pulumi replaces and so never updates, keeps its own until it is
+    deleted at the end of `pulumi up`; the rules, updated in place early in that `up`, must still admit WireGuard and
+    the site's traffic to it meanwhile. An earlier name's tag is this stack's (the scope) and no other site's (a
+    previous name is no site's name: wg_mesh.config.rules)."""
+    return [tag, *(gateway_tag(old, scope) for old in site.previous_names)]
+
+
 class GcpGatewayArgs(component.SiteComponentArgs[GcpSite]):
     """A GCP site's gateway component's inputs (wg_mesh.component.SiteComponentArgs)."""
 
@@ -86,7 +95,7 @@ class GcpGateway(component.SiteComponent):
         self.network_tag = pulumi.Output.from_input(tag)
         where = f"wg-mesh {pulumi.get_project()}/{pulumi.get_stack()} {site.name}"
         rules = firewall.Rules(name, network.network, where, child)
-        firewall.gateway_rules(rules, mesh, site, args.directory, tag)
+        firewall.gateway_rules(rules, mesh, site, args.directory, rule_targets(site, tag, scope))
         firewall.workload_rule(rules, mesh, site)
         self.stores = self._stores(name, site, child)
         pair = self._pair(site, child)
@@ -113,13 +122,15 @@ class GcpGateway(component.SiteComponent):
     def _address(
         self, name: str, mesh: MeshConfig, site: GcpSite, child: pulumi.ResourceOptions
     ) -> gcp.compute.Address:
-        """The site's static external address: the peers' endpoint, kept across every replacement."""
+        """The site's static external address: the peers' endpoint, kept across every replacement and a rename (its
+        description is force-new: component.description_kept)."""
+        kept = pulumi.ResourceOptions.merge(self.kept(mesh), component.description_kept())
         return gcp.compute.Address(
             f"{name}-address",
             address_type="EXTERNAL",
             region=site.region,
             description=f"wg-mesh gateway {site.name}",
-            opts=pulumi.ResourceOptions.merge(child, component.kept(mesh)),
+            opts=pulumi.ResourceOptions.merge(child, kept),
         )
 
     def _stores(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> gcp_live.GcpStores | None:
@@ -209,7 +220,7 @@ class GcpGateway(component.SiteComponent):
             for letter, vm, gate in zip(ha.LETTERS, self.instances, gates, strict=True)
         ]
         _, rule = gcp_ha.load_balancer(name, site, pair.names, network.network, network.subnetwork, groups, child)
-        gcp_ha.prober_firewall(name, network.network, tag, where, child)
+        gcp_ha.prober_firewall(name, network.network, rule_targets(site, tag, scope), where, child)
         members = [self.stores.account.member, reader.account.member] if self.stores and reader else []
         gcp_ha.agent_iam(name, site, scope, members, [site.zone, pair.zone_b], child)
         return rule.self_link

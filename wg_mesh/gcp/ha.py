@@ -275,7 +275,7 @@ def agent_iam(
 
 
 def prober_firewall(
-    name: str, network: pulumi.Input[str], tag: str, where: str, opts: pulumi.ResourceOptions
+    name: str, network: pulumi.Input[str], targets: list[str], where: str, opts: pulumi.ResourceOptions
 ) -> gcp.compute.Firewall:
     return gcp.compute.Firewall(
         f"{name}-fw-health",
@@ -284,6 +284,6 @@ def prober_firewall(
         direction="INGRESS",
         allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(ha.HEALTH_PORT)])],
         source_ranges=PROBER_RANGES,
-        target_tags=[tag],
+        target_tags=targets,
         opts=opts,
     )

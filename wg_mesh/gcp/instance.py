@@ -8,6 +8,7 @@ last.
 
 from __future__ import annotations
 
+import functools
 import shlex
 
 import pulumi
@@ -68,17 +69,16 @@ def gateway_instance(
     private_ip: str | None = None,
 ) -> gcp.compute.Instance:
     """One gateway VM; both of an HA site are alike but for the zone, the account and the `ha` object's letter."""
-    # The machine type must be offered in the VM's zone, else nothing changes (wg_mesh.gcp.fit).
-    machine_type = fit.offered_machine_type(
-        site, zone, pulumi.InvokeOutputOptions(parent=child.parent, provider=child.provider)
-    )
+    # The machine type must be offered in the VM's zone, else nothing changes; its architecture picks the image
+    # (wg_mesh.gcp.fit).
+    machine = fit.offered_machine(site, zone, pulumi.InvokeOutputOptions(parent=child.parent, provider=child.provider))
     return gcp.compute.Instance(
         f"{prefix}-instance",
-        machine_type=machine_type,
+        machine_type=machine.machine_type,
         zone=zone,
         boot_disk=gcp.compute.InstanceBootDiskArgs(
             initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                image=boot_image(site),
+                image=machine.reported_architecture.apply(functools.partial(boot_image, site)),
                 type=boot_disk_type(site.instance_type),
             ),
         ),

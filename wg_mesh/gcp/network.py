@@ -28,7 +28,8 @@ def site_network(name: str, site: GcpSite, child: pulumi.ResourceOptions) -> Net
         auto_create_subnetworks=False,
         mtu=site.underlay_mtu,
         description=f"wg-mesh site {site.name}",
-        opts=child,
+        # kept across a rename: a new network would take every instance in it along (component.description_kept)
+        opts=pulumi.ResourceOptions.merge(child, component.description_kept()),
     )
     subnetwork = gcp.compute.Subnetwork(
         f"{name}-subnet",

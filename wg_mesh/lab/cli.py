@@ -165,8 +165,8 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     if not args.before.is_file():
         raise ConfigError([f"--before {args.before}: no such stack file"])
     project, stack = project_name(path), args.stack or stack_name(path)
-    after = plan_file(path, project=project, stack=stack)
     before = plan_file(args.before, project=project, stack=stack, label=f"{args.before} (--before): ")
+    after = plan_file(path, project=project, stack=stack, before=before)  # aliases find BEFORE's resources
     label = args.stack or str(path)
     try:
         report = rehearse(before, after, label, str(args.before), Console())

@@ -126,6 +126,7 @@ def other_zone(instance_type: str, region: str, first: str, offered_in: Sequence
     if not others:
         raise ValueError(
             f"instance type {instance_type} is offered in no availability zone of {region} other than {first}: "
-            "set standby_zone (equal to zone: no zone redundancy) or choose another instance type"
+            "choose another instance type (the pair's EC2 endpoint takes one subnet per zone), or give an existing "
+            "network's two subnets (subnet_id, standby_subnet_id)"
         )
     return others[0]

@@ -6,10 +6,11 @@ printed, only input names; a secret input is named as secret."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from wg_mesh.config import MeshConfig, StaticSite
+from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.plan.preview import GATEWAY_TYPES, Change, Diff, Resource, replaces, short_type, site_of
 
 MESH_WIDE = "(mesh-wide)"
@@ -20,6 +21,11 @@ LIVE_STORES = (
     "gcp:secretmanager/secretVersion:SecretVersion",
 )
 ROUTES = ("aws:ec2/route:Route", "gcp:compute/route:Route")
+ADDRESSES = ("aws:ec2/eip:Eip", "gcp:compute/address:Address")
+KEYS = ("random:index/randomBytes:RandomBytes",)
+# Inputs that are a resource's name in its cloud: a replacement they force is a new name (the site's, after a rename)
+CLOUD_NAMES = frozenset({"name", "secretId", "accountId", "roleId"})
+RENAME = "docs/how-to/rename.md"
 DOWN = "deleted before its replacement: the site is down meanwhile"
 GAP = "deleted before its replacement: traffic through it stops meanwhile"
 
@@ -105,6 +111,7 @@ def _change(change: Change, names: Sequence[str]) -> dict[str, Any]:
         "forced_by": dict(change.forced_by),
         "order": change.order,
         "secret_inputs": sorted(set(change.inputs) & r.secret),
+        "was": r.was_name,  # the name it had (an alias: a renamed site), else None
     }
 
 
@@ -112,18 +119,56 @@ def _plain(r: Resource, names: Sequence[str]) -> dict[str, Any]:
     return {"type": r.type, "short_type": short_type(r.type), "name": r.name, "site": site_of(r.name, names)}
 
 
+def renames(before: MeshConfig, after: MeshConfig) -> dict[str, str]:
+    """A site of `after` that is a site of `before` under a previous name: new name -> old name."""
+    olds = {s.name for s in before.sites}
+    return {s.name: old for s in after.sites if s.name not in olds for old in s.previous_names if old in olds}
+
+
+def _renamed(
+    name: str, old: str, mine: Mapping[str, list[dict[str, Any]]], carried: int, after: MeshConfig
+) -> list[str]:
+    """What a rename does to the site (wg_mesh.plan.preview follows the aliases): kept, replaced, and for an HA pair
+    what the replaced shared resources mean for its traffic (docs/how-to/rename.md)."""
+    replaced = mine["replaced"]
+    lost = [e["name"] for e in replaced if e["type"] in ADDRESSES + KEYS]
+    said = [f"renamed from {old} (previous_names): {carried} of its resources are the old ones (aliases); "
+            + ("its public address and key are kept" if not lost else f"REPLACED: {', '.join(lost)}")]  # fmt: skip
+    named = [e["name"] for e in replaced if (CLOUD_NAMES & set(e["forced_by"])) - set(e["unknown"])]
+    if named:
+        said.append(f"named after the site in its cloud, so replaced under the new name: {', '.join(named)}")
+    site = after.site(name)
+    if isinstance(site, AwsSite | GcpSite) and site.gateways > 1:
+        said.append(RENAMED_PAIR[site.cloud] + f" ({RENAME})")
+    return said
+
+
+RENAMED_PAIR = {
+    "aws": "gateways: 2: from the start of up the old pair cannot move the address or the routes (the agents' rights "
+    "and lease table follow the new name), so it neither fails over nor hands over; the new gateway a claims them "
+    "once it is ready: one handover",
+    "gcp": "gateways: 2: the load balancer is replaced; the routes move to the new one once both new gateways are "
+    "ready, but the new pair may take the static address only from a VM of the new name: the site's traffic to the "
+    "mesh stops from the routes' re-creation until Pulumi deletes the old VMs at the end of up (minutes)",
+}
+
+
 def _traffic(
     name: str, entries: Mapping[str, list[dict[str, Any]]], before: MeshConfig, after: MeshConfig,
-    outputs: tuple[Mapping[str, Mapping[str, str]], Mapping[str, Mapping[str, str]]],
+    outputs: tuple[Mapping[str, Mapping[str, str]], Mapping[str, Mapping[str, str]]], carried: Mapping[str, int],
 ) -> list[str]:  # fmt: skip
     """What traffic of one site sees, in words."""
     olds, news = {s.name for s in before.sites}, {s.name for s in after.sites}
-    if name not in olds:
+    renamed = renames(before, after)
+    if name in renamed.values():
+        new_name = next(new for new, old in renamed.items() if old == name)
+        return [f"renamed to {new_name}: see {new_name}"]
+    if name not in olds and name not in renamed:
         return ["a new site: everything is created; the other sites learn it as a peer (below for each)"]
     if name not in news:
         return ["removed: its resources are deleted; the other sites drop it as a peer"]
-    said = []
     mine = {kind: [e for e in entries[kind] if e["site"] == name] for kind in entries}
+    said = _renamed(name, renamed[name], mine, carried.get(name, 0), after) if name in renamed else []
     for e in mine["replaced"]:
         if e["type"] in GATEWAY_TYPES:
             if e["order"] == "delete-before-create":
@@ -141,7 +186,7 @@ def _traffic(
         said.append(f"{len(moved)} route(s) re-pointed in place")
     stores = [e for e in mine["updated"] + mine["replaced"] if e["type"] in LIVE_STORES]  # a new version: the same
     stores += [e for e in mine["updated"] if e["type"] in GATEWAY_TYPES and "metadata" in e["inputs"]]
-    if stores:
+    if stores and name not in renamed:  # renamed: the stores named after it are new, read by its new gateway
         said.append(f"live document or key updated in place ({', '.join(e['name'] for e in stores)}): no restart, "
                     "the agent applies it")  # fmt: skip
     site = after.site(name)
@@ -174,7 +219,8 @@ def change_report(
         "updated": kept(_change(c, names) for c in found.updated),
     }
     shown = [site] if site is not None else names
-    traffic = {name: _traffic(name, entries, before, after, outputs) for name in shown}
+    carried = Counter(_site(r, names) for r in found.carried())
+    traffic = {name: _traffic(name, entries, before, after, outputs, carried) for name in shown}
     return {**entries, "unchanged": found.unchanged, "traffic": traffic}
 
 

@@ -3,10 +3,12 @@
 A `Resource` is one registration (type, name, inputs with secret ones replaced by a digest, the options the engine
 acts on). `replaces(resource)` names the inputs whose change makes a new resource (the program's
 `replace_on_changes`, AWS's `user_data_replace_on_change`, the provider's force-new inputs: wg_mesh.plan.forcenew).
-`diff(before, after)` compares two runs by (type, name), as Pulumi's engine compares a program with its state: an
-input computed from a resource that is created or replaced is unknown until then (Pulumi's preview shows it as
-such), so it counts as changed, and if it forces a new resource, that one is replaced as well (a gateway's gate,
-its address association, GCP's routes). Never "unchanged" for a value that is unknown. Pulumi records what an input
+`diff(before, after)` compares two runs as Pulumi's engine compares a program with its state: by URN, and a resource
+found by an alias (a renamed site's `previous_names`, inherited by its children: wg_mesh.testing.aliases) is the old
+resource it names, updated, replaced or left alone, never a deletion and a creation. An input computed from a
+resource that is created or replaced is unknown until then (Pulumi's preview shows it as such), so it counts as
+changed, and if it forces a new resource, that one is replaced as well (a gateway's gate, its address association,
+GCP's routes). Never "unchanged" for a value that is unknown. Pulumi records what an input
 came from per top-level input: for a `replace_on_changes` path inside one (`metadata["user-data"]`), the part's own
 value in the two runs is compared (the mocks' stand-ins are deterministic), not the whole input's provenance.
 """
@@ -38,10 +40,16 @@ class Resource:
     ignore_changes: tuple[str, ...] = ()
     depends_on: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # input -> the URNs it came from
     dependencies: tuple[str, ...] = ()  # every URN it depends on: its inputs' and its explicit depends_on
+    was: str = ""  # the URN of the earlier run's resource it is, found by an alias ("": its own URN, or new)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.type, self.name)
+
+    @property
+    def was_name(self) -> str | None:
+        """The name of the earlier run's resource it is, when an alias found it (a rename), else None."""
+        return self.was.split("::")[-1] if self.was else None
 
     @property
     def listed(self) -> bool:
@@ -112,17 +120,25 @@ class Diff:
     replaced: tuple[Change, ...]
     updated: tuple[Change, ...]
     unchanged: int
+    same: tuple[Resource, ...] = ()  # the unchanged ones
+
+    def carried(self) -> list[Resource]:
+        """The resources an alias found (a renamed site's): the old ones, updated, replaced or unchanged."""
+        changed = [c.resource for c in (*self.replaced, *self.updated)]
+        return [r for r in (*changed, *self.same) if r.was]
 
 
 def diff(before: Sequence[Resource], after: Sequence[Resource]) -> Diff:
-    """The two runs compared by (type, name), in the after run's registration order (a resource's dependencies are
-    registered before it)."""
-    old = {r.key: r for r in before}
-    new_keys = {r.key for r in after}
+    """The two runs compared by URN or alias (`was`), in the after run's registration order (a resource's dependencies
+    are registered before it)."""
+    old = {r.urn: r for r in before}
+    found: set[str] = set()  # the old URNs the after run's resources are
     moving: dict[str, str] = {}  # URN -> name of a resource created or replaced (its outputs unknown until up)
-    created, replaced, updated, unchanged = [], [], [], 0
+    created, replaced, updated, same = [], [], [], []
     for resource in after:
-        previous = old.get(resource.key)
+        previous = old.get(resource.urn) or old.get(resource.was)
+        if previous is not None:
+            found.add(previous.urn)
         if previous is None:
             created.append(resource)
             moving[resource.urn] = resource.name
@@ -148,14 +164,15 @@ def diff(before: Sequence[Resource], after: Sequence[Resource]) -> Diff:
         elif touched:
             updated.append(change)
         else:
-            unchanged += int(resource.listed)
-    deleted = tuple(r for r in before if r.key not in new_keys)
+            same.append(resource)
+    deleted = tuple(r for r in before if r.urn not in found)
     return Diff(
         tuple(r for r in created if r.listed),
         tuple(r for r in deleted if r.listed),
         tuple(c for c in replaced if c.resource.listed),
         tuple(c for c in updated if c.resource.listed),
-        unchanged,
+        sum(r.listed for r in same),
+        tuple(r for r in same if r.listed),
     )
 
 

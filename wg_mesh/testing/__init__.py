@@ -25,9 +25,10 @@ import pulumi
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockMonitor
-from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.settings import get_project, get_root_resource, get_stack
 from pulumi.runtime.stack import run_pulumi_func
 
+from wg_mesh.testing import aliases
 from wg_mesh.testing.mocks import (
     FAKE_PUBLIC_NET,
     FAKE_STAMP_BASE,
@@ -74,17 +75,45 @@ class Options:
 
 
 class RecordingMonitor(MockMonitor):
-    """Pulumi's mock monitor, also keeping each registration's options and each component's outputs."""
+    """Pulumi's mock monitor, also keeping each registration's options and each component's outputs.
 
-    def __init__(self, mocks: RecordingMocks) -> None:
+    Given `olds` (the URNs of an earlier run: the stack's state, URN -> name), it finds the old resource each
+    registration is as the engine does, following aliases (wg_mesh.testing.aliases): `aliased` maps the URN of each
+    one found by an alias to its old URN, and the mocks answer it as they answered the old one (its id, address,
+    key bytes: what a deployed resource keeps in its state)."""
+
+    def __init__(self, mocks: RecordingMocks, olds: Mapping[str, str] | None = None) -> None:
         super().__init__(mocks)
+        self.olds = dict(olds or {})
+        self._seeds = mocks.seeds  # what the mocks answer a registration found by an alias with
+        self.aliased: dict[str, str] = {}  # URN -> the old URN it was found by (an alias)
+        self._taken: dict[str, str] = {}  # old URN -> the URN found by it
+        self._root = ""  # the root stack's URN
+        self._alias_lock = threading.Lock()
         self.component_outputs: dict[str, dict[str, Any]] = {}
         self.options: dict[tuple[str, str], Options] = {}  # (type, name) -> options
         self.replace_on_changes: dict[str, list[str]] = {}  # resource name -> its replace_on_changes
         self.urns: list[str] = []  # every registration's URN (type chain and name: what identifies it in a state)
         self.urn_of: dict[tuple[str, str], str] = {}  # (type, name) -> its URN
 
+    def _find_old(self, request: Any) -> None:
+        """The old resource this registration is (getOldResource); found by an alias: answered as that one was."""
+        own = self.make_urn(request.parent, request.type, request.name)
+        with self._alias_lock:
+            if request.type == aliases.ROOT_STACK_TYPE:
+                self._root = own
+                return
+            registration = (request.name, request.type, request.parent)
+            candidates = aliases.alias_urns(
+                get_stack(), get_project(), self._root, registration, request.aliases, self.aliased
+            )
+            was = aliases.old_resource(own, candidates, self.olds, self._taken)
+            if was and was != own:
+                self.aliased[own], self._taken[was] = was, own
+                self._seeds[(request.type, request.name)] = aliases.urn_name(was)
+
     def RegisterResource(self, request: Any) -> Any:
+        self._find_old(request)
         self.replace_on_changes[request.name] = list(request.replaceOnChanges)
         self.options[(request.type, request.name)] = Options(
             protect=bool(request.protect),
@@ -159,9 +188,10 @@ class ProgramRun:
 Collect = Callable[[ProgramRun], Awaitable[None]]
 
 
-def new_run(preview: bool) -> ProgramRun:
+def new_run(preview: bool, olds: Mapping[str, str] | None = None) -> ProgramRun:
+    """A run to `execute`; `olds`: an earlier run's URNs (URN -> name), the state whose resources aliases find."""
     mocks = RecordingMocks(preview)
-    return ProgramRun(preview=preview, mocks=mocks, monitor=RecordingMonitor(mocks))
+    return ProgramRun(preview=preview, mocks=mocks, monitor=RecordingMonitor(mocks, olds))
 
 
 Program = Path | Callable[[], object]  # a program file, or a function that is the program

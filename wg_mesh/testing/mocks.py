@@ -88,6 +88,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
     kept_amis: ClassVar[dict[str, str]] = {}
     # AMI ids a test names (pinned by id) -> their DescribeImages architecture; others answer x86_64.
     ami_architectures: ClassVar[dict[str, str]] = {}
+    # GCP machine types a test names -> the architecture machineTypes.list reports ("X86_64", "ARM64"); others: ""
+    # (none reported, as for legacy types).
+    machine_architectures: ClassVar[dict[str, str]] = {}
 
     def __init__(self, preview: bool) -> None:
         self.preview = preview
@@ -95,6 +98,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.calls: list[Call] = []
         self._ami_architectures: dict[str, str] = {}  # AMI ids answered by name -> their architecture
         self._public_ips: dict[str, str] = {}
+        # (type, name) -> the name of the earlier run's resource it is (an alias: wg_mesh.testing.RecordingMonitor),
+        # whose id and outputs it is answered with, as a deployed resource keeps them across a rename
+        self.seeds: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def fake_public_ip(self, name: str) -> str:
@@ -183,6 +189,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = unwrap_secrets(args.inputs)
         secret = frozenset(k for k, v in args.inputs.items() if rpc.is_rpc_secret(v))
+        seed = self.seeds.get((args.typ, args.name), args.name)
         if args.typ.startswith("pulumi:providers:"):
             resource_id: str = f"{args.name}-id"
             computed: dict[str, Any] = {}
@@ -190,8 +197,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             # What `pulumi preview` gets for a resource to create: its inputs, no id, no computed outputs.
             resource_id, computed = "", {}
         else:
-            resource_id = _hex_id(self._ID_PREFIX.get(args.typ, args.typ.rsplit(":", 1)[-1].lower()), args.name)
-            computed = self._computed(args.typ, args.name, inputs)
+            resource_id = _hex_id(self._ID_PREFIX.get(args.typ, args.typ.rsplit(":", 1)[-1].lower()), seed)
+            computed = self._computed(args.typ, seed, inputs)
         with self._lock:
             self.resources.append(
                 Recorded(args.typ, args.name, inputs, secret, args.provider or "", resource_id, computed),
@@ -238,7 +245,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             link = self._self_link("zones", "machineTypes", wanted)
             found = {"name": wanted, "selfLink": link, "guestCpus": 8, "memoryMb": 32768, "isSharedCpus": False}
             found |= {"accelerators": [], "bundledLocalSsds": [], "deprecateds": [], "description": wanted}
-            found |= {"architecture": "", "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": 263168}
+            found |= {"architecture": self.machine_architectures.get(wanted, "")}
+            found |= {"maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": 263168}
             return {"machineTypes": [found] if offered else [], "zone": plain["zone"], "id": "mock"}, []
         if args.token == "gcp:compute/getZones:getZones":
             region = plain["region"]

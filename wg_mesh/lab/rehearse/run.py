@@ -134,12 +134,14 @@ def rehearse_raw(
     """`rehearse` on two raw configs (a stack file's `wg-mesh:mesh` values), as stack `stack` of project `project`:
     what `python -m bench changes` and the tests run (ConfigError for an invalid one)."""
     with tempfile.TemporaryDirectory(prefix="wg-mesh-rehearsal-") as tmp:
-        planned = []
+        planned: Planned | None = None
         for name, raw in (("before", before), ("after", after)):
             path = Path(tmp) / f"Pulumi.{stack}-{name}.yaml"
             path.write_text(yaml.safe_dump({"config": {"wg-mesh:mesh": raw}}))
-            planned.append(plan_file(path, project=project, stack=stack, label=f"{name}: "))
-    return rehearse(planned[0], planned[1], label, before_label, console)
+            previous = planned
+            planned = plan_file(path, project=project, stack=stack, label=f"{name}: ", before=previous)
+    assert previous is not None and planned is not None
+    return rehearse(previous, planned, label, before_label, console)
 
 
 def _converge(world: World, fleet: Fleet) -> None:
