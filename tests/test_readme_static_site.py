@@ -64,7 +64,9 @@ def test_the_remote_commands_leave_the_key_0600_in_a_0700_directory(tmp_path: Pa
     assert stat.S_IMODE((etc / "sysctl.d" / "99-wg-mesh.conf").stat().st_mode) == 0o644
     assert os.listdir(etc / "wireguard") == ["wg0.conf"]  # the temporary file was renamed, not left behind
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert calls == ["sysctl --system", "systemctl enable wg-quick@wg0", "systemctl restart wg-quick@wg0"]
+    # stopped while the running file is in place (its PostDown undoes its PostUp), then the new file started; the
+    # new file's PostDown must never run against the old file's rules (the rehearsal found `restart` after the move)
+    assert calls == ["sysctl --system", "systemctl stop wg-quick@wg0", "systemctl enable --now wg-quick@wg0"]
 
 
 def live_procedure() -> str:
@@ -166,4 +168,4 @@ def test_the_single_host_procedure_writes_the_config_and_no_sysctl(tmp_path: Pat
     assert stat.S_IMODE((etc / "wireguard" / "wg0.conf").stat().st_mode) == 0o600
     assert os.listdir(etc / "sysctl.d") == []  # a host's settings are its own
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert calls == ["systemctl enable wg-quick@wg0", "systemctl restart wg-quick@wg0"]
+    assert calls == ["systemctl stop wg-quick@wg0", "systemctl enable --now wg-quick@wg0"]

@@ -1,6 +1,6 @@
 """What the operator does around `pulumi up` in a rehearsal, as the docs tell them: before it, nothing; after it, a
-static site whose config changed gets the new one (docs/how-to/static-sites.md): `delivery: user-data` writes the new
-wg0.conf and restarts wg-quick (`systemctl restart wg-quick@wg0`); `delivery: live` copies the key (when it was
+static site whose config changed gets the new one (docs/how-to/static-sites.md): `delivery: user-data` stops wg-quick
+with the running file in place, moves the new wg0.conf in and starts it; `delivery: live` copies the key (when it was
 rotated) and then the document into /etc/wg-mesh, which the agent applies in place; a static site the change adds is
 installed then (its cloud-init), one it removes is switched off."""
 
@@ -63,12 +63,12 @@ def operate(world: World, site: str, what: str) -> tuple[str, list[str]]:
     setup = cloudinit.interpret(world.artifacts["after"][name].user_data)
     conf = next(f for f in setup.files if f.path == WG_CONF)
     node = occupant.machine.node
-    write_atomic(node.path(str(WG_CONF)), conf.content, conf.mode)
     failed = []
-    try:  # `systemctl restart wg-quick@wg0`: its stop runs the NEW file's PostDown (the file was replaced first)
+    try:  # `systemctl stop wg-quick@wg0` with the running file in place: its PostDown undoes its PostUp
         occupant.machine.tunnel("down")
     except LabError as exc:
-        failed.append(f"operator step failed: {site}: `systemctl restart wg-quick@wg0` after the new wg0.conf: {exc}")
-    occupant.machine.tunnel("up")
+        failed.append(f"operator step failed: {site}: `systemctl stop wg-quick@wg0`: {exc}")
+    write_atomic(node.path(str(WG_CONF)), conf.content, conf.mode)  # mv wg0.conf.new wg0.conf
+    occupant.machine.tunnel("up")  # systemctl enable --now wg-quick@wg0
     occupant.which = "after"
-    return "wrote the new wg0.conf and restarted wg-quick", failed
+    return "stopped wg-quick, moved the new wg0.conf in, started it", failed
