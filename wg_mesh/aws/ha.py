@@ -9,7 +9,7 @@
 - An EC2 interface endpoint in both gateway subnets (created networks): the demoted gateway's API path while it has
   no public address (`ec2_endpoint`; cost in docs/ha.md 12).
 - The project, stack and site tags on each gateway's primary ENI: the agent's AssociateAddress permission is scoped
-  by them (wg_mesh.aws.iam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags
+  by them (wg_mesh.plan.awsiam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags
   do not reach it (hashicorp/terraform-provider-aws#45887; terraform-aws-modules/terraform-aws-ec2-instance#478 tags
   it with aws_ec2_tag, as here).
 - The `ha` object of each gateway's agent.json (wg_mesh.plan.ha) and each gateway role's HA policy.
@@ -26,9 +26,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh.aws import iam
 from wg_mesh.config import AwsSite
-from wg_mesh.plan import ha, topology
+from wg_mesh.plan import awsiam, ha, topology
 
 LEASE_KEY = "site"  # the hash key of the lease item {site, holder, epoch, counter} (HA.md)
 
@@ -100,7 +99,7 @@ def ec2_endpoint(
 
 def tag_interface(prefix: str, site: AwsSite, instance: aws.ec2.Instance, opts: pulumi.ResourceOptions) -> None:
     """The project, stack and site tags on the instance's primary ENI (see the module docstring)."""
-    tags = iam.site_tags(site.name, pulumi.get_project(), pulumi.get_stack())
+    tags = awsiam.site_tags(site.name, pulumi.get_project(), pulumi.get_stack())
     for key, value in tags.items():
         suffix = key.removeprefix("wg-mesh-")
         aws.ec2.Tag(
@@ -128,7 +127,7 @@ def ha_object(
 
 
 def _policy(site: AwsSite, project: str, stack: str, table: str, tagged: bool, values: dict[str, Any]) -> str:
-    return iam.ha_policy(
+    return awsiam.ha_policy(
         site.region,
         values["account"],
         site.name,
@@ -149,7 +148,7 @@ def policy(
     opts: pulumi.ResourceOptions,
     tables_tagged: bool = False,
 ) -> pulumi.Output[str]:
-    """The HA policy (wg_mesh.aws.iam.ha_policy) with the account the site's provider deploys to; `tables_tagged`:
+    """The HA policy (wg_mesh.plan.awsiam.ha_policy) with the account the site's provider deploys to; `tables_tagged`:
     the route tables are wg-mesh's own (a created network), with the provider's default tags."""
     account = aws.get_caller_identity_output(
         opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider)
