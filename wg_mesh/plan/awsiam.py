@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from wg_mesh.config import awsnames
+from wg_mesh.config import AwsSite, MeshConfig, awsnames
 from wg_mesh.gateway.readymark import READY_TAG, READY_VALUE
-from wg_mesh.plan import live
+from wg_mesh.plan import ha, live
 
 SITE_TAG = "wg-mesh-site"
 STACK_TAG = "wg-mesh-stack"
@@ -212,3 +212,88 @@ def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
 
 def managed_policy_arn(region: str, policy: str) -> str:
     return f"arn:{awsnames.partition(region)}:iam::aws:policy/{policy}"
+
+
+# --- the size of a role's inline policies ----------------------------------------------------------------------------
+
+# IAM User Guide, "IAM and AWS STS quotas" (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html):
+# "the total aggregate policy size (the sum size of all inline policies) per entity cannot exceed ... Role policy size
+# cannot exceed 10,240 characters", and "IAM does not count white space when calculating the size of a policy against
+# these limitations" (a managed policy: 6,144). PutRolePolicy past it fails `pulumi up` half-way (LimitExceeded).
+ROLE_INLINE_CHARS = 10_240
+# What only the cloud knows, at its longest, for a size computed before it exists: an account id is 12 digits; an
+# allocation id and a route table id are `eipalloc-` / `rtb-` and 17 hex digits; Secrets Manager appends `-` and 6
+# characters to a secret's ARN.
+ACCOUNT = "123456789012"
+ALLOCATION = "eipalloc-" + "f" * 17
+TABLE = "rtb-" + "f" * 17
+SECRET_SUFFIX = "-AbCdEf"
+
+
+def policy_chars(document: str) -> int:
+    """A policy's size as IAM counts it: every character but white space."""
+    return sum(not c.isspace() for c in document)
+
+
+def _table_id(given: object) -> str:
+    """A configured route table id, or (an output of the user's program) the longest one."""
+    return given if isinstance(given, str) and len(given) >= len(TABLE) else TABLE
+
+
+def role_policies(cfg: MeshConfig, site: AwsSite, project: str, stack: str) -> dict[str, str]:
+    """The inline policies of an AWS gateway's role (both of an HA pair have the same), by the suffix of their name,
+    as wg_mesh.aws.iam.gateway_profile attaches them, with the longest cloud-assigned values (module constants)."""
+    region, name = site.region, site.name
+    arn = f"arn:{awsnames.partition(region)}"
+    parameter = f"{arn}:ssm:{region}:{ACCOUNT}:parameter{live.aws_private_key_parameter(project, stack, name)}"
+    policies = {"ready": ready_policy(region, ACCOUNT, name, project, stack)}
+    if cfg.delivery == "live":
+        secret = f"{arn}:secretsmanager:{region}:{ACCOUNT}:secret:"
+        policies["stores"] = live.store_policy(
+            parameter,
+            secret + live.aws_document_secret(project, stack, name) + SECRET_SUFFIX,
+            secret + live.aws_bundle_secret(project, stack, name) + SECRET_SUFFIX,
+        )
+        if site.ssm_kms_key_arn is not None:
+            policies["key"] = kms_policy(region, site.ssm_kms_key_arn, parameter)
+    elif cfg.operator_access == "cloud":
+        policies["no-parameters"] = no_parameter_policy()
+    if site.gateways > 1:
+        created = site.route_table_ids is None
+        tables = [TABLE] if created else [_table_id(t) for t in site.route_table_ids or ()]
+        lease = ha.ha_names(project, stack, name).lease_table
+        policies["ha"] = ha_policy(region, ACCOUNT, name, project, stack, ALLOCATION, tables, lease, created)
+    return policies
+
+
+def role_policy_chars(cfg: MeshConfig, site: AwsSite, project: str, stack: str) -> int:
+    return sum(policy_chars(document) for document in role_policies(cfg, site, project, stack).values())
+
+
+def policy_problems(cfg: MeshConfig, project: str, stack: str) -> list[str]:
+    """A line per AWS site whose gateway role's inline policies would pass IAM's limit. Only the HA policy grows with
+    the config (one ARN per route table of an existing network), so that is what the line names, with the most
+    tables that fit."""
+    out = []
+    for i, site in enumerate(cfg.sites):
+        if not isinstance(site, AwsSite):
+            continue
+        if (chars := role_policy_chars(cfg, site, project, stack)) <= ROLE_INLINE_CHARS:
+            continue
+        limit = f"IAM allows {ROLE_INLINE_CHARS:,} per role (IAM quotas, role policy size)"
+        tables = site.route_table_ids or []
+        if site.gateways > 1 and tables:
+            # the smallest a table costs (ids have 8 or 17 hex digits), so that "at most" is never too many
+            shortest = min(range(len(tables)), key=lambda k: len(_table_id(tables[k])))
+            one_less = site.model_copy(update={"route_table_ids": tables[:shortest] + tables[shortest + 1 :]})
+            per_table = chars - role_policy_chars(cfg, one_less, project, stack)
+            fitting = len(tables) - -(-(chars - ROLE_INLINE_CHARS) // per_table)
+            out.append(
+                f"sites[{i}].route_table_ids: {len(tables)} route tables give {site.name}'s gateway roles {chars:,} "
+                f"characters of inline policy with gateways: 2; {limit}: at most {fitting} here"
+            )
+        else:
+            out.append(
+                f"sites[{i}]: {site.name}'s gateway roles would have {chars:,} characters of inline policy: {limit}"
+            )
+    return out
