@@ -73,9 +73,15 @@ def ha_names(project: str, stack: str, site: str) -> HaNames:
 
 
 def aws_ha(
-    letter: str, region: str, lease_table: str, allocation_id: str, route_table_ids: Sequence[str]
+    letter: str,
+    region: str,
+    lease_table: str,
+    allocation_id: str,
+    route_table_ids: Sequence[str],
+    ec2_endpoint: str | None = None,
 ) -> dict[str, Any]:
-    """The `ha` object of an AWS gateway's agent.json (HA.md)."""
+    """The `ha` object of an AWS gateway's agent.json (HA.md); ec2_endpoint: the Regional DNS name of the site's EC2
+    interface endpoint (created networks), which the agent calls EC2 by (wg_mesh.aws.ha.ec2_endpoint)."""
     return {
         "cloud": "aws",
         "gateway": letter,
@@ -84,6 +90,7 @@ def aws_ha(
         "lease_table": lease_table,
         "allocation_id": allocation_id,
         "route_table_ids": list(route_table_ids),
+        **({"ec2_endpoint": f"https://{ec2_endpoint}"} if ec2_endpoint else {}),
     }
 
 

@@ -168,6 +168,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
             }
         if typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
             return {"name": f"projects/{inputs['project']}/roles/{inputs['roleId']}"}
+        if typ == "aws:ec2/vpcEndpoint:VpcEndpoint" and inputs.get("vpcEndpointType") == "Interface":
+            # An interface endpoint's DNS entries (AWS PrivateLink): one per zone, then the Regional name.
+            _, _, region, service = inputs["serviceName"].split(".", 3)
+            prefix = f"{_hex_id('vpce', name)}-{_digest('vpce', name).hex()[:8]}"
+            names = [f"{prefix}-{region}{z}.{service}.{region}.vpce.amazonaws.com" for z in "ab"]
+            names.append(f"{prefix}.{service}.{region}.vpce.amazonaws.com")
+            return {"dnsEntries": [{"dnsName": n, "hostedZoneId": "Z7HUB22UULQXV"} for n in names]}
         if typ == "aws:dynamodb/table:Table":
             return {"arn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{inputs['name']}"}
         if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
