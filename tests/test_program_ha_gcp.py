@@ -27,6 +27,7 @@ from tests.test_program_ha import (
 )
 from wg_mesh.gcp import ha as gcp_ha
 from wg_mesh.plan import ha
+from wg_mesh.testing.mocks import STASH
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,7 @@ def test_gcp_runs_two_vms_in_two_zones_with_an_account_each(applied: ProgramRun)
             "b": {"zone": "europe-west3-b", "name": names.groups["b"]},
         },
     }
+    assert not applied.of_type(STASH)  # a written standby_zone is used as written (no stash: tests/..._placement.py)
     assert applied.depends_on(GCP_INSTANCE, b.name, COMMAND, f"{gcp.name}-ready")
     for gate in (f"{gcp.name}-ready", f"{gcp.name}-b-ready"):  # the gates wait, the agents move the address
         assert "--wait-only" in applied.named(COMMAND, gate).inputs["create"]

@@ -76,6 +76,7 @@ def resource(recorded: Recorded, run: ProgramRun) -> preview.Resource:
         protect=options.protect,
         ignore_changes=options.ignore_changes,
         depends_on=dict(options.property_dependencies),
+        replacement_trigger=options.replacement_trigger,
     )
 
 

@@ -89,7 +89,7 @@ class GcpGateway(component.SiteComponent):
         firewall.gateway_rules(rules, mesh, site, args.directory, tag)
         firewall.workload_rule(rules, mesh, site)
         self.stores = self._stores(name, site, child)
-        pair = self._pair(site, child)
+        pair = self._pair(name, site, child)
         reader = self._gateways(name, mesh, site, network, tag, pair, child)
         after_ready = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.ready]))
         next_hop_ilb = self._load_balancer(name, site, network, tag, where, scope, pair, reader, child)
@@ -128,12 +128,13 @@ class GcpGateway(component.SiteComponent):
             return None
         return gcp_live.create_stores(name, site, self.key.private_key, child)
 
-    def _pair(self, site: GcpSite, child: pulumi.ResourceOptions) -> _Pair | None:
-        """gateways: 2 (docs/ha.md 6.2): the pair's names and gateway b's zone (standby_zone, or the next one)."""
+    def _pair(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> _Pair | None:
+        """gateways: 2 (docs/ha.md 6.2): the pair's names and gateway b's zone (standby_zone, or the next one, kept
+        from the first `up`: wg_mesh.gcp.ha.standby_zone)."""
         if site.gateways <= 1:
             return None
         names = ha.ha_names(pulumi.get_project(), pulumi.get_stack(), site.name)
-        return _Pair(names, gcp_ha.standby_zone(site, child))
+        return _Pair(names, gcp_ha.standby_zone(name, site, child))
 
     def _gateways(
         self,

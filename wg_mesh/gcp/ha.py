@@ -66,16 +66,29 @@ AGENT_PERMISSIONS = [
 ]
 
 
-def standby_zone(site: GcpSite, opts: pulumi.ResourceOptions) -> pulumi.Input[str]:
-    """`standby_zone`, else the next zone of the region by letter after `zone` (wg_mesh.plan.ha.next_zone)."""
+def standby_zone(name: str, site: GcpSite, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """`standby_zone`, else the next zone of the region by letter after `zone` (wg_mesh.plan.ha.next_zone) as the
+    first `up` found it, kept in the stack's state (issue 32): the zone list is a lookup on every run, and a zone the
+    region gains (or loses) would change the choice, and with it gateway b's VM, its group and both gateways' user
+    data. A `pulumi.Stash` keeps "the original `input` value even when the `input` property is updated in subsequent
+    deployments" (Pulumi docs, "Stash"; its preview answers the input, so a first `up` previews the real zone); its
+    `replacement_trigger` is `zone`, so moving gateway a decides b's zone again (never the same as a's); removing
+    `standby_zone` decides it again too (a new stash). Needs Pulumi CLI 3.208.0 or newer (Stash and
+    replacement_trigger: pulumi/pulumi#20819, #20936)."""
     if site.standby_zone is not None:
-        return site.standby_zone
+        return pulumi.Output.from_input(site.standby_zone)
     zones = gcp.compute.get_zones_output(
         project=site.project,
         region=site.region,
         opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider),
     ).names
-    return zones.apply(functools.partial(ha.next_zone, site.zone))
+    chosen = zones.apply(functools.partial(ha.next_zone, site.zone))
+    kept = pulumi.Stash(
+        f"{ha.child_name(name, 'b')}-zone",
+        input=chosen,
+        opts=pulumi.ResourceOptions(parent=opts.parent, replacement_trigger=site.zone),
+    )
+    return kept.output.apply(str)
 
 
 def instance_group(

@@ -18,6 +18,7 @@ from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 FAKE_PUBLIC_NET = ipaddress.IPv4Network("198.51.100.0/24")  # TEST-NET-2
 NOT_OFFERED_TYPE = "x9z.nowhere"  # the mocks say no zone offers this instance type
+STASH = "pulumi:index:Stash"
 FAKE_STAMP_BASE = 1_767_225_600  # 2026-01-01T00:00:00Z: what a local.Command prints is this plus < 2**24 seconds
 
 
@@ -88,6 +89,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
     kept_amis: ClassVar[dict[str, str]] = {}
     # AMI ids a test names (pinned by id) -> their DescribeImages architecture; others answer x86_64.
     ami_architectures: ClassVar[dict[str, str]] = {}
+    # A pulumi.Stash's name -> the value its state keeps from an earlier run (what the engine answers as `output`
+    # after the first `up`); a stash not named here answers its input, as the engine does when it creates one.
+    kept_stashes: ClassVar[dict[str, Any]] = {}
+    # GCP region -> the zones compute.getZones lists (a test's new or lost zone); others: -c, -a, -b.
+    gcp_zones: ClassVar[dict[str, list[str]]] = {}
 
     def __init__(self, preview: bool) -> None:
         self.preview = preview
@@ -193,6 +199,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.typ.startswith("pulumi:providers:"):
             resource_id: str = f"{args.name}-id"
             computed: dict[str, Any] = {}
+        elif args.typ == STASH:
+            # The engine's built-in Stash (pulumi/pulumi pkg/resource/deploy/builtins.go): created, `output` is the
+            # input, also in a preview; updated, `output` stays what the state has and only `input` follows.
+            resource_id = "" if self.preview else _hex_id("stash", args.name)
+            computed = {"output": self.kept_stashes.get(args.name, inputs.get("input"))}
         elif self.preview:
             # What `pulumi preview` gets for a resource to create: its inputs, no id, no computed outputs.
             resource_id, computed = "", {}
@@ -249,7 +260,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"machineTypes": [found] if offered else [], "zone": plain["zone"], "id": "mock"}, []
         if args.token == "gcp:compute/getZones:getZones":
             region = plain["region"]
-            return {"names": [f"{region}-c", f"{region}-a", f"{region}-b"], "project": plain.get("project")}, []
+            names = self.gcp_zones.get(region, [f"{region}-c", f"{region}-a", f"{region}-b"])
+            return {"names": list(names), "project": plain.get("project")}, []
         if args.token == "aws:index/getServicePrincipal:getServicePrincipal":
             suffix = "amazonaws.com.cn" if plain["region"].startswith("cn-") else "amazonaws.com"
             return {"name": f"{plain['serviceName']}.{suffix}", "suffix": suffix, "id": plain["serviceName"]}, []
