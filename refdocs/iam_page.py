@@ -21,6 +21,7 @@ GCP_PROJECT, GCP_SITE, GCP_ZONES = "my-project", "gcp-use4", ("us-east4-a", "us-
 ALLOCATION, TABLES = "eipalloc-0123456789abcdef0", ["rtb-0123456789abcdef0"]
 KMS_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 SECRET_SUFFIX = "-AbCdEf"  # Secrets Manager appends six random characters to a secret's ARN
+GCP_ADDRESS = f"{GCP_SITE}-address-1a2b3c4"  # the static address's name: Pulumi appends seven random hex digits
 
 
 def _first_paragraph(function: Callable[..., Any]) -> str:
@@ -80,7 +81,7 @@ def _gcp() -> list[str]:
     scope = live.scope(PROJECT, STACK)
     account = live.gcp_service_account_id(PROJECT, STACK, GCP_SITE)
     prefixes = [
-        gcp_ha.instance_prefix(GCP_PROJECT, zone, f"{ha.child_name(GCP_SITE, letter)}-instance")
+        gcp_ha.instance_prefix(GCP_PROJECT, zone, ha.vm_name(ha.child_name(GCP_SITE, letter), scope))
         for zone, letter in zip(GCP_ZONES, ha.LETTERS, strict=True)
     ]
     lines = [
@@ -115,7 +116,7 @@ def _gcp() -> list[str]:
         ),
         _first_paragraph(gcp_ha.condition_expression) + " (`wg_mesh.gcp.ha.condition_expression`):",
         "",
-        *md.fenced(gcp_ha.condition_expression(prefixes), "text"),
+        *md.fenced(gcp_ha.condition_expression(prefixes, GCP_ADDRESS), "text"),
     ]
     return lines
 

@@ -90,12 +90,12 @@ def test_gcp_a_zone_the_region_gains_moves_no_gateway(monkeypatch: pytest.Monkey
     del site["standby_zone"]
     abc = [f"europe-west3-{z}" for z in "abc"]
     first, later = gcp_runs(monkeypatch, raw, [abc, [*abc, "europe-west3-d"]])
-    b = f"{site['name']}-b-instance"
-    assert first.named(GCP_INSTANCE, b).inputs["zone"] == later.named(GCP_INSTANCE, b).inputs["zone"] == abc[0]
+    b = f"{site['name']}-b"
+    assert first.vm(GCP_INSTANCE, b).inputs["zone"] == later.vm(GCP_INSTANCE, b).inputs["zone"] == abc[0]
     (stash,) = later.of_type(STASH)
     assert stash.name == f"{site['name']}-b-zone" and stash.inputs["input"] == "europe-west3-d"  # the new choice...
     assert stash.outputs["output"] == abc[0]  # ...is not taken
     assert later.options(STASH, stash.name).replacement_trigger == "europe-west3-c"  # moving a decides again
     assert changed(first, later) == []
     # A first `up` (no stash yet: an upgraded stack too) decides as the program before the stash did.
-    assert first.named(GCP_INSTANCE, b).inputs["zone"] == ha.next_zone("europe-west3-c", abc)
+    assert first.vm(GCP_INSTANCE, b).inputs["zone"] == ha.next_zone("europe-west3-c", abc)

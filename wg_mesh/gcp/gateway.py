@@ -160,8 +160,9 @@ class GcpGateway(component.SiteComponent):
             account, first_boot, reader = self._account(letter, prefix, site, child)
             zone = site.zone if letter == "a" or pair is None else pair.zone_b
             fixed = component.fixed_private_ip(mesh, site)
+            scope = None if pair is None else stack_scope(pulumi.get_project(), pulumi.get_stack())
             vm = instance.gateway_instance(
-                prefix, site, zone, network, tag, gateway_metadata, account, first_boot, child, fixed
+                prefix, site, zone, network, tag, gateway_metadata, account, first_boot, child, fixed, scope
             )
             if letter == "a":
                 self.instance, self.user_data = vm, pulumi.Output.from_input(gateway_metadata["user-data"])
@@ -212,7 +213,7 @@ class GcpGateway(component.SiteComponent):
         _, rule = gcp_ha.load_balancer(name, site, pair.names, network.network, network.subnetwork, groups, child)
         gcp_ha.prober_firewall(name, network.network, tag, where, child)
         members = [self.stores.account.member, reader.account.member] if self.stores and reader else []
-        gcp_ha.agent_iam(name, site, scope, members, [site.zone, pair.zone_b], child)
+        gcp_ha.agent_iam(name, site, scope, members, [site.zone, pair.zone_b], self.address, child)
         return rule.self_link
 
     def _routes(

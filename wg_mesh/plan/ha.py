@@ -48,6 +48,14 @@ def child_name(name: str, letter: str) -> str:
     return name if letter == "a" else f"{name}-{letter}"
 
 
+def vm_name(prefix: str, scope: str | None) -> str:
+    """A GCP gateway VM's logical name (Pulumi auto-names the VM `<logical name>-<7 hex>`): `<prefix>-instance` for a
+    single gateway; with `gateways: 2`, `<prefix>-instance-<scope>` (the stack's scope, wg_mesh.plan.live.scope), so
+    that the agents' IAM Condition, which admits the site's VMs by name prefix (old and replacement alike), admits no
+    VM of another stack with the same site name in the same project and zone (issue 32; wg_mesh.gcp.ha)."""
+    return f"{prefix}-instance" if scope is None else f"{prefix}-instance-{scope}"
+
+
 @dataclass(frozen=True)
 class HaNames:
     """Cloud names of one HA site (plain strings; `ha_names`)."""

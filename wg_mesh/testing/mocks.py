@@ -144,7 +144,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if typ == "gcp:compute/instance:Instance":
             # GCP picks the internal address unless one is requested.
             nics = [{"networkIp": "10.255.0.3", **nic} for nic in inputs.get("networkInterfaces", [])]
-            return {"selfLink": self._self_link("zones", "instances", name), "networkInterfaces": nics}
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            link = self._self_link("zones", "instances", name)
+            return {"selfLink": link, "networkInterfaces": nics, "name": autoname}
         if typ == "aws:ssm/parameter:Parameter":
             return {"arn": f"arn:aws:ssm:us-east-1:123456789012:parameter{inputs['name']}"}
         if typ == "aws:secretsmanager/secret:Secret":  # AWS appends 6 random characters to a secret's ARN
