@@ -212,8 +212,7 @@ class AwsSite(SiteBase):
     # The standby's availability zone (created network); None: another zone of the region offering the type.
     standby_zone: str | None = Field(
         default=None,
-        description="`gateways: 2`: the standby's zone (created network); unset: another zone offering the type, "
-        "chosen by the first `up` and kept.",
+        description="`gateways: 2`: the standby's zone (created network); unset: another zone with the type (kept).",
     )
     # The standby's subnet (existing network, with subnet_id): required there with gateways: 2.
     standby_subnet_id: (
@@ -328,9 +327,7 @@ class GcpSite(SiteBase):
     )
     # The standby VM's zone; None: the next zone of the region (by letter) after `zone`.
     standby_zone: str | None = Field(
-        default=None,
-        description="`gateways: 2`: the standby VM's zone; unset: the next zone letter after `zone`, chosen by the "
-        "first `up` and kept until `zone` changes.",
+        default=None, description="`gateways: 2`: the standby's zone; unset: the next zone letter after `zone` (kept)."
     )
 
     @field_validator("workload_tags")
