@@ -30,6 +30,11 @@ def trust_policy(service_principal: str) -> str:
     )
 
 
+def document(*statements: dict[str, object]) -> str:
+    """An IAM policy document of these statements, keys sorted (the text is an input of the RolePolicy: stable)."""
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)}, sort_keys=True)
+
+
 def site_tags(site_name: str, project: str, stack: str) -> dict[str, str]:
     """The tags every resource of a site carries (the provider's default tags; the HA ENIs get them one by one)."""
     return {PROJECT_TAG: project, STACK_TAG: stack, SITE_TAG: site_name}
@@ -55,27 +60,21 @@ def ready_policy(region: str, account: str, site_name: str, project: str, stack:
     docs, "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
     """
     partition = awsnames.partition(region)
-    return json.dumps(
+    return document(
         {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "MarkOwnSiteReady",
-                    "Effect": "Allow",
-                    "Action": "ec2:CreateTags",
-                    "Resource": f"arn:{partition}:ec2:{region}:{account}:instance/*",
-                    "Condition": {
-                        "StringEquals": {
-                            **scope_tags("ec2:ResourceTag", site_name, project, stack),
-                            f"aws:RequestTag/{READY_TAG}": READY_VALUE,
-                        },
-                        "ForAllValues:StringEquals": {"aws:TagKeys": [READY_TAG]},
-                        "Null": {"ec2:SourceInstanceARN": "false"},
-                    },
-                }
-            ],
-        },
-        sort_keys=True,
+            "Sid": "MarkOwnSiteReady",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": f"arn:{partition}:ec2:{region}:{account}:instance/*",
+            "Condition": {
+                "StringEquals": {
+                    **scope_tags("ec2:ResourceTag", site_name, project, stack),
+                    f"aws:RequestTag/{READY_TAG}": READY_VALUE,
+                },
+                "ForAllValues:StringEquals": {"aws:TagKeys": [READY_TAG]},
+                "Null": {"ec2:SourceInstanceARN": "false"},
+            },
+        }
     )
 
 
@@ -108,56 +107,46 @@ def ha_policy(
     `table*`; `dynamodb:LeadingKeys` restricts them to the item of this site."""
     partition = awsnames.partition(region)
     ec2 = f"arn:{partition}:ec2:{region}:{account}"
-    return json.dumps(
+    return document(
         {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "ClaimSiteAddress",
-                    "Effect": "Allow",
-                    "Action": "ec2:AssociateAddress",
-                    "Resource": [
-                        f"{ec2}:elastic-ip/{allocation_id}",
-                        f"{ec2}:instance/*",
-                        f"{ec2}:network-interface/*",
-                    ],
-                    "Condition": {
-                        "StringEquals": scope_tags("aws:ResourceTag", site_name, project, stack),
-                        "Null": {"ec2:SourceInstanceARN": "false"},
-                    },
-                },
-                {
-                    "Sid": "MoveSiteRoutes",
-                    "Effect": "Allow",
-                    "Action": "ec2:ReplaceRoute",
-                    "Resource": [f"{ec2}:route-table/{table_id}" for table_id in route_table_ids],
-                    "Condition": {
-                        **(
-                            {"StringEquals": scope_tags("ec2:ResourceTag", site_name, project, stack)}
-                            if tables_tagged
-                            else {}
-                        ),
-                        "Null": {"ec2:SourceInstanceARN": "false"},
-                    },
-                },
-                {
-                    # Documented exception: List actions without resource types (Service Authorization Reference).
-                    "Sid": "ReadAddressAndRoutes",
-                    "Effect": "Allow",
-                    "Action": ["ec2:DescribeAddresses", "ec2:DescribeRouteTables"],
-                    "Resource": "*",
-                    "Condition": {"StringEquals": {"ec2:Region": region}},
-                },
-                {
-                    "Sid": "SiteLease",
-                    "Effect": "Allow",
-                    "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-                    "Resource": f"arn:{partition}:dynamodb:{region}:{account}:table/{table}",
-                    "Condition": {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [site_name]}},
-                },
+            "Sid": "ClaimSiteAddress",
+            "Effect": "Allow",
+            "Action": "ec2:AssociateAddress",
+            "Resource": [
+                f"{ec2}:elastic-ip/{allocation_id}",
+                f"{ec2}:instance/*",
+                f"{ec2}:network-interface/*",
             ],
+            "Condition": {
+                "StringEquals": scope_tags("aws:ResourceTag", site_name, project, stack),
+                "Null": {"ec2:SourceInstanceARN": "false"},
+            },
         },
-        sort_keys=True,
+        {
+            "Sid": "MoveSiteRoutes",
+            "Effect": "Allow",
+            "Action": "ec2:ReplaceRoute",
+            "Resource": [f"{ec2}:route-table/{table_id}" for table_id in route_table_ids],
+            "Condition": {
+                **({"StringEquals": scope_tags("ec2:ResourceTag", site_name, project, stack)} if tables_tagged else {}),
+                "Null": {"ec2:SourceInstanceARN": "false"},
+            },
+        },
+        {
+            # Documented exception: List actions without resource types (Service Authorization Reference).
+            "Sid": "ReadAddressAndRoutes",
+            "Effect": "Allow",
+            "Action": ["ec2:DescribeAddresses", "ec2:DescribeRouteTables"],
+            "Resource": "*",
+            "Condition": {"StringEquals": {"ec2:Region": region}},
+        },
+        {
+            "Sid": "SiteLease",
+            "Effect": "Allow",
+            "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+            "Resource": f"arn:{partition}:dynamodb:{region}:{account}:table/{table}",
+            "Condition": {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [site_name]}},
+        },
     )
 
 
@@ -176,7 +165,7 @@ def no_other_parameter(own_parameter_arn: str | None = None) -> dict[str, object
 
 def no_parameter_policy() -> str:
     """delivery: user-data with operator_access: cloud: the gateway has no parameter of its own, so none at all."""
-    return json.dumps({"Version": "2012-10-17", "Statement": [no_other_parameter()]}, sort_keys=True)
+    return document(no_other_parameter())
 
 
 def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
@@ -188,25 +177,19 @@ def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
     services-parameter-store.html). The key policy itself is the key owner's: it must allow IAM policies of this
     account to grant its use (the default key policy does: docs/security.md)."""
     service = f"ssm.{region}.{'amazonaws.com.cn' if awsnames.partition(region) == 'aws-cn' else 'amazonaws.com'}"
-    return json.dumps(
+    return document(
         {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "DecryptOwnPrivateKey",
-                    "Effect": "Allow",
-                    "Action": "kms:Decrypt",
-                    "Resource": key_arn,
-                    "Condition": {
-                        "StringEquals": {
-                            "kms:ViaService": service,
-                            "kms:EncryptionContext:PARAMETER_ARN": parameter_arn,
-                        }
-                    },
+            "Sid": "DecryptOwnPrivateKey",
+            "Effect": "Allow",
+            "Action": "kms:Decrypt",
+            "Resource": key_arn,
+            "Condition": {
+                "StringEquals": {
+                    "kms:ViaService": service,
+                    "kms:EncryptionContext:PARAMETER_ARN": parameter_arn,
                 }
-            ],
-        },
-        sort_keys=True,
+            },
+        }
     )
 
 
