@@ -1,5 +1,5 @@
 """docs/reference/iam.md: what a gateway may do in its cloud, rendered by the program's own policy functions from
-plain example values (wg_mesh.aws.iam, wg_mesh.plan.live, wg_mesh.gcp.ha, wg_mesh.gcp.live): no mock run."""
+plain example values (wg_mesh.plan.awsiam, wg_mesh.plan.live, wg_mesh.gcp.ha, wg_mesh.gcp.live): no mock run."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 from refdocs import md
-from wg_mesh.aws import iam
 from wg_mesh.gcp import ha as gcp_ha
 from wg_mesh.gcp import live as gcp_live
-from wg_mesh.plan import ha, live
+from wg_mesh.plan import awsiam, ha, live
 
-SOURCE = "the policy functions of wg_mesh/aws/iam.py, wg_mesh/plan/live.py and wg_mesh/gcp/ (example values)"
+SOURCE = "the policy functions of wg_mesh/plan/awsiam.py, wg_mesh/plan/live.py and wg_mesh/gcp/ (example values)"
 # The example: one project, stack and site per cloud. Values that only the clouds know are placeholders.
 PROJECT, STACK = "wg-mesh", "prod"
 REGION, ACCOUNT, AWS_SITE = "us-east-1", "123456789012", "aws-use1"
@@ -22,6 +21,7 @@ GCP_PROJECT, GCP_SITE, GCP_ZONES = "my-project", "gcp-use4", ("us-east4-a", "us-
 ALLOCATION, TABLES = "eipalloc-0123456789abcdef0", ["rtb-0123456789abcdef0"]
 KMS_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 SECRET_SUFFIX = "-AbCdEf"  # Secrets Manager appends six random characters to a secret's ARN
+GCP_ADDRESS = f"{GCP_SITE}-address-1a2b3c4"  # the static address's name: Pulumi appends seven random hex digits
 
 
 def _first_paragraph(function: Callable[..., Any]) -> str:
@@ -52,24 +52,24 @@ def _aws() -> list[str]:
         "Each gateway has its own IAM role (`<site>-role`, trusted by EC2) and instance profile, with inline policies",
         "for what its configuration needs, all scoped to the site's own resources.",
         "",
-        *_policy("Trust policy", "always (the role's `assume_role_policy`).", iam.trust_policy,
-                 iam.trust_policy("ec2.amazonaws.com")),
-        *_policy("Mark itself ready (`<site>-ready`)", "always.", iam.ready_policy,
-                 iam.ready_policy(REGION, ACCOUNT, AWS_SITE, PROJECT, STACK)),
+        *_policy("Trust policy", "always (the role's `assume_role_policy`).", awsiam.trust_policy,
+                 awsiam.trust_policy("ec2.amazonaws.com")),
+        *_policy("Mark itself ready (`<site>-ready`)", "always.", awsiam.ready_policy,
+                 awsiam.ready_policy(REGION, ACCOUNT, AWS_SITE, PROJECT, STACK)),
         *_policy("Read its own key and document (`<site>-stores`)", "`delivery: live`.", live.store_policy,
                  live.store_policy(parameter, peers, bundle)),
         *_policy("Decrypt its key with the site's KMS key (`<site>-key`)", "`delivery: live` with `ssm_kms_key_arn`.",
-                 iam.kms_policy, iam.kms_policy(REGION, KMS_KEY, parameter)),
+                 awsiam.kms_policy, awsiam.kms_policy(REGION, KMS_KEY, parameter)),
         *_policy("Move the site's address and routes (`<site>-ha`)", "`gateways: 2`, on both gateways.",
-                 iam.ha_policy, iam.ha_policy(REGION, ACCOUNT, AWS_SITE, PROJECT, STACK, ALLOCATION, TABLES, table,
-                                              tables_tagged=True)),
+                 awsiam.ha_policy, awsiam.ha_policy(REGION, ACCOUNT, AWS_SITE, PROJECT, STACK, ALLOCATION, TABLES,
+                                                    table, tables_tagged=True)),
         *_policy("No parameter at all (`<site>-no-parameters`)", "`operator_access: cloud` with `delivery: user-data`.",
-                 iam.no_parameter_policy, iam.no_parameter_policy()),
+                 awsiam.no_parameter_policy, awsiam.no_parameter_policy()),
         "### Session Manager (`<site>-ssm`)",
         "",
         "**When:** `operator_access: cloud`.",
         "",
-        f"The AWS managed policy {md.code(iam.managed_policy_arn(REGION, iam.SSM_CORE_POLICY))} is attached, so",
+        f"The AWS managed policy {md.code(awsiam.managed_policy_arn(REGION, awsiam.SSM_CORE_POLICY))} is attached, so",
         "operators reach the gateway through Session Manager; the deny of every other parameter above (or in the",
         "store policy) keeps it from reading other gateways' keys.",
         "",
@@ -81,7 +81,7 @@ def _gcp() -> list[str]:
     scope = live.scope(PROJECT, STACK)
     account = live.gcp_service_account_id(PROJECT, STACK, GCP_SITE)
     prefixes = [
-        gcp_ha.instance_prefix(GCP_PROJECT, zone, f"{ha.child_name(GCP_SITE, letter)}-instance")
+        gcp_ha.instance_prefix(GCP_PROJECT, zone, ha.vm_name(ha.child_name(GCP_SITE, letter), scope))
         for zone, letter in zip(GCP_ZONES, ha.LETTERS, strict=True)
     ]
     lines = [
@@ -116,7 +116,7 @@ def _gcp() -> list[str]:
         ),
         _first_paragraph(gcp_ha.condition_expression) + " (`wg_mesh.gcp.ha.condition_expression`):",
         "",
-        *md.fenced(gcp_ha.condition_expression(prefixes), "text"),
+        *md.fenced(gcp_ha.condition_expression(prefixes, GCP_ADDRESS), "text"),
     ]
     return lines
 

@@ -15,7 +15,7 @@ import yaml
 
 from refdocs import md
 from wg_mesh.cli import plancmd
-from wg_mesh.plan import forcenew, preview
+from wg_mesh.plan import forcenew, live, preview
 
 SOURCE = "the program run under mocks on the example configs in refdocs/resources_page.py (wg_mesh/cli/plancmd.py)"
 AWS = {"name": "aws-use1", "cloud": "aws", "region": "us-east-1", "overlay_ip": "10.200.0.1", "cidrs": ["10.10.0.0/16"]}
@@ -51,11 +51,15 @@ CONFIGS: dict[str, Any] = {
 CIDR = re.compile(r"\d+-\d+-\d+-\d+-\d+$")
 
 
+SCOPE = live.scope("wg-mesh", "example")  # the project and stack the configs run as (_runs)
+
+
 def pattern(name: str, site: str | None) -> str:
-    """A resource's name as a pattern: `<site>` for the site's name, `<cidr>` for a range, `<n>` for a route table's
-    index."""
+    """A resource's name as a pattern: `<site>` for the site's name, `<scope>` for the stack's (an HA VM's name),
+    `<cidr>` for a range, `<n>` for a route table's index."""
     if site is not None:
         name = "<site>" + name[len(site) :]
+    name = name.replace(SCOPE, "<scope>")
     name = CIDR.sub("<cidr>", name)
     return re.sub(r"-route-\d+-", "-route-<n>-", name)
 
@@ -121,8 +125,9 @@ def render() -> str:
     lines += [
         "What `pulumi up` creates per site, as the program declares it: run under Pulumi's mocks on the example",
         "configs below (no cloud), the way `wg-mesh plan --stack NAME` lists your own stack. `<site>` is the site's",
-        "name, `<cidr>` a range (the overlay's and each other site's: one route per range and route table), `<n>` a",
-        "route table's index. *Replaced on a change of*: the inputs whose change makes a new resource — the program's",
+        "name, `<scope>` a hash of the Pulumi project and stack, `<cidr>` a range (the overlay's and each other",
+        "site's: one route per range and route table), `<n>` a route table's index. *Replaced on a change of*: the",
+        "inputs whose change makes a new resource — the program's",
         "`replace_on_changes` (program), AWS's `user_data_replace_on_change` (user data), and the provider's",
         "force-new inputs of those the program sets (from the Terraform providers' schemas the Pulumi providers wrap:",
         "`wg_mesh/plan/forcenew.py` names each source; a change anywhere under a nested input counts). What a change",

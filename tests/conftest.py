@@ -19,6 +19,7 @@ import pytest
 
 from tests.stacks import STACK_FILES
 from wg_mesh.mesh import Mesh
+from wg_mesh.plan import ha, live
 from wg_mesh.testing import (
     FAKE_PUBLIC_NET,
     NOT_OFFERED_TYPE,
@@ -35,6 +36,8 @@ from wg_mesh.testing import (
 )
 from wg_mesh.testing import ProgramRun as _Run
 from wg_mesh.tools.stackfile import read_raw
+
+PROJECT = "wg-mesh"  # the Pulumi project run_program gives the program
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "__main__.py"
@@ -74,6 +77,13 @@ class ProgramRun(_Run):
     signing_seed: Resolved | None = None  # delivery: live: the Mesh's SigningKey.seed (base64), resolved
     verify_key: Resolved | None = None  # and its verify_key
 
+    def vm(self, typ: str, prefix: str) -> Recorded:
+        """Gateway instance `prefix` (a site's name; `<site>-b` for its standby): `<prefix>-instance`, or with
+        `gateways: 2` on GCP, the name with the stack's scope (wg_mesh.plan.ha.vm_name)."""
+        names = {f"{prefix}-instance", ha.vm_name(prefix, live.scope(PROJECT, self.stack))}
+        (found,) = [r for r in self.of_type(typ) if r.name in names]
+        return found
+
     def private_keys(self) -> list[str]:
         keys = [s.private_key.value for s in self.sites.values()]
         assert all(isinstance(k, str) and k for k in keys), "private keys are not all known"
@@ -109,7 +119,7 @@ def run_program(raw: Any, *, preview: bool, stack: str = "test") -> ProgramRun:
             run,
             PROGRAM,
             {"wg-mesh:mesh": json.dumps(raw)},
-            project="wg-mesh",
+            project=PROJECT,
             stack=stack,
             collect=_collect_sites,
             timeout=RUN_TIMEOUT_S,

@@ -72,7 +72,7 @@ def main(state: Path) -> int:
         return fail(problem, 2)
     sub = " ".join(argv[:2]) if " ".join(argv[:2]) in PULUMI else argv[0]
     if sub == "version":
-        print("v3.187.0 (stub)")
+        print("v3.208.0 (stub)")
         return 0
     if sub == "login":
         (state / "logged-in").write_text(json.dumps(argv))

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import STACK_FILES, ProgramRun, run_program, with_delivery
-from wg_mesh.aws import iam as aws_iam
 from wg_mesh.config import ConfigError
+from wg_mesh.plan import awsiam as aws_iam
 from wg_mesh.plan import live
 from wg_mesh.plan.validate import load_mesh
 from wg_mesh.tools.stackfile import read_raw

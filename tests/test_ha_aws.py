@@ -245,6 +245,34 @@ def test_own_interface_from_imdsv2(monkeypatch: pytest.MonkeyPatch) -> None:
         server.server_close()
 
 
+ENDPOINT = "https://vpce-0123456789abcdef0-1a2b3c4d.ec2.us-east-1.vpce.amazonaws.com"  # a Regional DNS name
+
+
+def test_ec2_goes_to_the_sites_endpoint_by_its_own_name(
+    cloud: Cloud, moto_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32: the site's EC2 interface endpoint has no private DNS (it would take every workload of the VPC), so
+    the agent calls EC2 at the name agent.json gives; only EC2: the lease stays on the regional DynamoDB name (the
+    gateway endpoint is a route, not a name). Here EC2's name is moto and every other service's a dead port."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard: nothing listens
+    gw = AwsHa(REGION, cloud.table, SITE, "a", cloud.allocation, cloud.tables, cloud.enis["a"], trust=TRUST,
+               ec2_endpoint=moto_url)  # fmt: skip
+    assert gw.holder() == "none"
+    assert gw.reconcile(cloud.ranges, lambda: True) == [f"address {cloud.allocation}"]  # EC2 answered: the address
+    assert cloud.eip_holder() == "a"
+    with pytest.raises(Unreachable):
+        gw.read_lease()
+    raw = {"cloud": "aws", "gateway": "a", "region": REGION, "lease_table": TABLE, "allocation_id": "eipalloc-1",
+           "route_table_ids": ["rtb-1"]}  # fmt: skip
+    assert parse_ha({**raw, "ec2_endpoint": ENDPOINT}).ec2_endpoint == ENDPOINT
+    assert parse_ha(raw).ec2_endpoint == ""  # an existing network: the regional name (the user's endpoint, if any)
+    for bad in (ENDPOINT.replace("https", "http"), "https://ec2.us-east-1.amazonaws.com", ENDPOINT + "/x",
+                ENDPOINT.replace(".ec2.", ".ssm."), "https://vpce-1.ec2.us-east-1.vpce.amazonaws.com.evil.example",
+                ENDPOINT + "\n", 443, ["x"]):  # fmt: skip
+        with pytest.raises(ValueError, match=r"^ha\.ec2_endpoint: "):
+            parse_ha({**raw, "ec2_endpoint": bad})
+
+
 # --- two controllers against moto -------------------------------------------------------------------------
 
 

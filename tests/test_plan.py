@@ -321,3 +321,18 @@ def test_a_bad_before_file_exits_1_and_a_missing_stack_as_validate_does(
     assert "--before" in capsys.readouterr().err
     assert main(["plan", "--stack", "dve"]) == main(["validate", "--stack", "dve"]) == 2
     assert "did you mean dev?" in capsys.readouterr().err
+
+
+def test_a_new_replacement_trigger_replaces_a_resource_whose_inputs_stay() -> None:
+    """The resource option replacement_trigger (the GCP standby zone's stash: `zone`) is no input: its change alone
+    replaces the resource, as the engine does; the same trigger with a new input is an update (a stash keeps its
+    output)."""
+    stash = preview.Resource("pulumi:index:Stash", "gcp-euw3-b-zone", "urn:s", {"input": "europe-west3-b"},
+                             replacement_trigger="europe-west3-a")  # fmt: skip
+    moved = preview.Resource(stash.type, stash.name, stash.urn, stash.inputs, replacement_trigger="europe-west3-c")
+    (change,) = preview.diff([stash], [moved]).replaced
+    assert change.forced_by == {preview.TRIGGER: "program"}
+    new_input = preview.Resource(stash.type, stash.name, stash.urn, {"input": "europe-west3-d"},
+                                 replacement_trigger="europe-west3-a")  # fmt: skip
+    found = preview.diff([stash], [new_input])
+    assert not found.replaced and [c.inputs for c in found.updated] == [("input",)]

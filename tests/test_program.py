@@ -110,7 +110,7 @@ def user_data_input(resource: Recorded) -> str:
 
 
 def instance_of(run: ProgramRun, site: AwsSite | GcpSite) -> Recorded:
-    return run.named(AWS_INSTANCE if isinstance(site, AwsSite) else GCP_INSTANCE, f"{site.name}-instance")
+    return run.vm(AWS_INSTANCE if isinstance(site, AwsSite) else GCP_INSTANCE, site.name)
 
 
 # --- preview ---------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_preview_declares_every_site_with_unknown_addresses_and_keys(previewed: 
 
 
 def test_preview_and_update_declare_the_same_resources(previewed: ProgramRun) -> None:
-    applied_run = run_program(previewed.raw, preview=False)
+    applied_run = run_program(previewed.raw, preview=False, stack=previewed.stack)
     assert applied_run.error is None
     names = sorted((r.type, r.name) for r in previewed.resources)
     assert names == sorted((r.type, r.name) for r in applied_run.resources)

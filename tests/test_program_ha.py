@@ -99,10 +99,7 @@ def test_the_stack_exports_both_gateways_private_addresses(applied: ProgramRun) 
     assert not out.secret
     assert set(out.value) == {aws.name, gcp.name}
     assert set(out.value[aws.name]) == {"a", "b"} and set(out.value[gcp.name]) == {"a", "b"}
-    assert (
-        out.value[gcp.name]["a"]
-        == applied.named(GCP_INSTANCE, f"{gcp.name}-instance").outputs["networkInterfaces"][0]["networkIp"]
-    )
+    assert out.value[gcp.name]["a"] == applied.vm(GCP_INSTANCE, gcp.name).outputs["networkInterfaces"][0]["networkIp"]
 
 
 def test_one_gateway_exports_no_ha_addresses(one_gateway: ProgramRun) -> None:
@@ -124,6 +121,8 @@ def test_adding_the_standby_keeps_every_resource_of_gateway_a(applied: ProgramRu
     takeover makes it a planned handover). Removed: the EipAssociation (AWS) only; GCP routes get the ILB next hop."""
     before = {(r.type, r.name): r for r in one_gateway.resources}
     after = {(r.type, r.name): r for r in applied.resources}
+    # what the engine follows: a resource by its aliases (GCP's VM a carries the stack's scope with gateways: 2)
+    after |= {(r.type, alias): r for r in applied.resources for alias in applied.options(r.type, r.name).aliases}
     removed = set(before) - set(after)
     assert {t for t, _ in removed} == {EIP_ASSOC}
     changed = []
@@ -167,7 +166,7 @@ def test_a_mesh_change_leaves_both_gateways_inputs_byte_identical(applied: Progr
     for site in sites(applied):
         for suffix in ("", "-b"):
             typ = AWS_INSTANCE if isinstance(site, AwsSite) else GCP_INSTANCE
-            old, new = (r.named(typ, f"{site.name}{suffix}-instance") for r in (applied, changed))
+            old, new = (r.vm(typ, f"{site.name}{suffix}") for r in (applied, changed))
             old_inputs, new_inputs = copy.deepcopy(old.inputs), copy.deepcopy(new.inputs)
             if typ == GCP_INSTANCE:  # the peer document: metadata set in place, no replacement
                 del old_inputs["metadata"]["wg-mesh-peers"], new_inputs["metadata"]["wg-mesh-peers"]

@@ -24,6 +24,8 @@ from tests.test_program_ha import (
     sites,
 )
 from wg_mesh.aws import facts
+from wg_mesh.config import AwsSite
+from wg_mesh.gateway.ha import parse_ha
 from wg_mesh.plan import ha
 
 
@@ -75,7 +77,17 @@ def test_aws_user_data_differs_only_in_the_gateway_letter(applied: ProgramRun) -
         "lease_table": names.lease_table,
         "allocation_id": eip.outputs["allocationId"],
         "route_table_ids": [table.id],
+        "ec2_endpoint": f"https://{endpoint_regional_name(applied, aws)}",
     }
+    assert parse_ha(agent_json(a)["ha"]).ec2_endpoint == agent_json(a)["ha"]["ec2_endpoint"]  # the agent takes it
+
+
+def endpoint_regional_name(run: ProgramRun, aws: AwsSite) -> str:
+    """The EC2 endpoint's Regional DNS name among its entries (the mocks list the zonal ones first)."""
+    entries = [e["dnsName"] for e in run.named(ENDPOINT, f"{aws.name}-ec2").outputs["dnsEntries"]]
+    (regional,) = [n for n in entries if n.split(".", 1)[0].count("-") == 2]
+    assert entries.index(regional) == len(entries) - 1
+    return regional
 
 
 def test_aws_pulumi_never_moves_the_address_or_the_routes_back(applied: ProgramRun, one_gateway: ProgramRun) -> None:
@@ -191,6 +203,7 @@ def test_aws_in_an_existing_network_uses_the_given_subnets_and_tables() -> None:
     assert routes["Resource"] == [f"{ec2}:route-table/rtb-0a1b2c3d", f"{ec2}:route-table/rtb-0a1b2c3e"]
     assert routes["Condition"] == {"Null": {"ec2:SourceInstanceARN": "false"}}  # the user's tables: no tag of ours
     assert agent_json(user_data_input(b))["ha"]["route_table_ids"] == ["rtb-0a1b2c3d", "rtb-0a1b2c3e"]
+    assert "ec2_endpoint" not in agent_json(user_data_input(b))["ha"]  # the regional name (your endpoint, if any)
 
 
 def test_aws_standby_zone_written_or_chosen_apart_from_a() -> None:
@@ -223,12 +236,14 @@ def test_aws_gateway_a_is_placed_apart_from_a_written_standby_zone() -> None:
 
 
 def test_aws_ec2_endpoint_keeps_the_demoted_gateways_api_path(applied: ProgramRun) -> None:
-    """docs/ha.md 5.5: an EC2 interface endpoint with private DNS in both gateway subnets, HTTPS from them only."""
+    """docs/ha.md 5.5: an EC2 interface endpoint in both gateway subnets, HTTPS from them only, and WITHOUT private
+    DNS (issue 32): with it, every workload of the VPC resolved ec2.<region>.amazonaws.com to this endpoint, whose
+    security group admits the gateways only, and timed out. The agents call it by its own name (agent.json)."""
     aws, _ = sites(applied)
     endpoint = applied.named(ENDPOINT, f"{aws.name}-ec2")
     subnets = [applied.named(SUBNET, f"{aws.name}{s}-subnet").id for s in ("", "-b")]
     assert endpoint.inputs["serviceName"] == "com.amazonaws.us-east-1.ec2"
-    assert endpoint.inputs["vpcEndpointType"] == "Interface" and endpoint.inputs["privateDnsEnabled"] is True
+    assert endpoint.inputs["vpcEndpointType"] == "Interface" and endpoint.inputs["privateDnsEnabled"] is False
     assert endpoint.inputs["subnetIds"] == subnets  # one network interface per gateway zone
     group = applied.named("aws:ec2/securityGroup:SecurityGroup", f"{aws.name}-ec2-endpoint")
     assert endpoint.inputs["securityGroupIds"] == [group.id]

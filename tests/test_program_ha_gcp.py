@@ -27,6 +27,7 @@ from tests.test_program_ha import (
 )
 from wg_mesh.gcp import ha as gcp_ha
 from wg_mesh.plan import ha
+from wg_mesh.testing.mocks import STASH
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def applied() -> ProgramRun:
 
 def test_gcp_runs_two_vms_in_two_zones_with_an_account_each(applied: ProgramRun) -> None:
     _, gcp = sites(applied)
-    a, b = (applied.named(GCP_INSTANCE, f"{gcp.name}{s}-instance") for s in ("", "-b"))
+    a, b = (applied.vm(GCP_INSTANCE, f"{gcp.name}{s}") for s in ("", "-b"))
     assert (a.inputs["zone"], b.inputs["zone"]) == ("europe-west3-a", "europe-west3-b")
     assert a.inputs["canIpForward"] is True and b.inputs["canIpForward"] is True
     for key in ("machineType", "bootDisk", "tags", "networkInterfaces", "shieldedInstanceConfig"):
@@ -66,6 +67,7 @@ def test_gcp_runs_two_vms_in_two_zones_with_an_account_each(applied: ProgramRun)
             "b": {"zone": "europe-west3-b", "name": names.groups["b"]},
         },
     }
+    assert not applied.of_type(STASH)  # a written standby_zone is used as written (no stash: tests/..._placement.py)
     assert applied.depends_on(GCP_INSTANCE, b.name, COMMAND, f"{gcp.name}-ready")
     for gate in (f"{gcp.name}-ready", f"{gcp.name}-b-ready"):  # the gates wait, the agents move the address
         assert "--wait-only" in applied.named(COMMAND, gate).inputs["create"]
@@ -76,7 +78,7 @@ def test_gcp_standby_zone_defaults_to_the_next_zone() -> None:
     (site,) = [s for s in raw["sites"] if s["cloud"] == "gcp"]
     del site["standby_zone"]
     done = run(raw)
-    b = done.named(GCP_INSTANCE, f"{site['name']}-b-instance")
+    b = done.vm(GCP_INSTANCE, f"{site['name']}-b")
     assert b.inputs["zone"] == "europe-west3-b"  # the mocks list -c, -a, -b: next after -a by letter
     assert ha.next_zone("europe-west3-c", ["europe-west3-a", "europe-west3-c"]) == "europe-west3-a"
     with pytest.raises(ValueError, match="set standby_zone"):
@@ -88,7 +90,7 @@ def test_gcp_load_balancer_fails_over_to_b(applied: ProgramRun) -> None:
     names = ha.ha_names("wg-mesh", STACK, gcp.name)
     groups = [applied.named(GROUP, f"{gcp.name}{s}-ig") for s in ("", "-b")]
     for group, letter in zip(groups, "ab", strict=True):
-        instance = applied.named(GCP_INSTANCE, f"{gcp.name}{'' if letter == 'a' else '-b'}-instance")
+        instance = applied.vm(GCP_INSTANCE, f"{gcp.name}{'' if letter == 'a' else '-b'}")
         assert group.inputs["instances"] == [instance.outputs["selfLink"]]
         assert group.inputs["name"] == names.groups[letter] and group.inputs["zone"] == instance.inputs["zone"]
         # a (new) VM becomes a backend only once its readiness gate passed (issue 21)
@@ -144,7 +146,7 @@ def test_gcp_probers_reach_only_the_health_port_of_the_gateways(applied: Program
     # Path-MTU ICMP comes from either gateway.
     pmtu = applied.named(GCP_FIREWALL, f"{gcp.name}-fw-pmtu")
     ips = {
-        f"{applied.named(GCP_INSTANCE, f'{gcp.name}{s}-instance').outputs['networkInterfaces'][0]['networkIp']}/32"
+        f"{applied.vm(GCP_INSTANCE, f'{gcp.name}{s}').outputs['networkInterfaces'][0]['networkIp']}/32"
         for s in ("", "-b")
     }
     assert set(pmtu.inputs["sourceRanges"]) == ips
@@ -160,9 +162,8 @@ def test_gcp_both_accounts_read_the_key_and_nothing_else(applied: ProgramRun) ->
         assert binding.inputs["secretId"] == secret.id
         assert binding.inputs["role"] == "roles/secretmanager.secretAccessor"
     for suffix in ("", "-b"):  # the first boot reads the key with the binding in place
-        assert applied.depends_on(
-            GCP_INSTANCE, f"{gcp.name}{suffix}-instance", SECRET_IAM, f"{gcp.name}{suffix}-key-accessor"
-        )
+        vm = applied.vm(GCP_INSTANCE, f"{gcp.name}{suffix}").name
+        assert applied.depends_on(GCP_INSTANCE, vm, SECRET_IAM, f"{gcp.name}{suffix}-key-accessor")
     # Their only other grant: the agent's custom role, conditioned on the site's own resources.
     (role,) = applied.of_type(CUSTOM_ROLE)
     assert re.fullmatch(r"wgMeshHa_[0-9a-f]{8}_gcp_euw3_[0-9a-z]{6}", role.inputs["roleId"]), role.inputs["roleId"]
@@ -174,7 +175,7 @@ def test_gcp_both_accounts_read_the_key_and_nothing_else(applied: ProgramRun) ->
         assert binding.inputs["role"] == role.outputs["name"]
         expression = binding.inputs["condition"]["expression"]
         for suffix in ("", "-b"):  # each VM by its name's prefix: a replacement's too, so the binding never changes
-            instance = applied.named(GCP_INSTANCE, f"{gcp.name}{suffix}-instance")
+            instance = applied.vm(GCP_INSTANCE, f"{gcp.name}{suffix}")
             prefix = f"projects/my-project/zones/{instance.inputs['zone']}/instances/{instance.name}-"
             assert f'resource.name.startsWith("{prefix}")' in expression, (prefix, expression)
         assert set(re.findall(r'resource\.type [!=]= "([^"]+)"', expression)) <= gcp_ha.DOCUMENTED_RESOURCE_TYPES

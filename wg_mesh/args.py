@@ -241,14 +241,15 @@ def _carried(value: Any, path: str, refused: dict[str, str]) -> Any:
 _TAKES_INPUT = re.compile(rf"sites\[\d+\]\.(?:{'|'.join(INPUT_KEYS)}|(?:{'|'.join(INPUT_LIST_KEYS)})\[\d+\])")
 
 
-def to_config(args: MeshArgs | Mapping[str, Any]) -> MeshConfig:
+def to_config(args: MeshArgs | Mapping[str, Any], scope: tuple[str, str] | None = None) -> MeshConfig:
     """The validated mesh of `args` (a MeshArgs or a stack file's value), or MeshConfigError listing every problem.
     An Output where the mesh cannot take one is one problem naming its key (the model's own message about the same
-    key, which could only say that it is not a string, is left out)."""
+    key, which could only say that it is not a string, is left out). scope: the Pulumi project and stack (limits that
+    depend on them are checked for these; None: an estimate)."""
     refused: dict[str, str] = {}
     raw = _carried(args, "", refused) if isinstance(args, Mapping) else args
     try:
-        config = load_mesh(raw)
+        config = load_mesh(raw) if scope is None else load_mesh(raw, project=scope[0], stack=scope[1])
     except ConfigError as exc:
         rest = [p for p in exc.problems if not any(p.startswith(tuple(f"{k}{c}" for c in ":.[")) for k in refused)]
         raise MeshConfigError([*refused.values(), *rest]) from None

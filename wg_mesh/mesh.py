@@ -133,7 +133,8 @@ class Mesh(pulumi.ComponentResource):
     """Per site: what a program needs to wire the rest of itself to it."""
 
     def __init__(self, name: str, args: MeshArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        config = to_config(args)  # an invalid mesh stops here, every problem listed, before any resource
+        # An invalid mesh stops here, every problem listed, before any resource.
+        config = to_config(args, (pulumi.get_project(), pulumi.get_stack()))
         # The caller's providers reach every child (wg_mesh.providers); with a site's own credentials: refused.
         if problems := providers.conflicts(config, providers.given_packages(opts)):
             raise MeshConfigError(problems)

@@ -25,8 +25,8 @@ from typing import Any
 
 import pulumi
 
-from wg_mesh.aws.iam import site_tags
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig
+from wg_mesh.plan.awsiam import site_tags
 
 # The per-site keys that choose a site's account, by the provider package they configure.
 CREDENTIAL_KEYS: Mapping[str, tuple[str, ...]] = {

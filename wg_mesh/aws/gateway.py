@@ -52,10 +52,12 @@ class _Build:
 
 @dataclass(frozen=True)
 class _Ha:
-    """gateways: 2 (docs/ha.md 5): the lease table's name and the agents' policy (one per gateway role)."""
+    """gateways: 2 (docs/ha.md 5): the lease table's name, the agents' policy (one per gateway role) and (created
+    networks) the EC2 endpoint's DNS name the agents call EC2 by."""
 
     table: str
     policy: pulumi.Output[str]
+    ec2_endpoint: pulumi.Output[str] | None = None
 
 
 class AwsGateway(component.SiteComponent):
@@ -157,11 +159,12 @@ class AwsGateway(component.SiteComponent):
         policy = aws_ha.policy(
             site, names.lease_table, self.eip.allocation_id, network.route_table_ids, b.child, created
         )
-        if network.gateway_table is not None:
-            aws_ha.dynamodb_endpoint(b.name, site, network.vpc_id, network.gateway_table, b.child)
-            subnet_ids = [network.subnet_id, network.standby_subnet_id]
-            aws_ha.ec2_endpoint(b.name, site, network.vpc_id, [i for i in subnet_ids if i is not None], b.child)
-        return _Ha(names.lease_table, policy)
+        if network.gateway_table is None:
+            return _Ha(names.lease_table, policy)
+        aws_ha.dynamodb_endpoint(b.name, site, network.vpc_id, network.gateway_table, b.child)
+        subnet_ids = [i for i in (network.subnet_id, network.standby_subnet_id) if i is not None]
+        endpoint = aws_ha.ec2_endpoint(b.name, site, network.vpc_id, subnet_ids, b.child)
+        return _Ha(names.lease_table, policy, aws_ha.endpoint_dns_name(endpoint))
 
     def _gateways(self, b: _Build, image: images.BootImage, high_availability: _Ha | None) -> None:
         """Gateway a in the gateway subnet, and with gateways: 2 gateway b in the standby subnet."""
@@ -236,7 +239,12 @@ class AwsGateway(component.SiteComponent):
         if high_availability is None:
             return self.user_data
         objects = aws_ha.ha_object(
-            letter, b.site, high_availability.table, self.eip.allocation_id, b.network.route_table_ids
+            letter,
+            b.site,
+            high_availability.table,
+            self.eip.allocation_id,
+            b.network.route_table_ids,
+            high_availability.ec2_endpoint,
         )
         return self._ha_user_data(b.mesh, b.site, objects)
 

@@ -7,9 +7,10 @@
   without any public address (docs/ha.md 5.5); "There is no additional charge for using gateway endpoints"
   (https://docs.aws.amazon.com/vpc/latest/userguide/vpce-gateway.html).
 - An EC2 interface endpoint in both gateway subnets (created networks): the demoted gateway's API path while it has
-  no public address (`ec2_endpoint`; cost in docs/ha.md 12).
+  no public address (`ec2_endpoint`; cost in docs/ha.md 12). Without private DNS: the agents call it by its own DNS
+  name (agent.json's `ha.ec2_endpoint`), and the rest of the VPC keeps the regional EC2 name (docs/ha.md 5.5).
 - The project, stack and site tags on each gateway's primary ENI: the agent's AssociateAddress permission is scoped
-  by them (wg_mesh.aws.iam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags
+  by them (wg_mesh.plan.awsiam.ha_policy). aws_instance has no tag specification for the ENI it creates and default tags
   do not reach it (hashicorp/terraform-provider-aws#45887; terraform-aws-modules/terraform-aws-ec2-instance#478 tags
   it with aws_ec2_tag, as here).
 - The `ha` object of each gateway's agent.json (wg_mesh.plan.ha) and each gateway role's HA policy.
@@ -21,15 +22,15 @@ routes' target to the active gateway.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh.aws import iam
 from wg_mesh.component import description_kept
 from wg_mesh.config import AwsSite
-from wg_mesh.plan import ha, topology
+from wg_mesh.plan import awsiam, ha, topology
 
 LEASE_KEY = "site"  # the hash key of the lease item {site, holder, epoch, counter} (HA.md)
 
@@ -67,15 +68,21 @@ def ec2_endpoint(
     subnet_ids: list[pulumi.Input[str]],
     opts: pulumi.ResourceOptions,
 ) -> aws.ec2.VpcEndpoint:
-    """An EC2 interface endpoint in both gateway subnets (created networks), with private DNS, so that a gateway
-    without a public address still reaches EC2 (docs/ha.md 5.5): the demoted one, whose Elastic IP moved away, gets a
-    new auto-assigned public IPv4 only "within a few minutes" (Amazon VPC user guide, "Elastic IP address concepts and
+    """An EC2 interface endpoint in both gateway subnets (created networks), so that a gateway without a public
+    address still reaches EC2 (docs/ha.md 5.5): the demoted one, whose Elastic IP moved away, gets a new
+    auto-assigned public IPv4 only "within a few minutes" (Amazon VPC user guide, "Elastic IP address concepts and
     rules": https://docs.aws.amazon.com/vpc/latest/userguide/vpc-eip-overview.html), and a second failover in that
-    window must still move the address and the routes. With private DNS the regional name
-    ec2.<region>.amazonaws.com resolves to the endpoint inside the VPC, so the agent needs no endpoint setting
-    (https://docs.aws.amazon.com/vpc/latest/privatelink/create-interface-endpoint.html; the VPC has DNS support and
-    DNS hostnames on). Billed per AZ-hour plus per GB (https://aws.amazon.com/privatelink/pricing/): docs/ha.md 12.
-    Its security group admits HTTPS from the two gateway subnets only."""
+    window must still move the address and the routes. Billed per AZ-hour plus per GB
+    (https://aws.amazon.com/privatelink/pricing/): docs/ha.md 12.
+
+    **No private DNS** (issue 32): with it, "a private hosted zone ... contains a record set for the default public
+    DNS name for the service for the Region ..., which resolves to the private IP addresses of the endpoint network
+    interfaces in the VPC" (EC2 API reference, CreateVpcEndpoint, PrivateDnsEnabled): every workload of the VPC would
+    call EC2 through this endpoint, which admits only the gateways, and could not create its own endpoint with
+    private DNS ("private-dns-enabled cannot be set because there is already a conflicting DNS domain": one per
+    service and VPC). The agents use the endpoint's Regional DNS name instead (`regional_dns_name`, in agent.json),
+    which resolves to the endpoint's addresses from any network. Its security group admits HTTPS from the two
+    gateway subnets only: nothing else calls it."""
     first = site.cidrs[0]
     sources = [str(topology.gateway_subnet(first)), str(topology.standby_gateway_subnet(first))]
     group = aws.ec2.SecurityGroup(
@@ -93,15 +100,29 @@ def ec2_endpoint(
         vpc_endpoint_type="Interface",
         subnet_ids=subnet_ids,
         security_group_ids=[group.id],
-        private_dns_enabled=True,
+        private_dns_enabled=False,
         tags={"Name": f"wg-mesh-{site.name}-ec2"},
         opts=opts,
     )
 
 
+def regional_dns_name(names: Sequence[str]) -> str:
+    """The endpoint's Regional DNS name among its DNS entries: AWS PrivateLink names an interface endpoint
+    `vpce-<id>-<suffix>.<service>.<region>.vpce.amazonaws.com` (Regional) and once per zone with `-<zone>` after the
+    suffix (Zonal); the Regional one, the shortest, answers in every zone the endpoint is in."""
+    regional = sorted((n for n in names if n.startswith("vpce-")), key=len)
+    if not regional:
+        raise ValueError(f"the EC2 endpoint has no vpce- DNS name among {list(names)}")
+    return regional[0]
+
+
+def endpoint_dns_name(endpoint: aws.ec2.VpcEndpoint) -> pulumi.Output[str]:
+    return endpoint.dns_entries.apply(lambda entries: regional_dns_name([e.dns_name or "" for e in entries]))
+
+
 def tag_interface(prefix: str, site: AwsSite, instance: aws.ec2.Instance, opts: pulumi.ResourceOptions) -> None:
     """The project, stack and site tags on the instance's primary ENI (see the module docstring)."""
-    tags = iam.site_tags(site.name, pulumi.get_project(), pulumi.get_stack())
+    tags = awsiam.site_tags(site.name, pulumi.get_project(), pulumi.get_stack())
     for key, value in tags.items():
         suffix = key.removeprefix("wg-mesh-")
         aws.ec2.Tag(
@@ -114,7 +135,8 @@ def tag_interface(prefix: str, site: AwsSite, instance: aws.ec2.Instance, opts: 
 
 
 def _ha_object(letter: str, site: AwsSite, table: str, values: dict[str, Any]) -> dict[str, Any]:
-    return ha.aws_ha(letter, site.region, table, values["allocation_id"], values["route_table_ids"])
+    objects = (values["allocation_id"], values["route_table_ids"], values["ec2_endpoint"])
+    return ha.aws_ha(letter, site.region, table, *objects)
 
 
 def ha_object(
@@ -123,13 +145,17 @@ def ha_object(
     table: str,
     allocation_id: pulumi.Input[str],
     route_table_ids: list[pulumi.Input[str]],
+    ec2_endpoint: pulumi.Input[str] | None = None,
 ) -> pulumi.Output[dict[str, Any]]:
-    values = pulumi.Output.all(allocation_id=allocation_id, route_table_ids=pulumi.Output.all(*route_table_ids))
+    """ec2_endpoint: the EC2 endpoint's Regional DNS name (created networks), else None (the regional EC2 name)."""
+    values = pulumi.Output.all(
+        allocation_id=allocation_id, route_table_ids=pulumi.Output.all(*route_table_ids), ec2_endpoint=ec2_endpoint
+    )
     return values.apply(functools.partial(_ha_object, letter, site, table))
 
 
 def _policy(site: AwsSite, project: str, stack: str, table: str, tagged: bool, values: dict[str, Any]) -> str:
-    return iam.ha_policy(
+    return awsiam.ha_policy(
         site.region,
         values["account"],
         site.name,
@@ -150,7 +176,7 @@ def policy(
     opts: pulumi.ResourceOptions,
     tables_tagged: bool = False,
 ) -> pulumi.Output[str]:
-    """The HA policy (wg_mesh.aws.iam.ha_policy) with the account the site's provider deploys to; `tables_tagged`:
+    """The HA policy (wg_mesh.plan.awsiam.ha_policy) with the account the site's provider deploys to; `tables_tagged`:
     the route tables are wg-mesh's own (a created network), with the provider's default tags."""
     account = aws.get_caller_identity_output(
         opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider)

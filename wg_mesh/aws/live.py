@@ -2,9 +2,10 @@
 
 - The private key: an SSM Parameter Store `SecureString`, standard tier (free; 4 KB is plenty for 44 characters),
   encrypted with the AWS managed key aws/ssm, or with the site's `ssm_kms_key_arn` (a customer managed key, whose use
-  the role gets for this parameter only: wg_mesh.aws.iam.kms_policy). Rotating the key (`key_epoch`) or changing the KMS
-  key updates the parameter in place (terraform-provider-aws, internal/service/ssm/parameter.go: `key_id` is Optional
-  and Computed, not ForceNew; computed, so it is always given, aws/ssm by name, for a removed key to go back to it).
+  the role gets for this parameter only: wg_mesh.plan.awsiam.kms_policy). Rotating the key (`key_epoch`) or changing
+  the KMS key updates the parameter in place (terraform-provider-aws, internal/service/ssm/parameter.go: `key_id` is
+  Optional and Computed, not ForceNew; computed, so it is always given, aws/ssm by name, for a removed key to go back
+  to it).
 - The peer document: a Secrets Manager secret (its value holds 64 KB; SSM's standard parameters stop at 4 KB and
   advanced ones at 8 KB, and a 64-site document is ~17 KB signed: `userdata.document_size` of bench.meshgen's 64
   sites, 12.2 KB before the envelope's base64 and signature). A changed document is a new secret version in place:
@@ -30,9 +31,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from wg_mesh.aws import iam
 from wg_mesh.config import AwsSite
-from wg_mesh.plan import live, userdata
+from wg_mesh.plan import awsiam, live, userdata
 
 PARAMETER_TYPE = "SecureString"
 PARAMETER_TIER = "Standard"
@@ -104,5 +104,5 @@ def create_stores(
     arns = {"parameter": parameter.arn, "secret": secret.arn, "bundle": bundle.arn}
     policy = pulumi.Output.all(**arns).apply(live.store_policy_of)
     key = site.ssm_kms_key_arn
-    key_policy = None if key is None else parameter.arn.apply(lambda arn: iam.kms_policy(site.region, key, arn))
+    key_policy = None if key is None else parameter.arn.apply(lambda arn: awsiam.kms_policy(site.region, key, arn))
     return AwsStores(parameter, secret, version, bundle, bundle_version, policy, key_policy)

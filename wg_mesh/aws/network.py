@@ -76,6 +76,15 @@ def _standby_zone(owner: _Owner, site: AwsSite) -> dict[str, pulumi.Input[str] |
     return {"availability_zone_id" if by_id else "availability_zone": other}
 
 
+def standby_ignores(site: AwsSite) -> list[str] | None:
+    """The standby subnet's ignore_changes: a zone chosen for it (no `standby_zone`) is kept once the subnet exists,
+    by name or by ID, whether `zone` is written or not; a later run's lookups (a type offered in a new zone, or no
+    longer in the chosen one) would otherwise move it, and with it gateway b (issue 32). Pulumi gives a resource the
+    recorded value of an ignored input, also when it replaces it (Pulumi docs, "ignoreChanges"). A written
+    `standby_zone` is the user's to change: not ignored."""
+    return ["availabilityZone", "availabilityZoneId"] if site.standby_zone is None else None
+
+
 def _offerings(owner: _Owner, site: AwsSite, location_type: str) -> pulumi.Output[list[str]]:
     return aws.ec2.get_instance_type_offerings_output(
         location_type=location_type,
@@ -144,9 +153,7 @@ def network(owner: _Owner, name: str, site: AwsSite, child: pulumi.ResourceOptio
             availability_zone=standby_zone.get("availability_zone"),
             availability_zone_id=standby_zone.get("availability_zone_id"),
             tags={"Name": f"wg-mesh-{site.name}-gateway-b"},
-            opts=pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(ignore_changes=["availabilityZone"] if site.zone is None else None)
-            ),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=standby_ignores(site))),
         )
         ready.append(
             aws.ec2.RouteTableAssociation(

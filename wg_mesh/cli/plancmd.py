@@ -79,6 +79,7 @@ def resource(recorded: Recorded, run: ProgramRun) -> preview.Resource:
         depends_on=dict(options.property_dependencies),
         dependencies=options.dependencies,
         was=run.monitor.aliased.get(urn, ""),
+        replacement_trigger=options.replacement_trigger,
     )
 
 

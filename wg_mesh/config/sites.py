@@ -213,7 +213,7 @@ class AwsSite(SiteBase):
     standby_zone: str | None = Field(
         default=None,
         description="`gateways: 2`: the standby's zone (created network), not `zone`; unset: another zone offering "
-        "the type.",
+        "the type (decided once, then kept).",
     )
     # The standby's subnet (existing network, with subnet_id): required there with gateways: 2.
     standby_subnet_id: (
@@ -328,7 +328,7 @@ class GcpSite(SiteBase):
     )
     # The standby VM's zone; None: the next zone of the region (by letter) after `zone`.
     standby_zone: str | None = Field(
-        default=None, description="`gateways: 2`: the standby VM's zone; unset: the next zone letter after `zone`."
+        default=None, description="`gateways: 2`: the standby's zone; unset: the next zone letter after `zone` (kept)."
     )
 
     @field_validator("workload_tags")

@@ -30,6 +30,7 @@ actions through the cloud adapter (wg_mesh.gateway.ha_aws, ha_gcp) and reports e
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,8 @@ ROLES = ("standby", "active")
 GATEWAYS = ("a", "b")
 NONE = "none"  # the lease's holder when nobody holds it
 CLAIM_REASONS = ("initial", "lease_expired", "released", "unhealthy")  # wgmesh_ha_failovers_total{reason}
+# An interface endpoint's Regional DNS name (AWS PrivateLink: vpce-<id>-<suffix>.<service>.<region>.vpce.amazonaws.com)
+EC2_ENDPOINT = re.compile(r"https://vpce-[0-9a-z-]{1,60}\.ec2\.[a-z0-9-]{1,30}\.vpce\.amazonaws\.com(\.cn)?")
 
 
 # --- agent.json ----------------------------------------------------------------------------------------------
@@ -54,6 +57,7 @@ class HaConfig:
     lease_table: str = ""
     allocation_id: str = ""
     route_table_ids: tuple[str, ...] = ()
+    ec2_endpoint: str = ""  # the EC2 interface endpoint's own URL (created networks); "": the regional name
     # gcp
     project: str = ""
     address: str = ""
@@ -95,8 +99,11 @@ def parse_ha(raw: object) -> HaConfig:
         allocation = _text(raw, "allocation_id")
         if not allocation.startswith("eipalloc-"):
             raise ValueError(f"ha.allocation_id: {allocation!r} is not an eipalloc- id")
+        endpoint = raw.get("ec2_endpoint", "")
+        if endpoint != "" and not (isinstance(endpoint, str) and EC2_ENDPOINT.fullmatch(endpoint)):
+            raise ValueError(f"ha.ec2_endpoint: {endpoint!r} is not https://vpce-...ec2.<region>.vpce.amazonaws.com")
         return HaConfig(
-            "aws", gateway, port, _text(raw, "region"), _text(raw, "lease_table"), allocation, tuple(tables)
+            "aws", gateway, port, _text(raw, "region"), _text(raw, "lease_table"), allocation, tuple(tables), endpoint
         )
     groups = raw.get("groups")
     if not isinstance(groups, dict) or set(groups) != set(GATEWAYS):
@@ -110,17 +117,9 @@ def parse_ha(raw: object) -> HaConfig:
             if not isinstance(group.get(key), str) or not group[key]:
                 raise ValueError(f"ha.groups.{g}.{key}: {group.get(key)!r} is not a non-empty string")
         parsed.append((g, group["zone"], group["name"]))
-    return HaConfig(
-        "gcp",
-        gateway,
-        port,
-        region=_text(raw, "region"),
-        project=_text(raw, "project"),
-        address=_text(raw, "address"),
-        address_ip=_text(raw, "address_ip"),
-        backend_service=_text(raw, "backend_service"),
-        groups=tuple(parsed),
-    )
+    return HaConfig("gcp", gateway, port, region=_text(raw, "region"), project=_text(raw, "project"),
+                    address=_text(raw, "address"), address_ip=_text(raw, "address_ip"),
+                    backend_service=_text(raw, "backend_service"), groups=tuple(parsed))  # fmt: skip
 
 
 # --- what the machine sees ------------------------------------------------------------------------------------

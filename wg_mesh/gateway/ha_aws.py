@@ -1,7 +1,9 @@
 """The AWS side of an HA gateway (docs/ha.md section 5): the DynamoDB lease, the Elastic IP and the route targets.
 
 Ubuntu's python3-botocore, as wg_mesh.gateway.source_aws: credentials from botocore's default chain (the instance role
-through IMDSv2), endpoint override AWS_ENDPOINT_URL (the lab and the tests: moto in server mode). Short timeouts and
+through IMDSv2), endpoint override AWS_ENDPOINT_URL (the lab and the tests: moto in server mode). EC2 goes to the
+site's interface endpoint by its own DNS name when agent.json names one (`ha.ec2_endpoint`, created networks: the
+endpoint has no private DNS, so the VPC's other workloads keep the regional name: docs/ha.md 5.5). Short timeouts and
 no botocore retries (`NO_RETRY`): the controller samples every 0.5 s and a slow answer is "unreachable" for that
 tick, never "lost"; the only retries are the route mover's, each within the lease's write window.
 
@@ -212,10 +214,12 @@ class AwsHa:
         *,
         trust: Trust,
         pace: Pace = PACE,
+        ec2_endpoint: str = "",
     ) -> None:
         self.region, self.table, self.site, self.me, self.trust = region, table, site, me, trust
         self.allocation_id, self.route_tables, self.eni = allocation_id, tuple(route_tables), eni
         self.endpoint = os.environ.get("AWS_ENDPOINT_URL") or None  # as source_aws (bookworm's botocore 1.29)
+        self.endpoints = {"ec2": ec2_endpoint} if ec2_endpoint else {}  # per service, before AWS_ENDPOINT_URL
         self._clients: dict[str, Any] = {}
         self.pace = pace
 
@@ -226,7 +230,7 @@ class AwsHa:
 
             config = botocore.config.Config(connect_timeout=1, read_timeout=2, retries=NO_RETRY)
             self._clients[service] = botocore.session.get_session().create_client(
-                service, region_name=self.region, endpoint_url=self.endpoint, config=config
+                service, region_name=self.region, endpoint_url=self.endpoints.get(service, self.endpoint), config=config
             )
         return self._clients[service]
 

@@ -398,7 +398,7 @@ def cloud_factory(site: str, config: HaConfig, trust: Trust) -> Callable[[], Any
 
             instance, eni = own_interface()  # the lease names the instance, not the letter (docs/ha.md 5.3)
             return AwsHa(config.region, config.lease_table, site, instance, config.allocation_id,
-                         config.route_table_ids, eni, trust=trust)  # fmt: skip
+                         config.route_table_ids, eni, trust=trust, ec2_endpoint=config.ec2_endpoint)  # fmt: skip
         from .ha_gcp import GcpHa
 
         return GcpHa(config)

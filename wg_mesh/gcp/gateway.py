@@ -98,7 +98,7 @@ class GcpGateway(component.SiteComponent):
         firewall.gateway_rules(rules, mesh, site, args.directory, rule_targets(site, tag, scope))
         firewall.workload_rule(rules, mesh, site)
         self.stores = self._stores(name, site, child)
-        pair = self._pair(site, child)
+        pair = self._pair(name, site, child)
         reader = self._gateways(name, mesh, site, network, tag, pair, child)
         after_ready = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.ready]))
         next_hop_ilb = self._load_balancer(name, site, network, tag, where, scope, pair, reader, child)
@@ -139,12 +139,13 @@ class GcpGateway(component.SiteComponent):
             return None
         return gcp_live.create_stores(name, site, self.key.private_key, child)
 
-    def _pair(self, site: GcpSite, child: pulumi.ResourceOptions) -> _Pair | None:
-        """gateways: 2 (docs/ha.md 6.2): the pair's names and gateway b's zone (standby_zone, or the next one)."""
+    def _pair(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> _Pair | None:
+        """gateways: 2 (docs/ha.md 6.2): the pair's names and gateway b's zone (standby_zone, or the next one, kept
+        from the first `up`: wg_mesh.gcp.ha.standby_zone)."""
         if site.gateways <= 1:
             return None
         names = ha.ha_names(pulumi.get_project(), pulumi.get_stack(), site.name)
-        return _Pair(names, gcp_ha.standby_zone(site, child))
+        return _Pair(names, gcp_ha.standby_zone(name, site, child))
 
     def _gateways(
         self,
@@ -170,8 +171,9 @@ class GcpGateway(component.SiteComponent):
             account, first_boot, reader = self._account(letter, prefix, site, child)
             zone = site.zone if letter == "a" or pair is None else pair.zone_b
             fixed = component.fixed_private_ip(mesh, site)
+            scope = None if pair is None else stack_scope(pulumi.get_project(), pulumi.get_stack())
             vm = instance.gateway_instance(
-                prefix, site, zone, network, tag, gateway_metadata, account, first_boot, child, fixed
+                prefix, site, zone, network, tag, gateway_metadata, account, first_boot, child, fixed, scope
             )
             if letter == "a":
                 self.instance, self.user_data = vm, pulumi.Output.from_input(gateway_metadata["user-data"])
@@ -222,7 +224,7 @@ class GcpGateway(component.SiteComponent):
         _, rule = gcp_ha.load_balancer(name, site, pair.names, network.network, network.subnetwork, groups, child)
         gcp_ha.prober_firewall(name, network.network, rule_targets(site, tag, scope), where, child)
         members = [self.stores.account.member, reader.account.member] if self.stores and reader else []
-        gcp_ha.agent_iam(name, site, scope, members, [site.zone, pair.zone_b], child)
+        gcp_ha.agent_iam(name, site, scope, members, [site.zone, pair.zone_b], self.address, child)
         return rule.self_link
 
     def _routes(

@@ -29,14 +29,15 @@ standby's agent moves the static address.
   the load balancer's per-GB processing applies to all of its traffic, global access or not.
 - The agents' IAM: a custom role (the gate's permissions, README "Prerequisites", plus
   compute.regionBackendServices.get for getHealth) bound to each gateway's service account at the project, with an
-  IAM Condition on the one resource type of these that IAM Conditions recognise, compute.googleapis.com/Instance
-  (DOCUMENTED_RESOURCE_TYPES): add/deleteAccessConfig and instances.get only on the site's gateways, by the name
-  prefix every VM of a gateway letter shares (old and replacement alike). The address (no `Address` type in IAM's
-  list), the regional backend service (to IAM a `RegionBackendService`, issue 21, not a `BackendService`; the part of
-  the list we read does not show it), zone operations and useExternalIp are not narrowed: the gateways
-  may read any address and backend service of the project and attach a reserved address to themselves only.
-  Whether Compute evaluates the condition for each instance permission is to verify in a real project (docs/ha.md,
-  open question 3).
+  IAM Condition: on compute.googleapis.com/Instance, the one resource type of these that IAM Conditions recognise
+  (DOCUMENTED_RESOURCE_TYPES), add/deleteAccessConfig and instances.get only on this stack's gateways of the site, by
+  the name prefix every VM of a gateway letter shares (old and replacement alike), which carries the stack's scope
+  (issue 32: wg_mesh.plan.ha.vm_name; before, another stack's VMs of the same site name, project and zone matched);
+  on addresses, by the name the condition reads, only the site's own (`condition_expression`: effective if Compute
+  gives IAM the address's name, inert otherwise). The regional backend service (to IAM a `RegionBackendService`,
+  issue 21, not a `BackendService`), zone operations and useExternalIp are not narrowed: the gateways may read any
+  backend service of the project. Whether Compute evaluates the condition for each permission is to verify in a real
+  project (docs/ha.md, open question 3).
 """
 
 from __future__ import annotations
@@ -66,16 +67,29 @@ AGENT_PERMISSIONS = [
 ]
 
 
-def standby_zone(site: GcpSite, opts: pulumi.ResourceOptions) -> pulumi.Input[str]:
-    """`standby_zone`, else the next zone of the region by letter after `zone` (wg_mesh.plan.ha.next_zone)."""
+def standby_zone(name: str, site: GcpSite, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """`standby_zone`, else the next zone of the region by letter after `zone` (wg_mesh.plan.ha.next_zone) as the
+    first `up` found it, kept in the stack's state (issue 32): the zone list is a lookup on every run, and a zone the
+    region gains (or loses) would change the choice, and with it gateway b's VM, its group and both gateways' user
+    data. A `pulumi.Stash` keeps "the original `input` value even when the `input` property is updated in subsequent
+    deployments" (Pulumi docs, "Stash"; its preview answers the input, so a first `up` previews the real zone); its
+    `replacement_trigger` is `zone`, so moving gateway a decides b's zone again (never the same as a's); removing
+    `standby_zone` decides it again too (a new stash). Needs Pulumi CLI 3.208.0 or newer (Stash and
+    replacement_trigger: pulumi/pulumi#20819, #20936)."""
     if site.standby_zone is not None:
-        return site.standby_zone
+        return pulumi.Output.from_input(site.standby_zone)
     zones = gcp.compute.get_zones_output(
         project=site.project,
         region=site.region,
         opts=pulumi.InvokeOutputOptions(parent=opts.parent, provider=opts.provider),
     ).names
-    return zones.apply(functools.partial(ha.next_zone, site.zone))
+    chosen = zones.apply(functools.partial(ha.next_zone, site.zone))
+    kept = pulumi.Stash(
+        f"{ha.child_name(name, 'b')}-zone",
+        input=chosen,
+        opts=pulumi.ResourceOptions(parent=opts.parent, replacement_trigger=site.zone),
+    )
+    return kept.output.apply(str)
 
 
 def instance_group(
@@ -217,16 +231,29 @@ INSTANCE_TYPE = "compute.googleapis.com/Instance"
 def instance_prefix(project: str, zone: str, logical: str) -> str:
     """The resource name (IAM's form: projects/P/zones/Z/instances/N) every VM of one gateway letter starts with:
     Pulumi names a VM `<logical name>-<random suffix>`, so the old VM and its replacement both match, and the binding
-    does not change while `pulumi up` replaces a gateway (the handover needs both: wg_mesh.gateway.ha_gcp)."""
+    does not change while `pulumi up` replaces a gateway (the handover needs both: wg_mesh.gateway.ha_gcp). The
+    logical name carries the stack's scope (wg_mesh.plan.ha.vm_name), so another stack's VMs never match."""
     return f"projects/{project}/zones/{zone}/instances/{logical}-"
 
 
-def condition_expression(prefixes: list[str]) -> str:
-    """CEL: on instances, only the site's gateways (old or new); the permissions on other types (the address, the
-    regional backend service, zone operations, the network and subnetwork's useExternalIp) are not narrowed: IAM
-    does not recognise their types (DOCUMENTED_RESOURCE_TYPES)."""
+ADDRESS_NAME = 'resource.name.extract("/addresses/{name}")'  # "" for any resource that is not an address
+
+
+def condition_expression(prefixes: list[str], address: str) -> str:
+    """CEL: on instances, only this stack's gateways of the site, old or new (`prefixes`); on addresses, only the
+    site's own (`address`, its name); everything else (the regional backend service, zone operations, the network and
+    subnetwork's useExternalIp) is not narrowed.
+
+    Instances: the type is one IAM Conditions recognise (DOCUMENTED_RESOURCE_TYPES), and `resource.name` is supported
+    for Compute Engine with `startsWith`, `endsWith`, `extract`, `==` and `!=` (IAM docs, "Attribute reference for IAM
+    Conditions", resource name attribute). Addresses: IAM's type table has no `Address`, so the clause does not test
+    the type; it reads the name: `extract` gives what follows `/addresses/` in it, "" when it has none. If Compute
+    gives IAM the address's name for `compute.addresses.use` (projects/P/regions/R/addresses/N), another stack's
+    address is refused; if it gives none, the clause passes and admits what the binding admitted before (not
+    verified in a real project: docs/ha.md 6.3)."""
     names = " || ".join(f'resource.name.startsWith("{p}")' for p in prefixes)
-    return f'resource.type != "{INSTANCE_TYPE}" || {names}'
+    addresses = f'{ADDRESS_NAME} == "" || {ADDRESS_NAME} == "{address}"'
+    return f'(resource.type != "{INSTANCE_TYPE}" || {names}) && ({addresses})'
 
 
 def agent_iam(
@@ -235,9 +262,13 @@ def agent_iam(
     scope: str,
     members: list[pulumi.Output[str]],
     zones: list[pulumi.Input[str]],
+    address: gcp.compute.Address,
     opts: pulumi.ResourceOptions,
 ) -> gcp.projects.IAMCustomRole:
-    """The custom role and one conditional project binding per gateway service account (module docstring)."""
+    """The custom role and one conditional project binding per gateway service account (module docstring). The
+    condition depends on the config (zones: a's and b's, as configured or kept: `standby_zone`) and on the address,
+    which exists before both VMs, never on a VM: a new condition is in place before a VM that needs it boots, and the
+    binding it replaces (create before delete) is deleted at the end of `up`, after the VMs it admitted."""
     suffix = pulumi_random.RandomString(
         f"{name}-ha-role-suffix",
         length=ROLE_SUFFIX_CHARS,
@@ -254,9 +285,12 @@ def agent_iam(
         permissions=AGENT_PERMISSIONS,
         opts=opts,
     )
-    logical = [f"{ha.child_name(name, letter)}-instance" for letter in ha.LETTERS]  # wg_mesh.gcp.instance's VM names
-    expression = pulumi.Output.all(*zones).apply(
-        lambda zs: condition_expression([instance_prefix(site.project, z, n) for z, n in zip(zs, logical, strict=True)])
+    logical = [ha.vm_name(ha.child_name(name, letter), scope) for letter in ha.LETTERS]  # wg_mesh.gcp.instance's
+    values = pulumi.Output.all(address.name, *zones)
+    expression = values.apply(
+        lambda v: condition_expression(
+            [instance_prefix(site.project, z, n) for z, n in zip(v[1:], logical, strict=True)], v[0]
+        )
     )
     for letter, member in zip(ha.LETTERS, members, strict=True):
         gcp.projects.IAMMember(
@@ -266,7 +300,7 @@ def agent_iam(
             member=member,
             condition=gcp.projects.IAMMemberConditionArgs(
                 title=f"wg-mesh {site.name} gateways",
-                description="on instances: only this site's gateways",
+                description="on instances and addresses: only this stack's gateways and address of the site",
                 expression=expression,
             ),
             opts=opts,

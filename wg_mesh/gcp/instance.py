@@ -20,7 +20,7 @@ from wg_mesh.config import GcpSite
 from wg_mesh.gcp import fit
 from wg_mesh.gcp.facts import boot_disk_type, boot_image
 from wg_mesh.gcp.network import Network
-from wg_mesh.plan import live
+from wg_mesh.plan import ha, live
 
 # The only metadata the guest reads once, at first boot; other keys (enable-oslogin, and with delivery: live the peer
 # document wg-mesh-peers) are updated in place, so toggling operator access or changing the mesh does not replace the
@@ -67,13 +67,18 @@ def gateway_instance(
     first_boot: list[pulumi.Resource],
     child: pulumi.ResourceOptions,
     private_ip: str | None = None,
+    scope: str | None = None,
 ) -> gcp.compute.Instance:
-    """One gateway VM; both of an HA site are alike but for the zone, the account and the `ha` object's letter."""
+    """One gateway VM; both of an HA site are alike but for the zone, the account and the `ha` object's letter.
+    scope (gateways: 2): the stack's, in the VM's logical name (wg_mesh.plan.ha.vm_name); the other form of the name
+    is an alias, so a VM created under it keeps its name and is not replaced for it (1 -> 2, or an HA site deployed
+    before issue 32: its IAM Condition names it exactly, wg_mesh.gcp.ha.condition_expression)."""
     # The machine type must be offered in the VM's zone, else nothing changes; its architecture picks the image
     # (wg_mesh.gcp.fit).
     machine = fit.offered_machine(site, zone, pulumi.InvokeOutputOptions(parent=child.parent, provider=child.provider))
+    other = ha.vm_name(prefix, None) if scope is not None else None
     return gcp.compute.Instance(
-        f"{prefix}-instance",
+        ha.vm_name(prefix, scope),
         machine_type=machine.machine_type,
         zone=zone,
         boot_disk=gcp.compute.InstanceBootDiskArgs(
@@ -114,6 +119,7 @@ def gateway_instance(
                 delete_before_replace=private_ip is not None,
                 # live: the first boot's `wg-mesh-agent --once` reads the key with the account's binding.
                 depends_on=first_boot or None,
+                aliases=[pulumi.Alias(name=other)] if other else None,
             ),
         ),
     )

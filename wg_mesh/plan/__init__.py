@@ -8,6 +8,7 @@ signing      the documents' DSSE envelope (Ed25519)
 metrics      the metrics script and its peer mapping, as user data files
 inputpolicy  the gateway's INPUT firewall policy
 ha           `gateways: 2`: names and the agent's `ha` object
+awsiam       an AWS gateway role's policy documents (JSON) and their size against IAM's limit
 validate     load_mesh: the model, then the quotas and each gateway's user data / document size
 wgkey        WireGuard (X25519) keys as base64 text
 """

@@ -183,6 +183,10 @@ TABLE: dict[str, ForceNew] = {
         "keepers length lower minLower minNumeric minSpecial minUpper number numeric overrideSpecial special upper",
         RANDOM + "01a15580020f2e7bb08c5834dcc6f895a941a2f7", "internal/provider/resource_string.go",
         note="3.x (tfsdk); RequiresReplace on every input attribute"),
+    "pulumi:index:Stash": _fn(
+        "", "pulumi/pulumi@01c4ec37f501a3eb579e0a092da0e63fc43cf03c", "pkg/resource/deploy/builtins.go",
+        note="the engine's built-in: a new `input` is an update that keeps `output` (Diff: ChangedKeys input, no "
+        "ReplaceKeys); only the resource option replacement_trigger (or --replace) makes a new one"),
     "command:local:Command": _fn(
         "triggers", COMMAND + "01a81799dca78b7a6f08639409e7c43fefba7ae2", "provider/pkg/provider/common/inputs.go",
         note="ResourceInputs.Triggers `provider:\"replaceOnChanges\"` (local/command.go's CommandArgs at 09c953e0 "

@@ -48,6 +48,14 @@ def child_name(name: str, letter: str) -> str:
     return name if letter == "a" else f"{name}-{letter}"
 
 
+def vm_name(prefix: str, scope: str | None) -> str:
+    """A GCP gateway VM's logical name (Pulumi auto-names the VM `<logical name>-<7 hex>`): `<prefix>-instance` for a
+    single gateway; with `gateways: 2`, `<prefix>-instance-<scope>` (the stack's scope, wg_mesh.plan.live.scope), so
+    that the agents' IAM Condition, which admits the site's VMs by name prefix (old and replacement alike), admits no
+    VM of another stack with the same site name in the same project and zone (issue 32; wg_mesh.gcp.ha)."""
+    return f"{prefix}-instance" if scope is None else f"{prefix}-instance-{scope}"
+
+
 @dataclass(frozen=True)
 class HaNames:
     """Cloud names of one HA site (plain strings; `ha_names`)."""
@@ -73,9 +81,15 @@ def ha_names(project: str, stack: str, site: str) -> HaNames:
 
 
 def aws_ha(
-    letter: str, region: str, lease_table: str, allocation_id: str, route_table_ids: Sequence[str]
+    letter: str,
+    region: str,
+    lease_table: str,
+    allocation_id: str,
+    route_table_ids: Sequence[str],
+    ec2_endpoint: str | None = None,
 ) -> dict[str, Any]:
-    """The `ha` object of an AWS gateway's agent.json (HA.md)."""
+    """The `ha` object of an AWS gateway's agent.json (HA.md); ec2_endpoint: the Regional DNS name of the site's EC2
+    interface endpoint (created networks), which the agent calls EC2 by (wg_mesh.aws.ha.ec2_endpoint)."""
     return {
         "cloud": "aws",
         "gateway": letter,
@@ -84,6 +98,7 @@ def aws_ha(
         "lease_table": lease_table,
         "allocation_id": allocation_id,
         "route_table_ids": list(route_table_ids),
+        **({"ec2_endpoint": f"https://{ec2_endpoint}"} if ec2_endpoint else {}),
     }
 
 

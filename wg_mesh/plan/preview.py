@@ -23,6 +23,7 @@ from typing import Any
 from wg_mesh.plan import forcenew
 
 USER_DATA = ("userData", "userDataBase64")
+TRIGGER = "(replacement_trigger)"  # what a Change names when the resource option replacement_trigger changed
 GATEWAY_TYPES = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance")
 
 
@@ -41,6 +42,7 @@ class Resource:
     depends_on: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # input -> the URNs it came from
     dependencies: tuple[str, ...] = ()  # every URN it depends on: its inputs' and its explicit depends_on
     was: str = ""  # the URN of the earlier run's resource it is, found by an alias ("": its own URN, or new)
+    replacement_trigger: Any = None  # the resource option: a new value replaces the resource (None: not given)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -157,6 +159,8 @@ def diff(before: Sequence[Resource], after: Sequence[Resource]) -> Diff:
         unknown |= {k: "unknown in this run" for k in resource.unknown if k not in unknown}
         touched = changed | set(unknown)
         forced = {k: who for k in sorted(touched) if (who := _forces(resource, previous, k, k in unknown))}
+        if resource.replacement_trigger != previous.replacement_trigger:  # the option, not an input
+            touched, forced = touched | {TRIGGER}, {**forced, TRIGGER: "program"}
         change = Change(resource, tuple(sorted(touched)), unknown, forced, previous)
         if forced:
             replaced.append(change)

@@ -72,6 +72,16 @@ class Options:
     replace_on_changes: tuple[str, ...] = ()  # the program's replace_on_changes ('metadata["user-data"]', ...)
     # input name -> the URNs its value came from (what a replaced dependency makes unknown in a preview)
     property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    replacement_trigger: Any = None  # the option's value (a change of it replaces the resource), None: not given
+
+
+def _scalar(value: Any) -> Any:
+    """A google.protobuf Value's plain value (a string, number or bool; a list or map as its protobuf text)."""
+    kind = value.WhichOneof("kind")
+    if kind in (None, "null_value"):
+        return None
+    found = getattr(value, kind)
+    return found if isinstance(found, str | float | bool) else str(found)
 
 
 class RecordingMonitor(MockMonitor):
@@ -126,6 +136,9 @@ class RecordingMonitor(MockMonitor):
             aliases=tuple(alias.spec.name or alias.urn for alias in request.aliases),
             replace_on_changes=tuple(request.replaceOnChanges),
             property_dependencies={k: tuple(v.urns) for k, v in request.propertyDependencies.items()},
+            replacement_trigger=_scalar(request.replacement_trigger)
+            if request.HasField("replacement_trigger")
+            else None,
         )
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         self.urns.append(str(response.urn))

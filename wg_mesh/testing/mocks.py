@@ -18,6 +18,7 @@ from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 FAKE_PUBLIC_NET = ipaddress.IPv4Network("198.51.100.0/24")  # TEST-NET-2
 NOT_OFFERED_TYPE = "x9z.nowhere"  # the mocks say no zone offers this instance type
+STASH = "pulumi:index:Stash"
 FAKE_STAMP_BASE = 1_767_225_600  # 2026-01-01T00:00:00Z: what a local.Command prints is this plus < 2**24 seconds
 
 
@@ -91,6 +92,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
     # GCP machine types a test names -> the architecture machineTypes.list reports ("X86_64", "ARM64"); others: ""
     # (none reported, as for legacy types).
     machine_architectures: ClassVar[dict[str, str]] = {}
+    # A pulumi.Stash's name -> the value its state keeps from an earlier run (what the engine answers as `output`
+    # after the first `up`); a stash not named here answers its input, as the engine does when it creates one.
+    kept_stashes: ClassVar[dict[str, Any]] = {}
+    # GCP region -> the zones compute.getZones lists (a test's new or lost zone); others: -c, -a, -b.
+    gcp_zones: ClassVar[dict[str, list[str]]] = {}
 
     def __init__(self, preview: bool) -> None:
         self.preview = preview
@@ -144,7 +150,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if typ == "gcp:compute/instance:Instance":
             # GCP picks the internal address unless one is requested.
             nics = [{"networkIp": "10.255.0.3", **nic} for nic in inputs.get("networkInterfaces", [])]
-            return {"selfLink": self._self_link("zones", "instances", name), "networkInterfaces": nics}
+            autoname = f"{name}-{_digest('name', name).hex()[:7]}"  # Pulumi's auto-naming: name plus a suffix
+            link = self._self_link("zones", "instances", name)
+            return {"selfLink": link, "networkInterfaces": nics, "name": autoname}
         if typ == "aws:ssm/parameter:Parameter":
             return {"arn": f"arn:aws:ssm:us-east-1:123456789012:parameter{inputs['name']}"}
         if typ == "aws:secretsmanager/secret:Secret":  # AWS appends 6 random characters to a secret's ARN
@@ -174,6 +182,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
             }
         if typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
             return {"name": f"projects/{inputs['project']}/roles/{inputs['roleId']}"}
+        if typ == "aws:ec2/vpcEndpoint:VpcEndpoint" and inputs.get("vpcEndpointType") == "Interface":
+            # An interface endpoint's DNS entries (AWS PrivateLink): one per zone, then the Regional name.
+            _, _, region, service = inputs["serviceName"].split(".", 3)
+            prefix = f"{_hex_id('vpce', name)}-{_digest('vpce', name).hex()[:8]}"
+            names = [f"{prefix}-{region}{z}.{service}.{region}.vpce.amazonaws.com" for z in "ab"]
+            names.append(f"{prefix}.{service}.{region}.vpce.amazonaws.com")
+            return {"dnsEntries": [{"dnsName": n, "hostedZoneId": "Z7HUB22UULQXV"} for n in names]}
         if typ == "aws:dynamodb/table:Table":
             return {"arn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{inputs['name']}"}
         if typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"):
@@ -193,6 +208,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.typ.startswith("pulumi:providers:"):
             resource_id: str = f"{args.name}-id"
             computed: dict[str, Any] = {}
+        elif args.typ == STASH:
+            # The engine's built-in Stash (pulumi/pulumi pkg/resource/deploy/builtins.go): created, `output` is the
+            # input, also in a preview; updated, `output` stays what the state has and only `input` follows.
+            resource_id = "" if self.preview else _hex_id("stash", args.name)
+            computed = {"output": self.kept_stashes.get(args.name, inputs.get("input"))}
         elif self.preview:
             # What `pulumi preview` gets for a resource to create: its inputs, no id, no computed outputs.
             resource_id, computed = "", {}
@@ -250,7 +270,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"machineTypes": [found] if offered else [], "zone": plain["zone"], "id": "mock"}, []
         if args.token == "gcp:compute/getZones:getZones":
             region = plain["region"]
-            return {"names": [f"{region}-c", f"{region}-a", f"{region}-b"], "project": plain.get("project")}, []
+            names = self.gcp_zones.get(region, [f"{region}-c", f"{region}-a", f"{region}-b"])
+            return {"names": list(names), "project": plain.get("project")}, []
         if args.token == "aws:index/getServicePrincipal:getServicePrincipal":
             suffix = "amazonaws.com.cn" if plain["region"].startswith("cn-") else "amazonaws.com"
             return {"name": f"{plain['serviceName']}.{suffix}", "suffix": suffix, "id": plain["serviceName"]}, []

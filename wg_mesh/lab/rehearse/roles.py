@@ -37,7 +37,7 @@ GCP_DOCUMENT_KEY = "wg-mesh-peers"  # wg_mesh.plan.live.GCP_ATTRIBUTE (the VM's 
 # type -> (role, the name's suffix after `<site>[-b]-`) ; a suffix pattern, matched whole
 _ROLES: tuple[tuple[str, str, str], ...] = (
     (AWS_INSTANCE, "instance", r"instance(-arm64)?"),
-    (GCP_INSTANCE, "instance", r"instance"),
+    (GCP_INSTANCE, "instance", r"instance(-[0-9a-f]{8})?"),  # with gateways: 2, the stack's scope (plan.ha.vm_name)
     (COMMAND, "gate", r"ready"),
     ("aws:ec2/eipAssociation:EipAssociation", "associate", r"eip-assoc"),
     ("aws:ec2/eip:Eip", "address", r"eip"),
