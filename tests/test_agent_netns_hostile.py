@@ -164,7 +164,8 @@ def test_a_planted_post_down_does_not_run(gateway: Gateway) -> None:
     conf = gw.path("/etc/wireguard/wg0.conf")
     planted = "PostDown = touch /root/pwned-down\nPostUp = touch /root/pwned-up\n"
     conf.write_text(conf.read_text().replace("\n[Peer]", f"\n{planted}[Peer]", 1))
-    gw.write("/var/lib/wg-mesh/agent-state.json", json.dumps({"hooks": [["touch /root/a"], ["touch /root/b"]]}))
+    state = {"applied_serial": 1, "hooks": [["touch /root/a"], ["touch /root/b"]]}  # parses: its floor is 1
+    gw.write("/var/lib/wg-mesh/agent-state.json", json.dumps(state))
     gw.write(ship.DOCUMENT_PATH, doc_text(with_mtu(first_plan(), 1380), keys))
     done = gw.agent()
     assert done.returncode == 0, done.stderr
