@@ -238,7 +238,7 @@ class AwsGateway(component.SiteComponent):
         objects = aws_ha.ha_object(
             letter, b.site, high_availability.table, self.eip.allocation_id, b.network.route_table_ids
         )
-        return self._ha_user_data(b.mesh, b.site, objects)
+        return self._ha_user_data(b.mesh, b.site, objects, letter)
 
     def _first_boot(self, b: _Build, letter: str) -> list[pulumi.Resource]:
         """What must exist before a gateway boots (cloud-init runs once): the network's routes, the live stores, the
