@@ -155,8 +155,8 @@ class Agent:
         self.status.applied_generation = generation if isinstance(generation, int) else 0
 
     def applied_serial(self) -> int:
-        """The floor: no document with a lower serial is applied again (replay; wg_mesh.gateway.floor)."""
-        return self.status.floor
+        """The running document's serial, from the state file (0: none); decode adds agent.json's floor."""
+        return int(self.state.get("applied_serial", 0))
 
     def _decode(self, text: str) -> Document:
         if self.config.trust is None:
@@ -239,7 +239,7 @@ class Agent:
         """The floor after `doc` runs: its serial, never lower than before (the running content signed again with a
         lower serial changes nothing), with the agent.json it was written under (wg_mesh.gateway.floor)."""
         assert self.config.trust is not None
-        serial = max(self.applied_serial(), doc.serial)
+        serial = max(self.status.floor, doc.serial)
         state = {"applied_generation": doc.generation, "applied_serial": serial, **floor.owner(self.config.trust)}
         self.status.floor, self.status.expiry = serial, doc.not_after or 0
         if state == self.state:
