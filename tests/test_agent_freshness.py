@@ -204,3 +204,32 @@ def test_reset_floor_from_the_command_line(tmp_path: Path, capsys: pytest.Captur
     assert main(["--config", str(config), "--root", str(tmp_path), "--reset-floor", "0"]) == 2
     assert "not a serial" in capsys.readouterr().err
     assert os.stat(tmp_path / "var/lib/wg-mesh/agent-state.json").st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("shift", [-300, DAY], ids=["5 minutes behind", "a day ahead"])
+def test_a_deployer_clock_off_moves_no_serial(tmp_path: Path, shift: int) -> None:
+    """Three `pulumi up`s, the middle one on a deployer whose clock is off: the `-serial` Command's texts run as
+    pulumi-command runs them (create, then update with the previous output), with that deployer's `date` on the PATH,
+    and each document signed with the serial they print and the expiry that deployer computes. A cloud gateway applies
+    every one in turn. On 58f58f7 the serial was that clock: 5 minutes behind was a replay, a day ahead the floor that
+    refused the next correct document."""
+    from tests.test_gate_command import run_text
+    from wg_mesh.tools import serial as program_serial
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "date").write_text(f"#!/bin/sh\necho $(( $(/bin/date +%s) + {shift} ))\n")
+    (bin_dir / "date").chmod(0o755)
+    keys, host, paths, now = Keys(), FakeHost(), Paths.under(str(tmp_path / "gw")), time.time()
+    site, logs = _cloud_site(), list[str]()
+    gateway = agent(Store("", keys.private), host, paths, logs, dataclasses.replace(TRUST, expiring=True))
+    previous = ""
+    for step, (plan, offset) in enumerate(((WITH_PEER, 0), (REMOVED, shift), (with_mtu(REMOVED, 1380), 0))):
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "WG_MESH_CONTENT": f"digest-{step}"}
+        text = program_serial.COUNTER_UPDATE if previous else program_serial.COUNTER_CREATE
+        printed = run_text(text, tmp_path, **env, **({"PULUMI_COMMAND_STDOUT": previous} if previous else {}))
+        previous = printed.stdout.strip()
+        number, _ = program_serial.parse_counter(previous)
+        gateway.source = Store(document(plan, keys, number, live.expires(site, now + offset)), keys.private)
+        assert gateway.cycle(), (step, logs[-1:])
+    assert metric(paths, "wgmesh_agent_replay_floor") == 3
