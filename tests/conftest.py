@@ -10,7 +10,8 @@ no computed outputs, so they are unknown exactly as in `pulumi preview`. Each ru
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,14 @@ from wg_mesh.testing import (
     unwrap_secrets,
 )
 from wg_mesh.testing import ProgramRun as _Run
+from wg_mesh.tools import serial
 from wg_mesh.tools.stackfile import read_raw
 
 PROJECT = "wg-mesh"  # the Pulumi project run_program gives the program
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "__main__.py"
+NOW = time.time()  # the programs' clock (wg_mesh.tools.serial.now: documents' expiry), frozen for this process
 
 __all__ = [
     "FAKE_PUBLIC_NET",
@@ -110,9 +113,14 @@ async def _collect_sites(run: _Run) -> None:
         )
 
 
-def run_program(raw: Any, *, preview: bool, stack: str = "test") -> ProgramRun:
-    """Run __main__.py with `wg-mesh:mesh` = raw. A RunError is returned in `.error`; anything else raises."""
-    mocks = RecordingMocks(preview)
+def run_program(
+    raw: Any, *, preview: bool, stack: str = "test", prior: ProgramRun | None = None, untouched: Collection[str] = ()
+) -> ProgramRun:
+    """Run __main__.py with `wg-mesh:mesh` = raw. A RunError is returned in `.error`; anything else raises. `prior`:
+    the run whose state this one starts from (its Commands are updated, RecordingMocks); `untouched`: Commands a
+    `pulumi up --target` leaves out."""
+    mocks = RecordingMocks(preview, prior.mocks.resources if prior is not None else (), untouched)
+    serial.now = lambda: NOW  # one renewal period for every run of this process: documents' bytes are comparable
     run = ProgramRun(preview=preview, mocks=mocks, monitor=RecordingMonitor(mocks), raw=raw, stack=stack)
     try:
         execute(

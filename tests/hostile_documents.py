@@ -303,7 +303,12 @@ def _values(sign: Sign) -> list[Case]:
         Case("peers an object", v, _edit(sign, lambda b: _iface(b, peers={"a": 1}))),
         Case("interface a list", v, _edit(sign, lambda b: b.update(interface=[]))),
         Case("no listen_port", v, _edit(sign, lambda b: b["interface"].pop("listen_port"))),
-        Case("serial a day ahead of the clock", v, _edit(sign, lambda b: None, serial=int(time.time()) + 2 * 86400)),
+        Case(
+            "serial 2**20 + 1 past the running one (no deployer counts so fast)",
+            v,
+            _edit(sign, lambda b: None, serial=SERIAL + d.MAX_SERIAL_JUMP + 1),
+        ),
+        Case("not_after a string", v, _edit(sign, lambda b: b.update(not_after=str(int(time.time()) + 86400)))),
         Case("serial zero", v, _edit(sign, lambda b: None, serial=0)),
         Case("serial a string", v, _edit(sign, lambda b: b.update(serial=str(SERIAL + 1)))),
         Case(
@@ -394,7 +399,8 @@ def _trust(sign: Sign) -> list[Case]:
         Case("wrong scope", d.SCOPE_MISMATCH, _edit(sign, lambda b: b.update(scope="wg-mesh/staging"))),
         Case("scope ../../etc", d.SCOPE_MISMATCH, _edit(sign, lambda b: b.update(scope="../../etc"))),
         Case("scope without a stack", d.INVALID, _edit(sign, lambda b: b.update(scope="wg-mesh"))),
-        Case("older serial", d.REPLAY, _edit(sign, lambda b: None, serial=SERIAL - 1)),
+        Case("older serial", d.REPLAY, _edit(sign, lambda b: _peer(b, persistent_keepalive=9), serial=SERIAL - 1)),
+        Case("expired a second ago", d.EXPIRED, _edit(sign, lambda b: b.update(not_after=int(time.time()) - 1))),
         Case(
             "an old document (older serial, other content)",
             d.REPLAY,

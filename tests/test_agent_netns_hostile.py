@@ -133,6 +133,7 @@ ON_THE_REAL_HOST = (
     "wrong site",
     "wrong scope",
     "older serial",
+    "expired a second ago",
     "equal serial with other content",
     "generation damaged",
 )
@@ -164,7 +165,8 @@ def test_a_planted_post_down_does_not_run(gateway: Gateway) -> None:
     conf = gw.path("/etc/wireguard/wg0.conf")
     planted = "PostDown = touch /root/pwned-down\nPostUp = touch /root/pwned-up\n"
     conf.write_text(conf.read_text().replace("\n[Peer]", f"\n{planted}[Peer]", 1))
-    gw.write("/var/lib/wg-mesh/agent-state.json", json.dumps({"hooks": [["touch /root/a"], ["touch /root/b"]]}))
+    state = json.loads(gw.path("/var/lib/wg-mesh/agent-state.json").read_text())  # its floor stays readable
+    gw.write("/var/lib/wg-mesh/agent-state.json", json.dumps(state | {"hooks": [["touch /root/a"], ["touch /root/b"]]}))
     gw.write(ship.DOCUMENT_PATH, doc_text(with_mtu(first_plan(), 1380), keys))
     done = gw.agent()
     assert done.returncode == 0, done.stderr

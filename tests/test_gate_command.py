@@ -1,8 +1,11 @@
-"""The readiness gate's command line: the interpreter running the program, not a path relative to the cwd.
+"""The Commands' texts are the same on every machine, and still run the right Python (issue 32, item 5).
 
-`.venv/bin/python` existed only in a checkout with its virtualenv, run from the project directory, on POSIX: a
-package user, `pulumi --cwd` and Windows had none. The gate now runs with `sys.executable`, quoted by the one
-mechanism the stamp uses too (wg_mesh.tools.stamp.command_line). Pure: no Pulumi run.
+Before, every `create` began with `sys.executable`: an `up` from another machine, virtualenv or OS changed every
+Command's input and ran every stamp and readiness gate again. Now the texts name no interpreter and no path
+(wg_mesh.tools.localcmd); the Python a gate needs is found where it runs: WG_MESH_PYTHON, Pulumi.yaml's virtualenv
+(the PULUMI_RUNTIME_VIRTUALENV the engine gives the provider, relative to the project directory), the uv toolchain's
+`.venv`, or `python3`. Pure tests and a few shell runs; the whole program under two interpreters and two working
+directories is tests/test_program_machines.py.
 """
 
 from __future__ import annotations
@@ -14,46 +17,80 @@ import sys
 from pathlib import Path
 
 from wg_mesh import aws
-from wg_mesh.gcp import instance as gcp_instance
-from wg_mesh.tools import stamp
+from wg_mesh.tools import localcmd, serial, stamp
 
 REPO = Path(__file__).resolve().parents[1]
+VENV = Path(sys.prefix)  # the virtualenv running the tests: what Pulumi.yaml's `virtualenv` names in a project
 
 
-def test_the_gate_runs_with_the_interpreter_running_the_program() -> None:
-    words = shlex.split(aws.GATE_COMMAND)
-    assert words == [sys.executable, "-m", "wg_mesh.readygate"]
-    assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK)
-    assert gcp_instance.GATE_COMMAND is aws.GATE_COMMAND  # the GCP gate is the same module's `gcp` subcommand
+def gate_words(text: str) -> list[str]:
+    """The arguments a gate Command's text passes to `python` (its first line: `set -- -m MODULE ARGS...`)."""
+    first, _, _ = text.partition("\n")
+    words = shlex.split(first)
+    assert words[:2] == ["set", "--"], first
+    return words[2:]
 
 
-def test_the_stamp_and_the_gate_quote_the_same_way() -> None:
-    assert stamp.create_command("/opt/py 3/bin/python") == stamp.python_command(
-        "-c", stamp.PROGRAM, executable="/opt/py 3/bin/python"
+def run_text(text: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The text as pulumi-command runs it (/bin/sh -c, in the provider's directory, with its environment)."""
+    environment = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), **env}  # the checkout's wg_mesh, as installed
+    return subprocess.run(
+        [*localcmd.INTERPRETER, text], cwd=cwd, env=environment, capture_output=True, text=True, timeout=120
     )
-    assert shlex.split(stamp.python_command("-m", "x", executable="/opt/py 3/bin/python", windows=False)) == [
-        "/opt/py 3/bin/python", "-m", "x",
-    ]  # fmt: skip
 
 
-def test_windows_gets_cmd_quoting_not_posix_quotes() -> None:
-    line = stamp.python_command(
-        "-m", "wg_mesh.readygate", executable=r"C:\Program Files\Python312\python.exe", windows=True
-    )
-    assert line == r'"C:\Program Files\Python312\python.exe" -m wg_mesh.readygate'
-    program = stamp.python_command("-c", stamp.PROGRAM, executable=r"C:\Python\python.exe", windows=True)
-    assert program == r'C:\Python\python.exe -c "import time; print(int(time.time()))"'
+def test_no_text_names_an_interpreter_or_a_path() -> None:
+    texts = [aws.gate_command("--region", "us-east-1", "--instance-id", "i-1"), serial.COUNTER_CREATE,
+             serial.COUNTER_UPDATE, serial.PIN_CREATE, localcmd.KEEP_OUTPUT, stamp.CREATE]  # fmt: skip
+    for text in texts:
+        assert sys.executable not in text and sys.prefix not in text and str(REPO) not in text, text
+        assert os.getcwd() not in text and "C:\\" not in text
+    assert gate_words(texts[0]) == ["-m", "wg_mesh.readygate", "--region", "us-east-1", "--instance-id", "i-1"]
+    assert localcmd.INTERPRETER == ["/bin/sh", "-c"]  # explicit: the same input on every OS
 
 
-def test_the_gate_command_runs_from_another_directory(tmp_path: Path) -> None:
-    """What `pulumi --cwd` or an installed package does: the cwd is not the checkout, no `.venv` lies beside it."""
-    done = subprocess.run(
-        ["/bin/sh", "-c", f"{aws.GATE_COMMAND} --help"],
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},  # the package importable, as installed
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_every_argument_is_quoted() -> None:
+    text = localcmd.python_module("m", "a b", "$(touch /tmp/x)", "'")
+    assert gate_words(text) == ["-m", "m", "a b", "$(touch /tmp/x)", "'"]
+
+
+def test_the_gate_finds_pulumi_yamls_virtualenv_from_the_project_directory(tmp_path: Path) -> None:
+    """`virtualenv: .venv` in Pulumi.yaml: the engine gives the provider PULUMI_RUNTIME_VIRTUALENV=.venv and starts
+    it in the project directory; no `python3` on the PATH has wg_mesh's dependencies."""
+    (tmp_path / ".venv").symlink_to(VENV)
+    done = run_text(aws.gate_command("--help"), tmp_path, PULUMI_RUNTIME_VIRTUALENV=".venv")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "--instance-id" in done.stdout
+    assert "--instance-id" in done.stdout and "--update" in done.stdout
+
+
+def test_the_gate_finds_the_uv_toolchains_venv_and_an_explicit_choice(tmp_path: Path) -> None:
+    (tmp_path / ".venv").symlink_to(VENV)
+    done = run_text(aws.gate_command("gcp", "--help"), tmp_path, PULUMI_RUNTIME_TOOLCHAIN="uv")
+    assert done.returncode == 0 and "--wait-only" in done.stdout, done.stdout + done.stderr
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    done = run_text(aws.gate_command("--help"), other, WG_MESH_PYTHON=str(VENV / "bin" / "python"))
+    assert done.returncode == 0 and "--instance-id" in done.stdout, done.stdout + done.stderr
+
+
+def test_without_a_python_that_imports_wg_mesh_the_gate_says_what_to_set(tmp_path: Path) -> None:
+    done = run_text(aws.gate_command("--help"), tmp_path, PYTHONPATH="/nonexistent")
+    assert done.returncode == 127, done.stdout + done.stderr
+    assert "set WG_MESH_PYTHON" in done.stderr and done.stdout == ""
+
+
+def test_the_small_commands_need_no_python(tmp_path: Path) -> None:
+    """The serial counter, the pinned floor and a moment: POSIX shell and `date` only."""
+    assert run_text(serial.COUNTER_CREATE, tmp_path, WG_MESH_CONTENT="d1").stdout == "1 d1\n"
+    update = {"WG_MESH_CONTENT": "d2", "PULUMI_COMMAND_STDOUT": "7 d1"}
+    assert run_text(serial.COUNTER_UPDATE, tmp_path, **update).stdout == "8 d2\n"
+    assert run_text(serial.COUNTER_UPDATE, tmp_path, **{**update, "WG_MESH_CONTENT": "d1"}).stdout == "7 d1\n"
+    # a stack from before counters: its stamp (the Unix time of the content's last change) plus one
+    assert run_text(serial.COUNTER_UPDATE, tmp_path, **{**update, "PULUMI_COMMAND_STDOUT": "1767225600"}).stdout == (
+        "1767225601 d2\n"
+    )
+    broken = run_text(serial.COUNTER_UPDATE, tmp_path, **{**update, "PULUMI_COMMAND_STDOUT": "x d1"})
+    assert broken.returncode == 1 and "not a number" in broken.stderr
+    assert run_text(serial.PIN_CREATE, tmp_path, WG_MESH_SERIAL="9").stdout == "9\n"
+    assert run_text(localcmd.KEEP_OUTPUT, tmp_path, PULUMI_COMMAND_STDOUT="9").stdout == "9\n"
+    assert stamp.parse(run_text(stamp.CREATE, tmp_path).stdout) > stamp.MIN_STAMP

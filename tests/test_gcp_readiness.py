@@ -16,6 +16,8 @@ import yaml
 from tests import gce_fake
 from tests.conftest import REPO, ProgramRun, run_program
 from tests.gce_fake import PROJECT, REGION, TOKEN, ZONE, Cloud, Vm
+from tests.test_gate_command import VENV, gate_words, run_text
+from wg_mesh import aws
 from wg_mesh.gateway import readymark
 from wg_mesh.gcp.instance import REPLACE_ON
 from wg_mesh.plan import metrics, userdata
@@ -174,10 +176,12 @@ def test_the_routes_and_the_icmp_rule_follow_the_gate(applied: ProgramRun) -> No
     instance = applied.named(GCP_INSTANCE, "gcp-euw3-instance")
     address = applied.named("gcp:compute/address:Address", "gcp-euw3-address")
     assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
-    assert gate.inputs["create"].split() == [
-        sys.executable, "-m", "wg_mesh.readygate", "gcp", "--impersonate", "deployer@proj.iam.gserviceaccount.com",
-        "--timeout", "900", "--address", address.outputs["selfLink"], "--instance", instance.outputs["selfLink"],
+    words = [
+        "-m", "wg_mesh.readygate", "gcp", "--impersonate", "deployer@proj.iam.gserviceaccount.com", "--timeout", "900",
+        "--address", address.outputs["selfLink"], "--instance", instance.outputs["selfLink"],
     ]  # fmt: skip
+    assert gate_words(gate.inputs["create"]) == words  # no interpreter (wg_mesh.tools.localcmd)
+    assert gate_words(gate.inputs["update"]) == [*words, "--update"]
     assert not gate.secret_inputs  # nothing secret in the command line (pulumi preview shows it)
     assert "PrivateKey" not in str(gate.inputs)
     assert applied.depends_on(COMMAND, "gcp-euw3-ready", GCP_INSTANCE, "gcp-euw3-instance")
@@ -222,8 +226,8 @@ def test_gcp_user_data_with_the_readiness_step_passes_cloud_init_schema(applied:
 def test_the_programs_gate_command_runs_from_the_project_directory(applied: ProgramRun, tmp_path: Path) -> None:
     """The exact command `pulumi up` runs (pulumi-command, /bin/sh -c, in the project directory), aimed at the fake
     Compute API with the mocks' project, zone and names."""
-    line = applied.named(COMMAND, "gcp-euw3-ready").inputs["create"]
-    line = line.replace(" --impersonate deployer@proj.iam.gserviceaccount.com", "").replace("900", "5")
+    words = " ".join(gate_words(applied.named(COMMAND, "gcp-euw3-ready").inputs["create"])[2:])
+    words = words.replace(" --impersonate deployer@proj.iam.gserviceaccount.com", "").replace("900", "5")
     cloud = Cloud(
         vms={"old": Vm("old", STATIC), "gcp-euw3-instance": Vm("gcp-euw3-instance", "35.9.9.9")},
         # the address's name as the provider auto-names it (the mocks: its logical name and a suffix)
@@ -237,14 +241,8 @@ def test_the_programs_gate_command_runs_from_the_project_directory(applied: Prog
     token.write_text(TOKEN)
     try:
         api_url = f"http://127.0.0.1:{server.server_address[1]}/compute/v1/"
-        done = subprocess.run(
-            ["/bin/sh", "-c", f"{line} --api {api_url} --access-token-file {token} --interval 0.1"],
-            cwd=REPO,
-            env={"PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        extra = ["--api", api_url, "--access-token-file", str(token), "--interval", "0.1"]
+        done = run_text(aws.gate_command(*words.split(), *extra), REPO, PULUMI_RUNTIME_VIRTUALENV=str(VENV))
     finally:
         server.shutdown()
         server.server_close()

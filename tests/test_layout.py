@@ -44,6 +44,7 @@ OVERSIZE = {
     "wg_mesh/gateway/apply.py": 411,
     "wg_mesh/gateway/ha.py": 414,
     "wg_mesh/gateway/ha_run.py": 406,
+    "wg_mesh/tools/monitoring.py": 418,  # the alert table, one entry per alert
 }
 
 

@@ -134,11 +134,14 @@ def test_adding_the_standby_keeps_every_resource_of_gateway_a(applied: ProgramRu
             continue
         changed.append(key)
     aws, gcp = sites(applied)
-    # What may change, and why: the instances' user data (the ha object), the gates' command lines (GCP: --wait-only),
-    # the GCP routes' next hop (the load balancer), the ICMP rule's sources (both gateways), Private Google Access.
+    # What may change, and why: the instances' user data (the ha object) and so their floors (wg_mesh.tools.serial),
+    # the gates' command lines (GCP: --wait-only), the GCP routes' next hop (the load balancer), the ICMP rule's
+    # sources (both gateways), Private Google Access.
     allowed = {
         (AWS_INSTANCE, f"{aws.name}-instance"),
         (GCP_INSTANCE, f"{gcp.name}-instance"),
+        (COMMAND, f"{aws.name}-floor"),
+        (COMMAND, f"{gcp.name}-floor"),
         (COMMAND, f"{gcp.name}-ready"),
         (GCP_FIREWALL, f"{gcp.name}-fw-pmtu"),
         (GCP_SUBNET, f"{gcp.name}-subnet"),

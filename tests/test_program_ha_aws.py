@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.conftest import ProgramRun
+from tests.test_gate_command import gate_words
 from tests.test_program import AWS_INSTANCE, AWS_ROUTE, user_data_input
 from tests.test_program_ha import (
     COMMAND,
@@ -59,7 +60,7 @@ def test_aws_runs_two_alike_instances_in_two_subnets(applied: ProgramRun) -> Non
     assert {r.inputs["subnetId"] for r in assocs} == {subnet_a.id, subnet_b.id}
     # b is created (or replaced) only after a's readiness gate.
     assert applied.depends_on(AWS_INSTANCE, b.name, COMMAND, f"{aws.name}-ready")
-    assert applied.named(COMMAND, f"{aws.name}-b-ready").inputs["create"].endswith(f"--instance-id {b.id}")
+    assert gate_words(applied.named(COMMAND, f"{aws.name}-b-ready").inputs["create"])[-2:] == ["--instance-id", b.id]
 
 
 def test_aws_user_data_differs_only_in_the_gateway_letter(applied: ProgramRun) -> None:

@@ -33,7 +33,6 @@ from wg_mesh.config import AwsSite, ConfigError, GcpSite, StaticSite
 from wg_mesh.gateway import bootstrap, document, ship, wgmetrics
 from wg_mesh.plan import forcenew, inputpolicy, live, render, topology, userdata, wgkey
 from wg_mesh.plan.validate import load_mesh
-from wg_mesh.testing import FAKE_STAMP_BASE
 from wg_mesh.tools.stackfile import read_raw
 
 SSM_PARAMETER = "aws:ssm/parameter:Parameter"
@@ -197,10 +196,15 @@ def test_every_store_holds_the_sites_signed_document_and_its_own_key(
             public_key = run.sites[site.name].public_key.value
             assert body == json.loads(
                 document.encode_body(
-                    plan, public_key, scope=trust["scope"], serial=body["serial"], key_at=body.get("key_at")
+                    plan,
+                    public_key,
+                    scope=trust["scope"],
+                    serial=body["serial"],
+                    key_at=body.get("key_at"),
+                    not_after=body.get("not_after"),
                 )
             )
-            assert body["scope"] == f"wg-mesh/{run.stack}" and body["serial"] >= FAKE_STAMP_BASE
+            assert body["scope"] == f"wg-mesh/{run.stack}" and body["serial"] >= 1
             key = stored_key(run, site)
             assert key == run.sites[site.name].private_key.value and wgkey.public_key(key) == body["public_key"]
         assert run.exports["static_site_documents"].secret and run.exports["static_site_private_keys"].secret

@@ -16,8 +16,9 @@ from tests.test_program_live import agent_json, stored_document
 from wg_mesh.config import MAX_ROTATION_LEAD_S, MIN_ROTATION_LEAD_S, ConfigError
 from wg_mesh.gateway import document
 from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools import localcmd
 from wg_mesh.tools.stackfile import read_raw
-from wg_mesh.tools.stamp import create_command
+from wg_mesh.tools.stamp import CREATE
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = "command:local:Command"
@@ -65,7 +66,8 @@ def test_each_document_carries_its_key_at_and_each_peer_entry_the_peers(rotated:
     assert cfg.rotation_lead_seconds == 120
     for site in cfg.sites:
         stamp = run.named(COMMAND, f"{site.name}-key-at")
-        assert stamp.inputs["triggers"] == [str(site.key_epoch)] and stamp.inputs["create"] == create_command()
+        assert stamp.inputs["triggers"] == [str(site.key_epoch)] and stamp.inputs["create"] == CREATE
+        assert stamp.inputs["update"] == localcmd.KEEP_OUTPUT  # a new command text keeps the moment
         assert docs[site.name].key_at == stamped(run, site.name) + 120
         assert {p.name: p.key_at for p in docs[site.name].plan.peers} == {
             p: docs[p].key_at for p in docs if p != site.name

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import sys
 from typing import Any
 
 import nacl.signing
@@ -23,7 +22,7 @@ from tests.test_program_live import agent_json, stack_name, stored_document
 from wg_mesh import keys
 from wg_mesh.config import AwsSite, GcpSite, StaticSite
 from wg_mesh.plan import live, signing, topology
-from wg_mesh.tools import stamp
+from wg_mesh.tools import serial
 from wg_mesh.tools.stackfile import read_raw
 
 COMMAND = "command:local:Command"
@@ -52,9 +51,10 @@ def new_signing_key(raw: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def runs() -> dict[str, ProgramRun]:
     raw = prod_raw()
-    result = {
-        name: run_program(variant, preview=False, stack=stack_name(PROD))
-        for name, variant in (("before", raw), ("moved", moved(raw)), ("epoch", new_signing_key(raw)))
+    before = run_program(raw, preview=False, stack=stack_name(PROD))
+    result = {"before": before} | {  # each an `up` from the state `before` left
+        name: run_program(variant, preview=False, stack=stack_name(PROD), prior=before)
+        for name, variant in (("moved", moved(raw)), ("epoch", new_signing_key(raw)))
     }
     for run in result.values():
         assert run.error is None, run.error
@@ -83,7 +83,8 @@ def test_one_signing_key_per_mesh_child_of_it_kept_like_the_keys(runs: dict[str,
     assert run.verify_key.value == signing.verify_key_b64(signing.seed_from_random(run.signing_seed.value))
     for site in mesh_of(run).sites:
         trust = agent_json(run, site)["trust"]
-        assert trust == live.trust(mesh_of(run), site, "wg-mesh", "prod", run.verify_key.value)
+        pinned = live.trust(mesh_of(run), site, "wg-mesh", "prod", run.verify_key.value, floor=trust["floor"])
+        assert trust == pinned and trust["floor"] == 1  # a new stack: its documents' first serial
         assert trust["scope"] == "wg-mesh/prod" and trust["signing_key"] == run.verify_key.value
 
 
@@ -95,14 +96,18 @@ def test_user_data_mode_has_no_signing_key() -> None:
     assert not run.of_type(COMMAND) or all("-serial" not in r.name for r in run.of_type(COMMAND))
 
 
-def test_each_documents_serial_is_a_stamp_of_its_unsigned_content(runs: dict[str, ProgramRun]) -> None:
+def test_each_documents_serial_counts_its_unsigned_content(runs: dict[str, ProgramRun]) -> None:
     run = runs["before"]
     bodies = documents(run)
     for site in mesh_of(run).sites:
         command = run.named(COMMAND, f"{site.name}-serial")
-        assert command.inputs["create"] == stamp.create_command(sys.executable)
+        assert (command.inputs["create"], command.inputs["update"]) == (serial.COUNTER_CREATE, serial.COUNTER_UPDATE)
+        assert "triggers" not in command.inputs
+        assert list(run.options(COMMAND, command.name).ignore_changes) == ["triggers"]
         body = dict(bodies[site.name])
-        assert body["serial"] == stamp.parse(command.outputs["stdout"])
+        assert (body["serial"], command.inputs["environment"][serial.CONTENT_ENV]) == (
+            serial.parse_counter(command.outputs["stdout"])
+        )  # a new stack: serial 1, and the content's digest it was counted for
         # keyed on the SHA-256 of the content with serial 0 (wg_mesh.plan.live.unsigned_digest)
         key_at = {name: dict(b).get("key_at") for name, b in bodies.items()}  # wg_mesh.announce: in the content too
         directory = {
@@ -113,16 +118,19 @@ def test_each_documents_serial_is_a_stamp_of_its_unsigned_content(runs: dict[str
             "directory": directory,
             "public_key": run.sites[site.name].public_key.value,
             "key_at": key_at[site.name],
+            "not_after": body.get("not_after"),  # a cloud gateway's (wg_mesh.plan.live.expires)
         }
-        assert command.inputs["triggers"] == [live.unsigned_digest(mesh_of(run), site.name, body["scope"], values)]
+        assert ("not_after" in body) == (not isinstance(site, StaticSite))
+        digest = live.unsigned_digest(mesh_of(run), site.name, body["scope"], values)
+        assert command.inputs["environment"] == {serial.CONTENT_ENV: digest} and body["serial"] == 1
 
 
-def test_a_change_of_one_peer_renews_the_serials_of_the_documents_it_changed_only(runs: dict[str, ProgramRun]) -> None:
+def test_a_change_of_one_peer_counts_the_documents_it_changed_only(runs: dict[str, ProgramRun]) -> None:
     before, after = documents(runs["before"]), documents(runs["moved"])
     changed = {name for name in before if {**before[name], "serial": 0} != {**after[name], "serial": 0}}
     assert changed == set(before) - {STATIC}  # every other site lists vps-fra's endpoint; its own document does not
-    for name in before:
-        assert (before[name]["serial"] != after[name]["serial"]) == (name in changed), name
+    for name in before:  # one more for a changed document: a counter, kept in the state
+        assert after[name]["serial"] == before[name]["serial"] + (name in changed), name
         assert (before[name]["generation"] != after[name]["generation"]) == (name in changed), name
     cfg = mesh_of(runs["before"])
     static = cfg.site(STATIC)

@@ -7,10 +7,8 @@ metadata paths; only the emulator's instance id is set to the instance the test 
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,8 @@ import yaml
 from moto.instance_metadata import responses as moto_imds
 
 from tests.conftest import REPO, ProgramRun, run_program
+from tests.test_gate_command import VENV, gate_words, run_text
+from wg_mesh import aws
 from wg_mesh.gateway import readymark
 from wg_mesh.plan import metrics, userdata
 from wg_mesh.tools import readygate
@@ -171,10 +171,13 @@ def test_the_address_and_routes_move_only_after_the_gate(applied_dev: ProgramRun
     gate = applied_dev.named(COMMAND, "aws-use1-ready")
     instance = applied_dev.named("aws:ec2/instance:Instance", "aws-use1-instance")
     assert gate.inputs["triggers"] == [instance.id]  # a new instance runs the gate again
-    assert shlex.split(gate.inputs["create"]) == [  # the deployer's interpreter (wg_mesh.tools.stamp.python_command)
-        sys.executable, "-m", "wg_mesh.readygate", "--region", "us-east-1", "--profile", "net",
-        "--role-arn", "arn:aws:iam::123456789012:role/deploy", "--timeout", "900", "--instance-id", instance.id,
+    words = [
+        "--region", "us-east-1", "--profile", "net", "--role-arn", "arn:aws:iam::123456789012:role/deploy",
+        "--timeout", "900", "--instance-id", instance.id,
     ]  # fmt: skip
+    # no interpreter: the Python is found where the gate runs (wg_mesh.tools.localcmd)
+    assert gate_words(gate.inputs["create"]) == ["-m", "wg_mesh.readygate", *words]
+    assert gate_words(gate.inputs["update"]) == ["-m", "wg_mesh.readygate", *words, "--update"]
     assert applied_dev.depends_on(COMMAND, "aws-use1-ready", "aws:ec2/instance:Instance", "aws-use1-instance")
     assert applied_dev.depends_on(EIP_ASSOC, "aws-use1-eip-assoc", COMMAND, "aws-use1-ready")
     routes = [r for r in applied_dev.of_type("aws:ec2/route:Route") if r.name.startswith("aws-use1-route-")]
@@ -191,21 +194,11 @@ def test_the_programs_gate_command_runs_from_the_project_directory(
     """The exact command `pulumi up` runs (pulumi-command, /bin/sh -c, in the project directory), aimed at moto."""
     gate = applied_dev.named(COMMAND, "aws-use1-ready")
     program_instance = applied_dev.named("aws:ec2/instance:Instance", "aws-use1-instance").id
-    without_site_credentials = (
-        gate.inputs["create"]
-        .replace(" --profile net", "")
-        .replace(" --role-arn arn:aws:iam::123456789012:role/deploy", "")
-    )
-    line = without_site_credentials.replace(program_instance, instance_id).replace("--timeout 900", "--timeout 5")
-    env = {"PATH": "/usr/bin:/bin", "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    words = " ".join(gate_words(gate.inputs["create"])[2:])  # without the site's credentials (moto has no profile)
+    words = words.replace(" --profile net", "").replace(" --role-arn arn:aws:iam::123456789012:role/deploy", "")
+    words = words.replace(program_instance, instance_id).replace("--timeout 900", "--timeout 5")
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "PULUMI_RUNTIME_VIRTUALENV": str(VENV)}
     ec2.create_tags(Resources=[instance_id], Tags=[{"Key": readymark.READY_TAG, "Value": "true"}])
-    done = subprocess.run(
-        ["/bin/sh", "-c", f"{line} --endpoint {moto_url} --interval 0.1"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_text(aws.gate_command(*words.split(), "--endpoint", moto_url, "--interval", "0.1"), REPO, **env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{instance_id} ready after" in done.stdout

@@ -41,8 +41,12 @@ def plan_of(site: str) -> InterfacePlan:
     return interface_plan(CFG, site, directory(CFG))
 
 
+NOT_AFTER = 4_000_000_000  # 2096: the relay's agent.json (a cloud gateway's) requires an expiry
+
+
 def signed(plan: InterfacePlan, serial: int) -> str:
-    return signing.sign(document.encode_body(plan, KEYS.public, scope=SCOPE, serial=serial), SEED)
+    body = document.encode_body(plan, KEYS.public, scope=SCOPE, serial=serial, not_after=NOT_AFTER)
+    return signing.sign(body, SEED)
 
 
 def entry(plan: InterfacePlan, name: str, allowed: tuple[str, ...]) -> InterfacePlan:
@@ -108,7 +112,7 @@ RANGES = list(RELAY.relay_ranges)
 
 def relay_document(ranges: object, serial: int) -> str:
     """The relay's good document with `ranges` as its relay_ranges (any JSON value), signed with the mesh's key."""
-    body = json.loads(document.encode_body(RELAY, KEYS.public, scope=SCOPE, serial=serial))
+    body = json.loads(document.encode_body(RELAY, KEYS.public, scope=SCOPE, serial=serial, not_after=NOT_AFTER))
     body["interface"]["relay_ranges"] = ranges
     return resign(body)
 

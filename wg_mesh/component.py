@@ -16,9 +16,10 @@ import pulumi
 from wg_mesh import announce
 from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.keys import SigningKey, WireGuardKey
+from wg_mesh.plan import ha as plan_ha
 from wg_mesh.plan import live, render, topology, userdata
 from wg_mesh.plan.topology import PeerAddress
-from wg_mesh.tools import stamp
+from wg_mesh.tools import serial as wg_serial
 
 Directory = pulumi.Output[dict[str, PeerAddress]]
 SiteT = TypeVar("SiteT", bound=AwsSite | GcpSite | StaticSite)
@@ -48,6 +49,7 @@ class SiteComponent(pulumi.ComponentResource):
     document: pulumi.Output[str] | None
     signing_key: SigningKey | None  # delivery: live: the mesh's, which signs the document and agent.json pins
     key_at: pulumi.Output[int] | None  # delivery: live: from when its current key is valid (wg_mesh.announce)
+    serial: pulumi.Output[int] | None  # delivery: live: the document's serial (wg_mesh.tools.serial)
 
     def __init__(self, t: str, name: str, props: Any = None, opts: pulumi.ResourceOptions | None = None) -> None:
         """`protect` on a site component, given or inherited from its parent, means what it means on a Mesh and what
@@ -79,7 +81,7 @@ class SiteComponent(pulumi.ComponentResource):
         self.overlay_ip = pulumi.Output.from_input(str(site.overlay_ip))
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
         self.signing_key = signing_key
-        self.key_at = None
+        self.key_at = self.serial = None
         if mesh.delivery == "live":
             if signing_key is None:
                 raise ValueError(f"{site.name}: delivery: live needs the mesh's SigningKey (build sites through Mesh)")
@@ -87,25 +89,42 @@ class SiteComponent(pulumi.ComponentResource):
             self.key_at = announce.key_at(f"{name}-key-at", site.key_epoch, mesh.rotation_lead_seconds, self)
             # Nothing peer- or key-dependent: the peers and the key reach the gateway through the stores; the
             # mesh's verify key is the same for the life of the stack (signing_key_epoch).
-            self.document = peer_document(name, mesh, site.name, self.key, directory, signing_key, self, self.key_at)
-            self.user_data = self._live_user_data(mesh, site, None)
+            not_after = live.expires(site, wg_serial.now())
+            self.document, self.serial = peer_document(
+                name, mesh, site.name, self.key, directory, signing_key, self, self.key_at, not_after
+            )
+            self._floor_prefix = name
+            # gateways: 2: each gateway has its own (the cloud component: _ha_user_data), none is the site's
+            self.user_data = self._live_user_data(mesh, site, None) if _single(site) else pulumi.Output.from_input("")
         else:
             self.document = None
             self.user_data = user_data(mesh, site.name, self.wg_config, directory)
 
     def _live_user_data(
-        self, mesh: MeshConfig, site: AwsSite | GcpSite | StaticSite, ha: pulumi.Output[Any] | None
+        self, mesh: MeshConfig, site: AwsSite | GcpSite | StaticSite, ha: pulumi.Output[Any] | None, letter: str = "a"
     ) -> pulumi.Output[str]:
-        """The live user data: agent.json names the site's stores and pins the mesh's verify key (its `trust`)."""
-        assert self.signing_key is not None
+        """The live user data: agent.json names the site's stores and pins the mesh's verify key and the floor (its
+        `trust`). The floor is the document's serial when this user data was first rendered without it (`rest`),
+        kept until `rest` changes, which replaces the gateway anyway (wg_mesh.tools.serial.floor_pin): a mesh change
+        leaves the user data as it is."""
+        assert self.signing_key is not None and self.serial is not None
         project, stack = pulumi.get_project(), pulumi.get_stack()
         render_it = functools.partial(_render_live_user_data, mesh, site, project, stack)
-        return pulumi.Output.all(verify_key=self.signing_key.verify_key, ha=ha).apply(render_it)
+        values = pulumi.Output.all(verify_key=self.signing_key.verify_key, ha=ha)
+        rest = values.apply(lambda v: render_it({**v, "floor": 0}))
+        # what else replaces the gateway (its type, its pinned image) renews its floor too
+        replaced_by = [str(getattr(site, "instance_type", "")), str(getattr(site, "image", None) or "")]
+        name = plan_ha.child_name(self._floor_prefix, letter)
+        floor = wg_serial.floor_pin(name, self.serial, rest, replaced_by, self)
+        return pulumi.Output.all(verify_key=self.signing_key.verify_key, ha=ha, floor=floor).apply(render_it)
 
-    def _ha_user_data(self, mesh: MeshConfig, site: AwsSite | GcpSite, ha: pulumi.Output[Any]) -> pulumi.Output[str]:
-        """gateways: 2: the live user data with the gateway's `ha` object in agent.json (wg_mesh.plan.ha). Public: the
-        object names cloud resources only, and like the rest of live user data nothing peer- or key-dependent."""
-        return self._live_user_data(mesh, site, ha)
+    def _ha_user_data(
+        self, mesh: MeshConfig, site: AwsSite | GcpSite, ha: pulumi.Output[Any], letter: str
+    ) -> pulumi.Output[str]:
+        """gateways: 2: gateway `letter`'s live user data, with its `ha` object in agent.json (wg_mesh.plan.ha) and its
+        own floor. Public: the object names cloud resources only, and like the rest of live user data nothing peer-
+        or key-dependent."""
+        return self._live_user_data(mesh, site, ha, letter)
 
     def _register_site_outputs(self, **cloud_outputs: pulumi.Output[str]) -> None:
         self.register_outputs(
@@ -117,8 +136,12 @@ def _render_live_user_data(
     mesh: MeshConfig, site: AwsSite | GcpSite | StaticSite, project: str, stack: str, values: dict[str, Any]
 ) -> str:
     source = live.agent_source(site, project, stack)
-    trust = live.trust(mesh, site, project, stack, values["verify_key"])
+    trust = live.trust(mesh, site, project, stack, values["verify_key"], floor=values["floor"])
     return userdata.render_live_user_data(mesh, site.name, source, trust=trust, ha=values["ha"])
+
+
+def _single(site: AwsSite | GcpSite | StaticSite) -> bool:
+    return not isinstance(site, AwsSite | GcpSite) or site.gateways <= 1
 
 
 def kept(mesh: MeshConfig) -> pulumi.ResourceOptions:
@@ -178,21 +201,30 @@ def peer_document(
     signing_key: SigningKey,
     parent: pulumi.Resource,
     key_at: pulumi.Output[int] | None = None,
-) -> pulumi.Output[str]:
-    """The site's signed peer document (delivery: live), from the directory and its own public key.
+    not_after: int | None = None,
+) -> tuple[pulumi.Output[str], pulumi.Output[int]]:
+    """The site's signed peer document (delivery: live), from the directory and its own public key, and its serial.
+    `not_after`: its expiry (wg_mesh.plan.live.expires; None: a static site's, none).
 
-    Its serial is the moment its content last changed: a stamp (wg_mesh.tools.stamp, `<name>-serial`) keyed on the
-    SHA-256 of the content with serial 0, so an unchanged document keeps its serial, and with it its bytes, run after
-    run. The envelope holds nothing secret (the signature is public), so it is not a secret Output, although it is
-    computed from the seed; where it was a secret (a static site's stack output) it still is."""
+    Its serial counts its content's changes (wg_mesh.tools.serial, `<name>-serial`, kept in state): the Command records
+    the SHA-256 of the content with serial 0, so an unchanged document keeps its serial, and with it its bytes, run
+    after run, and a document is never signed with a serial counted for other content. The envelope holds nothing
+    secret (the signature is public), so it is not a secret Output, although it is computed from the seed; where it
+    was a secret (a static site's stack output) it still is."""
     scope = live.document_scope(pulumi.get_project(), pulumi.get_stack())
-    content = pulumi.Output.all(directory=directory, public_key=key.public_key, key_at=key_at)
+    content = pulumi.Output.all(directory=directory, public_key=key.public_key, key_at=key_at, not_after=not_after)
     digest = content.apply(functools.partial(live.unsigned_digest, mesh, site_name, scope))
-    serial = stamp.stamp(f"{name}-serial", [digest], pulumi.ResourceOptions(parent=parent))
+    serial = wg_serial.document_serial(name, digest, parent)
     values = pulumi.Output.all(
-        directory=directory, public_key=key.public_key, key_at=key_at, serial=serial, seed=signing_key.seed
+        directory=directory,
+        public_key=key.public_key,
+        key_at=key_at,
+        not_after=not_after,
+        serial=serial,
+        seed=signing_key.seed,
     )
-    return pulumi.Output.unsecret(values.apply(functools.partial(live.signed_document, mesh, site_name, scope)))
+    signed = values.apply(functools.partial(live.signed_document, mesh, site_name, scope))
+    return pulumi.Output.unsecret(signed), serial
 
 
 def _render_user_data(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> str:

@@ -23,25 +23,25 @@ if TYPE_CHECKING:
     from wg_mesh.aws.facts import ami_architecture
     from wg_mesh.aws.firewall import SG_DESCRIPTION_CHARS
     from wg_mesh.aws.gateway import GATEWAY_TYPE, AwsGateway, AwsGatewayArgs
-    from wg_mesh.aws.machine import GATE_COMMAND, READY_TIMEOUT_S
+    from wg_mesh.aws.machine import READY_TIMEOUT_S, gate_command
 
 _EXPORTS = {
     "AwsGateway": "wg_mesh.aws.gateway",
     "AwsGatewayArgs": "wg_mesh.aws.gateway",
     "GATEWAY_TYPE": "wg_mesh.aws.gateway",
-    "GATE_COMMAND": "wg_mesh.aws.machine",
     "READY_TIMEOUT_S": "wg_mesh.aws.machine",
     "SG_DESCRIPTION_CHARS": "wg_mesh.aws.firewall",
+    "gate_command": "wg_mesh.aws.machine",
     "ami_architecture": "wg_mesh.aws.facts",
 }
 __all__ = [
     "GATEWAY_TYPE",
-    "GATE_COMMAND",
     "READY_TIMEOUT_S",
     "SG_DESCRIPTION_CHARS",
     "AwsGateway",
     "AwsGatewayArgs",
     "ami_architecture",
+    "gate_command",
 ]
 
 __getattr__ = lazy_attributes(__name__, _EXPORTS)

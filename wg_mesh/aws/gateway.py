@@ -246,7 +246,7 @@ class AwsGateway(component.SiteComponent):
             b.network.route_table_ids,
             high_availability.ec2_endpoint,
         )
-        return self._ha_user_data(b.mesh, b.site, objects)
+        return self._ha_user_data(b.mesh, b.site, objects, letter)
 
     def _first_boot(self, b: _Build, letter: str) -> list[pulumi.Resource]:
         """What must exist before a gateway boots (cloud-init runs once): the network's routes, the live stores, the

@@ -3,8 +3,6 @@ gateways of an HA site are alike but for the subnet and the `ha` object's letter
 
 from __future__ import annotations
 
-import shlex
-
 import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
@@ -13,12 +11,16 @@ from wg_mesh.aws import facts
 from wg_mesh.aws.images import BootImage
 from wg_mesh.config import AwsSite
 from wg_mesh.plan import userdata
-from wg_mesh.tools.stamp import python_command
+from wg_mesh.tools import localcmd
 
-# The readiness gate runs with the interpreter running this program (wg_mesh.tools.stamp: not a path relative to the
-# cwd).
-GATE_COMMAND = python_command("-m", "wg_mesh.readygate")
+GATE_MODULE = "wg_mesh.readygate"
 READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
+
+
+def gate_command(*args: str) -> str:
+    """`python -m wg_mesh.readygate ARGS...` for a gate's `create` (and, with `--update`, its `update`): the same text
+    on every machine, the interpreter found where it runs (wg_mesh.tools.localcmd.python_module)."""
+    return localcmd.python_module(GATE_MODULE, *args)
 
 
 def instance(
@@ -86,16 +88,19 @@ def readiness_gate(
     image: pulumi.Output[str],
     child: pulumi.ResourceOptions,
 ) -> command.local.Command:
-    """Runs `python -m wg_mesh.readygate` on the machine running `pulumi up`, for every new instance. `image`: the
-    checked AMI (wg_mesh.aws.fit.fitting_image), so that a mismatch fails the preview before the gate runs."""
-    fixed = [f"--region {shlex.quote(site.region)}"]
-    fixed += [f"--profile {shlex.quote(site.profile)}"] if site.profile else []
-    fixed += [f"--role-arn {shlex.quote(site.assume_role_arn)}"] if site.assume_role_arn else []
-    return command.local.Command(
+    """Runs `python -m wg_mesh.readygate` on the machine running `pulumi up`, for every new instance (its id is the
+    trigger). `image`: the checked AMI (wg_mesh.aws.fit.fitting_image), so that a mismatch fails the preview before the
+    gate runs. Any other input change (credentials, a new wg-mesh's command text) runs the gate's `--update`, which
+    re-checks nothing: the instance passed when it was created."""
+    fixed = ["--region", site.region]
+    fixed += ["--profile", site.profile] if site.profile else []
+    fixed += ["--role-arn", site.assume_role_arn] if site.assume_role_arn else []
+    fixed += ["--timeout", str(READY_TIMEOUT_S)]
+    words = pulumi.Output.all(iid=instance.id, image=image).apply(lambda v: [*fixed, "--instance-id", v["iid"]])
+    return localcmd.local_command(
         f"{name}-ready",
-        create=pulumi.Output.all(iid=instance.id, image=image).apply(
-            lambda v: " ".join([GATE_COMMAND, *fixed, f"--timeout {READY_TIMEOUT_S}", f"--instance-id {v['iid']}"])
-        ),
+        create=words.apply(lambda w: gate_command(*w)),
+        update=words.apply(lambda w: gate_command(*w, "--update")),
         triggers=[instance.id],
         opts=child,
     )

@@ -102,7 +102,7 @@ def plan_file(path: Path, *, project: str, stack: str, label: str = "", before: 
     except ConfigError as exc:
         raise ConfigError([f"{label}{p}" for p in exc.problems]) from None
     olds = {r.urn: r.name for r in before.resources} if before is not None else None
-    run = new_run(preview=False, olds=olds)
+    run = new_run(preview=False, olds=olds, prior=before.run.resources if before is not None else ())
     execute(run, program.main, {f"{program.CONFIG_NAMESPACE}:{program.CONFIG_KEY}": json.dumps(raw)},
             project=project, stack=stack)  # fmt: skip
     # Pulumi's runtime gives each of the run's executor threads an event loop of its own and never closes them

@@ -129,9 +129,11 @@ def render_site(
     if "user-data" in parts:
         if cfg.delivery == "live":
             source = live.agent_source(site, project, stack)
-            trust = live.trust(cfg, site, project, stack, keys.verify_key)
+            # the floor a new stack's gateway is made with (its documents' first serial): `pulumi up` pins the
+            # serial current when it makes the gateway (wg_mesh.tools.serial.floor_pin)
+            trust = live.trust(cfg, site, project, stack, keys.verify_key, floor=1)
             text = userdata.render_live_user_data(cfg, site_name, source, trust=trust)
-            what = "no key and no peer in it; its verify key is a stand-in too"
+            what = "no key and no peer in it; its verify key is a stand-in too, its floor a new stack's"
         else:
             text = userdata.render_user_data(cfg, site_name, wg_conf, directory)
             what = "it holds wg0.conf, a secret output of the stack"

@@ -19,32 +19,24 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from . import reresolve
-from .apply import APPLY_REASON, KEY_REASON, ApplyError, Paths, Runner, atomic_write, read_text, redact
+from . import floor, reresolve
+from .agentmetrics import FAILURE_REASONS as FAILURE_REASONS
+from .agentmetrics import METRICS as METRICS
+from .agentmetrics import STATE_REASON, Status, metrics_text
+from .apply import APPLY_REASON, ApplyError, Paths, Runner, atomic_write, read_text, redact
 from .apply import run_command as default_runner
-from .document import REASONS, Document, DocumentError, Trust, decode, parse_trust
+from .document import Document, DocumentError, Trust, decode, parse_trust
 from .ha import HaConfig, parse_ha
 from .pmtu import PathWatch, Settings
 from .rotation import RotatingApplier
 from .sources import GCP_ATTRIBUTE, FetchError, FileSource, Source
 from .wgconf import INTERFACE, InterfacePlan
 
-FAILURE_REASONS = (*REASONS, KEY_REASON, APPLY_REASON)
 ONCE_RETRY_S = 2.0
 PMTU_SECONDS = 15  # agent.json's default; issue #14: every 15-30 s (3 failed ticks make a black hole: 30-45 s)
-METRICS: dict[str, tuple[str, str]] = {  # name -> (type, help), in output order
-    "wgmesh_agent_applied_generation": ("gauge", "Running peer document (0: none)."),
-    "wgmesh_agent_desired_generation": ("gauge", "Last fetched peer document (0: none)."),
-    "wgmesh_agent_last_apply_success": ("gauge", "1 if the last fetched document runs."),
-    "wgmesh_agent_apply_failures_total": ("counter", "Documents refused or not applied, by reason."),
-    "wgmesh_agent_fetch_failures_total": ("counter", "Failed fetches of the document or key."),
-    "wgmesh_agent_last_fetch_timestamp_seconds": ("gauge", "Last fetch of the document."),
-    "wgmesh_agent_last_apply_timestamp_seconds": ("gauge", "Last time wg0 matched the document."),
-    "wgmesh_agent_peers": ("gauge", "Peers in the running document."),
-}
 
 
 @dataclass(frozen=True)
@@ -90,37 +82,6 @@ def load_config(text: str) -> Config:
     return Config(site, source, trust, interface, poll, pmtu, heal, ha)
 
 
-@dataclass
-class Status:
-    applied_generation: int = 0
-    desired_generation: int = 0
-    last_success: int = 0
-    failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_REASONS, 0))
-    fetch_failures: int = 0
-    last_fetch: float = 0.0
-    last_apply: float = 0.0
-    peers: int = 0
-
-
-def metrics_text(site: str, status: Status) -> str:
-    label = f'site="{site}"'
-    values: dict[str, list[tuple[str, float]]] = {
-        "wgmesh_agent_applied_generation": [(label, status.applied_generation)],
-        "wgmesh_agent_desired_generation": [(label, status.desired_generation)],
-        "wgmesh_agent_last_apply_success": [(label, status.last_success)],
-        "wgmesh_agent_apply_failures_total": [(f'{label},reason="{r}"', n) for r, n in status.failures.items()],
-        "wgmesh_agent_fetch_failures_total": [(label, status.fetch_failures)],
-        "wgmesh_agent_last_fetch_timestamp_seconds": [(label, status.last_fetch)],
-        "wgmesh_agent_last_apply_timestamp_seconds": [(label, status.last_apply)],
-        "wgmesh_agent_peers": [(label, status.peers)],
-    }
-    lines = []
-    for name, (kind, help_text) in METRICS.items():
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        lines += [f"{name}{{{labels}}} {value:.15g}" for labels, value in values[name]]
-    return "\n".join(lines) + "\n"
-
-
 def log_stderr(message: str) -> None:
     print(f"wg-mesh-agent: {message}", file=sys.stderr, flush=True)
 
@@ -151,8 +112,9 @@ class Agent:
         self.clock = clock
         self.status = Status()
         self.last_problem = ""
-        self.state = self._load_state()
-        self.status.applied_generation = int(self.state.get("applied_generation", 0))
+        self.state: dict[str, Any] = {}
+        self.state_problem: str | None = None
+        self._load_state()
         self.plan: InterfacePlan | None = None  # the running document's; the path-MTU probes read it
 
     def path_watch(self) -> PathWatch:
@@ -173,27 +135,47 @@ class Agent:
             self.log(message)
         self.last_problem = message
 
-    def _load_state(self) -> dict[str, Any]:
-        try:
-            state = json.loads(read_text(self.paths.state) or "{}")
-        except (ValueError, OSError):  # OSError: a symlink where the state file belongs (files.read_text)
-            state = {}
-        return state if isinstance(state, dict) else {}
+    def _load_state(self) -> None:
+        """The replay floor from the state file (wg_mesh.gateway.floor): known, or unknown and every document refused
+        until it can be read again (an operator's `--reset-floor`)."""
+        if self.config.trust is None:
+            return
+        loaded = floor.load(self.paths, self.config.trust)
+        if loaded.note:
+            self.log(loaded.note)
+        if loaded.problem is not None:
+            self.state, self.state_problem = {}, loaded.problem
+            self.status.floor, self.status.state_lost = 0, 1
+            return
+        if self.state_problem is not None:
+            self.log(f"the replay floor is known again: {self.paths.state}")
+        self.state, self.state_problem = loaded.state, None
+        self.status.floor, self.status.state_lost = floor.floor(self.state, self.config.trust), 0
+        generation = self.state.get("applied_generation")
+        self.status.applied_generation = generation if isinstance(generation, int) else 0
 
     def applied_serial(self) -> int:
-        """The serial of the document that runs (the state file): no older one is ever applied again (replay)."""
-        serial = self.state.get("applied_serial", 0)
-        return serial if isinstance(serial, int) and not isinstance(serial, bool) and serial >= 0 else 0
+        """The running document's serial, from the state file (0: none); decode adds agent.json's floor."""
+        return int(self.state.get("applied_serial", 0))
 
     def _decode(self, text: str) -> Document:
         if self.config.trust is None:
             raise DocumentError("signature", "agent.json has no trust: no document can be verified")
+        if self.state_problem is not None:
+            self._load_state()  # an operator's --reset-floor since
+        if self.state_problem is not None:
+            raise DocumentError(
+                STATE_REASON,
+                f"ERROR the replay floor is unknown ({self.state_problem}): every document is refused, the running "
+                "wg0 stays; after checking the current document's serial: wg-mesh-agent --reset-floor SERIAL "
+                "(docs/security.md)",
+            )
         generation = self.state.get("applied_generation")
         return decode(
             text,
             self.config.trust,
             min_serial=self.applied_serial(),  # `now`: the wall clock (self.clock is the metrics' and tests')
-            applied_generation=generation if isinstance(generation, int) and self.applied_serial() else None,
+            applied_generation=generation if isinstance(generation, int) else None,
         )
 
     def _fail(self, reason: str, message: str) -> bool:
@@ -243,15 +225,7 @@ class Agent:
             return self._fail(exc.reason, str(exc))
         except OSError as exc:
             return self._fail(APPLY_REASON, f"{exc.__class__.__name__}: {exc}")
-        if changes or self.state.get("applied_generation") != doc.generation or self.applied_serial() != doc.serial:
-            self.state = {
-                "applied_generation": doc.generation,
-                "applied_serial": doc.serial,
-            }
-            try:
-                atomic_write(self.paths.state, json.dumps(self.state) + "\n", 0o644)
-            except OSError as exc:
-                self.log(f"cannot write {self.paths.state}: {exc}")
+        self._record(doc)
         if self.last_problem:
             self.log(f"generation {doc.generation:012x} runs again after: {self.last_problem}")
             self.last_problem = ""
@@ -260,6 +234,21 @@ class Agent:
         self.status.applied_generation, self.plan, self.doc = doc.generation, doc.plan, doc
         self.status.last_success, self.status.last_apply, self.status.peers = 1, self.clock(), len(doc.plan.peers)
         return True
+
+    def _record(self, doc: Document) -> None:
+        """The floor after `doc` runs: its serial, never lower than before (the running content signed again with a
+        lower serial changes nothing), with the agent.json it was written under (wg_mesh.gateway.floor)."""
+        assert self.config.trust is not None
+        serial = max(self.status.floor, doc.serial)
+        state = {"applied_generation": doc.generation, "applied_serial": serial, **floor.owner(self.config.trust)}
+        self.status.floor, self.status.expiry = serial, doc.not_after or 0
+        if state == self.state:
+            return
+        self.state = state
+        try:
+            floor.write(self.paths.state, state)
+        except OSError as exc:  # the floor stays in memory; a restart before it is written reads the older one
+            self.log(f"ERROR cannot write {self.paths.state}, the replay floor {serial} is not kept: {exc}")
 
     # -- what the HA controller (wg_mesh.gateway.ha_run) uses ---------------------------------------------------
 
@@ -370,6 +359,9 @@ def main(argv: Sequence[str] | None = None, runner: Runner = default_runner) -> 
     parser.add_argument("--once", action="store_true", help="apply one document, then exit (0: applied)")
     parser.add_argument("--timeout", type=float, default=300.0, help="--once: give up after this many seconds")
     parser.add_argument("--root", default="/", help="prefix of the files the agent writes (tests)")
+    parser.add_argument(
+        "--reset-floor", type=int, metavar="SERIAL", help="write a new replay floor (its state lost), then exit"
+    )
     args = parser.parse_args(argv)
     try:
         config = load_config(read_text(args.config) or "")
@@ -378,6 +370,8 @@ def main(argv: Sequence[str] | None = None, runner: Runner = default_runner) -> 
         print(f"wg-mesh-agent: {args.config}: {exc}", file=sys.stderr)
         return 2
     paths = Paths() if args.root == "/" else Paths.under(args.root)
+    if args.reset_floor is not None:
+        return floor.reset_command(config.trust, paths, args.reset_floor)
     agent = Agent(config, source, runner, paths)
     if args.once:
         return agent.once(args.timeout)

@@ -8,8 +8,9 @@ library, and python3-nacl (Ubuntu 24.04) imported only to verify.
 The document is a DSSE envelope (https://github.com/secure-systems-lab/dsse, envelope.md and protocol.md):
 `{"payloadType": PAYLOAD_TYPE, "payload": base64(body), "signatures": [{"keyid": ..., "sig": base64(Ed25519)}]}`,
 the signature over PAE = b"DSSEv1 <len(type)> <type> <len(body)> <body>". The body is canonical JSON (sorted keys,
-no spaces, ASCII): format, scope ("project/stack"), site, serial (unix seconds of the content's stamp: a gateway
-never goes back to a lower one), public_key, key_at, interface, generation. The generation is a content id (the
+no spaces, ASCII): format, scope ("project/stack"), site, serial (a counter of the content's changes kept in the
+stack's state, wg_mesh.tools.serial: a gateway never goes back to a lower one), public_key, key_at, not_after (a cloud
+gateway's document: when it expires), interface, generation. The generation is a content id (the
 first 48 bits of the SHA-256 of the body without generation and serial, exact in a float64 metric): "applied equals
 desired" is what the agent and the alerts compare.
 
@@ -30,6 +31,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
 from . import reresolve
+from .signed import EXPIRED as EXPIRED
 from .signed import FORMAT_MISMATCH as FORMAT_MISMATCH
 from .signed import GENERATION as GENERATION
 from .signed import INVALID as INVALID
@@ -64,8 +66,10 @@ GENERATION_HEX_DIGITS = 12  # 48 bits: a float64 metric holds it exactly
 MAX_PEERS, MAX_STRING = 512, 128
 MAX_ALLOWED_IPS = 2 * MAX_PEERS
 MAX_SERIAL = 2**53
-SERIAL_AHEAD_S = 86400  # a serial further ahead of the gateway's clock is a deployer's broken clock: refused, or
-# the gateway would refuse every correct document after it as a replay
+# A serial counts its document's changes (wg_mesh.tools.serial): one `pulumi up` adds one. One further than this past
+# the floor is no deployer's; it is refused, or it would become the floor and every correct document after it a
+# replay.
+MAX_SERIAL_JUMP = 2**20
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Document:
     plan: InterfacePlan
     serial: int = 0
     key_at: int | None = None  # from when public_key is the site's key (zero-loss rotation); None: now
+    not_after: int | None = None  # when it expires (a cloud gateway's); None: never
 
 
 # --- the deployer's side ---------------------------------------------------------------------------------------
@@ -103,12 +108,22 @@ def generation_of(body: dict[str, Any]) -> int:
     return int(hashlib.sha256(canonical(content).encode()).hexdigest()[:GENERATION_HEX_DIGITS], 16)
 
 
-def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int, key_at: int | None = None) -> str:
+def encode_body(
+    plan: InterfacePlan,
+    public_key: str,
+    *,
+    scope: str,
+    serial: int,
+    key_at: int | None = None,
+    not_after: int | None = None,
+) -> str:
     """The payload of a site's document: canonical JSON, the same bytes for the same mesh and serial."""
     body: dict[str, Any] = {"format": FORMAT, "scope": scope, "site": plan.site, "public_key": public_key}
     body["interface"] = _interface(plan)
     if key_at is not None:
         body["key_at"] = key_at
+    if not_after is not None:  # a cloud gateway's (wg_mesh.plan.live.expires): in the content, so in the generation
+        body["not_after"] = not_after
     body["generation"] = generation_of(body)
     body["serial"] = serial
     return canonical(body)
@@ -116,7 +131,7 @@ def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int
 
 # --- the body --------------------------------------------------------------------------------------------------
 
-BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "interface", "generation"}
+BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "not_after", "interface", "generation"}
 INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_ranges"}
 # A relay's ranges: two rules each in its chains (wgconf.relay_chains). _strings_clean bounds any list at this: the
 # relayed sites behind MAX_PEERS peers, each with its overlay /32 and one LAN (wg_mesh.config.relay keeps to it).
@@ -281,8 +296,11 @@ def decode(
     applied_generation: int | None = None,
 ) -> Document:
     """The document for trust.site, verified and checked; DocumentError (with its reason) for anything a gateway must
-    refuse, and never any other exception. `min_serial`: the serial of the running document (persisted by the
-    agent); with `applied_generation` (its generation) the same serial is accepted only for the same content."""
+    refuse, and never any other exception. The floor is `min_serial` (the serial of the running document, persisted by
+    the agent) or agent.json's `trust.floor`, the higher: a lower serial is a replay, unless its content is the running
+    one's (`applied_generation`: a state restored from an older checkpoint signs the running content again; applying
+    it changes nothing and the floor stays); the floor's own serial only with the running content; one more than
+    MAX_SERIAL_JUMP past a floor is refused. `now` (the gateway's clock): a `not_after` must not have passed."""
     payload = verified_payload(text, trust)
     body = load_json(payload, "payload")
     _need(isinstance(body, dict), "payload: not a JSON object", PARSE)
@@ -295,12 +313,26 @@ def decode(
         raise
 
 
+def _floor_of(min_serial: int, trust: Trust) -> str:
+    return "the running document's" if min_serial >= trust.floor else "agent.json's: this gateway was made after it"
+
+
+def _expiry(value: object, trust: Trust, now: float) -> int | None:
+    """The document's `not_after`, checked against the gateway's clock; required where agent.json says `expiring`."""
+    if value is None:
+        _need(not trust.expiring, "no not_after: this gateway applies only documents that expire", EXPIRED)
+        return None
+    not_after = _int(value, 0, MAX_SERIAL, "not_after")
+    _need(now <= not_after, f"expired at {not_after} (this gateway's clock: {int(now)})", EXPIRED)
+    return not_after
+
+
 def _document(
     body: dict[str, Any], payload: bytes, trust: Trust, min_serial: int, now: float, applied_generation: int | None
 ) -> Document:
     _strings_clean(body)
     _need(body.get("format") == FORMAT, f"format {body.get('format')!r}, this agent reads {FORMAT!r}", FORMAT_MISMATCH)
-    _fields(body, "body", BODY_KEYS, ("key_at",))
+    _fields(body, "body", BODY_KEYS, ("key_at", "not_after"))
     _need(canonical(body).encode() == payload, "payload: not canonical JSON", PARSE)
     _need(isinstance(body["scope"], str) and SCOPE.fullmatch(body["scope"]) is not None, "scope: not PROJECT/STACK")
     _need(
@@ -310,10 +342,15 @@ def _document(
     generation = _int(body["generation"], 0, 2**48 - 1, "generation")
     _need(generation == generation_of(body), f"generation {generation:012x} does not match the content", GENERATION)
     serial = _int(body["serial"], 1, MAX_SERIAL, "serial")
-    _need(serial <= now + SERIAL_AHEAD_S, f"serial {serial} is more than a day ahead of this gateway's clock")
-    _need(serial >= min_serial, f"serial {serial} is older than the running document's {min_serial}", REPLAY)
+    floor = max(min_serial, trust.floor)
+    far = floor and serial > floor + MAX_SERIAL_JUMP
+    _need(not far, f"serial {serial} is more than {MAX_SERIAL_JUMP} past the floor {floor}: no deployer counts so fast")
+    running = applied_generation == generation  # the running content, signed again
+    older = f"serial {serial} is older than the floor {floor} ({_floor_of(min_serial, trust)})"
+    _need(serial >= floor or running, older, REPLAY)
     same = serial != min_serial or applied_generation in (None, generation)
     _need(same, f"serial {serial} is the running document's, with other content", REPLAY)
+    not_after = _expiry(body.get("not_after"), trust, now)
     _need(is_key(body["public_key"]), "public_key: not a WireGuard key")
     key_at = body.get("key_at")
     # Forwarding is the site's own configured fact (agent.json: a site without cidrs is a single host), never the
@@ -330,4 +367,5 @@ def _document(
         plan=plan,
         serial=serial,
         key_at=None if key_at is None else _int(key_at, 0, MAX_SERIAL, "key_at"),
+        not_after=not_after,
     )

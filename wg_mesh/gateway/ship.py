@@ -43,7 +43,8 @@ PACKAGE = bootstrap.PACKAGE
 MODULES = (
     "__init__.py", "wgconf.py", "relaytrust.py", "trust.py", "signed.py", "reresolve.py", "document.py", "mapping.py",
     "files.py",
-    "hostplan.py", "txn.py", "peerset.py", "apply.py", "sources.py",
+    "hostplan.py", "txn.py", "peerset.py", "apply.py", "floor.py", "sources.py",
+    "agentmetrics.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
     "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "rotation.py", "agent.py",
 )  # fmt: skip

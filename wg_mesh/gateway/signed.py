@@ -31,13 +31,14 @@ FORMAT_MISMATCH = "format"  # another payload type, format or version
 SIGNATURE = "signature"  # unsigned, no signature by this gateway's key, or a signature that does not verify
 SCOPE_MISMATCH = "scope"  # written for another Pulumi project or stack
 WRONG_SITE = "site"  # written for another site
-REPLAY = "replay"  # a serial below the applied one, or the applied serial with other content
+REPLAY = "replay"  # a serial below the applied one (or agent.json's floor), or the applied serial with other content
+EXPIRED = "expired"  # past its not_after, or without one where agent.json requires it
 NO_PEERS = "no_peers"  # would remove every peer
 INVALID = "invalid"  # a field has the wrong type, shape or range
 GENERATION = "generation"  # the content does not match its generation
 UNSAFE = "unsafe"  # well-formed and signed, but breaks an invariant (wg_mesh.gateway.trust) or a string grammar
-REASONS = (PARSE, FORMAT_MISMATCH, SIGNATURE, SCOPE_MISMATCH, WRONG_SITE, REPLAY, NO_PEERS, INVALID, GENERATION,
-           UNSAFE)  # fmt: skip
+REASONS = (PARSE, FORMAT_MISMATCH, SIGNATURE, SCOPE_MISMATCH, WRONG_SITE, REPLAY, EXPIRED, NO_PEERS, INVALID,
+           GENERATION, UNSAFE)  # fmt: skip
 
 
 class DocumentError(ValueError):

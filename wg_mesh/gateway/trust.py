@@ -74,6 +74,10 @@ class Trust:
     address: str | None = None  # the site's configured overlay address ("100.96.0.1/24"); None: any in the overlay
     masquerade: bool = False  # whether a document may turn masquerade on (it can never turn it on otherwise)
     relay: Relay | None = None  # a relayed site's relay and partners, pinned (wg_mesh.gateway.relaytrust)
+    # The serial of the site's document when this gateway was made: nothing older is ever applied, whatever the
+    # gateway's disk holds (wg_mesh.tools.serial.floor_pin). 0: none pinned.
+    floor: int = 0
+    expiring: bool = False  # every document must carry a `not_after` that has not passed (a cloud gateway's)
 
     @property
     def forwards(self) -> bool:
@@ -95,7 +99,8 @@ def _network(value: object, field: str) -> IPv4Network:
         raise ValueError(f"trust.{field}: {exc}") from None
 
 
-TRUST_KEYS = {"signing_key", "scope", "site", "cidrs", "overlay", "address", "masquerade", "relay"}
+TRUST_KEYS = {"signing_key", "scope", "site", "cidrs", "overlay", "address", "masquerade", "relay", "floor", "expiring"}
+MAX_SERIAL = 2**53
 
 
 def parse_trust(raw: object) -> Trust:
@@ -126,8 +131,13 @@ def parse_trust(raw: object) -> Trust:
     if not isinstance(masquerade, bool):
         raise ValueError(f"trust.masquerade: {masquerade!r} is not true or false")
     relay = parse_relay(raw.get("relay"), str(site))
+    floor, expiring = raw.get("floor", 0), raw.get("expiring", False)
+    if not isinstance(floor, int) or isinstance(floor, bool) or not 0 <= floor <= MAX_SERIAL:
+        raise ValueError(f"trust.floor: {floor!r} is not a serial (0..2**53)")
+    if not isinstance(expiring, bool):
+        raise ValueError(f"trust.expiring: {expiring!r} is not true or false")
     return Trust(str(raw["signing_key"]), scope, str(site), tuple(str(c) for c in own), str(overlay),
-                 address, masquerade, relay)  # fmt: skip
+                 address, masquerade, relay, floor, expiring)  # fmt: skip
 
 
 def overlay_problem(network: IPv4Network) -> str | None:

@@ -167,7 +167,7 @@ class GcpGateway(component.SiteComponent):
             gateway_metadata = dict(metadata)
             if pair is not None:
                 objects = gcp_ha.ha_object(letter, site, pair.names, self.address, pair.zone_b)
-                gateway_metadata["user-data"] = self._ha_user_data(mesh, site, objects)
+                gateway_metadata["user-data"] = self._ha_user_data(mesh, site, objects, letter)
             account, first_boot, reader = self._account(letter, prefix, site, child)
             zone = site.zone if letter == "a" or pair is None else pair.zone_b
             fixed = component.fixed_private_ip(mesh, site)

@@ -9,18 +9,18 @@ last.
 from __future__ import annotations
 
 import functools
-import shlex
 
 import pulumi
 import pulumi_command as command
 import pulumi_gcp as gcp
 
-from wg_mesh.aws import GATE_COMMAND, READY_TIMEOUT_S
+from wg_mesh.aws import READY_TIMEOUT_S, gate_command
 from wg_mesh.config import GcpSite
 from wg_mesh.gcp import fit
 from wg_mesh.gcp.facts import boot_disk_type, boot_image
 from wg_mesh.gcp.network import Network
 from wg_mesh.plan import ha, live
+from wg_mesh.tools import localcmd
 
 # The only metadata the guest reads once, at first boot; other keys (enable-oslogin, and with delivery: live the peer
 # document wg-mesh-peers) are updated in place, so toggling operator access or changing the mesh does not replace the
@@ -133,22 +133,20 @@ def readiness_gate(
     wait_only: bool,
     child: pulumi.ResourceOptions,
 ) -> command.local.Command:
-    """Runs `python -m wg_mesh.readygate gcp` on the machine running `pulumi up`, for every new instance: waits for
-    its guest attribute, then moves the static `address` to it (wg_mesh.tools.gcpgate). wait_only (gateways: 2): moves
-    nothing, the agents own the address (docs/ha.md 9)."""
-    fixed = (
-        [f"--impersonate {shlex.quote(site.impersonate_service_account)}"] if site.impersonate_service_account else []
-    )
+    """Runs `python -m wg_mesh.readygate gcp` on the machine running `pulumi up`, for every new instance (its id is
+    the trigger): waits for its guest attribute, then moves the static `address` to it (wg_mesh.tools.gcpgate).
+    wait_only (gateways: 2): moves nothing, the agents own the address (docs/ha.md 9). Any other input change (a new
+    address, credentials, a new wg-mesh's command text) runs the gate's `--update`: the address moved again if it is
+    not on the instance, no wait."""
+    fixed = ["--impersonate", site.impersonate_service_account] if site.impersonate_service_account else []
     fixed += ["--wait-only"] if wait_only else []
+    fixed += ["--timeout", str(READY_TIMEOUT_S)]
     links = pulumi.Output.all(instance=instance.self_link, address=address.self_link)
-
-    def line(v: dict[str, str]) -> str:
-        where = [f"--address {shlex.quote(v['address'])}", f"--instance {shlex.quote(v['instance'])}"]
-        return " ".join([GATE_COMMAND, "gcp", *fixed, f"--timeout {READY_TIMEOUT_S}", *where])
-
-    return command.local.Command(
+    words = links.apply(lambda v: ["gcp", *fixed, "--address", v["address"], "--instance", v["instance"]])
+    return localcmd.local_command(
         f"{name}-ready",
-        create=links.apply(line),
+        create=words.apply(lambda w: gate_command(*w)),
+        update=words.apply(lambda w: gate_command(*w, "--update")),
         triggers=[instance.id],
         opts=child,
     )

@@ -87,12 +87,36 @@ def document_scope(project: str, stack: str) -> str:
     return f"{project}/{stack}"
 
 
+# A cloud gateway's document expires (docs/security.md, "Freshness"): valid VALIDITY_S from the start of the RENEWAL_S
+# period in which it was signed, so that the first `pulumi up` of every period signs every cloud document again and a
+# document always has VALIDITY_S - RENEWAL_S ahead of it when it is made. A stolen superseded document dies on its own.
+DAY_S = 86400
+VALIDITY_S = 90 * DAY_S
+RENEWAL_S = 30 * DAY_S
+
+
+def expires(site: AwsSite | GcpSite | StaticSite, now: float) -> int | None:
+    """The `not_after` of a document signed at `now` for this site: the end of its validity on a cloud gateway, None on
+    a static site (its store is its own disk: whoever can write it is root there; an expiry would only make its
+    operator copy a document every month)."""
+    if isinstance(site, StaticSite):
+        return None
+    return int(now) // RENEWAL_S * RENEWAL_S + VALIDITY_S
+
+
 def trust(
-    cfg: MeshConfig, site: AwsSite | GcpSite | StaticSite, project: str, stack: str, signing_key: str
+    cfg: MeshConfig,
+    site: AwsSite | GcpSite | StaticSite,
+    project: str,
+    stack: str,
+    signing_key: str,
+    floor: int = 0,
 ) -> dict[str, Any]:
     """agent.json's `trust` (docs/security.md section 3): what the agent checks every document against. The mesh's
     verify key and the site's own configured facts only, never a peer or a key of another site, so that the user data
-    stays the same when the mesh changes; `masquerade` is the only place it can be turned on (a document cannot)."""
+    stays the same when the mesh changes; `masquerade` is the only place it can be turned on (a document cannot).
+    `floor`: the serial of the site's document when the gateway was made (wg_mesh.tools.serial.floor_pin), below which
+    it applies nothing; `expiring`: whether every document must carry a `not_after` (a cloud gateway: `expires`)."""
     out: dict[str, Any] = {
         "signing_key": signing_key,
         "scope": document_scope(project, stack),
@@ -101,6 +125,8 @@ def trust(
         "overlay": str(cfg.overlay_cidr),
         "address": f"{site.overlay_ip}/{cfg.overlay_cidr.prefixlen}",
         "masquerade": cfg.masquerades(site),
+        "floor": floor,
+        "expiring": not isinstance(site, StaticSite),
     }
     pinned = relay.trust_relay(cfg, site.name)  # a relayed site's relay and partners (its config, not a peer's key)
     return out if pinned is None else {**out, "relay": pinned}
@@ -115,19 +141,27 @@ def peer_document(
     scope: str,
     serial: int,
     key_at: int | None = None,
+    not_after: int | None = None,
 ) -> str:
     """The payload of the site's peer document (wg_mesh.gateway.document, v2): its interface plan, its own public
-    key, its scope and serial, and its key_at (wg_mesh.announce); unsigned."""
-    return document.encode_body(
-        topology.interface_plan(cfg, site_name, directory), public_key, scope=scope, serial=serial, key_at=key_at
-    )
+    key, its scope and serial, its key_at (wg_mesh.announce) and its expiry (`expires`); unsigned."""
+    plan = topology.interface_plan(cfg, site_name, directory)
+    return document.encode_body(plan, public_key, scope=scope, serial=serial, key_at=key_at, not_after=not_after)
 
 
 def unsigned_digest(cfg: MeshConfig, site_name: str, scope: str, values: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of the site's document content with serial 0, over Output.all(directory=..., public_key=...,
-    key_at=...)'s values: what its serial's stamp is keyed on (the serial changes when, and only when, this does)."""
+    key_at=..., not_after=...)'s values: what its serial counts (wg_mesh.tools.serial: it changes when, and only
+    when, this does)."""
     body = peer_document(
-        cfg, site_name, values["directory"], values["public_key"], scope=scope, serial=0, key_at=values.get("key_at")
+        cfg,
+        site_name,
+        values["directory"],
+        values["public_key"],
+        scope=scope,
+        serial=0,
+        key_at=values.get("key_at"),
+        not_after=values.get("not_after"),
     )
     return hashlib.sha256(body.encode()).hexdigest()
 
@@ -143,6 +177,7 @@ def signed_document(cfg: MeshConfig, site_name: str, scope: str, values: Mapping
         scope=scope,
         serial=values["serial"],
         key_at=values.get("key_at"),
+        not_after=values.get("not_after"),
     )
     return signing.sign(body, signing.seed_from_random(values["seed"]))
 

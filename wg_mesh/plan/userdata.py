@@ -270,9 +270,9 @@ ESTIMATE_STACK = "s" * 64
 def estimate_trust(
     cfg: MeshConfig, site: AwsSite | GcpSite | StaticSite, project: str = ESTIMATE_PROJECT, stack: str = ESTIMATE_STACK
 ) -> dict[str, Any]:
-    """agent.json's `trust` with a random-looking verify key (44 characters, as a real one): for estimates and
-    renderings outside `pulumi up` (the real key exists only in the stack's state)."""
-    return live.trust(cfg, site, project, stack, _placeholder_key("signing"))
+    """agent.json's `trust` with a random-looking verify key (44 characters, as a real one) and the longest floor: for
+    estimates and renderings outside `pulumi up` (the real key exists only in the stack's state)."""
+    return live.trust(cfg, site, project, stack, _placeholder_key("signing"), floor=ESTIMATE_SERIAL)
 
 
 def live_user_data_size(cfg: MeshConfig, site: AwsSite | GcpSite, exact: bool = False) -> int:
@@ -282,7 +282,9 @@ def live_user_data_size(cfg: MeshConfig, site: AwsSite | GcpSite, exact: bool = 
     return delivered_size(site.cloud, render_live_user_data(cfg, site.name, source, trust=trust), exact)
 
 
-ESTIMATE_SERIAL = 9_999_999_999  # the longest serial a stamp gives (wg_mesh.tools.stamp.MAX_STAMP)
+# The longest serial (a counter carrying on from a stamp of ten digits: wg_mesh.tools.serial) and expiry (ten
+# digits too).
+ESTIMATE_SERIAL = 9_999_999_999
 
 
 def document_size(cfg: MeshConfig, site_name: str) -> int:
@@ -293,6 +295,7 @@ def document_size(cfg: MeshConfig, site_name: str) -> int:
         "directory": directory,
         "public_key": _placeholder_key(f"public:{site_name}"),
         "serial": ESTIMATE_SERIAL,
+        "not_after": ESTIMATE_SERIAL,
         "seed": _placeholder_key("signing"),
     }
     return len(live.signed_document(cfg, site_name, live.document_scope(ESTIMATE_PROJECT, ESTIMATE_STACK), values))

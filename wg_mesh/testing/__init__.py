@@ -16,7 +16,7 @@ import asyncio
 import contextvars
 import runpy
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,9 +201,11 @@ class ProgramRun:
 Collect = Callable[[ProgramRun], Awaitable[None]]
 
 
-def new_run(preview: bool, olds: Mapping[str, str] | None = None) -> ProgramRun:
-    """A run to `execute`; `olds`: an earlier run's URNs (URN -> name), the state whose resources aliases find."""
-    mocks = RecordingMocks(preview)
+def new_run(preview: bool, olds: Mapping[str, str] | None = None, prior: Sequence[Recorded] = ()) -> ProgramRun:
+    """A run to `execute`; `olds`: an earlier run's URNs (URN -> name), the state whose resources aliases find;
+    `prior`: that run's recorded resources, whose Commands this run updates (a counter counts on, a stamp keeps its
+    moment) as `pulumi up` from that state would."""
+    mocks = RecordingMocks(preview, prior)
     return ProgramRun(preview=preview, mocks=mocks, monitor=RecordingMonitor(mocks, olds))
 
 

@@ -9,6 +9,7 @@ import hashlib
 import ipaddress
 import json
 import threading
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -16,10 +17,13 @@ import pulumi
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
+from wg_mesh.tools import serial, stamp
+
 FAKE_PUBLIC_NET = ipaddress.IPv4Network("198.51.100.0/24")  # TEST-NET-2
 NOT_OFFERED_TYPE = "x9z.nowhere"  # the mocks say no zone offers this instance type
 STASH = "pulumi:index:Stash"
-FAKE_STAMP_BASE = 1_767_225_600  # 2026-01-01T00:00:00Z: what a local.Command prints is this plus < 2**24 seconds
+FAKE_STAMP_BASE = 1_767_225_600  # 2026-01-01T00:00:00Z: what a stamp prints is this plus < 2**24 seconds
+COMMAND = "command:local:Command"
 
 
 # --- what the mocks record ------------------------------------------------------------------
@@ -98,8 +102,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
     # GCP region -> the zones compute.getZones lists (a test's new or lost zone); others: -c, -a, -b.
     gcp_zones: ClassVar[dict[str, list[str]]] = {}
 
-    def __init__(self, preview: bool) -> None:
+    def __init__(self, preview: bool, prior: Sequence[Recorded] = (), untouched: Collection[str] = ()) -> None:
         self.preview = preview
+        # The state of an earlier run (its recorded resources): a Command in it is updated, not created, as the engine
+        # and pulumi-command do it (wg_mesh.tools.localcmd); one named in `untouched` keeps its outputs, as a
+        # resource a `pulumi up --target` leaves out does.
+        self.prior = {r.name: r for r in prior if r.type == COMMAND}
+        self.untouched = frozenset(untouched)
         self.resources: list[Recorded] = []
         self.calls: list[Call] = []
         self._ami_architectures: dict[str, str] = {}  # AMI ids answered by name -> their architecture
@@ -126,10 +135,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             raw = _digest("random", name, json.dumps(inputs.get("keepers"), sort_keys=True))
             return {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
         if typ == "command:local:Command":
-            # What the command printed. A stamp (wg_mesh.tools.stamp) prints the time it ran: here a moment that depends
-            # on its name and triggers, as a replacement's (a new run) would; the same triggers, the same moment.
-            raw = _digest("command", name, json.dumps(inputs.get("triggers"), sort_keys=True))
-            return {"stdout": f"{FAKE_STAMP_BASE + int.from_bytes(raw[:3], 'big')}\n", "stderr": ""}
+            return {"stdout": self._command_stdout(name, inputs), "stderr": ""}
         if typ == "random:index/randomString:RandomString":
             return {"result": _digest("string", name).hex()[: int(inputs["length"])]}
         if typ == "aws:ec2/eip:Eip":
@@ -196,6 +202,38 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"selfLink": self._self_link("global" if kind == "networks" else "regions", kind, name)}
         return {}
 
+    def _preview_outputs(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        before = self.prior.get(name) if typ == COMMAND else None
+        if before is None:
+            return {}
+        counter = inputs.get("update") == serial.COUNTER_UPDATE  # updated, never replaced
+        if counter or before.inputs.get("triggers") == inputs.get("triggers"):
+            return {"stdout": before.outputs.get("stdout", ""), "stderr": ""}
+        return {}
+
+    def _command_stdout(self, name: str, inputs: dict[str, Any]) -> str:
+        """What a Command of this program prints (wg_mesh.tools.serial, wg_mesh.tools.stamp), created or updated from
+        its state in `prior` as pulumi-command runs it; a readiness gate prints nothing the program reads."""
+        before = self.prior.get(name)
+        old = str(before.outputs.get("stdout", "")) if before is not None else None
+        if old is not None and name in self.untouched:
+            return old
+        environment = inputs.get("environment") or {}
+        kept = old if before is not None and before.inputs.get("triggers") == inputs.get("triggers") else None
+        if inputs.get("update") == serial.COUNTER_UPDATE:  # never replaced (ignore_changes: triggers)
+            digest = environment[serial.CONTENT_ENV]
+            if old is None:
+                return f"1 {digest}"
+            number, recorded = serial.parse_counter(old)
+            return old if recorded == digest else f"{number + 1} {digest}"
+        if inputs.get("create") == serial.PIN_CREATE:
+            return kept if kept is not None else str(environment[serial.SERIAL_ENV])
+        if inputs.get("create") == stamp.CREATE:
+            # The time it ran: here a moment that depends on its name and triggers, as a replacement's would.
+            raw = _digest("command", name, json.dumps(inputs.get("triggers"), sort_keys=True))
+            return kept if kept is not None else f"{FAKE_STAMP_BASE + int.from_bytes(raw[:3], 'big')}"
+        return ""
+
     @staticmethod
     def _self_link(scope: str, kind: str, name: str) -> str:
         where = "global" if scope == "global" else f"{scope}/somewhere"
@@ -214,8 +252,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
             resource_id = "" if self.preview else _hex_id("stash", args.name)
             computed = {"output": self.kept_stashes.get(args.name, inputs.get("input"))}
         elif self.preview:
-            # What `pulumi preview` gets for a resource to create: its inputs, no id, no computed outputs.
-            resource_id, computed = "", {}
+            # What `pulumi preview` gets for a resource to create: its inputs, no id, no computed outputs; for a
+            # Command to update, its outputs so far (pulumi-command runs nothing in a preview).
+            resource_id, computed = "", self._preview_outputs(args.typ, args.name, inputs)
         else:
             resource_id = _hex_id(self._ID_PREFIX.get(args.typ, args.typ.rsplit(":", 1)[-1].lower()), seed)
             computed = self._computed(args.typ, seed, inputs)

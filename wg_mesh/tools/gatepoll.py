@@ -6,6 +6,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+# `--update`: what a gate Command runs on an input change other than a new instance (wg_mesh.tools.localcmd), e.g. a
+# new wg-mesh's command text or other credentials: the instance passed when it was created; nothing is waited for.
+UPDATE_HELP = "the Command's update: the instance passed when created; only re-assert what an input can move"
+
 
 def poll(
     ready: Callable[[], bool],

@@ -23,7 +23,7 @@ from typing import Any
 # `pulumi up`'s gate and for an HA gateway's takeover.
 from wg_mesh.gateway.ha_gcp import COMPUTE, ApiError, Compute, instance_path, move_address, resource_path
 from wg_mesh.gateway.readymark import GUEST_KEY, GUEST_NAMESPACE, READY_VALUE
-from wg_mesh.tools.gatepoll import poll
+from wg_mesh.tools.gatepoll import UPDATE_HELP, poll
 
 __all__ = ["ApiError", "Compute", "instance_path", "is_ready", "main", "move_address", "resource_path", "wait_ready"]
 SCOPE = "https://www.googleapis.com/auth/compute"
@@ -98,6 +98,10 @@ def _auth_errors() -> tuple[type[Exception], ...]:
     return (google.auth.exceptions.GoogleAuthError,)
 
 
+def _held(gap: float | None) -> str:
+    return "the agents own it" if gap is None else f"on it ({gap:.1f} s)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wg_mesh.readygate gcp", description=__doc__.splitlines()[0])
     parser.add_argument("--instance", required=True, help="the new gateway: its selfLink (or projects/.../instances/N)")
@@ -112,11 +116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="gateways: 2: wait for the ready mark, move nothing (the site's wg-mesh-agents own the address)",
     )
+    parser.add_argument("--update", action="store_true", help=UPDATE_HELP)
     args = parser.parse_args(argv)
     instance, address = resource_path(args.instance), resource_path(args.address)
     failures: tuple[type[Exception], ...] = (TimeoutError, RuntimeError, ApiError, OSError, *_auth_errors())
     try:
         token = token_file(args.access_token_file) if args.access_token_file else google_token(args.impersonate)
+        if args.update:  # the instance passed when it was created: only the address (a new one) may need moving
+            gap = None if args.wait_only else move_address(Compute(token, args.api), instance, address)
+            print(f"wg-mesh readiness gate: {instance} passed when it was created; static address: {_held(gap)}")
+            return 0
         api = Compute(token, args.api)
         waited = wait_ready(api, instance, args.timeout, args.interval)
         gap = None if args.wait_only else move_address(api, instance, address)

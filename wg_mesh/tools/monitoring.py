@@ -29,6 +29,9 @@ RATE_WINDOW = "5m"
 # delivery: live (wg_mesh.gateway.agent). AWS polls every 10 s, GCP's metadata watch returns at least once a minute:
 # a gateway that has not read its store for 3 minutes cannot follow the mesh any more.
 AGENT_FETCH_STALE_SECONDS = 180
+# A cloud gateway's document is signed again by the first `pulumi up` of every 30-day period and stays valid 60 to 90
+# days (wg_mesh.plan.live.expires): 21 days left means no `up` for at least 39 days.
+DOCUMENT_EXPIRY_WARNING_SECONDS = 21 * 86400
 AGENT_LAG_FOR = "2m"  # the issue's bound: applied generation behind the desired one for more than 2 minutes
 AGENT_LOG = "journalctl -u wg-mesh-agent"
 # Issue #14: fire within 2 minutes of a path shrinking: a probe every 15 s (agent.PMTU_SECONDS), a scrape and an
@@ -189,8 +192,8 @@ def alerts(dynamic_silence: int = DEFAULT_DYNAMIC_SILENCE) -> list[Alert]:
             "{{ $labels.site }}: the gateway agent does not apply the mesh's desired configuration",
             "wg-mesh-agent on {{ $labels.site }} refused or failed to apply the document it read (the running "
             "configuration stays as it was): wgmesh_agent_apply_failures_total says why (parse, format, "
-            "signature, scope, site, replay, no_peers, invalid, generation, unsafe, key, apply; signature, scope, "
-            "replay and unsafe: a forged or stale document, find who wrote the store). "
+            "signature, scope, site, replay, expired, no_peers, invalid, generation, unsafe, state, key, apply; "
+            "signature, scope, replay and unsafe: a forged or stale document, find who wrote the store). "
             f"`{AGENT_LOG}` on the gateway; then `pulumi up` again.",
             for_="1m",
         ),
@@ -202,6 +205,28 @@ def alerts(dynamic_silence: int = DEFAULT_DYNAMIC_SILENCE) -> list[Alert]:
             f"{AGENT_LAG_FOR}: peers added, removed or rotated since are not in effect on {{{{ $labels.site }}}}. "
             f"`{AGENT_LOG}` on the gateway.",
             for_=AGENT_LAG_FOR,
+        ),
+        Alert(
+            "WgMeshAgentStateLost",
+            "wgmesh_agent_state_lost == 1",
+            "{{ $labels.site }}: the gateway lost its replay floor and refuses every document",
+            "wg-mesh-agent on {{ $labels.site }} cannot read /var/lib/wg-mesh/agent-state.json (deleted although the "
+            "gateway applied documents before, truncated, not JSON, a directory or a symlink): it does not fall back "
+            "to 0, so it refuses every document (reason state) and keeps the running wg0. Find out why the file "
+            "changed; then `wg-mesh-agent --config /etc/wg-mesh/agent.json --reset-floor SERIAL` with the serial of "
+            "the site's current document, or replace the gateway (docs/security.md, Freshness). "
+            f"`{AGENT_LOG}` on the gateway.",
+        ),
+        Alert(
+            "WgMeshDocumentExpiring",
+            f"wgmesh_agent_document_expiry_timestamp_seconds > 0\n"
+            f"and wgmesh_agent_document_expiry_timestamp_seconds - time() < {DOCUMENT_EXPIRY_WARNING_SECONDS}",
+            "{{ $labels.site }}: the gateway's document expires within 21 days",
+            "Cloud gateways apply only documents that have not expired (90 days from the start of the 30-day period "
+            "in which `pulumi up` signed them; a stolen old document dies on its own). The running one expires soon: "
+            "run `pulumi up` (any run in a new period signs every cloud document again). An expired running "
+            "document keeps wg0 as it is, but a new gateway would refuse it (docs/security.md, Freshness).",
+            severity="warning",
         ),
         Alert(
             "WgMeshAgentFetchStale",

