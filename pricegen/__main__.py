@@ -55,7 +55,7 @@ def gcp_pages(key: str) -> Iterator[dict[str, Any]]:
             return
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pricegen", description=__doc__)
     parser.add_argument("--out", type=Path, default=TABLE_FILE)
     parser.add_argument("--read", type=dt.date.fromisoformat, default=dt.date.today(), help="the day it was read")
@@ -69,6 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("cloud", choices=sorted(TYPES))
     s.add_argument("csv", type=Path)
     s.add_argument("--source", required=True, help="the https address the CSV was read from, at its commit")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     cloud = args.cloud if args.reader == "skypilot" else args.reader
     regions = aws_regions() if cloud == "aws" else GCP_REGIONS

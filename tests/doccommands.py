@@ -146,6 +146,12 @@ def check_python_command(argv: list[str]) -> str | None:
     if argv[:1] == ["-c"]:
         compile(argv[1], "<python -c>", "exec")
         return None
+    if argv[:2] == ["-m", "refdocs"]:
+        return None
+    if argv[:2] == ["-m", "pricegen"]:
+        from pricegen.__main__ import build_parser as pricegen_parser
+
+        return parse_with(pricegen_parser(), argv[2:])[1]
     if argv[:2] == ["-m", "bench"]:
         from bench.cli import build_parser
 

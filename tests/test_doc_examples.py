@@ -8,7 +8,7 @@ against the code they are rendered from.
   trailing `# exits N` gives; `pulumi ...` against the Pulumi CLI table in tests/docblocks.py; `pip install`: the
   files, projects and extras it names exist; `cd`/`cp`/`scripts/X`: their paths exist (in the repository, or where
   the page says the block runs: tests/docblocks.py OUTSIDE_THE_CLONE); anything else only on ALLOWED, with a reason.
-- yaml: parsed; a whole stack file (`config: wg-mesh:mesh:`) validated as `wg-mesh validate --file` does; a fragment
+- yaml: parsed; a price file (first line `# a price file of your own`) read as `cost --prices` reads it; a whole stack file (`config: wg-mesh:mesh:`) validated as `wg-mesh validate --file` does; a fragment
   says so on its first line, `# part of FILE: wg-mesh:mesh` (mesh keys) or `# part of FILE: wg-mesh:mesh.sites`
   (sites), and is validated merged into FILE: its keys replace FILE's, a site replaces FILE's site of that name,
   one with a `...` key only the keys it gives (`...`: the site's other keys as in FILE).
@@ -80,6 +80,14 @@ def check_yaml(block: Block, tmp: Path) -> list[str]:
             path = tmp / "Pulumi.docs.yaml"
             path.write_text(block.text)
             load(path)
+        elif first.startswith("# a price file of your own"):  # wg-mesh cost --prices FILE
+            import datetime as dt
+
+            from wg_mesh.tools import prices
+
+            path = tmp / "prices.yaml"
+            path.write_text(block.text)
+            prices.overlay(prices.load(), path, dt.date.today())
         else:
             return ["YAML that is neither a stack file (config: wg-mesh:mesh:) nor a fragment (`# part of FILE: ...`)"]
     except ConfigError as exc:
