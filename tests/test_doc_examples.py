@@ -8,7 +8,8 @@ against the code they are rendered from.
   trailing `# exits N` gives; `pulumi ...` against the Pulumi CLI table in tests/docblocks.py; `pip install`: the
   files, projects and extras it names exist; `cd`/`cp`/`scripts/X`: their paths exist (in the repository, or where
   the page says the block runs: tests/docblocks.py OUTSIDE_THE_CLONE); anything else only on ALLOWED, with a reason.
-- yaml: parsed; a price file (first line `# a price file of your own`) read as `cost --prices` reads it; a whole stack file (`config: wg-mesh:mesh:`) validated as `wg-mesh validate --file` does; a fragment
+- yaml: parsed; a price file (first line `# a price file of your own`) read as `cost --prices` reads it; a whole
+  stack file (`config: wg-mesh:mesh:`) validated as `wg-mesh validate --file` does; a fragment
   says so on its first line, `# part of FILE: wg-mesh:mesh` (mesh keys) or `# part of FILE: wg-mesh:mesh.sites`
   (sites), and is validated merged into FILE: its keys replace FILE's, a site replaces FILE's site of that name,
   one with a `...` key only the keys it gives (`...`: the site's other keys as in FILE).
