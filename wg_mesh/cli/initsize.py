@@ -21,6 +21,8 @@ class Choice:
 
 @dataclass(frozen=True)
 class Menu:
+    """The sizes offered for one site: its cloud's priced types, in its region, the default first."""
+
     cloud: str
     region: str
     as_of: str
