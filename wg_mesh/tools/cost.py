@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from wg_mesh.config import ConfigError
 from wg_mesh.tools import instanceprices, stackcost
-from wg_mesh.tools.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, load, overlay
+from wg_mesh.tools.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, apply_overrides, load, overlay
 from wg_mesh.tools.stackfile import load as load_stack
 from wg_mesh.tools.stackfile import stack_file
 
@@ -336,34 +336,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--set", action="append", default=[], metavar="NAME=USD", dest="overrides",
         help="fill in or replace a price that is one value, from a quote (e.g. aws_interconnect_link=1.5); marked ‡",
     )  # fmt: skip
-
-
-def apply_overrides(prices: PriceFile, overrides: Sequence[str]) -> PriceFile:
-    """Prices given on the command line replace the file's; every problem is reported, none half-applied."""
-    problems: list[str] = []
-    changed: dict[str, Price] = {}
-    for text in overrides:
-        name, sep, value_text = text.partition("=")
-        price = prices.prices.get(name)
-        try:
-            value = float(value_text)
-        except ValueError:
-            value = math.nan
-        if not sep:
-            problems.append(f"--set {text}: expected NAME=USD")
-        elif price is None:
-            problems.append(f"--set {text}: no price named {name!r} (known: {', '.join(sorted(prices.prices))})")
-        elif price.tiers is not None:
-            problems.append(f"--set {text}: {name} is tiered; edit a copy of the price file and pass it with --prices")
-        elif not math.isfinite(value) or value < 0:
-            problems.append(f"--set {text}: {value_text!r} is not a price in {price.unit} (a number, 0 or more)")
-        elif name in changed:
-            problems.append(f"--set {text}: {name} is set twice")
-        else:
-            changed[name] = price.model_copy(update={"value": value, "not_found": None, "kind": "command line"})
-    if problems:
-        raise ConfigError(problems)
-    return prices.model_copy(update={"prices": {**prices.prices, **changed}})
 
 
 def _duplicates(tbs: Sequence[float]) -> list[str]:

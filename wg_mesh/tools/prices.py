@@ -15,7 +15,7 @@ import difflib
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -288,3 +288,31 @@ def overlay(base: PriceFile, path: Path, today: dt.date) -> tuple[PriceFile, dt.
         return PriceFile.model_validate(merged), as_of
     except ValidationError as exc:
         raise ConfigError([f"{path}: {problem}" for problem in field_problems(exc)]) from None
+
+
+def apply_overrides(prices: PriceFile, overrides: Sequence[str]) -> PriceFile:
+    """Prices given on the command line replace the file's; every problem is reported, none half-applied."""
+    problems: list[str] = []
+    changed: dict[str, Price] = {}
+    for text in overrides:
+        name, sep, value_text = text.partition("=")
+        price = prices.prices.get(name)
+        try:
+            value = float(value_text)
+        except ValueError:
+            value = math.nan
+        if not sep:
+            problems.append(f"--set {text}: expected NAME=USD")
+        elif price is None:
+            problems.append(f"--set {text}: no price named {name!r} (known: {', '.join(sorted(prices.prices))})")
+        elif price.tiers is not None:
+            problems.append(f"--set {text}: {name} is tiered; edit a copy of the price file and pass it with --prices")
+        elif not math.isfinite(value) or value < 0:
+            problems.append(f"--set {text}: {value_text!r} is not a price in {price.unit} (a number, 0 or more)")
+        elif name in changed:
+            problems.append(f"--set {text}: {name} is set twice")
+        else:
+            changed[name] = price.model_copy(update={"value": value, "not_found": None, "kind": "command line"})
+    if problems:
+        raise ConfigError(problems)
+    return prices.model_copy(update={"prices": {**prices.prices, **changed}})
