@@ -18,7 +18,7 @@ from wg_mesh.config import AwsSite, Deferred, GcpSite, MeshConfig, StaticSite
 from wg_mesh.config.quotas import AwsQuotas
 from wg_mesh.config.sites import SiteBase
 from wg_mesh.config.underlay import PrivatePath
-from wg_mesh.tools import cost, prices, stackcost
+from wg_mesh.tools import cost, instanceprices, prices, stackcost
 
 SOURCE = "the config model (wg_mesh/config/: each field's `description`)"
 KINDS: tuple[tuple[str, type[SiteBase]], ...] = (("aws", AwsSite), ("gcp", GcpSite), ("static", StaticSite))
@@ -132,22 +132,34 @@ def _differs(kind: type[SiteBase], name: str) -> bool:
 
 
 def idle_cost() -> list[str]:
-    """The defaults' idle month in every region the price file prices (wg_mesh.tools.stackcost.default_idle)."""
-    priced = prices.load()
-    idle = stackcost.default_idle(priced, cost.DEFAULT_SOURCE)
-    return [
+    """The defaults' idle month in every commercial region (wg_mesh.tools.stackcost.default_idle), or why not."""
+    priced, table = prices.load(), instanceprices.load()
+    lines = [
         "## What the default instance types cost idle",
         "",
         f"One gateway at its cloud's default `instance_type` and its public address, running a month "
-        f"({priced.hours_per_month:g} h) with no traffic, at list prices as of {priced.as_of} "
-        f"({cost.DEFAULT_SOURCE}); an HA pair (`gateways: 2`) costs twice that. `wg-mesh cost --stack NAME` prices a "
-        "stack's own sites, and names what the file lacks for a region it does not price.",
+        f"({priced.hours_per_month:g} h) with no traffic, at list prices (instances: wg_mesh/tools/"
+        f"{instanceprices.TABLE_FILE.name}, as of {table.as_of}; addresses: {cost.DEFAULT_SOURCE}, as of "
+        f"{priced.as_of}); an HA pair (`gateways: 2`) costs twice that. `wg-mesh cost --stack NAME` prices a stack's "
+        "own sites and types; where the bundled prices have none it says why, and a price file of your own "
+        "(`--prices`) fills it in.",
         "",
-        *md.table(
-            ["gateway", "USD a month, idle"],
-            [[name, value if isinstance(value, str) else f"{value:,.2f}"] for name, value in idle.items()],
-        ),
     ]
+    for cloud, section in table.clouds.items():
+        idle = stackcost.default_idle(priced, cost.DEFAULT_SOURCE, {cloud: list(section.regions)})
+        kind = stackcost.DEFAULT_TYPES[cloud]
+        rows = [
+            [name.rsplit(" in ", 1)[1], "no price: " + section.missing(kind, name.rsplit(" in ", 1)[1])
+             if isinstance(value, str) else f"{value:,.2f}"]
+            for name, value in idle.items()
+        ]  # fmt: skip
+        lines += [
+            f"{cloud.upper()} `{kind}` ({len(section.covered())} of {len(section.regions)} regions priced; source: "
+            f"{section.source}, {section.kind}, read {section.read}; regions: {section.regions_source}):",
+            "",
+            *md.table(["region", "USD a month, idle"], rows),
+        ]
+    return lines
 
 
 def render() -> str:

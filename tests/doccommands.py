@@ -50,11 +50,12 @@ class Shell:
 
 
 def normalise(words: tuple[str, ...]) -> list[str]:
-    """Without env assignments, sudo and its options, the `.venv/bin/` prefix; `python -m wg_mesh` as `wg-mesh`."""
+    """Without env assignments, sudo (or `$SUDO`: tests/docblocks.py SUDO_LINE) and its options, the `.venv/bin/`
+    prefix; `python -m wg_mesh` as `wg-mesh`."""
     argv = list(words)
     while argv and re.match(r"^[A-Za-z_]\w*=", argv[0]):
         argv.pop(0)
-    if argv[:1] == ["sudo"]:
+    if argv[:1] in (["sudo"], ["$SUDO"]):
         argv.pop(0)
         while argv and argv[0].startswith("-"):
             argv.pop(0)
@@ -145,6 +146,12 @@ def check_python_command(argv: list[str]) -> str | None:
     if argv[:1] == ["-c"]:
         compile(argv[1], "<python -c>", "exec")
         return None
+    if argv[:2] == ["-m", "refdocs"]:
+        return None
+    if argv[:2] == ["-m", "pricegen"]:
+        from pricegen.__main__ import build_parser as pricegen_parser
+
+        return parse_with(pricegen_parser(), argv[2:])[1]
     if argv[:2] == ["-m", "bench"]:
         from bench.cli import build_parser
 
@@ -156,6 +163,8 @@ def check_command(
     words: tuple[str, ...], comment: str, shell: Shell, tmp: Path, stdout: str | None = None
 ) -> str | None:
     argv = normalise(words)
+    if not argv:
+        return None  # only assignments (SUDO=...)
     program, args = argv[0], argv[1:]
     expected = int(m.group(1)) if (m := re.search(r"\bexits? (\d+)\b", comment)) else 0
     if program == "wg-mesh":

@@ -19,9 +19,10 @@ from rich.console import Console
 
 from tests.stacks import stack_files
 from wg_mesh import __version__
-from wg_mesh.cli import build_parser, main
+from wg_mesh.cli import build_parser, initsize, main
 from wg_mesh.cli import helptext as clihelp
-from wg_mesh.cli.initcmd import EXISTING, parse_site
+from wg_mesh.cli.initask import EXISTING
+from wg_mesh.cli.initspec import parse_site
 from wg_mesh.config.rules import EXISTING_NETWORK_KEYS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,7 +124,7 @@ class Terminal(io.StringIO):
 def test_every_command_has_examples_that_work(
     name: str, stacks_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sys.stdin", Terminal("a:aws:us-east-1:10.10.0.0/16\n\nb:static:203.0.113.9:10.9.0.0/24\n\n"))
+    monkeypatch.setattr("sys.stdin", Terminal("a:aws:us-east-1:10.10.0.0/16\n\n\nb:static:203.0.113.9:10.9.0.0/24\n\n"))
     command = _commands()[name]
     assert command.formatter_class is argparse.RawDescriptionHelpFormatter
     examples = clihelp.examples(command.epilog or "")
@@ -307,7 +308,7 @@ def test_init_asks_in_a_terminal_only(
     assert main(["init", "--stack", "x"]) == 2
     assert "--site: give one per site" in capsys.readouterr().err and not (tmp_path / "Pulumi.x.yaml").exists()
     monkeypatch.setattr(
-        "sys.stdin", Terminal("a:gcp:europe-west3-b:10.1.0.0/16\n\nb:static:203.0.113.9:10.9.0.0/24\n\nproj-2\n")
+        "sys.stdin", Terminal("a:gcp:europe-west3-b:10.1.0.0/16\nproj-2\n\n\nb:static:203.0.113.9:10.9.0.0/24\n\n")
     )
     assert main(["init", "--stack", "x"]) == 0
     out = capsys.readouterr().out
@@ -325,12 +326,14 @@ def test_init_asks_each_cloud_site_for_a_new_or_an_existing_network(
         "vpc-0abc1234",  # an existing VPC: its subnet and route tables are asked next
         "subnet-0abc1234",
         "rtb-0abc1234, rtb-0def5678",
+        "",  # the default size
         "b:gce:europe-west3-b:10.2.0.0/16",  # no such cloud: said, and asked again
         "b:gcp:europe-west3-b:10.2.0.0/16",
+        "proj-3",  # the GCP project, asked at the first GCP site
         "",  # a new network: nothing more asked for it
-        "office:static:203.0.113.9",  # a single host: no network questions
         "",
-        "proj-3",
+        "office:static:203.0.113.9",  # a single host: no network questions, no size
+        "",
     ]
     monkeypatch.setattr("sys.stdin", Terminal("\n".join(answers) + "\n"))
     assert main(["init", "--stack", "x"]) == 0
@@ -352,13 +355,84 @@ def test_init_asks_exactly_the_keys_of_an_existing_network() -> None:
     assert asked == EXISTING_NETWORK_KEYS
 
 
-def test_an_answer_the_model_refuses_writes_nothing(
+def test_an_answer_the_input_ends_on_writes_nothing_and_prints_the_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.stdin", Terminal("a:aws:us-east-1:10.1.0.0/16\nvpc-0abc1234\n\n\n"))
-    assert main(["init", "--stack", "x"]) == 1  # a VPC without its subnet and route tables
-    assert "subnet_id" in capsys.readouterr().err and not (tmp_path / "Pulumi.x.yaml").exists()
+    assert main(["init", "--stack", "x"]) == 1  # a VPC without its subnet and route tables: asked again; then EOF
+    captured = capsys.readouterr()
+    assert "subnet_id: required with vpc_id" in captured.out and not (tmp_path / "Pulumi.x.yaml").exists()
+    assert "nothing written. Your answers: wg-mesh init --stack x --site=a:aws:us-east-1:10.1.0.0/16" in captured.err
+
+
+def test_each_answer_is_checked_when_given_and_asked_again_nothing_typed_is_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34 item 4: a bad answer is said at once and asked again; the answers before it are kept."""
+    monkeypatch.chdir(tmp_path)
+    answers = [
+        "aws-euw1:aws:eu-west1:10.10.0.0/16",  # not a region: asked again, nothing else lost
+        "aws-euw1:aws:eu-west-1:10.10.0.0/16",
+        "vpc-0abc1234",
+        "",  # an existing network without its subnet: the network asked again
+        "",  # then a new network
+        "9",  # not a choice: asked again
+        "2",  # the second size offered
+        "gcp-euw4:gcp:europe-west4-a:10.100.0.0/16",
+        "My_Project",  # not a project id: asked again
+        "proj-4",
+        "",
+        "t2a.nope",  # not a GCE machine type
+        "",  # the default
+        "office:static:dynamic:10.10.128.0/24",  # overlaps aws-euw1: asked again
+        "office:static:dynamic:10.50.0.0/24",
+        "home:static:dynamic:10.51.0.0/24",  # two dynamic sites: a cloud site relays them (there is one)
+        "",
+    ]
+    monkeypatch.setattr("sys.stdin", Terminal("\n".join(answers) + "\n"))
+    assert main(["init", "--stack", "mine"]) == 0
+    out = capsys.readouterr().out
+    assert "sites[0].region: 'eu-west1' is not an AWS region name" in out
+    assert "subnet_id: required with vpc_id" in out
+    assert "a number from 1 to" in out
+    assert "project: 'My_Project' is not a GCP project id" in out
+    assert "instance_type" in out and "t2a.nope" in out
+    assert "overlaps sites[0].cidrs[0]" in out
+    assert re.search(r"aws-euw1: gateway size.*eu-west-1.*\n.*c6i\.2xlarge .*8 vCPU.*\d+\.\d\d/month  \(default\)", out)
+    sites = yaml.safe_load((tmp_path / "Pulumi.mine.yaml").read_text())["config"]["wg-mesh:mesh"]["sites"]
+    assert [s["name"] for s in sites] == ["aws-euw1", "gcp-euw4", "office", "home"]
+    assert sites[0]["region"] == "eu-west-1" and "vpc_id" not in sites[0]
+    chosen = initsize.menu("aws", "eu-west-1").choices[1].instance_type
+    assert sites[0]["instance_type"] == chosen and "instance_type" not in sites[1]
+    assert sites[1]["project"] == "proj-4" and sites[2]["cidrs"] == ["10.50.0.0/24"]
+
+
+def test_two_dynamic_sites_wait_for_a_cloud_site_to_relay_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A problem a later site can fix is not this answer's: the second dynamic site is kept, the end waits."""
+    monkeypatch.chdir(tmp_path)
+    answers = ["office:static:dynamic:10.50.0.0/24", "home:static:dynamic:10.51.0.0/24", "",
+               "aws-use1:aws:us-east-1:10.10.0.0/16", "", "", ""]  # fmt: skip
+    monkeypatch.setattr("sys.stdin", Terminal("\n".join(answers) + "\n"))
+    assert main(["init", "--stack", "edge"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("are both dynamic") == 1 and "add a site" in out  # said once, at the end of the list
+    sites = yaml.safe_load((tmp_path / "Pulumi.edge.yaml").read_text())["config"]["wg-mesh:mesh"]["sites"]
+    assert [s["name"] for s in sites] == ["office", "home", "aws-use1"]
+
+
+def test_the_size_menu_prices_each_choice_in_the_sites_region() -> None:
+    menu = initsize.menu("aws", "eu-west-1")
+    assert menu.default == "c6i.2xlarge" and menu.choices[0].instance_type == "c6i.2xlarge"
+    by_type = {c.instance_type: c.monthly_usd for c in menu.choices}
+    assert by_type["c6i.2xlarge"] == pytest.approx(730 * (0.3648 + 0.005))
+    assert by_type["c6i.large"] == pytest.approx(730 * (0.0912 + 0.005))
+    assert menu.pick("") == "c6i.2xlarge" and menu.pick("0") is None and menu.pick("m7i.large") == "m7i.large"
+    uncovered = initsize.menu("aws", "sa-east-1")
+    assert all(c.monthly_usd is None for c in uncovered.choices)
+    assert "no bundled price for that type in sa-east-1" in uncovered.text("a")
 
 
 # --- the entry points ----------------------------------------------------------------------------------------------

@@ -85,10 +85,10 @@ def test_a_price_name_no_option_uses_is_refused_with_a_hint() -> None:
 
 def test_a_regional_key_ends_in_its_region() -> None:
     def misname(r: dict[str, Any]) -> None:
-        r["prices"]["gcp_n2_standard_8_europe_west4"] = r["prices"].pop("gcp_n2_standard_8_europe_west3")
+        r["prices"]["aws_c6i_2xlarge_eu_west_9"] = {**r["prices"]["aws_c6i_2xlarge_us_east_1"], "region": "eu-west-1"}
 
     assert problems_of(edited(misname)) == [
-        "p.yaml: (top level): a regional price's key ends in its region: gcp_n2_standard_8_europe_west4"
+        "p.yaml: (top level): a regional price's key ends in its region: aws_c6i_2xlarge_eu_west_9"
     ]
 
 

@@ -8,7 +8,8 @@ against the code they are rendered from.
   trailing `# exits N` gives; `pulumi ...` against the Pulumi CLI table in tests/docblocks.py; `pip install`: the
   files, projects and extras it names exist; `cd`/`cp`/`scripts/X`: their paths exist (in the repository, or where
   the page says the block runs: tests/docblocks.py OUTSIDE_THE_CLONE); anything else only on ALLOWED, with a reason.
-- yaml: parsed; a whole stack file (`config: wg-mesh:mesh:`) validated as `wg-mesh validate --file` does; a fragment
+- yaml: parsed; a price file (first line `# a price file of your own`) read as `cost --prices` reads it; a whole
+  stack file (`config: wg-mesh:mesh:`) validated as `wg-mesh validate --file` does; a fragment
   says so on its first line, `# part of FILE: wg-mesh:mesh` (mesh keys) or `# part of FILE: wg-mesh:mesh.sites`
   (sites), and is validated merged into FILE: its keys replace FILE's, a site replaces FILE's site of that name,
   one with a `...` key only the keys it gives (`...`: the site's other keys as in FILE).
@@ -25,6 +26,7 @@ import importlib
 import importlib.util
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.docblocks import OUTSIDE_THE_CLONE, REPO, Block, blocks
+from tests.docblocks import OUTSIDE_THE_CLONE, REPO, SUDO_LINE, Block, blocks, commands
 from tests.doccommands import Shell, check_bash
 
 PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").rglob("*.md") if p.parent.name != "reference")]
@@ -79,6 +81,14 @@ def check_yaml(block: Block, tmp: Path) -> list[str]:
             path = tmp / "Pulumi.docs.yaml"
             path.write_text(block.text)
             load(path)
+        elif first.startswith("# a price file of your own"):  # wg-mesh cost --prices FILE
+            import datetime as dt
+
+            from wg_mesh.tools import prices
+
+            path = tmp / "prices.yaml"
+            path.write_text(block.text)
+            prices.overlay(prices.load(), path, dt.date.today())
         else:
             return ["YAML that is neither a stack file (config: wg-mesh:mesh:) nor a fragment (`# part of FILE: ...`)"]
     except ConfigError as exc:
@@ -253,3 +263,38 @@ def test_a_broken_example_fails_at_its_line(tmp_path: Path) -> None:
     ]
     missing = [line for line in expected if line not in problems]
     assert not missing, f"not reported: {missing}\nreported:\n{problems}"
+
+
+# --- root and sudo (issue 34 item 8: "sudo: command not found" as root in a container) -----------------------------
+
+ROOT_OR_SUDO_PAGES = [REPO / "README.md", *sorted((REPO / "docs" / "getting-started").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", ROOT_OR_SUDO_PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_the_first_pages_commands_run_as_root_and_as_a_user_with_sudo(page: Path) -> None:
+    """No bare `sudo` (root in a container has none): `$SUDO`, set by SUDO_LINE earlier in the same block (each
+    block runs in a new shell)."""
+    problems = []
+    for block in (b for b in blocks(page) if b.lang in ("bash", "sh")):
+        defined = False
+        for command in commands(block.text):
+            words = command.words
+            defined = defined or words[:1] == ("SUDO=sudo-unless-root",)
+            if "sudo" in words[:1]:
+                problems.append(f"{block.where}: `sudo {' '.join(words[1:3])} ...`: write $SUDO ({SUDO_LINE})")
+            if "$SUDO" in words and not defined:
+                problems.append(f"{block.where}: $SUDO used before `{SUDO_LINE}` in this block")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(("uid", "expected"), [("0", ""), ("1000", "sudo")])
+def test_the_sudo_line_is_empty_as_root_and_sudo_otherwise(uid: str, expected: str, tmp_path: Path) -> None:
+    """SUDO_LINE itself under bash, with `id -u` answering as root and as a user (a stub first on PATH)."""
+    stub = tmp_path / "id"
+    stub.write_text(f'#!/bin/sh\n[ "$1" = -u ] && echo {uid}\n')
+    stub.chmod(0o755)
+    done = subprocess.run(
+        ["bash", "-e", "-c", f'{SUDO_LINE}\nprintf "%s" "$SUDO"'], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout == expected

@@ -9,8 +9,16 @@ directories only), in the directory the README names: the clone, or the director
 CLI here: a stub `pulumi` comes first on PATH (tests/pulumistub.py says what it checks and what it does not); its
 `preview` and `up` run the project's program under wg-mesh's mocks with the block's venv's Python.
 
+Root and sudo (issue 34 item 8): CI runs as root, the way a container does, and a `sudo` stub first on PATH answers
+"sudo: command not found" (exit 127) as a container without sudo would, so a bare `sudo` in a block fails here; the PATH
+is root's (sbin included). Run as root, the stack file's run then runs the README's first block (apt-get, the lab's
+extra, `$SUDO .venv/bin/wg-mesh lab --stack dev`) in the same clone: no second clone, the venv already filled. As a
+user, that block is left out (it would ask for a password); tests/test_doc_examples.py checks every block of the first
+pages sets `$SUDO` before it uses it, and what it expands to as root and as a user.
+
 Integration (the lab's stage of scripts/check): each quick start is ~1.5 min of pip (measured: 93 s wall, 63 s CPU
-for the stack file's), mostly unpacking wheels; the lab's stage has a core to spare while its tests wait.
+for the stack file's), mostly unpacking wheels; the lab's stage has a core to spare while its tests wait. The first
+block adds apt-get's update (the machine's packages are installed by .ci/run), the lab extra and the `dev` lab.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import pytest
 from tests.docblocks import OUTSIDE_THE_CLONE, REPO, Block, blocks
 from tests.pulumistub import install
 
+FIRST = "wg-mesh"  # the README's first section: "See it run on this machine"
 STACK_FILE = "Quick start: a stack file"
 COMPONENT = "Quick start: the component in your own program"
 SECTION_FENCE = re.compile(r"^\s*```(\S*)", re.M)
@@ -47,6 +56,16 @@ def section_blocks(readme: Path, section: str) -> list[Block]:
     return [b for b in found if b.lang == "bash"]
 
 
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def first_block(readme: Path) -> Block:
+    """The README's first block: the lab on this machine, needing root."""
+    found = [b for b in blocks(readme) if b.section == FIRST and b.lang == "bash"]
+    assert found and "wg-mesh lab --stack dev" in found[0].text, found
+    return found[0]
+
+
 def clone(into: Path) -> Path:
     into.mkdir()
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(into / "wg-mesh")], check=True)
@@ -59,9 +78,15 @@ def run_section(checkout: Path, section: str, tmp: Path) -> tuple[list[str], lis
     stubs.mkdir()
     state.mkdir()
     install(stubs, state)
-    env = {"HOME": os.environ.get("HOME", str(tmp)), "PATH": f"{stubs}:/usr/local/bin:/usr/bin:/bin"}
+    no_sudo = stubs / "sudo"  # as in a container: root, and no sudo installed
+    no_sudo.write_text('#!/bin/sh\necho "sudo: command not found" >&2\nexit 127\n')
+    no_sudo.chmod(0o755)
+    env = {"HOME": os.environ.get("HOME", str(tmp)), "PATH": f"{stubs}:{ROOT_PATH}"}
     problems = []
-    for block in section_blocks(checkout / "README.md", section):
+    run = section_blocks(checkout / "README.md", section)
+    if section == STACK_FILE and os.geteuid() == 0:
+        run.append(first_block(checkout / "README.md"))  # root: the lab block too, in this clone and venv
+    for block in run:
         cwd = checkout.parent if block.key in OUTSIDE_THE_CLONE else checkout
         result = subprocess.run(
             ["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=cwd, env=env, text=True,

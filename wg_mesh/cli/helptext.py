@@ -107,7 +107,9 @@ examples:
 INIT = """\
 Writes Pulumi.STACK.yaml for the sites given, checked as `wg-mesh validate` checks it first: an invalid one is not
 written, and an existing file is never overwritten. With no --site and stdin a terminal, the sites are asked for
-one by one, and each AWS or GCP site whether it joins an existing network (and its ids). WHERE is an AWS region, a
+one by one, each AWS or GCP site whether it joins an existing network (and its ids) and its gateway size, with each
+size's monthly price in the site's region; every answer is checked when it is given and asked again if wrong, and if
+the input ends first, the answers are printed as the one command that gives them again. WHERE is an AWS region, a
 GCP zone (a region: its zone -a) or a static site's public IPv4 (`dynamic`: a site with no fixed address, behind a
 NAT or on a dynamic IP; a DNS name: a site its peers resolve); --set gives any other key: an existing network (AWS:
 SITE.vpc_id, SITE.subnet_id, SITE.route_table_ids; GCP: SITE.network, SITE.subnetwork), an instance type, the

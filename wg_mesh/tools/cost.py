@@ -11,6 +11,7 @@ total "known part + ?": the table never guesses. Pure arithmetic and text; the C
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import difflib
 import json
 import math
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wg_mesh.config import ConfigError
-from wg_mesh.tools import stackcost
-from wg_mesh.tools.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, load
+from wg_mesh.tools import instanceprices, stackcost
+from wg_mesh.tools.prices import BYTES_PER_UNIT, PRICE_FILE, Price, PriceFile, apply_overrides, load, overlay
 from wg_mesh.tools.stackfile import load as load_stack
 from wg_mesh.tools.stackfile import stack_file
 
@@ -234,7 +235,7 @@ def check_keys(prices: PriceFile, origin: str) -> None:
         f"{origin}: prices.{key}: required (an option uses it)" for key in PRICE_KEYS if key not in prices.prices
     ]
     for key, price in prices.prices.items():
-        if key not in PRICE_KEYS and price.region is not None:
+        if key not in PRICE_KEYS and (price.region is not None or stackcost.is_instance_key(key)):
             continue  # another region's price, for `cost --stack` (its key ends in its region: the model checks it)
         if key not in PRICE_KEYS:
             hint = difflib.get_close_matches(key, PRICE_KEYS, n=1)
@@ -251,7 +252,7 @@ def check_keys(prices: PriceFile, origin: str) -> None:
 def _footnotes(prices: PriceFile) -> list[str]:
     used = [(key, prices.prices[key]) for key in _used(prices)]
     notes = [f"{MISSING} not found in the stored sources:"]
-    notes += [f"- `{key}` ({price.what}): {price.not_found}" for key, price in used if not price.found]
+    notes += [f"- `{key}` ({price.what or key}): {price.not_found}" for key, price in used if not price.found]
     third = [f"`{key}`" for key, price in used if price.found and price.kind == "third-party"]
     if third:
         notes += ["", f"{THIRD_PARTY} a third party's copy or catalogue of the provider's price: {', '.join(third)}."]
@@ -326,52 +327,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     stack = parser.add_mutually_exclusive_group()
     stack.add_argument("--stack", help="price this stack's own gateways (Pulumi.STACK.yaml here), idle, by site")
     stack.add_argument("--file", type=Path, help="price the gateways of this stack file, idle, by site")
-    parser.add_argument("--prices", type=Path, default=PRICE_FILE, help="another price file of the same shape")
+    parser.add_argument(
+        "--prices", type=Path, default=PRICE_FILE,
+        help="your own prices (the bundled file's shape; only the prices you give are needed): they add to or replace "
+        "the bundled ones",
+    )  # fmt: skip
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=USD", dest="overrides",
         help="fill in or replace a price that is one value, from a quote (e.g. aws_interconnect_link=1.5); marked ‡",
     )  # fmt: skip
 
 
-def apply_overrides(prices: PriceFile, overrides: Sequence[str]) -> PriceFile:
-    """Prices given on the command line replace the file's; every problem is reported, none half-applied."""
-    problems: list[str] = []
-    changed: dict[str, Price] = {}
-    for text in overrides:
-        name, sep, value_text = text.partition("=")
-        price = prices.prices.get(name)
-        try:
-            value = float(value_text)
-        except ValueError:
-            value = math.nan
-        if not sep:
-            problems.append(f"--set {text}: expected NAME=USD")
-        elif price is None:
-            problems.append(f"--set {text}: no price named {name!r} (known: {', '.join(sorted(prices.prices))})")
-        elif price.tiers is not None:
-            problems.append(f"--set {text}: {name} is tiered; edit a copy of the price file and pass it with --prices")
-        elif not math.isfinite(value) or value < 0:
-            problems.append(f"--set {text}: {value_text!r} is not a price in {price.unit} (a number, 0 or more)")
-        elif name in changed:
-            problems.append(f"--set {text}: {name} is set twice")
-        else:
-            changed[name] = price.model_copy(update={"value": value, "not_found": None, "kind": "command line"})
-    if problems:
-        raise ConfigError(problems)
-    return prices.model_copy(update={"prices": {**prices.prices, **changed}})
-
-
 def _duplicates(tbs: Sequence[float]) -> list[str]:
     return [f"--tb: {tb:g} is given more than once" for tb in dict.fromkeys(tbs) if tbs.count(tb) > 1]
 
 
-def run(args: argparse.Namespace) -> int:
+def stale_warnings(
+    stack: bool, own: tuple[Path, dt.date] | None, today: dt.date, bundled: dt.date | None = None
+) -> list[str]:
+    """One line per set of prices older than instanceprices.STALE_AFTER_DAYS on `today`: the bundled file's, the
+    bundled instance table's (for --stack), the user's own file's."""
+    dated = [(f"the bundled prices ({DEFAULT_SOURCE})", bundled or load().as_of)]
+    if stack:
+        dated.append((f"the bundled instance prices (wg_mesh/tools/{instanceprices.TABLE_FILE.name})",
+                      instanceprices.load().as_of))  # fmt: skip
+    if own is not None:
+        dated.append((f"the prices in {own[0]}", own[1]))
+    return [line for what, as_of in dated if (line := instanceprices.staleness(what, as_of, today))]
+
+
+def run(args: argparse.Namespace, today: dt.date | None = None) -> int:
     problems = _duplicates(args.tb)
     if problems:
         raise ConfigError(problems)
-    prices = load(args.prices)
-    source = DEFAULT_SOURCE if args.prices == PRICE_FILE else str(args.prices)
-    if getattr(args, "stack", None) is not None or getattr(args, "file", None) is not None:
+    today = today or dt.date.today()
+    prices, own = load(), None
+    bundled = prices.as_of
+    source = DEFAULT_SOURCE
+    if args.prices != PRICE_FILE:
+        prices, own_as_of = overlay(prices, args.prices, today)
+        own, source = (args.prices, own_as_of), f"{DEFAULT_SOURCE} + {args.prices}"
+    stack = getattr(args, "stack", None) is not None or getattr(args, "file", None) is not None
+    for line in stale_warnings(stack, own, today, bundled):
+        print(line, file=sys.stderr)
+    if stack:
         return _run_stack(args, apply_overrides(prices, args.overrides), source)
     check_keys(prices, str(args.prices))
     prices = apply_overrides(prices, args.overrides)

@@ -1,7 +1,11 @@
-"""The dated price file behind `python -m wg_mesh cost` (wg_mesh/tools/prices.yaml): its model and loader.
+"""The dated price file behind `python -m wg_mesh cost` (wg_mesh/tools/prices.yaml): its model and loader, and a
+price file of one's own (`--prices FILE`), laid over it.
 
-Every price names the page it was read from and the day; a price the stored sources do not give is null with a
-`not_found` reason, and stays null: the cost table prints "?" for it rather than a guess. Pure: no Pulumi.
+Every price names where it was read (a page, or in words a quote or a contract) and the day; a price the stored sources
+do not give is null with a `not_found` reason, and stays null: the cost table prints "?" for it rather than a guess.
+A file of one's own needs only the prices it gives (each with `unit`, `value` or `tiers`, `source`, `read`); the
+rest are the bundled file's. What protects its reader stays: no unknown key, no coercion, a web address only over
+https, one line of plain text, no date in the future. Pure: no Pulumi.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import difflib
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +33,7 @@ MAX_HOURS_PER_MONTH = 744  # 31 days
 # As strict as the mesh config (wg_mesh.config.sites.Strict): no unknown keys, and no coercion: "0.34" is not a price,
 # `yes` is not a number, a quoted "2026-12-03" is not a date (YAML reads the unquoted one as a date).
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//|[^ ])")  # http://, file:, javascript:..., not "Quote: ..."
 
 
 class Tier(BaseModel):
@@ -43,7 +48,7 @@ class Tier(BaseModel):
 class Price(BaseModel):
     model_config = _STRICT
 
-    what: str = Field(min_length=1)
+    what: str | None = Field(default=None, min_length=1)  # unset: the price's key says it
     # The one region the price holds in (its key ends in it: region_key); None: the same in every region of its cloud
     # as far as its source says.
     region: str | None = Field(default=None, pattern=r"^[a-z]+(-[a-z0-9]+)+$")
@@ -54,17 +59,27 @@ class Price(BaseModel):
     not_found: str | None = None
     source: str
     provider_page: str | None = None
-    kind: Literal["provider", "third-party", "command line"]
+    # provider: the provider's own page; third-party: a copy of it; own: a figure of the user's (a quote, an invoice,
+    # a contract: the default in a file of one's own); command line: given with --set
+    kind: Literal["provider", "third-party", "own", "command line"] = "own"
     read: dt.date
     page_date: dt.date | None = None
     note: str | None = None
 
-    @field_validator("source", "provider_page")
+    @field_validator("source", "provider_page", "what", "note")
     @classmethod
-    def _url(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith("https://"):
-            raise ValueError(f"{url!r} is not an https:// address")
-        return url
+    def _text(cls, text: str | None) -> str | None:
+        """One line of plain text; an address only over https (a page, or in words: "quote from our account team")."""
+        if text is None:
+            return text
+        if not text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text):
+            raise ValueError(f"{text!r}: one line of plain text, not empty")
+        if _SCHEME.match(text) and not text.startswith("https://"):
+            raise ValueError(
+                f"{text!r} is not an https:// address (a page over https, or the source in words, e.g. "
+                "'quote from our AWS account team, 2026-11-02')"
+            )
+        return text
 
     @model_validator(mode="after")
     def _one_way_to_price(self) -> Price:
@@ -95,7 +110,7 @@ class Price(BaseModel):
     def per_volume(self, quantity: float) -> float:
         """This price for `quantity` units a month (free part first, then the tiers in order)."""
         if self.unit == "USD/hour" or not self.found:
-            raise ValueError(f"{self.what}: not a found per-volume price")
+            raise ValueError(f"{self.what or 'this price'}: not a found per-volume price")
         if self.tiers is None:
             assert self.value is not None  # found, no tiers: the model guarantees a value
             return max(0.0, quantity - self.free) * self.value
@@ -141,24 +156,13 @@ class PriceFile(BaseModel):
     prices: dict[str, Price]
 
     @model_validator(mode="after")
-    def _read_by_as_of(self) -> PriceFile:
-        late = [key for key, price in self.prices.items() if price.read > self.as_of]
-        if late:
-            raise ValueError(f"as_of {self.as_of} is before the read date of {', '.join(late)}")
+    def _regional_keys(self) -> PriceFile:
+        # `as_of` is the day the file as a whole was last checked; a price re-read since (`read` later) is not a
+        # contradiction, and was refused before for no gain (issue 34)
         misnamed = [k for k, p in self.prices.items() if p.region is not None and not k.endswith(f"_{slug(p.region)}")]
         if misnamed:
             raise ValueError(f"a regional price's key ends in its region: {', '.join(misnamed)}")
         return self
-
-    def regions_priced(self, cloud: str) -> list[str]:
-        """The regions of `cloud` whose instances the file prices (its hourly regional prices)."""
-        return sorted(
-            {
-                p.region
-                for k, p in self.prices.items()
-                if p.region and k.startswith(f"{cloud}_") and p.unit == "USD/hour"
-            }
-        )
 
 
 _EXPECTED = {
@@ -221,7 +225,7 @@ def _problem(err: Mapping[str, Any]) -> str:
     return f"{path}: {str(err['msg']).removeprefix('Value error, ')}"
 
 
-def _problems(exc: ValidationError) -> list[str]:
+def field_problems(exc: ValidationError) -> list[str]:
     return list(dict.fromkeys(_problem(err) for err in exc.errors()))
 
 
@@ -232,10 +236,83 @@ def parse(raw: Any, origin: str) -> PriceFile:
     try:
         return PriceFile.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError([f"{origin}: {problem}" for problem in _problems(exc)]) from None
+        raise ConfigError([f"{origin}: {problem}" for problem in field_problems(exc)]) from None
 
 
 def load(path: Path = PRICE_FILE) -> PriceFile:
     """The price file at `path`, read as strictly as a stack file (wg_mesh.tools.stackfile: UTF-8, no duplicate keys, no
     alias bombs, one line naming the line for broken YAML), then validated; ConfigError otherwise."""
     return parse(stackfile.read_document(path, "price file"), str(path))
+
+
+class OwnPrices(BaseModel):
+    """A price file of one's own: only `prices` is needed; what it leaves out is the bundled file's."""
+
+    model_config = _STRICT
+
+    as_of: dt.date | None = None  # unset: the oldest `read` of its prices
+    currency: Literal["USD"] = "USD"
+    regions: Regions | None = None
+    hours_per_month: float | None = Field(default=None, gt=0, le=MAX_HOURS_PER_MONTH, allow_inf_nan=False)
+    prices: dict[str, Price] = Field(min_length=1)
+
+
+def future_dates(raw: OwnPrices | PriceFile, today: dt.date) -> list[str]:
+    """A date after today is a typo, and would hide the file's age: refused, by its field."""
+    dated = [("as_of", raw.as_of)] + [(f"prices.{k}.read", p.read) for k, p in raw.prices.items()]
+    return [f"{field}: {day} is in the future (today is {today})" for field, day in dated if day and day > today]
+
+
+def overlay(base: PriceFile, path: Path, today: dt.date) -> tuple[PriceFile, dt.date]:
+    """`base` with the prices of the user's file at `path` added or replacing base's, and the day the user's file is
+    as of (its `as_of`, else its oldest `read`); ConfigError naming every problem by its field (one line each)."""
+    raw = stackfile.read_document(path, "price file")
+    if not isinstance(raw, Mapping):
+        raise ConfigError([f"{path}: expected a mapping with prices (and, if you like, as_of, hours_per_month)"])
+    try:
+        own = OwnPrices.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([f"{path}: {problem}" for problem in field_problems(exc)]) from None
+    problems = future_dates(own, today)
+    if problems:
+        raise ConfigError([f"{path}: {problem}" for problem in problems])
+    as_of = own.as_of or min(price.read for price in own.prices.values())
+    merged = {
+        "as_of": min(as_of, base.as_of),  # what the table heads "list prices as of": its oldest part
+        "currency": own.currency,
+        "regions": own.regions or base.regions,
+        "hours_per_month": own.hours_per_month or base.hours_per_month,
+        "prices": {**base.prices, **own.prices},
+    }
+    try:
+        return PriceFile.model_validate(merged), as_of
+    except ValidationError as exc:
+        raise ConfigError([f"{path}: {problem}" for problem in field_problems(exc)]) from None
+
+
+def apply_overrides(prices: PriceFile, overrides: Sequence[str]) -> PriceFile:
+    """Prices given on the command line replace the file's; every problem is reported, none half-applied."""
+    problems: list[str] = []
+    changed: dict[str, Price] = {}
+    for text in overrides:
+        name, sep, value_text = text.partition("=")
+        price = prices.prices.get(name)
+        try:
+            value = float(value_text)
+        except ValueError:
+            value = math.nan
+        if not sep:
+            problems.append(f"--set {text}: expected NAME=USD")
+        elif price is None:
+            problems.append(f"--set {text}: no price named {name!r} (known: {', '.join(sorted(prices.prices))})")
+        elif price.tiers is not None:
+            problems.append(f"--set {text}: {name} is tiered; edit a copy of the price file and pass it with --prices")
+        elif not math.isfinite(value) or value < 0:
+            problems.append(f"--set {text}: {value_text!r} is not a price in {price.unit} (a number, 0 or more)")
+        elif name in changed:
+            problems.append(f"--set {text}: {name} is set twice")
+        else:
+            changed[name] = price.model_copy(update={"value": value, "not_found": None, "kind": "command line"})
+    if problems:
+        raise ConfigError(problems)
+    return prices.model_copy(update={"prices": {**prices.prices, **changed}})
