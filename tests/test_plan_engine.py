@@ -16,13 +16,14 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.stacks import example_stack_files, stack_files
 from wg_mesh.cli import plancmd
 from wg_mesh.cli.plancmd import Planned
 from wg_mesh.lab.rehearse.roles import ROLES, role_of
 from wg_mesh.plan import engine, preview
 from wg_mesh.tools.stackfile import read_raw
 
-STACKS = sorted([*REPO.glob("Pulumi.*.yaml"), *REPO.glob("examples/*/Pulumi.*.yaml")])
+STACKS = [*stack_files(), *example_stack_files()]
 
 
 class Runs:
