@@ -225,7 +225,7 @@ def test_no_key_in_the_snapshots_reprs(booted: tuple[Path, FakeHost, Keys], tmp_
     state = txn.parse_dump(host.dump())
     assert state.private_key == keys.private and keys.private not in repr(state)
     paths, _ = clone(booted, tmp_path)
-    saved = files.save(paths.wg_conf, 0o600)
+    saved = txn.save_file(paths.wg_conf, 0o600)
     assert saved.data is not None and keys.private.encode() in saved.data and keys.private not in repr(saved)
     assert keys.private in state.config()  # the rollback's `wg syncconf` input: on stdin only
 

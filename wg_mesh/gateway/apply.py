@@ -29,7 +29,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from . import files, hostplan, peerset, txn
+from . import hostplan, peerset, txn
 from .document import Document, is_key
 from .files import atomic_write, read_text
 from .hostplan import KernelRoute, Managed, rule_commands
@@ -185,13 +185,13 @@ class Applier:
             raise ApplyError(KEY_REASON, "the private key from the store does not match the document's public key")
         return key
 
-    def _read(self, path: str, mode: int) -> files.Saved:
+    def _read(self, path: str, mode: int) -> txn.Saved:
         try:
-            return files.save(path, mode)
+            return txn.save_file(path, mode)
         except OSError as exc:  # a symlink or a directory where the agent's own file belongs: not touched
             raise ApplyError(APPLY_REASON, f"{path} is not the agent's regular file: {exc}") from None
 
-    def last_applied(self, saved: files.Saved) -> Managed | None:
+    def last_applied(self, saved: txn.Saved) -> Managed | None:
         """The record of the last apply (None: none, or one that does not parse: nothing is removed then)."""
         if saved.data is None:
             return None

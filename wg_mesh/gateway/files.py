@@ -14,7 +14,6 @@ import contextlib
 import os
 import secrets
 import stat
-from dataclasses import dataclass
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -73,34 +72,3 @@ def read_bytes(path: str) -> bytes | None:
 def read_text(path: str) -> str | None:
     data = read_bytes(path)
     return None if data is None else data.decode("utf-8", errors="replace")
-
-
-@dataclass(frozen=True)
-class Saved:
-    """A file as it was (None: absent), to put back as it was (mode included)."""
-
-    path: str
-    data: bytes | None
-    mode: int = 0o600
-
-    def __repr__(self) -> str:  # wg0.conf holds the private key: never in a repr
-        return f"Saved({self.path!r}, {'absent' if self.data is None else f'{len(self.data)} bytes'})"
-
-
-def save(path: str, mode: int) -> Saved:
-    data = read_bytes(path)
-    if data is not None:
-        with contextlib.suppress(OSError):
-            mode = stat.S_IMODE(os.lstat(path).st_mode)
-    return Saved(path, data, mode)
-
-
-def restore(saved: Saved) -> bool:
-    """Put the file back; True when it was different."""
-    if read_bytes(saved.path) == saved.data:
-        return False
-    if saved.data is None:
-        os.unlink(saved.path)
-    else:
-        atomic_write(saved.path, saved.data, saved.mode)
-    return True
