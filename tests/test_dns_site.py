@@ -438,7 +438,7 @@ def test_the_user_data_of_its_peers_ships_the_script_its_peers_file_and_timer() 
     cfg = parse_mesh(dns_mesh() | {"reresolve_seconds": 7})
     doc = _user_data(cfg, "aws-use1")
     files = {f["path"]: f["content"] for f in doc["write_files"]}
-    assert files[reresolveunit.SCRIPT_PATH] == ship.compact(ship.module_source("reresolve.py"))
+    assert files[reresolveunit.SCRIPT_PATH] == reresolveunit.script_source()  # files.py inlined (ship.standalone)
     interface, targets = reresolve.load_peers(files[reresolveunit.CONFIG_PATH])
     assert interface == "wg0" and targets == [Target("office", fake_public_key("office"), NAME, 51820, 7)]
     assert "OnUnitActiveSec=7s" in files[reresolveunit.TIMER_PATH]

@@ -24,9 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from wg_mesh.gateway import ship
 from wg_mesh.lab.fabric.resolver import DNS_SERVER  # the lab's DNS server, bound to loopback here
-from wg_mesh.plan import wgkey
+from wg_mesh.plan import reresolveunit, wgkey
 
 pytestmark = [
     pytest.mark.integration,
@@ -86,7 +85,7 @@ class Pair:
         (self.tmp / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
         peers = [{"name": "site", "public_key": public["site"], "endpoint_name": f"{NAME}:{PORT}", "reresolve_s": 2}]
         (self.tmp / "peers.json").write_text(json.dumps({"interface": self.wg_gw, "peers": peers}))
-        (self.tmp / "reresolve").write_text(ship.compact(ship.module_source("reresolve.py")))
+        (self.tmp / "reresolve").write_text(reresolveunit.script_source())
 
     def spawn(self, netns: str, *argv: str) -> None:
         proc = subprocess.Popen(["ip", "netns", "exec", netns, *argv], stdin=subprocess.DEVNULL,

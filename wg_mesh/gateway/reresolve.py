@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from .files import atomic_write, read_text
+
 RERESOLVE_BOUNDS = (2, 3600)  # seconds: wg_mesh.config.dnsname's MIN_RERESOLVE_SECONDS, MAX_RERESOLVE_SECONDS
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 # wg_mesh.config.addressing's SPECIAL_PURPOSE and NOT_INTERNET_REACHABLE (a test keeps them equal)
@@ -239,13 +241,18 @@ def plan_targets(peers: Sequence[Any]) -> list[Target]:
     ]
 
 
+def live_metrics_path(path_metrics: str) -> str:
+    """delivery: live: the re-resolver's textfile, beside the agent's path-MTU one (its Paths.path_metrics)."""
+    return os.path.join(os.path.dirname(path_metrics), os.path.basename(METRICS_PATH))
+
+
 def watch(agent: Any) -> threading.Thread:
     """delivery: live: a daemon thread of the agent (wg_mesh.gateway.agent) that ticks every second on the running
     plan's DNS-named peers, in the active role only, under the apply lock (a peer an apply removes is never set),
     its metrics beside the path-MTU ones. A promotion to active resolves at once."""
     applier = agent.applier
     reresolver = Reresolver(agent.config.interface, lambda argv: _pair(applier.run(argv, None)))
-    path = os.path.join(os.path.dirname(agent.paths.path_metrics), os.path.basename(METRICS_PATH))
+    path = live_metrics_path(agent.paths.path_metrics)
 
     def active() -> bool:
         return bool(applier.role == "active")
@@ -273,11 +280,9 @@ def _pair(result: Any) -> tuple[int, str]:
 
 
 def write(path: str, text: str) -> None:
-    """Atomically (a temporary file renamed over it), mode 0644; OSError when it cannot."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(path + ".tmp", 0o644)
-    os.replace(path + ".tmp", path)
+    """Atomically, mode 0644, never through a link planted at the path (wg_mesh.gateway.files); OSError when it
+    cannot."""
+    atomic_write(path, text, 0o644)
 
 
 def load_peers(text: str) -> tuple[str, list[Target]]:
@@ -299,17 +304,14 @@ def main(argv: Sequence[str], run: Run | None = None) -> int:
     """user-data mode: `wg-mesh-reresolve CONFIG STATE`, one run (the timer repeats it)."""
     try:
         config, state = argv
-        with open(config, encoding="utf-8") as f:
-            interface, targets = load_peers(f.read())
+        interface, targets = load_peers(read_text(config) or "")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"wg-mesh-reresolve CONFIG STATE: {exc}", file=sys.stderr)
         return 2
     reresolver = Reresolver(interface, run or run_command)
-    try:
-        with open(state, encoding="utf-8") as f:
-            reresolver.restore(json.load(f))
-    except (OSError, ValueError):
-        pass  # first run, or a damaged file: no memory (the roam stands, a missing endpoint is set)
+    # first run, or a damaged file (a link, not a regular file): no memory (the roam stands, a missing endpoint is set)
+    with contextlib.suppress(OSError, ValueError):
+        reresolver.restore(json.loads(read_text(state) or "{}"))
     for line in reresolver.tick(targets, time.time(), force=True):
         print(f"wg-mesh-reresolve: {line}", file=sys.stderr)
     memory = {"last": reresolver.last, "failures": reresolver.failures, "changes": reresolver.changes}

@@ -20,7 +20,7 @@ API (wg_mesh.plan.userdata calls these; nothing here depends on the peer set or 
 After writing them: `systemctl daemon-reload`, the once command, wg-quick@wg0, then `systemctl enable --now UNIT`.
 
 Size (`python -m bench.agent_size`): the whole package is ~14 KB gzip'd, too much for EC2's 16 KB next to the
-metrics script and the readiness mark; the AWS boot part is ~2 KB, and the live AWS user data ~7 KB for any mesh.
+metrics script and the readiness mark; the AWS boot part is ~3.5 KB, and the live AWS user data ~11.5 KB for any mesh.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import ast
 import functools
 import io
 import json
+import re
 import tokenize
 from importlib import resources
 from typing import Any
@@ -50,7 +51,12 @@ MODULES = (
 # each cloud's source and HA adapter (ha_run imports the adapter of agent.json's ha.cloud only)
 SOURCE_MODULES = {"aws": ("source_aws.py", "ha_aws.py"), "gcp": ("source_gcp.py", "ha_gcp.py"), "file": ()}
 # What an AWS user data ships when the rest comes as a bundle: the bootstrap and what it imports.
-BOOT_MODULES = ("__init__.py", "sources.py", "source_aws.py", "bootstrap.py")
+BOOT_MODULES = ("__init__.py", "files.py", "sources.py", "source_aws.py", "bootstrap.py")
+# The package modules a standalone script (the metrics script; the re-resolver in user-data mode) takes in at ship
+# time instead of importing them (`standalone`): files.py, the one way a gateway writes a file.
+INLINED = ("files.py",)
+_RELATIVE_IMPORT = re.compile(r"from \.(\w+) import \w+(, \w+)*")
+FUTURE = "from __future__ import annotations"
 CONFIG_PATH = "/etc/wg-mesh/agent.json"
 ENVIRONMENT_FILE = "/etc/default/wg-mesh-agent"  # optional: AWS_ENDPOINT_URL, WG_MESH_SECRET_MANAGER_URL (the lab)
 UNIT_NAME = "wg-mesh-agent.service"
@@ -105,6 +111,27 @@ def compact(source: str) -> str:
         if line.strip() or row in in_string:
             kept.append(line)
     return "\n".join(kept) + "\n"
+
+
+def standalone(name: str) -> str:
+    """Module `name` as a script that imports nothing of the package, as a gateway runs it: `compact`, and each
+    top-level `from .files import ...` line replaced by files.py's compact code (INLINED; its `from __future__`
+    line dropped: the script has its own, first). Lines dropped or inserted, never rewritten (the bytes do not depend
+    on the Python that renders them); a test runs the result with a bare python3. ValueError for a relative import of
+    anything else, or one that is not a single top-level line."""
+    out: list[str] = []
+    for line in compact(module_source(name)).splitlines():
+        found = _RELATIVE_IMPORT.fullmatch(line)
+        if found is None:
+            if line.lstrip().startswith("from ."):
+                raise ValueError(f"{name}: {line.strip()!r} cannot be inlined (one top-level line, no alias)")
+            out.append(line)
+            continue
+        helper = f"{found.group(1)}.py"
+        if helper not in INLINED:
+            raise ValueError(f"{name}: imports {helper}, which a standalone script cannot carry ({', '.join(INLINED)})")
+        out += [code for code in compact(module_source(helper)).splitlines() if code != FUTURE]
+    return "\n".join(out) + "\n"
 
 
 def modules(kind: str) -> tuple[str, ...]:

@@ -2,8 +2,9 @@
 cloud-init of a site that peers with a DNS-named static site, and only there (every other site's user data keeps its
 bytes). `delivery: live` needs none of it: the agent runs the same module (wg_mesh.gateway.reresolve.watch).
 
-The script travels as plain text without docstrings and comments (ship.compact: lines dropped, never rewritten, so
-the bytes do not depend on the Python that renders them); the AWS user data is gzip'd whole, which compresses it
+The script travels as plain text without docstrings and comments, wg_mesh.gateway.files' code in place of its import
+(ship.standalone: lines dropped or inserted, never rewritten, so the bytes do not depend on the Python that renders
+them); the AWS user data is gzip'd whole, which compresses it
 better than a gzip+base64 of its own.
 """
 
@@ -59,6 +60,11 @@ UMask=0077
 """
 
 
+def script_source() -> str:
+    """wg-mesh-reresolve as the user data ships it: standalone (ship.standalone: files.py's code inlined)."""
+    return ship.standalone("reresolve.py")
+
+
 def timer_unit(seconds: int) -> str:
     return f"""[Unit]
 Description=wg-mesh: resolve DNS-named peers every {seconds} s
@@ -78,7 +84,7 @@ def reresolve_extras(cfg: MeshConfig, plan: InterfacePlan, textfile_dir: str) ->
     peers = peers_file(plan)
     if peers is None:
         return CloudInitExtras()
-    source = ship.compact(ship.module_source("reresolve.py"))
+    source = script_source()
     return CloudInitExtras(
         files=(
             File(SCRIPT_PATH, source, "0755"),
