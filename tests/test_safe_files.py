@@ -27,7 +27,7 @@ import pytest
 
 from tests.agent_fake import FakeHost, Keys, base_plan, doc_text
 from tests.test_agent import Store, make
-from wg_mesh.gateway import bootstrap, files, reresolve, wgmetrics
+from wg_mesh.gateway import bootstrap, files, reresolve, ship, wgmetrics
 from wg_mesh.gateway.apply import Paths
 from wg_mesh.plan import metrics
 
@@ -178,6 +178,31 @@ def test_the_shipped_metrics_script_does_not_follow_a_link_either(tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert victim.read_bytes() == SECRET and stat.S_IMODE(victim.stat().st_mode) == 0o600
     assert not out.is_symlink() and "wgmesh_metrics_last_run_timestamp_seconds" in out.read_text()
+
+
+def top_level_names(source: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+@pytest.mark.parametrize("script", ["wgmetrics.py", "reresolve.py"])
+def test_the_standalone_scripts_carry_the_helper_whole(script: str) -> None:
+    """ship.standalone puts files.py's code where the import was: all of it, nothing else of the package, and no
+    name of the script shadows one of the helper's."""
+    shipped = ship.standalone(script)
+    helper = ship.compact(ship.module_source("files.py")).replace(ship.FUTURE + "\n", "")
+    assert helper in shipped and "from ." not in shipped
+    assert shipped.startswith("#!/usr/bin/env python3\n" if script == "wgmetrics.py" else ship.FUTURE)
+    own = ship.module_source(script)
+    assert "from .files import " in own
+    assert top_level_names(own) & top_level_names(ship.module_source("files.py")) == set()
+    compile(shipped, script, "exec")
 
 
 def test_the_helper_refuses_a_linked_directory_a_fifo_and_a_huge_file(tmp_path: Path) -> None:
