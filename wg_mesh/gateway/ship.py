@@ -209,6 +209,17 @@ def config_file(
     return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha, trust=trust), "0644")
 
 
+# What the agent's unit mounts read-only inside the /etc/wg-mesh it may otherwise write (its metrics mapping,
+# peers.json): agent.json, the trust anchor (the pinned signing key, the site's facts, the bundle's hash), and the INPUT
+# policy the next boot loads (wg_mesh.plan.inputpolicy.RULES_PATH, RULES6_PATH; a test keeps them equal). "-": absent
+# ones are skipped (a single host has no INPUT policy; without agent.json the agent exits 2 with its own message).
+# systemd.exec(5): "Non-directory paths may be specified as well"; src/core/namespace.c applies the mounts sorted by
+# path, parents first, and drops a nested entry only when its parent has the same mode, so the read-only file mounts
+# win over the writable directory. Each is its own mount point then: the agent can neither write it (EROFS) nor
+# rename or unlink it (EBUSY); it reads agent.json once, at start, so a new one counts from the next start, as ever.
+READ_ONLY_PATHS = (CONFIG_PATH, "/etc/wg-mesh/input.rules", "/etc/wg-mesh/input6.rules")
+
+
 # The sandbox every wg-mesh root service shares (the agent here; wg_mesh.plan.metrics' service, node-exporter's drop-in
 # and, without its first two lines, wg-quick@wg0's, which needs /dev/net/tun: wg_mesh.plan.render): no home directories,
 # private /tmp and /dev, no kernel modules, logs, cgroups, clock or hostname, other processes' /proc hidden, no
@@ -246,7 +257,7 @@ SANDBOX = PRIVATE_DEVICES + SANDBOX_BASE
 # - the host's network (no PrivateNetwork/IPAddressDeny): it configures it, fetches from the cloud's APIs over
 #   HTTPS (any address: regional endpoints) and serves /healthz; AF_NETLINK (ip, wg, iptables-nft), AF_UNIX
 #   (wireguard-go's UAPI socket under /run/wireguard, the journal), AF_INET/AF_INET6 (HTTPS, ping, /healthz).
-# - writes only where listed; /proc/sys read-only except net/ipv4 (its hooks: ip_forward, send_redirects,
+# - writes only where listed, and never its own trust anchor (READ_ONLY_PATHS); /proc/sys read-only except net/ipv4 (its hooks: ip_forward, send_redirects,
 #   rp_filter). /run/wireguard stays writable for `wg` on wireguard-go (a connect() to its socket), /run/xtables.lock
 #   for iptables-legacy's lock; "-": missing paths are skipped.
 # - @system-service system calls: it runs ip, wg, wg-quick strip (bash), iptables, sysctl and ping (which calls
@@ -268,6 +279,7 @@ CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW
 NoNewPrivileges=yes
 ProtectSystem=strict
 ReadWritePaths=-/etc/wireguard -/etc/wg-mesh -/var/lib/prometheus/node-exporter -/run/wireguard -/run/xtables.lock
+ReadOnlyPaths={" ".join(f"-{path}" for path in READ_ONLY_PATHS)}
 ProtectKernelTunables=yes
 ReadWritePaths=/proc/sys/net/ipv4
 StateDirectory=wg-mesh
