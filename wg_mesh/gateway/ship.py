@@ -257,9 +257,9 @@ SANDBOX = PRIVATE_DEVICES + SANDBOX_BASE
 # - the host's network (no PrivateNetwork/IPAddressDeny): it configures it, fetches from the cloud's APIs over
 #   HTTPS (any address: regional endpoints) and serves /healthz; AF_NETLINK (ip, wg, iptables-nft), AF_UNIX
 #   (wireguard-go's UAPI socket under /run/wireguard, the journal), AF_INET/AF_INET6 (HTTPS, ping, /healthz).
-# - writes only where listed, and never its own trust anchor (READ_ONLY_PATHS); /proc/sys read-only except net/ipv4 (its hooks: ip_forward, send_redirects,
-#   rp_filter). /run/wireguard stays writable for `wg` on wireguard-go (a connect() to its socket), /run/xtables.lock
-#   for iptables-legacy's lock; "-": missing paths are skipped.
+# - writes only where listed, and never its own trust anchor (READ_ONLY_PATHS); /proc/sys read-only except net/ipv4
+#   (its hooks: ip_forward, send_redirects, rp_filter). /run/wireguard stays writable for `wg` on wireguard-go (a
+#   connect() to its socket), /run/xtables.lock for iptables-legacy's lock; "-": missing paths are skipped.
 # - @system-service system calls: it runs ip, wg, wg-quick strip (bash), iptables, sysctl and ping (which calls
 #   capset to drop its capabilities: so not ~@privileged).
 def unit_text() -> str:
