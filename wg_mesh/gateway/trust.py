@@ -74,6 +74,11 @@ class Trust:
     address: str | None = None  # the site's configured overlay address ("100.96.0.1/24"); None: any in the overlay
     masquerade: bool = False  # whether a document may turn masquerade on (it can never turn it on otherwise)
     relay: Relay | None = None  # a relayed site's relay and partners, pinned (wg_mesh.gateway.relaytrust)
+    # What the site is (the config's `cloud`): a cloud gateway ("aws", "gcp") never gets a host filter on its WireGuard
+    # port (listen_sources: its cloud firewall admits its peers, and a filter of a document's choosing would cut it off
+    # the mesh). None: an agent.json written before the field (only a static site keeps one: a cloud gateway's comes
+    # with its user data), the rules of a static site.
+    cloud: str | None = None
 
     @property
     def forwards(self) -> bool:
@@ -95,7 +100,8 @@ def _network(value: object, field: str) -> IPv4Network:
         raise ValueError(f"trust.{field}: {exc}") from None
 
 
-TRUST_KEYS = {"signing_key", "scope", "site", "cidrs", "overlay", "address", "masquerade", "relay"}
+TRUST_KEYS = {"signing_key", "scope", "site", "cidrs", "overlay", "address", "masquerade", "relay", "cloud"}
+CLOUDS = ("aws", "gcp", "static")  # wg_mesh.config.sites' `cloud` (a test keeps them equal)
 
 
 def parse_trust(raw: object) -> Trust:
@@ -126,8 +132,11 @@ def parse_trust(raw: object) -> Trust:
     if not isinstance(masquerade, bool):
         raise ValueError(f"trust.masquerade: {masquerade!r} is not true or false")
     relay = parse_relay(raw.get("relay"), str(site))
+    cloud = raw.get("cloud")
+    if cloud is not None and cloud not in CLOUDS:
+        raise ValueError(f"trust.cloud: {cloud!r} is not one of {', '.join(CLOUDS)}")
     return Trust(str(raw["signing_key"]), scope, str(site), tuple(str(c) for c in own), str(overlay),
-                 address, masquerade, relay)  # fmt: skip
+                 address, masquerade, relay, cloud)  # fmt: skip
 
 
 def overlay_problem(network: IPv4Network) -> str | None:
@@ -228,9 +237,31 @@ def _peer_problem(plan: InterfacePlan, trust: Trust, index: int, spans: list[tup
     for endpoint in (peer.endpoint, peer.fallback_endpoint):
         if endpoint is not None:
             ip = IPv4Address(endpoint.rpartition(":")[0])
-            problem = host_problem(ip) or (f"{ip} is inside the overlay" if ip in overlay else None)
+            problem = (
+                host_problem(ip) or (f"{ip} is inside the overlay" if ip in overlay else None) or owned(ip, plan, trust)
+            )
             if problem:
                 return f"{what}: endpoint {problem}"
+    return None
+
+
+def owned(ip: IPv4Address, plan: InterfacePlan, trust: Trust) -> str | None:
+    """Why `ip` belongs to this site, so that it can never be a peer's endpoint (a tunnel to itself, or into its own
+    networks), or None: its public address (the document's public_ip) or an address of its own ranges (agent.json)."""
+    if plan.public_ip is not None and ip == IPv4Address(plan.public_ip):
+        return f"{ip} is this site's own public address"
+    mine = next((c for c in trust.cidrs if ip in IPv4Network(c)), None)
+    return None if mine is None else f"{ip} is in this site's own {mine}"
+
+
+def endpoint_clash(plan: InterfacePlan) -> str | None:
+    """Two peers with one endpoint address (each site has its own: wg_mesh.config.addressing.mesh_problems), or None."""
+    seen: dict[str, str] = {}
+    for peer in plan.peers:
+        for endpoint in {e.rpartition(":")[0] for e in (peer.endpoint, peer.fallback_endpoint) if e is not None}:
+            if endpoint in seen:
+                return f"peer {peer.name}: endpoint {endpoint} is also peer {seen[endpoint]}'s"
+            seen[endpoint] = peer.name
     return None
 
 
@@ -255,6 +286,16 @@ def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
         return f"interface.address: {plan.address} is not this site's configured {trust.address}"
     if plan.masquerade and not trust.masquerade:
         return "interface.masquerade: on, and this site's agent.json does not allow it"
+    if plan.public_ip is not None:
+        ip = IPv4Address(plan.public_ip)
+        problem = host_problem(ip) or (f"{ip} is inside the overlay" if ip in overlay else None)
+        if problem:
+            return f"interface.public_ip: {problem}"
+    if plan.listen_sources and trust.cloud in ("aws", "gcp"):
+        return (
+            f"interface.listen_sources: a {trust.cloud} gateway (agent.json) has no host filter on its WireGuard port "
+            "(its cloud firewall admits its peers; a filter would cut it off the mesh)"
+        )
     for source in plan.listen_sources:
         # a peer's /32, or a dynamic peer's endpoint_ranges (issue 24): never shorter than MIN_PREFIX, never reserved
         # space (an ACCEPT on the WireGuard port only: WireGuard answers nothing to an unauthenticated packet)
@@ -274,4 +315,7 @@ def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
     clash = _first_overlap(spans)
     if clash:
         return f"AllowedIPs are not disjoint: {clash}"
+    clash = endpoint_clash(plan)
+    if clash:
+        return clash
     return ranges_problem(plan, trust.forwards, trust.cidrs)

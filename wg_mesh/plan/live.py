@@ -101,6 +101,7 @@ def trust(
         "overlay": str(cfg.overlay_cidr),
         "address": f"{site.overlay_ip}/{cfg.overlay_cidr.prefixlen}",
         "masquerade": cfg.masquerades(site),
+        "cloud": site.cloud,  # what the site is: a cloud gateway never gets a host filter (listen_sources)
     }
     pinned = relay.trust_relay(cfg, site.name)  # a relayed site's relay and partners (its config, not a peer's key)
     return out if pinned is None else {**out, "relay": pinned}
