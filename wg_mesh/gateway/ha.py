@@ -44,7 +44,7 @@ CLAIM_REASONS = ("initial", "lease_expired", "released", "unhealthy")  # wgmesh_
 
 @dataclass(frozen=True)
 class HaConfig:
-    """agent.json's `ha` object (wg_mesh.gateway.agent.load_config); /work/wt/HA.md is the contract."""
+    """agent.json's `ha` object (wg_mesh.gateway.agentconfig.load_config); /work/wt/HA.md is the contract."""
 
     cloud: str
     gateway: str
