@@ -34,6 +34,7 @@ from .document import UNSAFE, Document, is_key
 from .files import atomic_write, read_text
 from .hostplan import KernelRoute, Managed, rule_commands
 from .mapping import MAPPING_PATH, Relay, peer_mapping
+from .trust import own_key_problem
 from .wgconf import INTERFACE, WG_CONF_PATH, parse_wg_quick_conf, wg_quick_conf
 
 __all__ = ["Applier", "ApplyError", "Paths", "Result", "atomic_write", "read_text", "redact", "run_command"]
@@ -101,17 +102,6 @@ class Paths:
         return cls(*(os.path.join(root, getattr(default, name).lstrip("/")) for name in names))
 
 
-def refuse_own_key_as_peer(doc: Document, own: set[str] | frozenset[str]) -> None:
-    """ApplyError (reason `unsafe`, before any change) when a peer of `doc` has one of this gateway's own public keys:
-    the one wg0 runs or wg0.conf holds, or one it announced (issue 33 item 3). The document's own public_key is
-    refused as a peer's already (wg_mesh.gateway.document.decode); these are the ones only the gateway knows: during
-    its own key rotation a document giving a peer the running key would switch the new private key in at once and
-    let whoever holds the rotated-away key in as that peer."""
-    for peer in doc.plan.peers:
-        if peer.public_key in own:
-            raise ApplyError(UNSAFE, f"peer {peer.name} has this gateway's own public key (running or announced)")
-
-
 def desired_routes(doc: Document) -> set[str]:
     """The AllowedIPs that wg-quick would route: those not already covered by the interface's own prefix."""
     own = ipaddress.IPv4Interface(doc.plan.address).network
@@ -155,6 +145,7 @@ class Applier:
         self.rollbacks = dict.fromkeys(STEPS, 0)
         self.rollback_failures, self.half_applied = 0, False
         self.relay: Relay | None = None  # a relayed site's pinned relay (agent.json): the mapping's relayed entries
+        self.announced: frozenset[str] = frozenset()  # own public keys announced beyond the document's (rotation.py)
 
     def metric_lines(self, label: str) -> list[str]:
         values = {
@@ -178,30 +169,25 @@ class Applier:
     def public_key(self, private_key: str) -> str:
         return self._must(["wg", "pubkey"], private_key + "\n").stdout.strip()
 
-    def conf_public_key(self, old_conf: str | None) -> str | None:
-        """The public key of wg0.conf's private key (what this gateway runs, and boots with), None without one."""
-        if not old_conf:
-            return None
+    def conf_key(self, conf: str | None) -> tuple[str, str] | None:
+        """wg0.conf's private key and its public key (what this gateway runs and boots with); None without one."""
         try:
-            sections = parse_wg_quick_conf(old_conf)
+            key = dict(parse_wg_quick_conf(conf or "")).get("Interface", {}).get("PrivateKey", [""])[0]
         except ValueError:
             return None
-        current = dict(sections).get("Interface", {}).get("PrivateKey", [""])[0]
-        return self.public_key(current) if is_key(current) else None
+        return (key, self.public_key(key)) if is_key(key) else None
 
-    def own_keys(self) -> frozenset[str]:
-        """Public keys this gateway has announced as its own beyond the document's (RotatingApplier: a pending own
-        key switch's): never a peer's."""
-        return frozenset()
+    def refuse_own_keys(self, doc: Document, *own: str | None) -> None:
+        """ApplyError (unsafe, before any change) when a peer has a public key of ours: `own`, `announced`."""
+        problem = own_key_problem(doc.plan, {k for k in (*own, *self.announced) if k})
+        if problem:
+            raise ApplyError(UNSAFE, problem)
 
-    def private_key(
-        self, doc: Document, old_conf: str | None, running: str | None, fetch_key: Callable[[], str]
-    ) -> str:
-        """The key of wg0.conf (`running`: its public key) while it still matches the document's public key; after a
-        rotation (or on the first run) the store's, which must match: otherwise the store is behind the document
-        (reason `key`)."""
-        if old_conf and running == doc.public_key:
-            return str(dict(parse_wg_quick_conf(old_conf))["Interface"]["PrivateKey"][0])
+    def private_key(self, doc: Document, running: tuple[str, str] | None, fetch_key: Callable[[], str]) -> str:
+        """wg0.conf's key (`running`) while it matches the document's public key; after a rotation (or on the first
+        run) the store's, which must match: otherwise the store is behind the document (reason `key`)."""
+        if running and running[1] == doc.public_key:
+            return running[0]
         key = fetch_key().strip()
         if not is_key(key):
             raise ApplyError(KEY_REASON, "the private key from the store is not a WireGuard key")
@@ -229,9 +215,9 @@ class Applier:
         saved = tuple(self._read(p, m) for p, m in ((self.paths.wg_conf, 0o600), (self.paths.mapping, 0o644)))
         record = self._read(self.paths.applied, 0o600)
         old_conf = None if saved[0].data is None else saved[0].data.decode("utf-8", errors="replace")
-        running = self.conf_public_key(old_conf)
-        refuse_own_key_as_peer(doc, {k for k in (running, *self.own_keys()) if k})
-        key = self.private_key(doc, old_conf, running, fetch_key)
+        running = self.conf_key(old_conf)
+        self.refuse_own_keys(doc, running[1] if running else None)
+        key = self.private_key(doc, running, fetch_key)
         conf = wg_quick_conf(doc.plan, key, self.role)
         link = self.run(["ip", "-o", "link", "show", "dev", self.interface], None)
         if link.returncode != 0 and "does not exist" not in link.stderr:
@@ -318,7 +304,7 @@ class Applier:
             running = txn.parse_dump(must(["wg", "show", iface, "dump"]).stdout)
         except ValueError as exc:
             raise ApplyError(APPLY_REASON, f"`wg show {iface} dump`: {exc}") from None
-        refuse_own_key_as_peer(doc, {running.public_key})  # what wg0 runs, whatever wg0.conf says
+        self.refuse_own_keys(doc, running.public_key)  # what wg0 runs, whatever wg0.conf says
         addresses = txn.addresses(must(["ip", "-4", "-o", "address", "show", "dev", iface]).stdout)
         routes = hostplan.parse_routes(must(txn.ROUTES_ARGV).stdout)
         mtu = txn.link_mtu(link)

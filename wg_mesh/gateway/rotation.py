@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from .apply import Applier, ApplyError, Paths, Runner, read_text, refuse_own_key_as_peer
+from .apply import Applier, ApplyError, Paths, Runner, read_text
 from .document import Document, is_key
 from .ha_kick import stale_peers
 from .sources import FetchError
@@ -185,13 +185,9 @@ class RotatingApplier(Applier):
 
     def own_keys(self) -> frozenset[str]:
         """The new public key of a pending own switch, and the one whose private key is prefetched: this gateway's
-        from key_at, never a peer's (Applier.apply refuses a document that gives one to a peer)."""
+        from key_at, never a peer's (Applier.refuse_own_keys)."""
         pending = {s.new for s in self.pending if s.name == OWN}
         return frozenset(pending | ({self.next_public} if self.next_public else set()))
-
-    def running_key(self) -> str | None:
-        """The public key of wg0.conf's private key (None: none yet)."""
-        return self.conf_public_key(read_text(self.paths.wg_conf))
 
     def held(self, doc: Document, now: float) -> Held:
         if not announced(doc, now):
@@ -214,7 +210,9 @@ class RotatingApplier(Applier):
                     self.log(f"key switch failed, the document is applied as it is: {exc}")
             held = self.held(doc, self.clock())
             # the document as it will run once every held key has switched: no peer may then carry a key of ours
-            refuse_own_key_as_peer(doc, {p for p in (self.running_key(), *self.own_keys()) if p})
+            self.announced = self.own_keys()
+            running = self.conf_key(read_text(self.paths.wg_conf))
+            self.refuse_own_keys(doc, running[1] if running else None)
             changes += super().apply(held.doc, fetch_key)
             self.latest = (doc, fetch_key)
             if held.switches != self.pending:

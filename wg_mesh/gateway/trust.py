@@ -254,6 +254,15 @@ def owned(ip: IPv4Address, plan: InterfacePlan, trust: Trust) -> str | None:
     return None if mine is None else f"{ip} is in this site's own {mine}"
 
 
+def own_key_problem(plan: InterfacePlan, own: set[str]) -> str | None:
+    """A peer with one of this gateway's own public keys (`own`: the one wg0 runs or wg0.conf holds, one it announced:
+    only the gateway knows them; the document's own public_key is refused as a peer's by document.decode), or None.
+    During an own key rotation such a document would switch the new private key in at once and let whoever holds the
+    rotated-away key in as that peer (issue 33 item 3)."""
+    hit = next((p.name for p in plan.peers if p.public_key in own), None)
+    return None if hit is None else f"peer {hit} has this gateway's own public key (running or announced)"
+
+
 def endpoint_clash(plan: InterfacePlan) -> str | None:
     """Two peers with one endpoint address (each site has its own: wg_mesh.config.addressing.mesh_problems), or None."""
     seen: dict[str, str] = {}
