@@ -24,8 +24,6 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
-import re
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -34,13 +32,12 @@ from .document import UNSAFE, Document, is_key
 from .files import atomic_write, read_text
 from .hostplan import KernelRoute, Managed, rule_commands
 from .mapping import MAPPING_PATH, Relay, peer_mapping
+from .runner import Result, Runner, redact, run_command
 from .trust import own_key_problem
 from .wgconf import INTERFACE, WG_CONF_PATH, parse_wg_quick_conf, wg_quick_conf
 
-__all__ = ["Applier", "ApplyError", "Paths", "Result", "atomic_write", "read_text", "redact", "run_command"]
+__all__ = ["Applier", "ApplyError", "Paths", "Result", "Runner", "atomic_write", "read_text", "redact", "run_command"]
 KEY_REASON, APPLY_REASON = "key", "apply"  # refusals beyond the document's own (document.REASONS)
-COMMAND_TIMEOUT_S = 30.0
-_KEYLIKE = re.compile(r"[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=")
 WG_QUICK_ONLY = ("Address", "DNS", "MTU", "Table", "PreUp", "PostUp", "PreDown", "PostDown", "SaveConfig")
 STEPS = ("wg0.conf", "peers", "mtu", "address", "routes", "rules", "endpoint_routes", "route_mtus", "mapping", "record")
 METRICS: dict[str, tuple[str, str]] = {
@@ -48,34 +45,6 @@ METRICS: dict[str, tuple[str, str]] = {
     "wgmesh_agent_rollback_failures_total": ("counter", "Rollbacks that could not restore every part of the host."),
     "wgmesh_agent_half_applied": ("gauge", "1 after a failed rollback, until an apply succeeds."),
 }
-
-
-def redact(text: str) -> str:
-    """Anything shaped like a WireGuard key (wg(8) quotes a line it cannot parse, key included)."""
-    return _KEYLIKE.sub("(key redacted)", text)
-
-
-@dataclass(frozen=True)
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Runner = Callable[[Sequence[str], "str | None"], Result]  # argv, stdin
-
-
-def run_command(argv: Sequence[str], stdin: str | None = None) -> Result:
-    """The real runner: sbin on PATH, C locale, a timeout; a missing tool or a hang is a failed command."""
-    env = dict(os.environ, LC_ALL="C")
-    env["PATH"] = "/usr/local/sbin:/usr/sbin:/sbin:" + env.get("PATH", "/usr/bin:/bin")
-    try:
-        done = subprocess.run(
-            list(argv), input=stdin, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Result(127, "", str(exc))
-    return Result(done.returncode, done.stdout, done.stderr)
 
 
 class ApplyError(RuntimeError):

@@ -44,7 +44,7 @@ PACKAGE = bootstrap.PACKAGE
 MODULES = (
     "__init__.py", "wgconf.py", "relaytrust.py", "trust.py", "signed.py", "reresolve.py", "document.py", "mapping.py",
     "files.py",
-    "hostplan.py", "txn.py", "peerset.py", "apply.py", "sources.py",
+    "hostplan.py", "txn.py", "peerset.py", "runner.py", "apply.py", "sources.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
     "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "rotation.py", "agentconfig.py", "agent.py",
 )  # fmt: skip
