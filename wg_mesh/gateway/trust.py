@@ -20,10 +20,12 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from .relaytrust import (
     Relay,
     allowed_ips_allowance,
+    first_overlap,
     parse_relay,
     peer_relay_problem,
     ranges_problem,
     relay_overlay_allowance,
+    span,
 )
 from .wgconf import InterfacePlan
 
@@ -156,11 +158,7 @@ def address_problem(address: str, overlay: IPv4Network) -> str | None:
     return None
 
 
-def _span(network: IPv4Network) -> tuple[int, int]:
-    return int(network.network_address), int(network.broadcast_address)
-
-
-_FORBIDDEN_SPANS = tuple((_span(f), f) for f in FORBIDDEN)
+_FORBIDDEN_SPANS = tuple((span(f), f) for f in FORBIDDEN)
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -172,12 +170,12 @@ def prefix_problem(network: IPv4Network, trust: Trust) -> str | None:
     this gateway), or None."""
     if network.prefixlen < MIN_PREFIX:
         return f"{network} is shorter than /{MIN_PREFIX} (a default route or a large part of one)"
-    span = _span(network)
+    wanted = span(network)
     for reserved_span, reserved in _FORBIDDEN_SPANS:
-        if _overlap(span, reserved_span):
+        if _overlap(wanted, reserved_span):
             return f"{network} overlaps {reserved} (reserved)"
     for own in trust.cidrs:
-        if _overlap(span, _span(IPv4Network(own))):
+        if _overlap(wanted, span(IPv4Network(own))):
             return f"{network} overlaps the site's own {own}"
     return None
 
@@ -229,7 +227,7 @@ def _peer_problem(plan: InterfacePlan, trust: Trust, index: int, spans: list[tup
             problem = prefix_problem(network, trust)
             if problem:
                 return f"{what}: {problem}"
-        spans.append((*_span(network), f"{peer.name}'s {network}"))
+        spans.append((*span(network), f"{peer.name}'s {network}"))
     allowance = relay_overlay_allowance(plan, trust.relay, index)
     if in_overlay > allowance:
         own = "only its own /32" if allowance == 1 else "its own /32 and its relayed partners' (agent.json)"
@@ -274,17 +272,6 @@ def endpoint_clash(plan: InterfacePlan) -> str | None:
     return None
 
 
-def _first_overlap(spans: list[tuple[int, int, str]]) -> str | None:
-    """Two prefixes overlap iff one contains the other: sorted by start, each must begin after all before it end."""
-    end, last = -1, ""
-    for low, high, what in sorted(spans):
-        if low <= end:
-            return f"{what} overlaps {last}"
-        if high > end:
-            end, last = high, what
-    return None
-
-
 def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
     """The first invariant a (verified, well-formed) document breaks, or None: what no signature can override."""
     overlay = IPv4Network(trust.overlay)
@@ -321,7 +308,7 @@ def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
         problem = _peer_problem(plan, trust, index, spans)
         if problem:
             return problem
-    clash = _first_overlap(spans)
+    clash = first_overlap(spans)
     if clash:
         return f"AllowedIPs are not disjoint: {clash}"
     clash = endpoint_clash(plan)
