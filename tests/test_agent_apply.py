@@ -26,7 +26,7 @@ from wg_mesh.gateway.wgconf import InterfacePlan, Peer
 COMMANDS = {"ip", "wg", "iptables", "iptables-restore", "sysctl"}  # all the agent may run (no shell, no wg-quick)
 # What these documents need from agent.json: masquerade allowed, no pinned overlay address and a static site's host
 # filter, so that one document can change every part of the host the agent manages (a pinned address is checked in
-# tests/test_document_hostile.py, a cloud gateway's refusal of a host filter in tests/test_site_invariants.py)
+# tests/test_document_hostile.py, a cloud gateway's refusal of a host filter in tests/hostile_documents.py)
 OPEN_TRUST = dataclasses.replace(TRUST, masquerade=True, address=None, cloud="static")
 
 
