@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.stats import print_rows
+
 SITE, RELAY = "office", "relay"
 OVERLAY = ipaddress.IPv4Network("100.96.0.0/16")
 SEED = bytes(range(32))
@@ -102,15 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     rows = [measure(int(n), args.ranges, args.runs) for n in args.partners.split(",")]
-    print(f"{'partners':>8} {'pinned':>7} {'json.loads':>11} {'load_config':>12} {'x json':>7} {'us/range':>9} "
-          f"{'decode':>9} {'us/range':>9}")  # fmt: skip
-    for r in rows:
-        print(f"{r['partners']:>8} {r['pinned_ranges']:>7} {r['json_loads_s'] * 1e3:>9.2f}ms "
-              f"{r['load_config_s'] * 1e3:>10.2f}ms {r['load_per_json_loads']:>7.1f} "
-              f"{r['load_us_per_pinned_range']:>9.1f} {r['decode_s'] * 1e3:>7.2f}ms "
-              f"{r['decode_us_per_pinned_range']:>9.1f}")  # fmt: skip
-    for r in rows:
-        print(json.dumps(r))
+    columns = [("partners", "partners", ""), ("pinned", "pinned_ranges", ""), ("json.loads s", "json_loads_s", ".5f"),
+               ("load_config s", "load_config_s", ".4f"), ("x json", "load_per_json_loads", ".0f"),
+               ("us/range", "load_us_per_pinned_range", ".1f"), ("decode s", "decode_s", ".4f"),
+               ("us/range", "decode_us_per_pinned_range", ".1f")]  # fmt: skip
+    print_rows(rows, columns)
     return 0
 
 
