@@ -70,7 +70,7 @@ def live_sizes() -> dict[str, int]:
 def main() -> None:
     for kind, size in package_sizes().items():
         print(f"agent package, {kind} source: {size} bytes gzip'd")
-    print(f"AWS boot part (bootstrap, sources, source_aws): {boot_size()} bytes gzip'd")
+    print(f"AWS boot part (bootstrap, files, sources, source_aws): {boot_size()} bytes gzip'd")
     limit = bootstrap.VALUE_LIMIT
     print(f"AWS agent bundle secret: {len(userdata.aws_agent_bundle_bytes())} bytes, a SecretBinary (limit {limit})")
     for codec, size in codec_sizes().items():

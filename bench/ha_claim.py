@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import base64
 import ipaddress
-import json
 import statistics
 import time
 from typing import Any
 
 from bench.motolocal import moto_server
+from bench.stats import print_rows
 
 REGION = "us-east-1"
 
@@ -90,14 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with moto_server(as_default=True) as url:
         results = [measure(url, n, args.runs) for n in args.routes]
-    print(
-        f"{'routes':>6} {'poll ms':>8} {'claim ms':>9} {'reconcile ms':>13} {'claim/poll':>10} {'reconcile/poll':>14}"
-    )
-    for r in results:
-        print(f"{r['routes']:>6} {r['poll_ms']:>8} {r['claim_ms']:>9} {r['reconcile_ms']:>13} "
-              f"{r['claim_in_polls']:>10} {r['reconcile_in_polls']:>14}")  # fmt: skip
-    for r in results:
-        print(json.dumps(r))
+    columns = [("routes", "routes", ""), ("poll ms", "poll_ms", ""), ("claim ms", "claim_ms", ""),
+               ("reconcile ms", "reconcile_ms", ""), ("claim/poll", "claim_in_polls", ""),
+               ("reconcile/poll", "reconcile_in_polls", "")]  # fmt: skip
+    print_rows(results, columns)
     return 0
 
 

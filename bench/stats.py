@@ -1,12 +1,14 @@
-"""Small, pure statistics and /proc readers shared by the benchmarks."""
+"""Small, pure statistics and /proc readers shared by the benchmarks, and their common printout (`print_rows`)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -102,3 +104,15 @@ def cpu_usage(
                 ticks += sum(after.processes[pid]) - sum(before.processes[pid])
         usage[group] = round(cores(ticks, seconds), 3)
     return usage
+
+
+def print_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]]) -> None:
+    """A benchmark's printout: a right-aligned table of `rows` (each column: header, key, format spec), then each row
+    as one JSON line (what scripts and docs read)."""
+    cells = [[format(row[key], spec) for _, key, spec in columns] for row in rows]
+    widths = [max([len(header)] + [len(line[i]) for line in cells]) for i, (header, _, _) in enumerate(columns)]
+    print(" ".join(header.rjust(width) for (header, _, _), width in zip(columns, widths, strict=True)))
+    for line in cells:
+        print(" ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)))
+    for row in rows:
+        print(json.dumps(row))

@@ -91,6 +91,7 @@ TRUST = Trust(
     overlay="10.200.0.0/24",
     address="10.200.0.1/24",
     masquerade=False,
+    cloud="aws",
 )
 TRUST_JSON = dataclasses.asdict(TRUST) | {"cidrs": list(TRUST.cidrs)}  # agent.json's `trust` object
 _serials = itertools.count(1_700_000_000)  # every document a test makes is newer than the one before

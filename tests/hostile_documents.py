@@ -104,6 +104,13 @@ def _iface(body: dict[str, Any], **fields: object) -> None:
     body["interface"].update(fields)
 
 
+def own_key_as_peer(sign: Sign, new_public_key: str, key_at: int | None) -> str:
+    """Issue 33 item 3: a document announcing the site's new key (for `key_at`; None: at once) that gives peer 0 the
+    running key (PUBLIC_KEY). `decode` cannot see it (it does not know the running key): the apply refuses it."""
+    return _edit(sign, lambda b: (b.update(public_key=new_public_key, **({} if key_at is None else {"key_at": key_at})),
+                                  _peer(b, public_key=PUBLIC_KEY)))  # fmt: skip
+
+
 def _envelope(sign: Sign, change: Callable[[dict[str, Any]], object]) -> str:
     raw = json.loads(_edit(sign, lambda b: None))
     change(raw)
@@ -225,7 +232,29 @@ def _prefixes(sign: Sign) -> list[Case]:
         cases.append(Case(f"endpoint {endpoint}", u, _edit(sign, lambda b, e=endpoint: _peer(b, endpoint=e))))
     cases.append(Case("fallback endpoint 169.254.169.254:80", u,
                       _edit(sign, lambda b: _peer(b, fallback_endpoint="169.254.169.254:80"))))  # fmt: skip
-    return cases
+    return cases + _own(sign)
+
+
+def _own(sign: Sign) -> list[Case]:
+    """Issue 33 item 6: what a cloud gateway is (no host filter) and what an endpoint can never be: this site's own
+    public address (the document's public_ip), an address of its own ranges (agent.json), another peer's."""
+    u, own = d.UNSAFE, base_body()["interface"]["public_ip"]
+    first = _peers(base_body())[0]["endpoint"]
+    return [
+        Case("listen source a peer's /32 on a cloud gateway", u,
+             _edit(sign, lambda b: _iface(b, listen_sources=["198.51.100.2/32"]))),
+        Case("endpoint this site's own public address", u, _edit(sign, lambda b: _peer(b, endpoint=f"{own}:51820"))),
+        Case("endpoint this site's own public address, another port", u,
+             _edit(sign, lambda b: _peer(b, endpoint=f"{own}:443"))),
+        Case("endpoint in this site's own range", u, _edit(sign, lambda b: _peer(b, endpoint="10.10.0.5:51820"))),
+        Case("fallback endpoint in this site's own range", u,
+             _edit(sign, lambda b: _peer(b, fallback_endpoint="10.10.7.7:51820"))),
+        Case("endpoint another peer's", u, _edit(sign, lambda b: _peer(b, 1, endpoint=first))),
+        Case("fallback endpoint another peer's endpoint", u,
+             _edit(sign, lambda b: _peer(b, 1, fallback_endpoint=first))),
+        Case("public_ip in the overlay", u, _edit(sign, lambda b: _iface(b, public_ip="10.200.0.5"))),
+        Case("public_ip 127.0.0.1", u, _edit(sign, lambda b: _iface(b, public_ip="127.0.0.1"))),
+    ]  # fmt: skip
 
 
 def _values(sign: Sign) -> list[Case]:
@@ -309,6 +338,9 @@ def _values(sign: Sign) -> list[Case]:
             _edit(sign, lambda b: None, serial=SERIAL + d.MAX_SERIAL_JUMP + 1),
         ),
         Case("not_after a string", v, _edit(sign, lambda b: b.update(not_after=str(int(time.time()) + 86400)))),
+        Case("public_ip with a prefix length", v, _edit(sign, lambda b: _iface(b, public_ip="198.51.100.1/32"))),
+        Case("public_ip null", v, _edit(sign, lambda b: _iface(b, public_ip=None))),
+        Case("public_ip with a leading zero", v, _edit(sign, lambda b: _iface(b, public_ip="198.51.100.01"))),
         Case("serial zero", v, _edit(sign, lambda b: None, serial=0)),
         Case("serial a string", v, _edit(sign, lambda b: b.update(serial=str(SERIAL + 1)))),
         Case(

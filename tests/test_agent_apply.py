@@ -24,9 +24,10 @@ from wg_mesh.gateway.apply import Paths, Result
 from wg_mesh.gateway.wgconf import InterfacePlan, Peer
 
 COMMANDS = {"ip", "wg", "iptables", "iptables-restore", "sysctl"}  # all the agent may run (no shell, no wg-quick)
-# What these documents need from agent.json: masquerade allowed, and no pinned overlay address, so that one document
-# can change every part of the host the agent manages (a pinned address is checked in tests/test_document_hostile.py)
-OPEN_TRUST = dataclasses.replace(TRUST, masquerade=True, address=None)
+# What these documents need from agent.json: masquerade allowed, no pinned overlay address and a static site's host
+# filter, so that one document can change every part of the host the agent manages (a pinned address is checked in
+# tests/test_document_hostile.py, a cloud gateway's refusal of a host filter in tests/hostile_documents.py)
+OPEN_TRUST = dataclasses.replace(TRUST, masquerade=True, address=None, cloud="static")
 
 
 def make(store: Store, host: FakeHost, paths: Paths, logs: list[str]) -> Agent:
@@ -226,7 +227,7 @@ def test_no_key_in_the_snapshots_reprs(booted: tuple[Path, FakeHost, Keys], tmp_
     state = txn.parse_dump(host.dump())
     assert state.private_key == keys.private and keys.private not in repr(state)
     paths, _ = clone(booted, tmp_path)
-    saved = files.save(paths.wg_conf, 0o600)
+    saved = txn.save_file(paths.wg_conf, 0o600)
     assert saved.data is not None and keys.private.encode() in saved.data and keys.private not in repr(saved)
     assert keys.private in state.config()  # the rollback's `wg syncconf` input: on stdin only
 

@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import json
 import re
+import time
 from typing import Any
 
 import pytest
@@ -136,6 +137,11 @@ ON_THE_REAL_HOST = (
     "expired a second ago",
     "equal serial with other content",
     "generation damaged",
+    # issue 33 item 6
+    "listen source a peer's /32 on a cloud gateway",
+    "endpoint this site's own public address",
+    "endpoint in this site's own range",
+    "endpoint another peer's",
 )
 
 
@@ -155,6 +161,23 @@ def test_hostile_documents_leave_the_host_byte_identical(gateway: Gateway) -> No
         assert "Traceback" not in done.stderr and hostile.PRIVATE_KEY not in done.stderr, name
         assert not changes(before, host_snapshot(gw)), (name, changes(before, host_snapshot(gw)))
     assert gw.run("sh", "-c", "ls /tmp/wg-mesh-pwned", check=False).returncode != 0
+
+
+def test_own_key_rotation_never_gives_a_peer_the_running_key(gateway: Gateway) -> None:
+    """Issue 33 item 3 on the real host: the store holds the new key K2, and a signed document announces K2 for ten
+    minutes ahead (or at once) while giving a peer the running key K1. Main set K2 at once and let K1 in as that
+    peer; the agent refuses it (unsafe): wg0, its key, its files, its rules, byte-identical."""
+    gw, new = gateway, Keys()
+    booted(gw, hostile.base(sign), hostile.PRIVATE_KEY, TRUST_JSON, masquerade=False)
+    gw.write("/etc/wg-mesh/private.key", new.private + "\n", 0o600)  # the store's key: the input, like the document
+    before = host_snapshot(gw)
+    for key_at in (int(time.time()) + 600, None):
+        gw.write(ship.DOCUMENT_PATH, hostile.own_key_as_peer(sign, new.public, key_at))
+        done = gw.agent("--timeout", "0")
+        assert done.returncode == 1 and "refused (unsafe)" in done.stderr, done.stderr[-400:]
+        assert "own public key" in done.stderr and new.private not in done.stderr
+        assert not changes(before, host_snapshot(gw)), changes(before, host_snapshot(gw))
+    assert gw.run("wg", "show", "wg0", "public-key").stdout.strip() == hostile.PUBLIC_KEY
 
 
 def test_a_planted_post_down_does_not_run(gateway: Gateway) -> None:

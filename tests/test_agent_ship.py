@@ -174,7 +174,7 @@ def test_systemd_accepts_the_unit(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", SOURCES)
 def test_the_config_is_what_the_agent_reads(kind: str) -> None:
-    trust = {**TRUST_JSON, "site": "gcp-euw3"}
+    trust = {**TRUST_JSON, "site": "gcp-euw3", "cloud": {"aws": "aws", "gcp": "gcp", "file": "static"}[kind]}
     path, text, mode = ship.config_file("gcp-euw3", SOURCES[kind], 7, trust=trust)
     assert (path, mode) == ("/etc/wg-mesh/agent.json", "0644")
     config = agent.load_config(text)

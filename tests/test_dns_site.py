@@ -259,8 +259,12 @@ def test_decide_settles_the_name_against_the_roam(
     assert decide("198.51.100.7", 51820, last, endpoint, int(handshake), NOW) == expected
 
 
+HOST_ADDRESS = "192.0.2.44"  # this gateway's public address on its NIC (a static host's, the lab's)
+
+
 class FakeWg:
-    """`wg show wg0 dump` and `wg set`: the peers' endpoints, changed only by `wg set`."""
+    """`wg show wg0 dump` and `wg set`: the peers' endpoints, changed only by `wg set`; `ip -4 -o address show`: the
+    host's addresses."""
 
     def __init__(self, peers: dict[str, tuple[str, int]]) -> None:
         self.peers = dict(peers)  # key -> (endpoint or "(none)", handshake)
@@ -268,6 +272,11 @@ class FakeWg:
 
     def __call__(self, argv: Sequence[str]) -> tuple[int, str]:
         self.calls.append(list(argv))
+        if list(argv) == ["ip", "-4", "-o", "address", "show"]:
+            return 0, (
+                "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
+                f"2: eth0    inet {HOST_ADDRESS}/24 brd 192.0.2.255 scope global eth0\\       valid_lft forever\n"
+            )
         if list(argv[:3]) == ["wg", "show", "wg0"]:
             lines = ["(private)\t(public)\t51820\toff"]
             lines += [
@@ -284,11 +293,18 @@ class FakeWg:
 
 
 TARGET = Target("office", KEY, NAME, 51820, 30)
+OWN_PUBLIC, OWN_RANGE_ADDRESS, CONFIGURED = "198.51.100.1", "203.0.114.9", "198.51.100.3"  # (what the plan says)
 
 
 def fresh(lookup: Any, peers: dict[str, tuple[str, int]] | None = None) -> tuple[Reresolver, FakeWg]:
     wg = FakeWg(peers or {KEY: ("(none)", 0), OTHER: ("203.0.113.10:51820", int(NOW))})
-    return Reresolver("wg0", wg, lookup, timeout_s=2.0), wg
+    rr = Reresolver("wg0", wg, lookup, timeout_s=2.0)
+    # what the running document and agent.json say (reresolve.taken_by): a public range of the site's own, and a peer
+    # whose configured endpoint is not up in wg0 yet
+    rr.taken = reresolve.own_addresses(OWN_PUBLIC, ["203.0.114.0/24"]) | reresolve.peer_endpoints(
+        {"planned": f"{CONFIGURED}:51820"}, ""
+    )
+    return rr, wg
 
 
 def test_a_new_peer_gets_the_answer_and_only_its_own_endpoint_is_set() -> None:
@@ -329,12 +345,18 @@ HOSTILE_ANSWERS = {
     "many answers": answers(*(f"198.51.100.{i}" for i in range(1, 40))),
     "not an address": answers("evil\n[Interface]"),
     "inside a peer's AllowedIPs": answers("10.50.0.9"),
+    # issue 33 item 6: never this gateway's own address, another peer's, or an address the site owns
+    "another peer's endpoint": answers("203.0.113.10"),
+    "an address of this host": answers(HOST_ADDRESS),
+    "this site's own public address": answers(OWN_PUBLIC),
+    "in this site's own range": answers(OWN_RANGE_ADDRESS),
+    "another peer's configured endpoint": answers(CONFIGURED),
 }
 
 
 @pytest.mark.parametrize("lookup", HOSTILE_ANSWERS.values(), ids=HOSTILE_ANSWERS.keys())
 def test_a_hostile_or_failed_answer_keeps_the_endpoint_and_is_counted(lookup: Any) -> None:
-    rr, wg = fresh(lookup, {KEY: ("198.51.100.7:51820", int(NOW))})
+    rr, wg = fresh(lookup, {KEY: ("198.51.100.7:51820", int(NOW)), OTHER: ("203.0.113.10:51820", int(NOW))})
     before = dict(wg.peers)
     (line,) = rr.tick([TARGET], NOW)
     assert line.startswith("office: ") and line.endswith("; its endpoint stays")
@@ -400,7 +422,7 @@ def test_the_agents_watch_sets_endpoints_in_the_active_role_only(
     applier = type("Applier", (), {"role": "standby", "run": lambda self, argv, stdin: Result(*wg(argv))})()
     agent = type("Agent", (), {})()
     agent.applier, agent.plan, agent.apply_lock, agent.logs = applier, plan, threading.Lock(), []
-    agent.config = type("Config", (), {"interface": "wg0"})()
+    agent.config = type("Config", (), {"interface": "wg0", "trust": TRUST})()
     agent.paths = type("Paths", (), {"path_metrics": str(tmp_path / "wg_mesh_path.prom")})()
     agent.log = agent.logs.append
     monkeypatch.setattr(reresolve.socket, "getaddrinfo", answers("198.51.100.7"))
@@ -438,9 +460,11 @@ def test_the_user_data_of_its_peers_ships_the_script_its_peers_file_and_timer() 
     cfg = parse_mesh(dns_mesh() | {"reresolve_seconds": 7})
     doc = _user_data(cfg, "aws-use1")
     files = {f["path"]: f["content"] for f in doc["write_files"]}
-    assert files[reresolveunit.SCRIPT_PATH] == ship.compact(ship.module_source("reresolve.py"))
-    interface, targets = reresolve.load_peers(files[reresolveunit.CONFIG_PATH])
+    assert files[reresolveunit.SCRIPT_PATH] == reresolveunit.script_source()  # files.py inlined (ship.standalone)
+    interface, targets, taken = reresolve.load_peers(files[reresolveunit.CONFIG_PATH])
     assert interface == "wg0" and targets == [Target("office", fake_public_key("office"), NAME, 51820, 7)]
+    own = interface_plan(cfg, "aws-use1", directory(cfg)).public_ip
+    assert taken == reresolve.own_addresses(own, [str(c) for c in cfg.site("aws-use1").cidrs]) and own is not None
     assert "OnUnitActiveSec=7s" in files[reresolveunit.TIMER_PATH]
     assert (
         f"ExecStart=/usr/bin/python3 {reresolveunit.SCRIPT_PATH} /etc/wg-mesh/reresolve.json"

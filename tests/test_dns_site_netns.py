@@ -24,9 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from wg_mesh.gateway import ship
 from wg_mesh.lab.fabric.resolver import DNS_SERVER  # the lab's DNS server, bound to loopback here
-from wg_mesh.plan import wgkey
+from wg_mesh.plan import reresolveunit, wgkey
 
 pytestmark = [
     pytest.mark.integration,
@@ -39,6 +38,7 @@ pytestmark = [
 INTERVAL = 2.0  # the timer's period here (reresolve_seconds: 2, the config's minimum)
 NAME = "site.wg-mesh-dns.test"
 OLD, NEW, GW = "203.0.113.2", "203.0.113.3", "203.0.113.1"
+OWN_PUBLIC, OTHER_PEER = "203.0.113.50", "203.0.113.77"  # the site's public address (peers.json), another peer's
 PORT = 51820
 ENV = {"PATH": "/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 
@@ -81,12 +81,16 @@ class Pair:
         ns(self.gw, "wg", "set", self.wg_gw, "peer", public["site"], "allowed-ips", "10.99.0.2/32",
            "persistent-keepalive", "1")  # fmt: skip
         ns(self.site, "wg", "set", self.wg_site, "peer", public["gw"], "allowed-ips", "10.99.0.1/32")
+        other = wgkey.public_key(wgkey.generate_private_key())  # another peer of the gateway, at its endpoint
+        ns(self.gw, "wg", "set", self.wg_gw, "peer", other, "allowed-ips", "10.99.0.3/32", "endpoint",
+           f"{OTHER_PEER}:{PORT}")  # fmt: skip
         self.point([OLD])
         self.spawn(self.gw, "/usr/bin/python3", "-c", DNS_SERVER, str(self.zone), "127.0.0.1")
         (self.tmp / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
         peers = [{"name": "site", "public_key": public["site"], "endpoint_name": f"{NAME}:{PORT}", "reresolve_s": 2}]
-        (self.tmp / "peers.json").write_text(json.dumps({"interface": self.wg_gw, "peers": peers}))
-        (self.tmp / "reresolve").write_text(ship.compact(ship.module_source("reresolve.py")))
+        own = {f"{OWN_PUBLIC}/32": "this site's own public address"}  # reresolveunit.peers_file writes it
+        (self.tmp / "peers.json").write_text(json.dumps({"interface": self.wg_gw, "peers": peers, "own": own}))
+        (self.tmp / "reresolve").write_text(reresolveunit.script_source())
 
     def spawn(self, netns: str, *argv: str) -> None:
         proc = subprocess.Popen(["ip", "netns", "exec", netns, *argv], stdin=subprocess.DEVNULL,
@@ -112,8 +116,10 @@ class Pair:
         return done.stderr
 
     def endpoint(self) -> str:
+        """The DNS-named peer's endpoint on the gateway's wg."""
         out = ns(self.gw, "wg", "show", self.wg_gw, "endpoints").stdout
-        return out.split("\t", 1)[1].strip()
+        site = wgkey.public_key(self.keys["site"])
+        return next(line.split("\t", 1)[1].strip() for line in out.splitlines() if line.startswith(site))
 
     def pings(self) -> float | None:
         """Seconds to the first reply through the tunnel (a ping every 0.2 s for up to 8 s), or None. At the first
@@ -155,7 +161,9 @@ def test_a_dns_named_peer_is_resolved_followed_and_never_misdirected(pair: Pair)
     first = pair.pings()
     assert first is not None  # the tunnel is up
 
-    for hostile in (["10.1.2.3"], [NEW, "203.0.113.9"], None, ["127.0.0.1"]):  # refused: the host does not change
+    # refused: the host does not change (the last three: issue 33 item 6, this gateway's own address on its NIC, the
+    # site's public address, another peer's endpoint)
+    for hostile in (["10.1.2.3"], [NEW, "203.0.113.9"], None, ["127.0.0.1"], [GW], [OWN_PUBLIC], [OTHER_PEER]):
         pair.point(hostile)
         log = pair.reresolve()
         assert "its endpoint stays" in log and pair.endpoint() == f"{OLD}:{PORT}", (hostile, log)

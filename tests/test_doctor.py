@@ -434,14 +434,14 @@ def test_cli_on_a_host_without_the_interface(tmp_path: Path) -> None:
 
 
 def test_doctor_runs_with_a_bare_python3(tmp_path: Path) -> None:
-    """On a gateway there is no venv: wg_mesh/__init__.py, the doctor modules, wgmetrics.py and the agent's probes
-    (wg_mesh/gateway/pmtu_probe.py) are all it needs."""
+    """On a gateway there is no venv: wg_mesh/__init__.py, the doctor modules, wgmetrics.py (with the files.py it
+    imports) and the agent's probes (wg_mesh/gateway/pmtu_probe.py) are all it needs."""
     package = tmp_path / "wg_mesh"
     package.mkdir()
     (package / "gateway" / "doctor").mkdir(parents=True)
-    for name in ("__init__.py", "gateway/__init__.py", "gateway/wgmetrics.py", "gateway/pmtu_probe.py",
-                 "gateway/doctor/__init__.py", "gateway/doctor/__main__.py", "gateway/doctor/base.py",
-                 "gateway/doctor/agent.py", "gateway/doctor/path.py", "gateway/doctor/ha.py",
+    for name in ("__init__.py", "gateway/__init__.py", "gateway/wgmetrics.py", "gateway/files.py",
+                 "gateway/pmtu_probe.py", "gateway/doctor/__init__.py", "gateway/doctor/__main__.py",
+                 "gateway/doctor/base.py", "gateway/doctor/agent.py", "gateway/doctor/path.py", "gateway/doctor/ha.py",
                  "gateway/doctor/interface.py", "gateway/doctor/roam.py"):  # fmt: skip
         shutil.copy(REPO / "wg_mesh" / name, package / name)
     result = subprocess.run(

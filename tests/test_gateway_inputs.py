@@ -14,7 +14,7 @@ from tests.test_doctor import GCP_KEY, VPS_KEY, captured, gateway, with_vps_hand
 from tests.test_metrics import prod_mapping, samples, snapshot
 from wg_mesh.gateway import doctor, wgmetrics
 from wg_mesh.gateway.doctor import FAIL, OK, CommandResult
-from wg_mesh.plan import wgkey
+from wg_mesh.plan import metrics, wgkey
 
 CAPTURED_AT = 1796205500
 
@@ -136,7 +136,7 @@ def test_metrics_collect_asks_for_ipv6_routes_only_when_needed(private_key: str)
 
 
 def test_metrics_script_on_a_gateway_with_a_non_utf8_interface(tmp_path: Path) -> None:
-    """The script end to end with fake `wg` and `ip` printing a non-UTF-8 name: it writes its file, exit 0."""
+    """The shipped script end to end with fake `wg` and `ip` printing a non-UTF-8 name: it writes its file, exit 0."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "wg").write_text("#!/bin/sh\nprintf 'wg\\377\\tpriv\\tpub\\t51820\\toff\\n'\n")
@@ -145,9 +145,10 @@ def test_metrics_script_on_a_gateway_with_a_non_utf8_interface(tmp_path: Path) -
         tool.chmod(0o755)
     mapping = tmp_path / "peers.json"
     mapping.write_text(json.dumps({"site": "a", "interface": "wg0", "peers": []}))
-    out = tmp_path / "wg_mesh.prom"
+    out, script = tmp_path / "wg_mesh.prom", tmp_path / "wg-mesh-metrics"
+    script.write_text(metrics.shipped_source())  # files.py inlined, as on a gateway
     result = subprocess.run(
-        [sys.executable, str(Path(wgmetrics.__file__)), "--mapping", str(mapping), "--out", str(out)],
+        [sys.executable, str(script), "--mapping", str(mapping), "--out", str(out)],
         capture_output=True, text=True, check=False, env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

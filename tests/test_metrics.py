@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wg_mesh.gateway import ship, wgmetrics
+from wg_mesh.gateway import wgmetrics
 from wg_mesh.plan import metrics, render, userdata, wgkey
 from wg_mesh.plan.topology import PeerAddress, interface_plan
 from wg_mesh.plan.validate import load_mesh
@@ -291,7 +291,7 @@ def test_write_atomically_replaces_and_never_leaves_a_part(tmp_path: Path, monke
     assert target.read_text() == "old 1\n"
     assert target.stat().st_mode & 0o777 == 0o644
 
-    def crash(src: str, dst: str) -> None:
+    def crash(src: str, dst: str, **dir_fds: int) -> None:
         raise OSError("disk gone")
 
     monkeypatch.setattr(os, "replace", crash)
@@ -312,10 +312,11 @@ def test_write_atomically_temp_file_is_invisible_to_node_exporter(
     names: list[str] = []
     real_replace = os.replace
 
-    def spy(src: str, dst: str) -> None:
+    def spy(src: str, dst: str, **dir_fds: int) -> None:
         names.append(Path(src).name)
-        assert Path(src).parent == Path(dst).parent  # same directory: rename(2) is atomic
-        real_replace(src, dst)
+        # one directory (a descriptor of it, names without a '/'): rename(2) is atomic
+        assert dir_fds["src_dir_fd"] == dir_fds["dst_dir_fd"] and "/" not in src + dst
+        real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(os, "replace", spy)
     wgmetrics.write_atomically(str(tmp_path / "wg_mesh.prom"), "x 1\n")
@@ -344,7 +345,7 @@ def test_main_writes_the_textfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_script_is_standalone(tmp_path: Path) -> None:
     """The installed script runs with a bare python3 (no venv, no mesh package): stdlib imports only."""
     script = tmp_path / "wg-mesh-metrics"
-    script.write_text(metrics.script_source())
+    script.write_text(metrics.shipped_source())
     result = subprocess.run(
         ["/usr/bin/python3", "-I", str(script), "--help"], capture_output=True, text=True, check=False, cwd=tmp_path
     )
@@ -413,7 +414,7 @@ def test_extras_install_node_exporter_script_mapping_and_timer() -> None:
     }
     script = files["/usr/local/sbin/wg-mesh-metrics"]
     assert script.encoding == "gz+b64"
-    assert metrics.unpack(script.content) == ship.compact((REPO / "wg_mesh" / "gateway" / "wgmetrics.py").read_text())
+    assert metrics.unpack(script.content) == metrics.shipped_source()
     assert script.permissions == "0755"
     assert all(f.owner == "root:root" for f in extras.files)
 

@@ -367,7 +367,8 @@ def test_a_failing_tick_is_logged_once_and_the_watch_goes_on() -> None:
 def test_agent_json_pmtu_settings_are_checked(fields: dict[str, object], problem: str) -> None:
     from tests.agent_fake import TRUST_JSON
 
-    base = {"site": "aws-use1", "source": {"kind": "file"}, "trust": TRUST_JSON}
+    source = {"kind": "file", "document": "/etc/wg-mesh/document.json", "private_key": "/etc/wg-mesh/private.key"}
+    base = {"site": "aws-use1", "source": source, "trust": TRUST_JSON}
     assert agent.load_config(json.dumps(base)).pmtu_seconds == agent.PMTU_SECONDS == 15
     assert agent.load_config(json.dumps({**base, "pmtu_seconds": 0, "pmtu_heal": False})).pmtu_seconds == 0
     with pytest.raises(ValueError, match=problem):

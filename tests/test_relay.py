@@ -22,7 +22,7 @@ from tests.test_program_live import agent_json, stored_document
 from tests.test_render import directory, redacted
 from wg_mesh.config import ConfigError, parse_mesh, quotas, summary
 from wg_mesh.config import relay as relaying
-from wg_mesh.gateway import document, mapping, wgmetrics
+from wg_mesh.gateway import document, mapping, relaytrust, wgmetrics
 from wg_mesh.gateway.hostplan import rule_commands
 from wg_mesh.gateway.trust import parse_trust
 from wg_mesh.gateway.wgconf import (
@@ -355,7 +355,7 @@ def test_a_relay_past_its_agents_limit_of_ranges_is_refused() -> None:
         "relay: 342 relayed sites have 1026 ranges (overlay addresses and cidrs), more than the relay's 1024: give "
         "some dynamic sites a fixed endpoint, or fewer cidrs"
     )
-    assert relaying.MAX_RELAY_RANGES == document.MAX_RELAY_RANGES
+    assert relaying.MAX_RELAY_RANGES == document.MAX_RELAY_RANGES == relaytrust.MAX_PINNED
     assert len(relay.ranges(parse_mesh(offices_mesh(341, cidrs=2)), "aws-use1")) == 1023
 
 

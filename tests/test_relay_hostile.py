@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,54 @@ def test_the_office_gateway_refuses_each_and_nothing_changes(tmp_path: Path) -> 
 
 def test_the_agents_name_rule_is_the_trusts() -> None:
     assert relaytrust.NAME.pattern == trust.NAME.pattern
+
+
+# --- linear in the pinned ranges (issue 33 item 6) ------------------------------------------------------------------
+
+CALLS_PER_RANGE = 250  # Python calls per pinned range, far above the ~115 measured: only a quadratic check breaks it
+
+
+class _Quadratic(Exception):
+    pass
+
+
+def python_calls(partners: int) -> int:
+    """Python function calls (sys.settrace's `call` events: an operation count, not a clock) to load a relayed site's
+    agent.json pinning `partners` partners of two ranges and decode a document whose relay entry carries them all
+    (bench.relay_load builds both). Stops at CALLS_PER_RANGE per range: a quadratic check fails fast."""
+    from bench.relay_load import relayed_site
+    from wg_mesh.gateway.agentconfig import load_config
+
+    text, signed = relayed_site(partners, 2)
+    budget, calls = CALLS_PER_RANGE * 2 * partners, 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > budget:
+            raise _Quadratic(f"{partners} partners: more than {budget} calls")
+
+    sys.settrace(count)
+    try:
+        config = load_config(text)
+        assert config.trust is not None
+        document.decode(signed, config.trust)
+    finally:
+        sys.settrace(None)
+    return calls
+
+
+def test_a_relays_pin_loads_and_checks_in_time_linear_in_its_ranges() -> None:
+    """256 partners cost about 8x the calls of 32 (main, 58f58f7: every range against every other at load and per
+    document, ~64x; `python -m bench.relay_load` times both: 512 partners loaded in 3.97 s and decoded in 2.55 s
+    there, 94 ms and 241 ms now)."""
+    small, large = python_calls(32), python_calls(256)
+    assert large / small < 10, (small, large)
+
+
+def test_a_pin_of_more_ranges_than_a_relay_entry_can_carry_is_refused() -> None:
+    """The config's bound (wg_mesh.config.relay.MAX_RELAY_RANGES), now agent.json's too."""
+    partners = {f"p{i}": [f"10.{i}.{k}.0/24" for k in range(61)] for i in range(17)}  # 17 x 61 = 1037 ranges
+    raw = {"site": "relay", "ranges": ["100.97.0.1/32"], "partners": partners}
+    with pytest.raises(ValueError, match=f"1037 ranges, more than {relaytrust.MAX_PINNED}"):
+        relaytrust.parse_relay(raw, "office")

@@ -14,6 +14,7 @@ before). Measured on Debian bookworm's systemd 252:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -22,8 +23,10 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from tests import shipped
-from wg_mesh.gateway import ship
+from wg_mesh.gateway import reresolve, ship
+from wg_mesh.gateway.apply import Paths
 from wg_mesh.plan import inputpolicy, metrics, rearmunit, render
+from wg_mesh.tools.stackfile import load
 
 AGENT, METRICS = ship.UNIT_NAME, f"{metrics.UNIT_NAME}.service"
 NODE_EXPORTER, WG_QUICK = metrics.NODE_EXPORTER_SERVICE, f"wg-quick@{render.INTERFACE}.service"
@@ -121,3 +124,63 @@ def test_the_agent_keeps_only_the_capabilities_it_needs() -> None:
     }
     assert caps == {AGENT: "CAP_NET_ADMIN CAP_NET_RAW", METRICS: "CAP_NET_ADMIN"}
     assert "CapabilityBoundingSet=\n" in metrics.node_exporter_drop_in()
+
+
+# --- what the agent may write (issue 33 item 4: the trust anchor out of its reach) --------------------------------
+
+
+def writable(unit: str, path: str) -> bool:
+    """Whether a service of `unit` may write `path`, as systemd.exec(5) sets its namespace up under ProtectSystem=strict
+    (required here): the whole file system read-only but for the API file systems, PrivateTmp's /tmp, the
+    StateDirectory= and ReadWritePaths= entries; ReadOnlyPaths= and ReadWritePaths= nest, the deepest entry holding
+    the path decides (src/core/namespace.c mounts them sorted by path, parents first)."""
+    lines = [line.partition("=") for line in unit.splitlines()]
+    assert ("ProtectSystem", "=", "strict") in lines
+    entries: dict[PurePosixPath, bool] = {PurePosixPath(p): True for p in ("/dev", "/proc", "/sys", "/tmp")}
+    for key, _, value in lines:
+        modes = {"ReadWritePaths": True, "ReadOnlyPaths": False, "StateDirectory": True}
+        for item in value.split() if key in modes else ():
+            entries[PurePosixPath("/var/lib", item) if key == "StateDirectory" else PurePosixPath(item.lstrip("-"))] = (
+                modes[key]
+            )
+    target = PurePosixPath(path)
+    holders = [p for p in entries if p == target or p in target.parents]
+    return bool(holders) and entries[max(holders, key=lambda p: len(p.parts))]
+
+
+def agent_writes() -> set[str]:
+    """Every path the agent writes (its Paths; the re-resolver's live textfile: tests/test_safe_files.py)."""
+    paths = Paths()
+    return {getattr(paths, f.name) for f in dataclasses.fields(Paths)} | {
+        reresolve.live_metrics_path(paths.path_metrics)
+    }
+
+
+LIVE_CASES = [(path, site) for path, site in shipped.cases() if load(path).delivery == "live"]
+
+
+@pytest.mark.parametrize("case", LIVE_CASES, ids=shipped.case_id)
+def test_the_agent_can_write_its_own_files_and_nothing_else_the_user_data_wrote(case: tuple[Path, str]) -> None:
+    """The unit as each live gateway's user data ships it: agent.json (the pinned signing key, the site's facts, the
+    bundle's hash), the INPUT policy, the package, the units are read-only to the agent; what it writes is not."""
+    entries = shipped.cloud_config(*case)["write_files"]
+    assert isinstance(entries, list)
+    written = {entry["path"]: entry["content"] for entry in entries}
+    unit = written[ship.UNIT_PATH]
+    assert not writable(unit, ship.CONFIG_PATH), "agent.json is the trust anchor: never writable by the agent"
+    owners = sorted(p for p in written if p not in agent_writes() and writable(unit, p))
+    assert owners == [], f"the agent's unit may write what the user data put there: {owners}"
+    cannot = sorted(p for p in agent_writes() if not writable(unit, p))
+    assert cannot == [], f"the agent's unit cannot write its own files: {cannot}"
+
+
+def test_the_read_only_files_are_the_ones_the_user_data_writes() -> None:
+    assert set(ship.READ_ONLY_PATHS) == {ship.CONFIG_PATH, inputpolicy.RULES_PATH, inputpolicy.RULES6_PATH}
+
+
+def test_the_model_of_the_sandbox_sees_a_writable_anchor() -> None:
+    """The check itself: main's unit (58f58f7), ReadWritePaths=-/etc/wg-mesh alone, let the agent rewrite agent.json."""
+    old = ship.unit_text().replace(f"ReadOnlyPaths={' '.join('-' + p for p in ship.READ_ONLY_PATHS)}\n", "")
+    assert "ReadOnlyPaths" not in old and writable(old, ship.CONFIG_PATH)
+    assert not writable(ship.unit_text(), ship.CONFIG_PATH) and writable(ship.unit_text(), "/etc/wg-mesh/peers.json")
+    assert not writable(ship.unit_text(), "/usr/local/lib/wg-mesh/wgmesh_gateway/trust.py")

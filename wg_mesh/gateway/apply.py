@@ -24,22 +24,20 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
-import re
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from . import files, hostplan, peerset, txn
-from .document import Document, is_key
+from . import hostplan, peerset, txn
+from .document import UNSAFE, Document, is_key
 from .files import atomic_write, read_text
 from .hostplan import KernelRoute, Managed, rule_commands
 from .mapping import MAPPING_PATH, Relay, peer_mapping
+from .runner import Result, Runner, redact, run_command
+from .trust import own_key_problem
 from .wgconf import INTERFACE, WG_CONF_PATH, parse_wg_quick_conf, wg_quick_conf
 
-__all__ = ["Applier", "ApplyError", "Paths", "Result", "atomic_write", "read_text", "redact", "run_command"]
+__all__ = ["Applier", "ApplyError", "Paths", "Result", "Runner", "atomic_write", "read_text", "redact", "run_command"]
 KEY_REASON, APPLY_REASON = "key", "apply"  # refusals beyond the document's own (document.REASONS)
-COMMAND_TIMEOUT_S = 30.0
-_KEYLIKE = re.compile(r"[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=")
 WG_QUICK_ONLY = ("Address", "DNS", "MTU", "Table", "PreUp", "PostUp", "PreDown", "PostDown", "SaveConfig")
 STEPS = ("wg0.conf", "peers", "mtu", "address", "routes", "rules", "endpoint_routes", "route_mtus", "mapping", "record")
 METRICS: dict[str, tuple[str, str]] = {
@@ -47,34 +45,6 @@ METRICS: dict[str, tuple[str, str]] = {
     "wgmesh_agent_rollback_failures_total": ("counter", "Rollbacks that could not restore every part of the host."),
     "wgmesh_agent_half_applied": ("gauge", "1 after a failed rollback, until an apply succeeds."),
 }
-
-
-def redact(text: str) -> str:
-    """Anything shaped like a WireGuard key (wg(8) quotes a line it cannot parse, key included)."""
-    return _KEYLIKE.sub("(key redacted)", text)
-
-
-@dataclass(frozen=True)
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Runner = Callable[[Sequence[str], "str | None"], Result]  # argv, stdin
-
-
-def run_command(argv: Sequence[str], stdin: str | None = None) -> Result:
-    """The real runner: sbin on PATH, C locale, a timeout; a missing tool or a hang is a failed command."""
-    env = dict(os.environ, LC_ALL="C")
-    env["PATH"] = "/usr/local/sbin:/usr/sbin:/sbin:" + env.get("PATH", "/usr/bin:/bin")
-    try:
-        done = subprocess.run(
-            list(argv), input=stdin, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Result(127, "", str(exc))
-    return Result(done.returncode, done.stdout, done.stderr)
 
 
 class ApplyError(RuntimeError):
@@ -144,6 +114,7 @@ class Applier:
         self.rollbacks = dict.fromkeys(STEPS, 0)
         self.rollback_failures, self.half_applied = 0, False
         self.relay: Relay | None = None  # a relayed site's pinned relay (agent.json): the mapping's relayed entries
+        self.announced: frozenset[str] = frozenset()  # own public keys announced beyond the document's (rotation.py)
 
     def metric_lines(self, label: str) -> list[str]:
         values = {
@@ -167,17 +138,25 @@ class Applier:
     def public_key(self, private_key: str) -> str:
         return self._must(["wg", "pubkey"], private_key + "\n").stdout.strip()
 
-    def private_key(self, doc: Document, old_conf: str | None, fetch_key: Callable[[], str]) -> str:
-        """The key of wg0.conf while it still matches the document's public key; after a rotation (or on the first
+    def conf_key(self, conf: str | None) -> tuple[str, str] | None:
+        """wg0.conf's private key and its public key (what this gateway runs and boots with); None without one."""
+        try:
+            key = dict(parse_wg_quick_conf(conf or "")).get("Interface", {}).get("PrivateKey", [""])[0]
+        except ValueError:
+            return None
+        return (key, self.public_key(key)) if is_key(key) else None
+
+    def refuse_own_keys(self, doc: Document, *own: str | None) -> None:
+        """ApplyError (unsafe, before any change) when a peer has a public key of ours: `own`, `announced`."""
+        problem = own_key_problem(doc.plan, {k for k in (*own, *self.announced) if k})
+        if problem:
+            raise ApplyError(UNSAFE, problem)
+
+    def private_key(self, doc: Document, running: tuple[str, str] | None, fetch_key: Callable[[], str]) -> str:
+        """wg0.conf's key (`running`) while it matches the document's public key; after a rotation (or on the first
         run) the store's, which must match: otherwise the store is behind the document (reason `key`)."""
-        if old_conf:
-            try:
-                sections = parse_wg_quick_conf(old_conf)
-            except ValueError:
-                sections = []
-            current = dict(sections).get("Interface", {}).get("PrivateKey", [""])[0]
-            if is_key(current) and self.public_key(current) == doc.public_key:
-                return current
+        if running and running[1] == doc.public_key:
+            return running[0]
         key = fetch_key().strip()
         if not is_key(key):
             raise ApplyError(KEY_REASON, "the private key from the store is not a WireGuard key")
@@ -185,13 +164,13 @@ class Applier:
             raise ApplyError(KEY_REASON, "the private key from the store does not match the document's public key")
         return key
 
-    def _read(self, path: str, mode: int) -> files.Saved:
+    def _read(self, path: str, mode: int) -> txn.Saved:
         try:
-            return files.save(path, mode)
+            return txn.save_file(path, mode)
         except OSError as exc:  # a symlink or a directory where the agent's own file belongs: not touched
             raise ApplyError(APPLY_REASON, f"{path} is not the agent's regular file: {exc}") from None
 
-    def last_applied(self, saved: files.Saved) -> Managed | None:
+    def last_applied(self, saved: txn.Saved) -> Managed | None:
         """The record of the last apply (None: none, or one that does not parse: nothing is removed then)."""
         if saved.data is None:
             return None
@@ -205,7 +184,9 @@ class Applier:
         saved = tuple(self._read(p, m) for p, m in ((self.paths.wg_conf, 0o600), (self.paths.mapping, 0o644)))
         record = self._read(self.paths.applied, 0o600)
         old_conf = None if saved[0].data is None else saved[0].data.decode("utf-8", errors="replace")
-        key = self.private_key(doc, old_conf, fetch_key)
+        running = self.conf_key(old_conf)
+        self.refuse_own_keys(doc, running[1] if running else None)
+        key = self.private_key(doc, running, fetch_key)
         conf = wg_quick_conf(doc.plan, key, self.role)
         link = self.run(["ip", "-o", "link", "show", "dev", self.interface], None)
         if link.returncode != 0 and "does not exist" not in link.stderr:
@@ -292,6 +273,7 @@ class Applier:
             running = txn.parse_dump(must(["wg", "show", iface, "dump"]).stdout)
         except ValueError as exc:
             raise ApplyError(APPLY_REASON, f"`wg show {iface} dump`: {exc}") from None
+        self.refuse_own_keys(doc, running.public_key)  # what wg0 runs, whatever wg0.conf says
         addresses = txn.addresses(must(["ip", "-4", "-o", "address", "show", "dev", iface]).stdout)
         routes = hostplan.parse_routes(must(txn.ROUTES_ARGV).stdout)
         mtu = txn.link_mtu(link)

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .files import atomic_write
 from .sources import FetchError
 
 LIB_DIR = "/usr/local/lib/wg-mesh"
@@ -104,18 +105,12 @@ def decode(value: bytes | str, sha256: str) -> dict[str, str]:
     return files
 
 
-def install(files: dict[str, str], lib_dir: str) -> None:
-    """Each module through a temporary file and a rename: an interrupted install leaves whole files only."""
+def install(modules: dict[str, str], lib_dir: str) -> None:
+    """Each module through a temporary file and a rename (wg_mesh.gateway.files.atomic_write): an interrupted install
+    leaves whole files only, and nothing planted in the directory is written through."""
     directory = os.path.join(lib_dir, PACKAGE)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    for name, body in sorted(files.items()):
-        path = os.path.join(directory, name)
-        with open(f"{path}.tmp", "w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(f"{path}.tmp", 0o644)
-        os.replace(f"{path}.tmp", path)
+    for name, body in sorted(modules.items()):
+        atomic_write(os.path.join(directory, name), body, 0o644)
 
 
 def bundle_spec(config: dict[str, Any]) -> tuple[str, str, str]:

@@ -91,7 +91,7 @@ PEER_OPTIONAL = ("mtu", "fallback_endpoint", "key_at", "endpoint_name", "reresol
 
 def _interface(plan: InterfacePlan) -> dict[str, Any]:
     # not `forward`: the agent takes it from its trust (a single host's document is a gateway's in form)
-    interface = {k: v for k, v in asdict(plan).items() if k not in ("site", "forward", "relay_ranges")}
+    interface = {k: v for k, v in asdict(plan).items() if k not in ("site", "forward", "relay_ranges", "public_ip")}
     interface["peers"] = [
         {k: v for k, v in asdict(p).items() if k not in PEER_OPTIONAL or v is not None}
         | {"allowed_ips": list(p.allowed_ips)}
@@ -100,6 +100,8 @@ def _interface(plan: InterfacePlan) -> dict[str, Any]:
     interface["listen_sources"] = list(plan.listen_sources)
     if plan.relay_ranges:  # a relay's only: every other document keeps its bytes (and its generation)
         interface["relay_ranges"] = list(plan.relay_ranges)
+    if plan.public_ip is not None:  # a site whose address is known in advance
+        interface["public_ip"] = plan.public_ip
     return interface
 
 
@@ -132,7 +134,9 @@ def encode_body(
 # --- the body --------------------------------------------------------------------------------------------------
 
 BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "not_after", "interface", "generation"}
-INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_ranges"}
+INTERFACE_KEYS = {
+    "address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_ranges", "public_ip"
+}  # fmt: skip
 # A relay's ranges: two rules each in its chains (wgconf.relay_chains). _strings_clean bounds any list at this: the
 # relayed sites behind MAX_PEERS peers, each with its overlay /32 and one LAN (wg_mesh.config.relay keeps to it).
 MAX_RELAY_RANGES = 2 * MAX_PEERS
@@ -185,6 +189,17 @@ def _network(value: object, what: str) -> str:
         raise DocumentError(INVALID, f"{what}: {exc}") from None
     _need(network == value and "/" in network, f"{what}: {value!r} is not written as {network}")
     return network
+
+
+def _address(value: object, what: str) -> str:
+    """An IPv4 address written canonically (no leading zero, no prefix length)."""
+    _need(isinstance(value, str), f"{what}: {value!r} is not an IPv4 address")
+    try:
+        address = IPv4Address(str(value))
+    except ValueError:
+        raise DocumentError(INVALID, f"{what}: {value!r} is not an IPv4 address") from None
+    _need(str(address) == value, f"{what}: {value!r} is not written as {address}")
+    return str(address)
 
 
 def _endpoint(value: object, what: str) -> str:
@@ -245,7 +260,7 @@ def _named(peer: dict[str, Any], what: str, dynamic: bool) -> dict[str, Any]:
 
 
 def _plan(raw: object, site: str) -> InterfacePlan:
-    interface = _fields(raw, "interface", INTERFACE_KEYS, ("listen_sources", "relay_ranges"))
+    interface = _fields(raw, "interface", INTERFACE_KEYS, ("listen_sources", "relay_ranges", "public_ip"))
     address = interface["address"]
     try:
         parsed = str(IPv4Interface(str(address) if isinstance(address, str) else "-"))
@@ -274,6 +289,7 @@ def _plan(raw: object, site: str) -> InterfacePlan:
         peers=peers,
         listen_sources=tuple(_network(s, "interface.listen_sources") for s in sources),
         relay_ranges=_ranges(interface.get("relay_ranges", [])),
+        public_ip=_address(interface["public_ip"], "interface.public_ip") if "public_ip" in interface else None,
     )
 
 

@@ -1,11 +1,20 @@
-"""The agent's own files: written atomically under a unique name, read and replaced without following a symlink.
+"""Safe file I/O on a gateway: the one way wg-mesh writes a file there, and reads one of its own back.
 
-`atomic_write` creates a fresh temporary file next to the target (a random name, O_CREAT|O_EXCL|O_NOFOLLOW: nothing
-planted there, a symlink at an old fixed `.tmp` name included, is opened), with its mode set before the first byte
-(so `wg0.conf` is never readable by others, not even for a moment), fsyncs it, renames it over the target (rename(2)
-replaces a symlink at the target, it never writes through one) and fsyncs the directory. All of it relative to one
-directory descriptor opened with O_NOFOLLOW. `read_bytes`/`read_text` refuse a symlink (ELOOP: an OSError).
-Standard library only.
+Every file that the agent (wg0.conf, the metrics mapping, its state and record, its three textfiles), the
+re-resolver (its state and textfile, in both delivery modes), the metrics script (its textfile and roam state) and the
+AWS bootstrap (the agent's modules) write goes through `atomic_write`; tests/test_safe_files.py plants links at every
+one of those paths and fails when a gateway module writes a file any other way. The standalone scripts (wgmetrics.py,
+reresolve.py in user-data mode) carry this module's code in place of their `from .files import` line
+(wg_mesh.gateway.ship.standalone): one mechanism, one source.
+
+`atomic_write(path, data, mode)` creates a fresh temporary file next to the target (a random name, never a fixed one;
+O_CREAT|O_EXCL|O_NOFOLLOW: nothing planted there is opened, a symlink included), sets its mode before the first byte
+(explicit, whatever the umask: wg0.conf is never readable by others, not even for a moment), writes and fsyncs it,
+renames it over the target (rename(2) replaces a symlink or a hard link at the target, it never writes through one)
+and fsyncs the directory; all of it relative to one directory descriptor opened with O_NOFOLLOW (a symlinked directory
+is refused). Either the whole new file is there or the old one is untouched (an OSError says why).
+`read_bytes`/`read_text` refuse a symlink (ELOOP), anything but a regular file (a FIFO never blocks them: O_NONBLOCK)
+and a file above `limit` bytes, each an OSError; a missing file is None. Standard library only.
 """
 
 from __future__ import annotations
@@ -14,9 +23,9 @@ import contextlib
 import os
 import secrets
 import stat
-from dataclasses import dataclass
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+READ_LIMIT = 16 << 20  # bytes: far above any file of ours (a 512-peer wg0.conf is ~150 KB)
 
 
 def _open_dir(directory: str, private: bool) -> int:
@@ -53,8 +62,9 @@ def atomic_write(path: str, text: str | bytes, mode: int) -> None:
         os.close(dir_fd)
 
 
-def read_bytes(path: str) -> bytes | None:
-    """The file's bytes, None when it does not exist; a symlink (or anything but a regular file) is an OSError."""
+def read_bytes(path: str, limit: int = READ_LIMIT) -> bytes | None:
+    """The file's bytes, None when it does not exist; a symlink, anything but a regular file or more than `limit`
+    bytes is an OSError."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -62,45 +72,18 @@ def read_bytes(path: str) -> bytes | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path}: not a regular file")
-        chunks = []
+        chunks: list[bytes] = []
+        size = 0
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise OSError(f"{path}: larger than {limit} bytes")
         return b"".join(chunks)
     finally:
         os.close(fd)
 
 
-def read_text(path: str) -> str | None:
-    data = read_bytes(path)
+def read_text(path: str, limit: int = READ_LIMIT) -> str | None:
+    data = read_bytes(path, limit)
     return None if data is None else data.decode("utf-8", errors="replace")
-
-
-@dataclass(frozen=True)
-class Saved:
-    """A file as it was (None: absent), to put back as it was (mode included)."""
-
-    path: str
-    data: bytes | None
-    mode: int = 0o600
-
-    def __repr__(self) -> str:  # wg0.conf holds the private key: never in a repr
-        return f"Saved({self.path!r}, {'absent' if self.data is None else f'{len(self.data)} bytes'})"
-
-
-def save(path: str, mode: int) -> Saved:
-    data = read_bytes(path)
-    if data is not None:
-        with contextlib.suppress(OSError):
-            mode = stat.S_IMODE(os.lstat(path).st_mode)
-    return Saved(path, data, mode)
-
-
-def restore(saved: Saved) -> bool:
-    """Put the file back; True when it was different."""
-    if read_bytes(saved.path) == saved.data:
-        return False
-    if saved.data is None:
-        os.unlink(saved.path)
-    else:
-        atomic_write(saved.path, saved.data, saved.mode)
-    return True

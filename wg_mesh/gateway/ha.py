@@ -47,7 +47,7 @@ EC2_ENDPOINT = re.compile(r"https://vpce-[0-9a-z-]{1,60}\.ec2\.[a-z0-9-]{1,30}\.
 
 @dataclass(frozen=True)
 class HaConfig:
-    """agent.json's `ha` object (wg_mesh.gateway.agent.load_config); /work/wt/HA.md is the contract."""
+    """agent.json's `ha` object (wg_mesh.gateway.agentconfig.load_config); /work/wt/HA.md is the contract."""
 
     cloud: str
     gateway: str

@@ -1,9 +1,16 @@
 """A relayed site's pinned relay (agent.json `trust.relay`) and what a document may do with relays (issue 24 item 2;
-docs/security.md section 3: the rules and why). Standard library only (it ships with the agent)."""
+docs/security.md section 3: the rules and why). Standard library only (it ships with the agent).
+
+Linear in the pinned ranges (issue 33 item 6: a relay with 64 partners of 65 ranges took 10-14 s to load, every
+range against every other): a prefix is a span of integers, and two prefixes overlap iff one contains the other, so
+disjoint spans sorted by start answer "which one holds or meets this" by bisection (`Spans`), and "do any two
+overlap" by one sweep after a sort (`first_overlap`). `python -m bench.relay_load` measures it.
+"""
 
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from dataclasses import dataclass
 from ipaddress import IPv4Interface, IPv4Network
@@ -12,6 +19,49 @@ from .wgconf import InterfacePlan
 
 NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # wg_mesh.gateway.trust.NAME (a test keeps them equal)
 MAX_PARTNERS, MAX_RANGES = 512, 65  # a peer's AllowedIPs: 64 cidrs and its overlay /32
+# the partners' ranges together: wg_mesh.config.relay.MAX_RELAY_RANGES (a test keeps them equal), what a document's
+# relay entry can carry at most
+MAX_PINNED = 1024
+
+
+def span(network: IPv4Network) -> tuple[int, int]:
+    return int(network.network_address), int(network.broadcast_address)
+
+
+def first_overlap(spans: list[tuple[int, int, str]]) -> str | None:
+    """Two prefixes overlap iff one contains the other: sorted by start, each must begin after all before it end."""
+    end, last = -1, ""
+    for low, high, what in sorted(spans):
+        if low <= end:
+            return f"{what} overlaps {last}"
+        if high > end:
+            end, last = high, what
+    return None
+
+
+class Spans:
+    """Disjoint prefixes sorted by start: which one meets, or holds, a prefix, in O(log n)."""
+
+    def __init__(self, networks: list[IPv4Network]) -> None:
+        pairs = sorted((*span(n), str(n)) for n in networks)
+        self.starts = [low for low, _, _ in pairs]
+        self.ends = [high for _, high, _ in pairs]
+        self.names = [name for _, _, name in pairs]
+
+    def _last_at_or_below(self, value: int) -> int:
+        return bisect.bisect_right(self.starts, value) - 1
+
+    def meeting(self, network: IPv4Network) -> str | None:
+        """The prefix that overlaps `network` (the ends rise with the starts: only the last one starting at or
+        below its end can), or None."""
+        low, high = span(network)
+        at = self._last_at_or_below(high)
+        return self.names[at] if at >= 0 and self.ends[at] >= low else None
+
+    def holding(self, network: IPv4Network) -> bool:
+        low, high = span(network)
+        at = self._last_at_or_below(low)
+        return at >= 0 and self.ends[at] >= high
 
 
 @dataclass(frozen=True)
@@ -24,6 +74,24 @@ class Relay:
 
     def partner_ranges(self) -> list[IPv4Network]:
         return [IPv4Network(r) for _, ranges in self.partners for r in ranges]
+
+    # Derived once per Relay (it is immutable; parse_relay has checked the ranges disjoint): what every document's
+    # check asks of it, peer by peer and entry by entry.
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.partners)
+
+    @functools.cached_property
+    def partner_spans(self) -> Spans:
+        return Spans(self.partner_ranges())
+
+    @functools.cached_property
+    def pinned_spans(self) -> Spans:
+        return Spans([IPv4Network(r) for r in self.ranges] + self.partner_ranges())
+
+    @functools.cached_property
+    def pinned_count(self) -> int:
+        return len(self.ranges) + sum(len(ranges) for _, ranges in self.partners)
 
 
 def _prefixes(value: object, field: str) -> tuple[str, ...]:
@@ -59,8 +127,12 @@ def parse_relay(raw: object, site: str) -> Relay | None:
         _prefixes(raw["ranges"], "ranges"),
         tuple((name, _prefixes(ranges, f"partners.{name}")) for name, ranges in partners.items()),
     )
+    if pinned.pinned_count - len(pinned.ranges) > MAX_PINNED:
+        raise ValueError(
+            f"trust.relay.partners: {pinned.pinned_count - len(pinned.ranges)} ranges, more than {MAX_PINNED}"
+        )
     every = [IPv4Network(r) for r in pinned.ranges] + pinned.partner_ranges()
-    clash = next((f"{a} overlaps {b}" for i, a in enumerate(every) for b in every[i + 1 :] if a.overlaps(b)), None)
+    clash = first_overlap([(*span(n), str(n)) for n in every])
     if clash:
         raise ValueError(f"trust.relay: {clash}")
     return pinned
@@ -73,20 +145,18 @@ def peer_relay_problem(plan: InterfacePlan, relay: Relay | None, index: int) -> 
     what = f"peer {peer.name}"
     if relay is None:
         return None
-    if peer.name in dict(relay.partners):
+    if peer.name in relay.names:
         return f"{what} is reached through the relay {relay.site} (agent.json): never a direct peer"
     entries = [IPv4Network(e) for e in peer.allowed_ips]
-    partner = relay.partner_ranges()
     if peer.name != relay.site:
-        hit = next((f"{e} overlaps {p}" for e in entries for p in partner if e.overlaps(p)), None)
+        hit = next((f"{e} overlaps {p}" for e in entries if (p := relay.partner_spans.meeting(e)) is not None), None)
         return f"{what}: {hit}, a relayed partner's range (agent.json): only the relay {relay.site} carries it" if hit \
             else None  # fmt: skip
-    pinned = [IPv4Network(r) for r in relay.ranges] + partner
-    stray = next((e for e in entries if not any(e.subnet_of(p) for p in pinned)), None)
+    stray = next((e for e in entries if not relay.pinned_spans.holding(e)), None)
     if stray is not None:
         return (
-            f"{what}: {stray} is neither the relay's nor a relayed partner's range (agent.json pins them: "
-            f"{', '.join(str(p) for p in pinned)})"
+            f"{what}: {stray} is neither the relay's nor a relayed partner's range (agent.json pins "
+            f"{relay.pinned_count} of them: {', '.join(relay.ranges)} and its partners')"
         )
     return None
 
@@ -96,7 +166,7 @@ def allowed_ips_allowance(plan: InterfacePlan, relay: Relay | None, index: int) 
     and every pinned partner's (the document parser bounds any list at 1024 only)."""
     if relay is None or plan.peers[index].name != relay.site:
         return MAX_RANGES
-    return len(relay.ranges) + sum(len(ranges) for _, ranges in relay.partners)
+    return relay.pinned_count
 
 
 def relay_overlay_allowance(plan: InterfacePlan, relay: Relay | None, index: int) -> int:

@@ -13,7 +13,10 @@ are checked again with the config's rules (`name_problem`, wg_mesh.config.dnsnam
 verdicts). Each tick, per DNS-named peer that is due: resolve the name (getaddrinfo, IPv4, in a thread given
 `TIMEOUT_S`). The answer is hostile input: only one public IPv4 address is accepted (`answer_problem`: the ranges of
 wg_mesh.config.addressing.endpoint_problem, a test compares the lists, and nothing inside wg0's AllowedIPs, which
-would loop; at most MAX_ANSWERS records, two different addresses refused). A failure keeps the running endpoint and
+would loop; at most MAX_ANSWERS records, two different addresses refused), and never one this site owns or another
+peer uses (issue 33 item 6): this site's public address and ranges (`taken`: the running document's public_ip and
+agent.json's cidrs, or the user-data file's `own`), an address of this host (`ip -4 -o address show`), another
+peer's endpoint (wg0's, and the document's configured ones). A failure keeps the running endpoint and
 is counted. Then `decide`, which settles the name against WireGuard's roaming:
 - the running endpoint already is the answer: nothing;
 - the peer has no endpoint yet (boot, a new peer, an HA promotion): the answer;
@@ -37,8 +40,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
+
+from .files import atomic_write, read_text
 
 RERESOLVE_BOUNDS = (2, 3600)  # seconds: wg_mesh.config.dnsname's MIN_RERESOLVE_SECONDS, MAX_RERESOLVE_SECONDS
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -83,15 +88,49 @@ def split(value: str) -> tuple[str, int]:
     return name, int(port)
 
 
-def answer_problem(answer: str, allowed_ips: Sequence[str] = ()) -> str | None:
+def answer_problem(answer: str, allowed_ips: Sequence[str] = (), taken: Mapping[str, str] | None = None) -> str | None:
     """Why a resolver's answer cannot be a peer's endpoint, or None: one public IPv4 address, outside every
-    AllowedIPs of the interface (an endpoint routed into the tunnel would loop)."""
+    AllowedIPs of the interface (an endpoint routed into the tunnel would loop), and none of `taken` (prefix -> what
+    it is: this site's own public address and ranges, an address of this host, another peer's endpoint; issue 33
+    item 6)."""
     try:
         ip = ipaddress.IPv4Address(answer)
     except ValueError:
         return "not an IPv4 address"
     bad = [str(n) for n in NOT_AN_ENDPOINT if ip in n] or [a for a in allowed_ips if ip in ipaddress.ip_network(a)]
-    return f"{ip} is in {bad[0]}: not a public endpoint" if bad else None
+    if bad:
+        return f"{ip} is in {bad[0]}: not a public endpoint"
+    what = next((w for prefix, w in (taken or {}).items() if ip in ipaddress.IPv4Network(prefix)), None)
+    return None if what is None else f"{ip} is {what}: never a peer's endpoint"
+
+
+def host_addresses(text: str) -> dict[str, str]:
+    """`ip -4 -o address show`'s addresses as `taken` entries (an endpoint on this host is a tunnel to itself)."""
+    found = re.findall(r" inet (\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})/", text)
+    return {f"{a}/32": "an address of this host" for a in found if _is_address(a)}
+
+
+def _is_address(text: str) -> bool:
+    try:
+        return str(ipaddress.IPv4Address(text)) == text
+    except ValueError:
+        return False
+
+
+def own_addresses(public_ip: str | None, cidrs: Sequence[str]) -> dict[str, str]:
+    """This site's own public address and ranges as `taken` entries (the document's public_ip, agent.json's cidrs; in
+    user-data mode, the peers file's `own`)."""
+    own = {f"{public_ip}/32": "this site's own public address"} if public_ip else {}
+    return own | {str(ipaddress.IPv4Network(c)): f"in this site's own {c}" for c in cidrs}
+
+
+def peer_endpoints(endpoints: Mapping[str, str | None], skip: str) -> dict[str, str]:
+    """Peers' endpoints (public key -> IP:PORT or None) but `skip`'s, as `taken` entries."""
+    return {
+        f"{e.rpartition(':')[0]}/32": "another peer's endpoint"
+        for key, e in endpoints.items()
+        if key != skip and e and _is_address(e.rpartition(":")[0])
+    }
 
 
 class Target(NamedTuple):
@@ -162,6 +201,9 @@ class Reresolver:
 
     def __init__(self, interface: str, run: Run, lookup: Lookup | None = None, timeout_s: float = TIMEOUT_S):
         self.interface, self.run, self.lookup, self.timeout_s = interface, run, lookup, timeout_s
+        # what no answer may be beyond wg0's own view (prefix -> what): this site's public address and ranges, the
+        # plan's configured endpoints; set by the caller (watch: every tick from the running document)
+        self.taken: dict[str, str] = {}
         self.last: dict[str, str] = {}
         self.due: dict[str, float] = {}
         self.failures: dict[str, int] = {}
@@ -188,10 +230,16 @@ class Reresolver:
             running, allowed = running_peers(out if status == 0 else "\n(failed)")
         except ValueError:
             return [f"wg show {self.interface} dump failed: no endpoint checked"]
+        status, out = self.run(["ip", "-4", "-o", "address", "show"])
+        if status != 0:
+            return ["ip -4 -o address show failed: no endpoint checked (an answer could be this host)"]
+        taken = self.taken | host_addresses(out)
+        endpoints = {key: endpoint for key, (endpoint, _) in running.items()}
         logs = []
         for t in due:
             answer = found[t.public_key]
-            problem = answer if isinstance(answer, OSError) else answer_problem(answer, allowed)
+            mine = taken | peer_endpoints(endpoints, t.public_key)
+            problem = answer if isinstance(answer, OSError) else answer_problem(answer, allowed, mine)
             if problem or isinstance(answer, OSError):
                 self.failures[t.peer] = self.failures.get(t.peer, 0) + 1
                 logs.append(f"{t.peer}: {t.name}: {problem}; its endpoint stays")
@@ -239,13 +287,18 @@ def plan_targets(peers: Sequence[Any]) -> list[Target]:
     ]
 
 
+def live_metrics_path(path_metrics: str) -> str:
+    """delivery: live: the re-resolver's textfile, beside the agent's path-MTU one (its Paths.path_metrics)."""
+    return os.path.join(os.path.dirname(path_metrics), os.path.basename(METRICS_PATH))
+
+
 def watch(agent: Any) -> threading.Thread:
     """delivery: live: a daemon thread of the agent (wg_mesh.gateway.agent) that ticks every second on the running
     plan's DNS-named peers, in the active role only, under the apply lock (a peer an apply removes is never set),
     its metrics beside the path-MTU ones. A promotion to active resolves at once."""
     applier = agent.applier
     reresolver = Reresolver(agent.config.interface, lambda argv: _pair(applier.run(argv, None)))
-    path = os.path.join(os.path.dirname(agent.paths.path_metrics), os.path.basename(METRICS_PATH))
+    path = live_metrics_path(agent.paths.path_metrics)
 
     def active() -> bool:
         return bool(applier.role == "active")
@@ -254,7 +307,9 @@ def watch(agent: Any) -> threading.Thread:
         was_active = False
         while True:
             try:
-                targets = plan_targets(agent.plan.peers) if agent.plan is not None else []
+                plan, trust = agent.plan, agent.config.trust
+                targets = plan_targets(plan.peers) if plan is not None else []
+                reresolver.taken = taken_by(plan, trust.cidrs if trust is not None else ())
                 now_active = active()
                 if targets and now_active:
                     for line in reresolver.tick(targets, time.time(), not was_active, agent.apply_lock, active):
@@ -268,48 +323,57 @@ def watch(agent: Any) -> threading.Thread:
     return threading.Thread(target=loop, daemon=True, name="wg-mesh-reresolve")
 
 
+def taken_by(plan: Any, cidrs: Sequence[str]) -> dict[str, str]:
+    """delivery: live: what the running document says no answer may be: this site's public address (its public_ip)
+    and ranges (agent.json's cidrs), and the peers' configured endpoints (a DNS-named peer has none)."""
+    if plan is None:
+        return own_addresses(None, cidrs)
+    configured = {f"{p.name}/{e}": e for p in plan.peers for e in (p.endpoint, p.fallback_endpoint) if e}
+    return own_addresses(plan.public_ip, cidrs) | peer_endpoints(configured, "")
+
+
 def _pair(result: Any) -> tuple[int, str]:
     return result.returncode, result.stdout
 
 
 def write(path: str, text: str) -> None:
-    """Atomically (a temporary file renamed over it), mode 0644; OSError when it cannot."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(path + ".tmp", 0o644)
-    os.replace(path + ".tmp", path)
+    """Atomically, mode 0644, never through a link planted at the path (wg_mesh.gateway.files); OSError when it
+    cannot."""
+    atomic_write(path, text, 0o644)
 
 
-def load_peers(text: str) -> tuple[str, list[Target]]:
-    """The user-data file (wg_mesh.plan.reresolveunit.peers_file): interface and targets; ValueError, KeyError,
-    TypeError or AttributeError when malformed."""
+def load_peers(text: str) -> tuple[str, list[Target], dict[str, str]]:
+    """The user-data file (wg_mesh.plan.reresolveunit.peers_file): interface, targets and what no answer may be (its
+    `own`: this site's public address and ranges); ValueError, KeyError, TypeError or AttributeError when
+    malformed."""
     raw = json.loads(text)
-    interface, peers = raw["interface"], raw["peers"]
+    interface, peers, own = raw["interface"], raw["peers"], raw.get("own", {})
     if not (isinstance(interface, str) and interface.isalnum() and isinstance(peers, list) and len(peers) <= 512):
         raise ValueError("not a reresolve file")
+    if not (isinstance(own, dict) and len(own) <= 66 and all(type(v) is str for v in own.values())):
+        raise ValueError("own: not an object of at most 66 prefixes")
+    taken = {str(ipaddress.IPv4Network(k)): v for k, v in own.items()}
     targets = [Target(p["name"], p["public_key"], *split(p["endpoint_name"]), p["reresolve_s"]) for p in peers]
     low, high = RERESOLVE_BOUNDS
     if not all(type(t.peer) is type(t.public_key) is str and type(t.every) is int and low <= t.every <= high
                for t in targets):  # fmt: skip
         raise ValueError("a malformed peer")
-    return interface, targets
+    return interface, targets, taken
 
 
 def main(argv: Sequence[str], run: Run | None = None) -> int:
     """user-data mode: `wg-mesh-reresolve CONFIG STATE`, one run (the timer repeats it)."""
     try:
         config, state = argv
-        with open(config, encoding="utf-8") as f:
-            interface, targets = load_peers(f.read())
+        interface, targets, taken = load_peers(read_text(config) or "")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"wg-mesh-reresolve CONFIG STATE: {exc}", file=sys.stderr)
         return 2
     reresolver = Reresolver(interface, run or run_command)
-    try:
-        with open(state, encoding="utf-8") as f:
-            reresolver.restore(json.load(f))
-    except (OSError, ValueError):
-        pass  # first run, or a damaged file: no memory (the roam stands, a missing endpoint is set)
+    reresolver.taken = taken
+    # first run, or a damaged file (a link, not a regular file): no memory (the roam stands, a missing endpoint is set)
+    with contextlib.suppress(OSError, ValueError):
+        reresolver.restore(json.loads(read_text(state) or "{}"))
     for line in reresolver.tick(targets, time.time(), force=True):
         print(f"wg-mesh-reresolve: {line}", file=sys.stderr)
     memory = {"last": reresolver.last, "failures": reresolver.failures, "changes": reresolver.changes}

@@ -183,6 +183,12 @@ class RotatingApplier(Applier):
 
     # -- the hold, in every apply ----------------------------------------------------------------------------------
 
+    def own_keys(self) -> frozenset[str]:
+        """The new public key of a pending own switch, and the one whose private key is prefetched: this gateway's
+        from key_at, never a peer's (Applier.refuse_own_keys)."""
+        pending = {s.new for s in self.pending if s.name == OWN}
+        return frozenset(pending | ({self.next_public} if self.next_public else set()))
+
     def held(self, doc: Document, now: float) -> Held:
         if not announced(doc, now):
             return Held(doc, ())
@@ -203,6 +209,10 @@ class RotatingApplier(Applier):
                 except Exception as exc:  # dropped (tick): this document's own apply below is what counts
                     self.log(f"key switch failed, the document is applied as it is: {exc}")
             held = self.held(doc, self.clock())
+            # the document as it will run once every held key has switched: no peer may then carry a key of ours
+            self.announced = self.own_keys()
+            running = self.conf_key(read_text(self.paths.wg_conf))
+            self.refuse_own_keys(doc, running[1] if running else None)
             changes += super().apply(held.doc, fetch_key)
             self.latest = (doc, fetch_key)
             if held.switches != self.pending:

@@ -20,7 +20,7 @@ API (wg_mesh.plan.userdata calls these; nothing here depends on the peer set or 
 After writing them: `systemctl daemon-reload`, the once command, wg-quick@wg0, then `systemctl enable --now UNIT`.
 
 Size (`python -m bench.agent_size`): the whole package is ~14 KB gzip'd, too much for EC2's 16 KB next to the
-metrics script and the readiness mark; the AWS boot part is ~2 KB, and the live AWS user data ~7 KB for any mesh.
+metrics script and the readiness mark; the AWS boot part is ~3.5 KB, and the live AWS user data ~11.5 KB for any mesh.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import ast
 import functools
 import io
 import json
+import re
 import tokenize
 from importlib import resources
 from typing import Any
@@ -43,15 +44,20 @@ PACKAGE = bootstrap.PACKAGE
 MODULES = (
     "__init__.py", "wgconf.py", "relaytrust.py", "trust.py", "signed.py", "reresolve.py", "document.py", "mapping.py",
     "files.py",
-    "hostplan.py", "txn.py", "peerset.py", "apply.py", "floor.py", "sources.py",
+    "hostplan.py", "txn.py", "peerset.py", "runner.py", "apply.py", "floor.py", "sources.py",
     "agentmetrics.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
-    "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "rotation.py", "agent.py",
+    "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "rotation.py", "agentconfig.py", "agent.py",
 )  # fmt: skip
 # each cloud's source and HA adapter (ha_run imports the adapter of agent.json's ha.cloud only)
 SOURCE_MODULES = {"aws": ("source_aws.py", "ha_aws.py"), "gcp": ("source_gcp.py", "ha_gcp.py"), "file": ()}
 # What an AWS user data ships when the rest comes as a bundle: the bootstrap and what it imports.
-BOOT_MODULES = ("__init__.py", "sources.py", "source_aws.py", "bootstrap.py")
+BOOT_MODULES = ("__init__.py", "files.py", "sources.py", "source_aws.py", "bootstrap.py")
+# The package modules a standalone script (the metrics script; the re-resolver in user-data mode) takes in at ship
+# time instead of importing them (`standalone`): files.py, the one way a gateway writes a file.
+INLINED = ("files.py",)
+_RELATIVE_IMPORT = re.compile(r"from \.(\w+) import \w+(, \w+)*")
+FUTURE = "from __future__ import annotations"
 CONFIG_PATH = "/etc/wg-mesh/agent.json"
 ENVIRONMENT_FILE = "/etc/default/wg-mesh-agent"  # optional: AWS_ENDPOINT_URL, WG_MESH_SECRET_MANAGER_URL (the lab)
 UNIT_NAME = "wg-mesh-agent.service"
@@ -106,6 +112,27 @@ def compact(source: str) -> str:
         if line.strip() or row in in_string:
             kept.append(line)
     return "\n".join(kept) + "\n"
+
+
+def standalone(name: str) -> str:
+    """Module `name` as a script that imports nothing of the package, as a gateway runs it: `compact`, and each
+    top-level `from .files import ...` line replaced by files.py's compact code (INLINED; its `from __future__`
+    line dropped: the script has its own, first). Lines dropped or inserted, never rewritten (the bytes do not depend
+    on the Python that renders them); a test runs the result with a bare python3. ValueError for a relative import of
+    anything else, or one that is not a single top-level line."""
+    out: list[str] = []
+    for line in compact(module_source(name)).splitlines():
+        found = _RELATIVE_IMPORT.fullmatch(line)
+        if found is None:
+            if line.lstrip().startswith("from ."):
+                raise ValueError(f"{name}: {line.strip()!r} cannot be inlined (one top-level line, no alias)")
+            out.append(line)
+            continue
+        helper = f"{found.group(1)}.py"
+        if helper not in INLINED:
+            raise ValueError(f"{name}: imports {helper}, which a standalone script cannot carry ({', '.join(INLINED)})")
+        out += [code for code in compact(module_source(helper)).splitlines() if code != FUTURE]
+    return "\n".join(out) + "\n"
 
 
 def modules(kind: str) -> tuple[str, ...]:
@@ -183,6 +210,17 @@ def config_file(
     return (CONFIG_PATH, agent_config(site, source, poll_seconds, ha, trust=trust), "0644")
 
 
+# What the agent's unit mounts read-only inside the /etc/wg-mesh it may otherwise write (its metrics mapping,
+# peers.json): agent.json, the trust anchor (the pinned signing key, the site's facts, the bundle's hash), and the INPUT
+# policy the next boot loads (wg_mesh.plan.inputpolicy.RULES_PATH, RULES6_PATH; a test keeps them equal). "-": absent
+# ones are skipped (a single host has no INPUT policy; without agent.json the agent exits 2 with its own message).
+# systemd.exec(5): "Non-directory paths may be specified as well"; src/core/namespace.c applies the mounts sorted by
+# path, parents first, and drops a nested entry only when its parent has the same mode, so the read-only file mounts
+# win over the writable directory. Each is its own mount point then: the agent can neither write it (EROFS) nor
+# rename or unlink it (EBUSY); it reads agent.json once, at start, so a new one counts from the next start, as ever.
+READ_ONLY_PATHS = (CONFIG_PATH, "/etc/wg-mesh/input.rules", "/etc/wg-mesh/input6.rules")
+
+
 # The sandbox every wg-mesh root service shares (the agent here; wg_mesh.plan.metrics' service, node-exporter's drop-in
 # and, without its first two lines, wg-quick@wg0's, which needs /dev/net/tun: wg_mesh.plan.render): no home directories,
 # private /tmp and /dev, no kernel modules, logs, cgroups, clock or hostname, other processes' /proc hidden, no
@@ -220,9 +258,9 @@ SANDBOX = PRIVATE_DEVICES + SANDBOX_BASE
 # - the host's network (no PrivateNetwork/IPAddressDeny): it configures it, fetches from the cloud's APIs over
 #   HTTPS (any address: regional endpoints) and serves /healthz; AF_NETLINK (ip, wg, iptables-nft), AF_UNIX
 #   (wireguard-go's UAPI socket under /run/wireguard, the journal), AF_INET/AF_INET6 (HTTPS, ping, /healthz).
-# - writes only where listed; /proc/sys read-only except net/ipv4 (its hooks: ip_forward, send_redirects,
-#   rp_filter). /run/wireguard stays writable for `wg` on wireguard-go (a connect() to its socket), /run/xtables.lock
-#   for iptables-legacy's lock; "-": missing paths are skipped.
+# - writes only where listed, and never its own trust anchor (READ_ONLY_PATHS); /proc/sys read-only except net/ipv4
+#   (its hooks: ip_forward, send_redirects, rp_filter). /run/wireguard stays writable for `wg` on wireguard-go (a
+#   connect() to its socket), /run/xtables.lock for iptables-legacy's lock; "-": missing paths are skipped.
 # - @system-service system calls: it runs ip, wg, wg-quick strip (bash), iptables, sysctl and ping (which calls
 #   capset to drop its capabilities: so not ~@privileged).
 def unit_text() -> str:
@@ -242,6 +280,7 @@ CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW
 NoNewPrivileges=yes
 ProtectSystem=strict
 ReadWritePaths=-/etc/wireguard -/etc/wg-mesh -/var/lib/prometheus/node-exporter -/run/wireguard -/run/xtables.lock
+ReadOnlyPaths={" ".join(f"-{path}" for path in READ_ONLY_PATHS)}
 ProtectKernelTunables=yes
 ReadWritePaths=/proc/sys/net/ipv4
 StateDirectory=wg-mesh

@@ -9,7 +9,7 @@
   (`GET /v1/{name}:access`, payload.data base64) with the instance's service-account token.
 - file: /etc/wg-mesh/document.json and /etc/wg-mesh/private.key (static sites). Polled.
 Every call has a timeout; every failure is a FetchError (the agent logs and counts it and tries again).
-The agent makes agent.json's source (wg_mesh.gateway.agent.make_source), importing only its cloud's module.
+The agent makes agent.json's source (wg_mesh.gateway.agentconfig.make_source), importing only its cloud's module.
 """
 
 from __future__ import annotations

@@ -20,10 +20,12 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from .relaytrust import (
     Relay,
     allowed_ips_allowance,
+    first_overlap,
     parse_relay,
     peer_relay_problem,
     ranges_problem,
     relay_overlay_allowance,
+    span,
 )
 from .wgconf import InterfacePlan
 
@@ -78,6 +80,11 @@ class Trust:
     # gateway's disk holds (wg_mesh.tools.serial.floor_pin). 0: none pinned.
     floor: int = 0
     expiring: bool = False  # every document must carry a `not_after` that has not passed (a cloud gateway's)
+    # What the site is (the config's `cloud`): a cloud gateway ("aws", "gcp") never gets a host filter on its WireGuard
+    # port (listen_sources: its cloud firewall admits its peers, and a filter of a document's choosing would cut it off
+    # the mesh). None: an agent.json written before the field (only a static site keeps one: a cloud gateway's comes
+    # with its user data), the rules of a static site.
+    cloud: str | None = None
 
     @property
     def forwards(self) -> bool:
@@ -99,8 +106,11 @@ def _network(value: object, field: str) -> IPv4Network:
         raise ValueError(f"trust.{field}: {exc}") from None
 
 
-TRUST_KEYS = {"signing_key", "scope", "site", "cidrs", "overlay", "address", "masquerade", "relay", "floor", "expiring"}
+TRUST_KEYS = {
+    "signing_key", "scope", "site", "cidrs", "overlay", "address", "masquerade", "relay", "floor", "expiring", "cloud"
+}  # fmt: skip
 MAX_SERIAL = 2**53
+CLOUDS = ("aws", "gcp", "static")  # wg_mesh.config.sites' `cloud` (a test keeps them equal)
 
 
 def parse_trust(raw: object) -> Trust:
@@ -136,8 +146,11 @@ def parse_trust(raw: object) -> Trust:
         raise ValueError(f"trust.floor: {floor!r} is not a serial (0..2**53)")
     if not isinstance(expiring, bool):
         raise ValueError(f"trust.expiring: {expiring!r} is not true or false")
+    cloud = raw.get("cloud")
+    if cloud is not None and cloud not in CLOUDS:
+        raise ValueError(f"trust.cloud: {cloud!r} is not one of {', '.join(CLOUDS)}")
     return Trust(str(raw["signing_key"]), scope, str(site), tuple(str(c) for c in own), str(overlay),
-                 address, masquerade, relay, floor, expiring)  # fmt: skip
+                 address, masquerade, relay, floor, expiring, cloud)  # fmt: skip
 
 
 def overlay_problem(network: IPv4Network) -> str | None:
@@ -157,11 +170,7 @@ def address_problem(address: str, overlay: IPv4Network) -> str | None:
     return None
 
 
-def _span(network: IPv4Network) -> tuple[int, int]:
-    return int(network.network_address), int(network.broadcast_address)
-
-
-_FORBIDDEN_SPANS = tuple((_span(f), f) for f in FORBIDDEN)
+_FORBIDDEN_SPANS = tuple((span(f), f) for f in FORBIDDEN)
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -173,12 +182,12 @@ def prefix_problem(network: IPv4Network, trust: Trust) -> str | None:
     this gateway), or None."""
     if network.prefixlen < MIN_PREFIX:
         return f"{network} is shorter than /{MIN_PREFIX} (a default route or a large part of one)"
-    span = _span(network)
+    wanted = span(network)
     for reserved_span, reserved in _FORBIDDEN_SPANS:
-        if _overlap(span, reserved_span):
+        if _overlap(wanted, reserved_span):
             return f"{network} overlaps {reserved} (reserved)"
     for own in trust.cidrs:
-        if _overlap(span, _span(IPv4Network(own))):
+        if _overlap(wanted, span(IPv4Network(own))):
             return f"{network} overlaps the site's own {own}"
     return None
 
@@ -230,7 +239,7 @@ def _peer_problem(plan: InterfacePlan, trust: Trust, index: int, spans: list[tup
             problem = prefix_problem(network, trust)
             if problem:
                 return f"{what}: {problem}"
-        spans.append((*_span(network), f"{peer.name}'s {network}"))
+        spans.append((*span(network), f"{peer.name}'s {network}"))
     allowance = relay_overlay_allowance(plan, trust.relay, index)
     if in_overlay > allowance:
         own = "only its own /32" if allowance == 1 else "its own /32 and its relayed partners' (agent.json)"
@@ -238,20 +247,40 @@ def _peer_problem(plan: InterfacePlan, trust: Trust, index: int, spans: list[tup
     for endpoint in (peer.endpoint, peer.fallback_endpoint):
         if endpoint is not None:
             ip = IPv4Address(endpoint.rpartition(":")[0])
-            problem = host_problem(ip) or (f"{ip} is inside the overlay" if ip in overlay else None)
+            problem = (
+                host_problem(ip) or (f"{ip} is inside the overlay" if ip in overlay else None) or owned(ip, plan, trust)
+            )
             if problem:
                 return f"{what}: endpoint {problem}"
     return None
 
 
-def _first_overlap(spans: list[tuple[int, int, str]]) -> str | None:
-    """Two prefixes overlap iff one contains the other: sorted by start, each must begin after all before it end."""
-    end, last = -1, ""
-    for low, high, what in sorted(spans):
-        if low <= end:
-            return f"{what} overlaps {last}"
-        if high > end:
-            end, last = high, what
+def owned(ip: IPv4Address, plan: InterfacePlan, trust: Trust) -> str | None:
+    """Why `ip` belongs to this site, so that it can never be a peer's endpoint (a tunnel to itself, or into its own
+    networks), or None: its public address (the document's public_ip) or an address of its own ranges (agent.json)."""
+    if plan.public_ip is not None and ip == IPv4Address(plan.public_ip):
+        return f"{ip} is this site's own public address"
+    mine = next((c for c in trust.cidrs if ip in IPv4Network(c)), None)
+    return None if mine is None else f"{ip} is in this site's own {mine}"
+
+
+def own_key_problem(plan: InterfacePlan, own: set[str]) -> str | None:
+    """A peer with one of this gateway's own public keys (`own`: the one wg0 runs or wg0.conf holds, one it announced:
+    only the gateway knows them; the document's own public_key is refused as a peer's by document.decode), or None.
+    During an own key rotation such a document would switch the new private key in at once and let whoever holds the
+    rotated-away key in as that peer (issue 33 item 3)."""
+    hit = next((p.name for p in plan.peers if p.public_key in own), None)
+    return None if hit is None else f"peer {hit} has this gateway's own public key (running or announced)"
+
+
+def endpoint_clash(plan: InterfacePlan) -> str | None:
+    """Two peers with one endpoint address (each site has its own: wg_mesh.config.addressing.mesh_problems), or None."""
+    seen: dict[str, str] = {}
+    for peer in plan.peers:
+        for endpoint in {e.rpartition(":")[0] for e in (peer.endpoint, peer.fallback_endpoint) if e is not None}:
+            if endpoint in seen:
+                return f"peer {peer.name}: endpoint {endpoint} is also peer {seen[endpoint]}'s"
+            seen[endpoint] = peer.name
     return None
 
 
@@ -265,6 +294,16 @@ def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
         return f"interface.address: {plan.address} is not this site's configured {trust.address}"
     if plan.masquerade and not trust.masquerade:
         return "interface.masquerade: on, and this site's agent.json does not allow it"
+    if plan.public_ip is not None:
+        ip = IPv4Address(plan.public_ip)
+        problem = host_problem(ip) or (f"{ip} is inside the overlay" if ip in overlay else None)
+        if problem:
+            return f"interface.public_ip: {problem}"
+    if plan.listen_sources and trust.cloud in ("aws", "gcp"):
+        return (
+            f"interface.listen_sources: a {trust.cloud} gateway (agent.json) has no host filter on its WireGuard port "
+            "(its cloud firewall admits its peers; a filter would cut it off the mesh)"
+        )
     for source in plan.listen_sources:
         # a peer's /32, or a dynamic peer's endpoint_ranges (issue 24): never shorter than MIN_PREFIX, never reserved
         # space (an ACCEPT on the WireGuard port only: WireGuard answers nothing to an unauthenticated packet)
@@ -281,7 +320,10 @@ def plan_problem(plan: InterfacePlan, trust: Trust) -> str | None:
         problem = _peer_problem(plan, trust, index, spans)
         if problem:
             return problem
-    clash = _first_overlap(spans)
+    clash = first_overlap(spans)
     if clash:
         return f"AllowedIPs are not disjoint: {clash}"
+    clash = endpoint_clash(plan)
+    if clash:
+        return clash
     return ranges_problem(plan, trust.forwards, trust.cidrs)

@@ -12,8 +12,11 @@ are in their old order too.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -84,8 +87,39 @@ ROUTES_ARGV = ["ip", "-4", "-o", "route", "show", "table", "main"]
 
 
 @dataclass(frozen=True)
+class Saved:
+    """A file as it was (None: absent), to put back as it was (mode included)."""
+
+    path: str
+    data: bytes | None
+    mode: int = 0o600
+
+    def __repr__(self) -> str:  # wg0.conf holds the private key: never in a repr
+        return f"Saved({self.path!r}, {'absent' if self.data is None else f'{len(self.data)} bytes'})"
+
+
+def save_file(path: str, mode: int) -> Saved:
+    data = files.read_bytes(path)
+    if data is not None:
+        with contextlib.suppress(OSError):
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+    return Saved(path, data, mode)
+
+
+def restore_file(saved: Saved) -> bool:
+    """Put the file back; True when it was different."""
+    if files.read_bytes(saved.path) == saved.data:
+        return False
+    if saved.data is None:
+        os.unlink(saved.path)
+    else:
+        files.atomic_write(saved.path, saved.data, saved.mode)
+    return True
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    files: tuple[files.Saved, ...]  # in the order the apply writes them
+    files: tuple[Saved, ...]  # in the order the apply writes them
     interface: str
     up: bool = False  # wg0 existed: the running parts below are meaningful
     mtu: int | None = None
@@ -124,7 +158,7 @@ def restore(run: Run, snapshot: Snapshot) -> list[str]:
             failed.append(f"{name}: {exc}")
 
     for saved in reversed(snapshot.files[1:]):  # the mapping and the record; wg0.conf last (the first written)
-        part(saved.path, functools.partial(files.restore, saved))
+        part(saved.path, functools.partial(restore_file, saved))
     if snapshot.up:
         part("mtu", lambda: _mtu(must, snapshot))
         part("iptables", lambda: _chains(must, snapshot))
@@ -133,7 +167,7 @@ def restore(run: Run, snapshot: Snapshot) -> list[str]:
         part("addresses", lambda: _addresses(must, snapshot))
         part("peers", lambda: _peers(must, snapshot))
     if snapshot.files:
-        part(snapshot.files[0].path, lambda: files.restore(snapshot.files[0]))
+        part(snapshot.files[0].path, lambda: restore_file(snapshot.files[0]))
     return failed
 
 

@@ -57,6 +57,9 @@ class InterfacePlan:
     # A relay's (issue 24, wg_mesh.plan.relay): the relayed sites' ranges (each one's overlay /32 and cidrs); it
     # forwards wg0 -> wg0 from any of them to any of them and nothing else (relay_chains). Empty: not a relay.
     relay_ranges: tuple[str, ...] = ()
+    # This site's own public address, as its peers reach it (the program's directory); None when it is not known in
+    # advance (a dynamic or DNS-named static site). Never a peer's endpoint (wg_mesh.gateway.trust, reresolve).
+    public_ip: str | None = None
 
     def peer_mtu(self, peer: Peer) -> int:
         """The tunnel MTU towards `peer`: its own (a route MTU on its AllowedIPs) or the interface's."""

@@ -8,17 +8,17 @@ found against the endpoints in --state (track). Stdlib only; `mesh doctor` impor
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ipaddress
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from .files import atomic_write, read_text
 
 DESCRIPTION = "WireGuard peers and forwarding state as node-exporter textfile metrics"
 HANDSHAKE_STALE_SECONDS = 180  # WireGuard rekeys every 120 s on an active tunnel: older means broken
@@ -335,21 +335,10 @@ def collect(mapping: Mapping, run: Runner = run_command, now: Callable[[], float
 
 
 def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
-    """One rename: readers see the old or the new file, never a part. The temp file is in the same directory
-    (same filesystem) and does not end in .prom, so node-exporter never reads it."""
-    directory, name = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """One rename (wg_mesh.gateway.files.atomic_write): readers see the old or the new file, never a part, and nothing
+    planted at the path is written through. The temporary file is in the same directory and does not end in .prom,
+    so node-exporter never reads it."""
+    atomic_write(path, text, mode)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -360,8 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--state", help=f"last known endpoints, for roams (the unit's: {STATE_PATH}; unset: none)")
     args = parser.parse_args(argv)
     try:
-        with open(args.mapping) as handle:
-            mapping = parse_mapping(handle.read())
+        mapping = parse_mapping(read_text(args.mapping) or "")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"wg-mesh-metrics: cannot read the mapping {args.mapping}: {exc!r}", file=sys.stderr)
         return 1
@@ -379,17 +367,14 @@ def roam_state(path: str, current: dict[str, str | None], now: float) -> dict[st
     """The state after this run, saved if it changed (none, or unreadable: a fresh start); None if it cannot be."""
     text = ""
     try:
-        with open(path, errors="replace") as handle:
-            text = handle.read(MAX_STATE_BYTES + 1)
-    except OSError as exc:
-        if not isinstance(exc, FileNotFoundError):
-            print(f"wg-mesh-metrics: ignoring the state {path}: {exc!r}", file=sys.stderr)
+        text = read_text(path, MAX_STATE_BYTES) or ""
+    except OSError as exc:  # a symlink, not a regular file, too large: a fresh start (and the write replaces it)
+        print(f"wg-mesh-metrics: ignoring the state {path}: {exc!r}", file=sys.stderr)
     state = track(parse_state(text), current, now)
     saved = "".join(f"{key} {seen.endpoint} {seen.roamed}\n" for key, seen in sorted(state.items()))
     try:
         if saved != text:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            write_atomically(path, saved)
+            write_atomically(path, saved)  # its directory made if missing (files.atomic_write)
     except OSError as exc:
         print(f"wg-mesh-metrics: cannot save the state {path}: {exc!r}", file=sys.stderr)
         return None

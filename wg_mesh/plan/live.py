@@ -127,6 +127,7 @@ def trust(
         "masquerade": cfg.masquerades(site),
         "floor": floor,
         "expiring": not isinstance(site, StaticSite),
+        "cloud": site.cloud,  # what the site is: a cloud gateway never gets a host filter (listen_sources)
     }
     pinned = relay.trust_relay(cfg, site.name)  # a relayed site's relay and partners (its config, not a peer's key)
     return out if pinned is None else {**out, "relay": pinned}

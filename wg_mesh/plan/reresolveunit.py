@@ -2,17 +2,19 @@
 cloud-init of a site that peers with a DNS-named static site, and only there (every other site's user data keeps its
 bytes). `delivery: live` needs none of it: the agent runs the same module (wg_mesh.gateway.reresolve.watch).
 
-The script travels as plain text without docstrings and comments (ship.compact: lines dropped, never rewritten, so
-the bytes do not depend on the Python that renders them); the AWS user data is gzip'd whole, which compresses it
+The script travels as plain text without docstrings and comments, wg_mesh.gateway.files' code in place of its import
+(ship.standalone: lines dropped or inserted, never rewritten, so the bytes do not depend on the Python that renders
+them); the AWS user data is gzip'd whole, which compresses it
 better than a gzip+base64 of its own.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from wg_mesh.config import MeshConfig
-from wg_mesh.gateway import ship
+from wg_mesh.gateway import reresolve, ship
 from wg_mesh.gateway.wgconf import InterfacePlan
 from wg_mesh.plan.render import INTERFACE, CloudInitExtras, File
 
@@ -24,14 +26,17 @@ SERVICE_PATH = f"/etc/systemd/system/{UNIT_NAME}.service"
 TIMER_PATH = f"/etc/systemd/system/{UNIT_NAME}.timer"
 
 
-def peers_file(plan: InterfacePlan) -> str | None:
-    """The DNS-named peers of a site's plan as the script reads them (reresolve.load_peers); None without any."""
+def peers_file(plan: InterfacePlan, cidrs: Sequence[str] = ()) -> str | None:
+    """The DNS-named peers of a site's plan as the script reads them (reresolve.load_peers), and what no answer may be
+    (`own`: the site's public address and `cidrs`; the other peers' endpoints the script reads from wg0); None without
+    any DNS-named peer."""
     peers = [
         {"name": p.name, "public_key": p.public_key, "endpoint_name": p.endpoint_name, "reresolve_s": p.reresolve_s}
         for p in plan.peers
         if p.endpoint_name is not None
     ]
-    return json.dumps({"interface": INTERFACE, "peers": peers}, indent=1) + "\n" if peers else None
+    own = reresolve.own_addresses(plan.public_ip, cidrs)
+    return json.dumps({"interface": INTERFACE, "peers": peers, "own": own}, indent=1) + "\n" if peers else None
 
 
 # The sandbox of wg-mesh-metrics (wg_mesh.plan.metrics) plus what a resolver needs: root with CAP_NET_ADMIN alone
@@ -59,6 +64,11 @@ UMask=0077
 """
 
 
+def script_source() -> str:
+    """wg-mesh-reresolve as the user data ships it: standalone (ship.standalone: files.py's code inlined)."""
+    return ship.standalone("reresolve.py")
+
+
 def timer_unit(seconds: int) -> str:
     return f"""[Unit]
 Description=wg-mesh: resolve DNS-named peers every {seconds} s
@@ -75,10 +85,10 @@ WantedBy=timers.target
 
 def reresolve_extras(cfg: MeshConfig, plan: InterfacePlan, textfile_dir: str) -> CloudInitExtras:
     """The script, its peers file and units, started once wg0 is up; nothing for a site without DNS-named peers."""
-    peers = peers_file(plan)
+    peers = peers_file(plan, [str(c) for c in cfg.site(plan.site).cidrs])
     if peers is None:
         return CloudInitExtras()
-    source = ship.compact(ship.module_source("reresolve.py"))
+    source = script_source()
     return CloudInitExtras(
         files=(
             File(SCRIPT_PATH, source, "0755"),

@@ -192,7 +192,16 @@ def interface_plan(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddre
         forward=forwards(cfg, name),
         listen_sources=listen_sources(cfg, name, directory) if isinstance(site, StaticSite) else (),
         relay_ranges=relay.ranges(cfg, name),
+        public_ip=own_public_ip(cfg, name, directory),
     )
+
+
+def own_public_ip(cfg: MeshConfig, name: str, directory: Mapping[str, PeerAddress]) -> str | None:
+    """The site's own public address as its peers reach it (its document's `public_ip`: never a peer's endpoint);
+    None when it is not known in advance (dynamic, DNS-named) or not in the directory."""
+    if address_unknown(cfg.site(name)) or name not in directory:
+        return None
+    return directory[name].public_ip
 
 
 def _with_port(ip: str | None, port: int) -> str | None:

@@ -1,8 +1,9 @@
 """`mesh doctor`: is this gateway healthy? One verdict per check, and a hint for every failure.
 
 Run it on a gateway as root: `python -m wg_mesh doctor` from a checkout, or, where only python3 exists, copy
-wg_mesh/__init__.py, wg_mesh/gateway/__init__.py, wg_mesh/gateway/wgmetrics.py, wg_mesh/gateway/pmtu_probe.py and
-wg_mesh/gateway/doctor/ and run `sudo python3 -m wg_mesh.gateway.doctor` (stdlib only).
+wg_mesh/__init__.py, wg_mesh/gateway/__init__.py, wg_mesh/gateway/wgmetrics.py, wg_mesh/gateway/files.py,
+wg_mesh/gateway/pmtu_probe.py and wg_mesh/gateway/doctor/ and run `sudo python3 -m wg_mesh.gateway.doctor`
+(stdlib only).
 Every command and file read goes through a `Host`, so tests feed captured outputs and the lab can run the same
 checks inside a gateway's namespaces. Exit status: 0 when nothing failed, 1 otherwise.
 """

@@ -2,7 +2,8 @@
 
 7. cloud_init  `cloud-init status --long` is done, with no errors and no recoverable errors, on every gateway;
                boot-to-done and boot-to-handshake times
-8. units       every unit the user data enables, starts or restarts is active
+8. units       every unit the user data enables, starts or restarts is active; the running agent cannot write
+               agent.json (its unit mounts it read-only: a write from inside its mount namespace fails)
 9. files       the modes the user data asks for, and /etc/wireguard 0700
 10. packages   apt's only source is the lab's local one and the lab has no route out; nothing came in through
                Recommends/Suggests (apt's autoremove with both unimportant)
@@ -117,11 +118,21 @@ def unit_state(m: ContainerGateway, unit: str) -> tuple[str, bool]:
     return f"{props.get('ActiveState', '?')} ({props.get('Result', '?')})", False
 
 
+def anchor_state(m: ContainerGateway) -> tuple[str, bool]:
+    """Whether agent.json is read-only to the running agent: an append-open of it (writes nothing) in its namespace."""
+    pid = "$(systemctl show -p MainPID --value wg-mesh-agent.service)"
+    opened = f"nsenter -t {pid} -m -- sh -c ': >> /etc/wg-mesh/agent.json'"
+    done = m.node.run(["sh", "-c", opened], check=False, timeout=15)
+    return ("read-only to the agent", True) if "Read-only file system" in done.stderr else ("WRITABLE", False)
+
+
 def check_units(lab: BuiltLab) -> CheckResult:
     rows, data, ok = [], {}, True
     for m in machines(lab):
         units = user_data_facts(m.artifacts.user_data).units
         states = {unit: unit_state(m, unit) for unit in units}
+        if "wg-mesh-agent.service" in states:  # issue 33 item 4: the trust anchor out of the agent's reach
+            states["wg-mesh-agent.service: agent.json"] = anchor_state(m)
         failed = m.node.run(["systemctl", "list-units", "--failed", "--plain", "--no-legend"], check=False).stdout
         data[m.site.name] = {
             "units": {unit: state for unit, (state, _) in states.items()},
