@@ -68,6 +68,11 @@ CASES: dict[str, tuple[str, str]] = {  # name -> (agent.json text, what the refu
         "absolute paths",
     ),
     "bundle_sha256 not hex": (json.dumps(good(bundle_sha256="z" * 64)), "bundle_sha256"),
+    "a relative bundle_file": (
+        json.dumps(good(source=ship.gcp_source("projects/p/secrets/s/versions/latest", bundle_file="lib/a.bz2"))),
+        "source.bundle_file",
+    ),
+    "a bundle_file on an AWS source": (json.dumps(edited("source.bundle_file", "/b.bz2")), "unknown field"),
     "trust.cloud not a kind": (json.dumps(edited("trust.cloud", "azure")), "trust.cloud"),
     "trust.cloud gcp with an aws source": (json.dumps(edited("trust.cloud", "gcp")), "source.kind"),
     "trust.cloud static with an aws HA": (

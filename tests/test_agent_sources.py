@@ -30,7 +30,6 @@ from wg_mesh.gateway.source_aws import AwsSource
 from wg_mesh.gateway.source_gcp import GcpSource
 from wg_mesh.gateway.sources import FetchError
 from wg_mesh.gateway.wgconf import wg_quick_conf
-from wg_mesh.plan import userdata
 
 REGION = "us-east-1"
 SECRET, PARAMETER = f"wg-mesh/proj/prod/{SITE}/peers", f"/wg-mesh/proj/prod/{SITE}/private-key"
@@ -313,7 +312,7 @@ def test_an_aws_first_boot_installs_the_bundle_then_applies(aws: tuple[Any, Any]
     refused = run([*boot, "--timeout", "1"])
     assert refused.returncode == 1 and "holds a SecretString, not a SecretBinary" in refused.stderr, refused.stderr
     assert not (lib / ship.PACKAGE / "agent.py").exists()
-    secrets.put_secret_value(SecretId=bundle, SecretBinary=base64.b64decode(userdata.aws_agent_bundle()))
+    secrets.put_secret_value(SecretId=bundle, SecretBinary=ship.bundle_value("aws"))
     installed = run([*boot, "--timeout", "10"])
     assert installed.returncode == 0, installed.stderr
     assert {p.name for p in (lib / ship.PACKAGE).glob("*.py")} == set(ship.modules("aws")) | {"bootstrap.py"}

@@ -14,7 +14,7 @@
 - The agent's package: a second Secrets Manager secret (wg_mesh.gateway.bootstrap; EC2's 16 KB of user data hold only
   its bootstrap), a SecretBinary: bzip2 of the bundle, ~38 KB of the 65536 bytes a secret holds (a SecretString
   needed base64 of a gzip: ~59 KB). The input `secret_binary` is base64 and the provider stores the decoded bytes
-  (wg_mesh.plan.userdata.aws_agent_bundle). Its value is the same for every site and changes only with a new agent
+  (wg_mesh.gateway.ship.bundle_base64). Its value is the same for every site and changes only with a new agent
   release, which also changes the SHA-256 pinned in the user data. Any change of it, and the move from
   `secret_string` to `secret_binary`, is a new SecretVersion (both inputs are force-new: wg_mesh.plan.forcenew; read
   again at terraform-provider-aws@0042e8ea0de293c6cd8b003f89f7f4d2fb5fcf31), created before the instances that
@@ -32,7 +32,8 @@ import pulumi
 import pulumi_aws as aws
 
 from wg_mesh.config import AwsSite
-from wg_mesh.plan import awsiam, live, userdata
+from wg_mesh.gateway import ship
+from wg_mesh.plan import awsiam, live
 
 PARAMETER_TYPE = "SecureString"
 PARAMETER_TIER = "Standard"
@@ -99,7 +100,7 @@ def create_stores(
         opts=opts,
     )
     bundle_version = aws.secretsmanager.SecretVersion(
-        f"{name}-agent-version", secret_id=bundle.id, secret_binary=userdata.aws_agent_bundle(), opts=opts
+        f"{name}-agent-version", secret_id=bundle.id, secret_binary=ship.bundle_base64("aws"), opts=opts
     )
     arns = {"parameter": parameter.arn, "secret": secret.arn, "bundle": bundle.arn}
     policy = pulumi.Output.all(**arns).apply(live.store_policy_of)

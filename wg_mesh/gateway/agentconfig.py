@@ -29,7 +29,7 @@ KEYS = {"site", "interface", "poll_seconds", "source", "ha", "trust", "bundle_sh
 # each source kind's fields (wg_mesh.gateway.ship.aws_source, gcp_source, file_source): required, then optional
 SOURCE_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "aws": (("region", "document_secret", "private_key_parameter"), ("bundle_secret",)),
-    "gcp": (("private_key_secret",), ("attribute",)),
+    "gcp": (("private_key_secret",), ("attribute", "bundle_file")),
     "file": (("document", "private_key"), ()),
 }
 # the `ha` object's fields by cloud (wg_mesh.plan.ha.aws_ha, gcp_ha; parse_ha checks their values)
@@ -103,6 +103,8 @@ def check_source(spec: object) -> dict[str, Any]:
         raise ValueError(f"source.region: {raw['region']!r} is not an AWS region")
     if kind == "file" and not all(raw[f].startswith("/") for f in required):
         raise ValueError("source (file): document and private_key are absolute paths")
+    if "bundle_file" in raw and not (isinstance(raw["bundle_file"], str) and raw["bundle_file"].startswith("/")):
+        raise ValueError("source.bundle_file: not an absolute path")
     return raw
 
 

@@ -6,7 +6,10 @@ API (wg_mesh.plan.userdata calls these; nothing here depends on the peer set or 
   MODULES plus that cloud's SOURCE_MODULES, without docstrings, comments and blank lines (`compact`; the code is
   unchanged, a test compares the syntax trees).
 - `bundle(kind) -> (json bytes, sha256)`: the same modules as one bundle (wg_mesh.gateway.bootstrap), for a source
-  with a `bundle_secret` (AWS): its user data ships only `boot_files` and the bundle is a Secrets Manager secret.
+  with a `bundle_secret` (AWS: its user data ships only BOOT_MODULES and the bundle is a Secrets Manager secret) or a
+  `bundle_file` (GCP: its user data ships FILE_BOOT_MODULES and the bundle as one file, BUNDLE_FILE);
+  `bundle_value(kind) -> bytes`: its bzip2, the one value both hold (`bundle_base64`: as the SecretVersion's input and
+  the b64 file take it). `bundled(source)`: whether its package comes as a bundle (a static site's: plain modules).
 - `agent_config(site, source, poll_seconds=10, ha=None, *, trust) -> str`: /etc/wg-mesh/agent.json (0644, no
   secret); `source` is one of `aws_source(...)`, `gcp_source(...)`, `file_source()` (plain dicts); `trust` the
   object every document is checked against (wg_mesh.gateway.trust.parse_trust checks it here already): the agent
@@ -14,19 +17,24 @@ API (wg_mesh.plan.userdata calls these; nothing here depends on the peer set or 
 - `config_file(site, source, poll_seconds) -> (path, text, mode)`, `unit_file() -> (path, text, mode)`.
 - `unit_text() -> str`: wg-mesh-agent.service (After=wg-quick@wg0.service, Restart=always).
 - `once_command(timeout_s=300, bundled=False) -> list[str]`: the argv cloud-init runs BEFORE `systemctl enable
-  --now wg-quick@wg0` (bundled: installs the bundle first; then writes wg0.conf and the metrics mapping; exit 1 if
-  no document could be applied in time).
-- `files(site, source, poll_seconds) -> list[(path, text, mode)]`: the package (or its boot part) + config + unit.
+  --now wg-quick@wg0` (bundled: installs the bundle first, from where agent.json says; then writes wg0.conf and the
+  metrics mapping; exit 1 if no document could be applied in time).
+- `files(site, source, poll_seconds) -> list[(path, text, mode)]`: the package (or its boot part) + config + unit; a
+  `bundle_file` source's user data writes the bundle too (wg_mesh.plan.userdata.agent_extras).
 After writing them: `systemctl daemon-reload`, the once command, wg-quick@wg0, then `systemctl enable --now UNIT`.
 
 Size (`python -m bench.agent_size`): the whole package is ~14 KB gzip'd, too much for EC2's 16 KB next to the
 metrics script and the readiness mark; the AWS boot part is ~3.5 KB, and the live AWS user data ~11.5 KB for any mesh.
+As plain text the package passed GCE's 256 KiB for a metadata value in 2026-12 (269 KB of user data); as a bundle file
+it is ~55 KB of base64 there.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
 import functools
+import hashlib
 import io
 import json
 import re
@@ -53,6 +61,10 @@ MODULES = (
 SOURCE_MODULES = {"aws": ("source_aws.py", "ha_aws.py"), "gcp": ("source_gcp.py", "ha_gcp.py"), "file": ()}
 # What an AWS user data ships when the rest comes as a bundle: the bootstrap and what it imports.
 BOOT_MODULES = ("__init__.py", "files.py", "sources.py", "source_aws.py", "bootstrap.py")
+# What a GCP user data ships next to the bundle file: the bootstrap without the AWS source (a file needs no API).
+FILE_BOOT_MODULES = ("__init__.py", "files.py", "sources.py", "bootstrap.py")
+# Where a GCP user data writes the bundle (root's, next to the package: read-only to the agent, ProtectSystem=strict).
+BUNDLE_FILE = f"{LIB_DIR}/{PACKAGE}.json.bz2"
 # The package modules a standalone script (the metrics script; the re-resolver in user-data mode) takes in at ship
 # time instead of importing them (`standalone`): files.py, the one way a gateway writes a file.
 INLINED = ("files.py",)
@@ -147,9 +159,62 @@ def package_files(kind: str, names: tuple[str, ...] | None = None) -> list[tuple
     return [(f"{LIB_DIR}/{PACKAGE}/{name}", compact(module_source(name)), "0644") for name in chosen]
 
 
+@functools.cache  # pure: every live gateway's agent.json pins it, and its user data or secret holds its bzip2
 def bundle(kind: str) -> tuple[bytes, str]:
     """The package for a source kind as a bundle (wg_mesh.gateway.bootstrap): its JSON text and SHA-256."""
     return bootstrap.encode({name: compact(module_source(name)) for name in modules(kind)})
+
+
+# bzip2 must give every machine that runs `pulumi up` the same bytes for the same text: a GCP gateway's user data holds
+# them (other bytes replace every GCP gateway, back and forth between two machines) and so does an AWS bundle secret
+# (other bytes: a new secret version on every run). libbzip2 1.0.8 (Debian 12's, Ubuntu 24.04's, the venv's) gives
+# BZIP2_REFERENCE for this sample, and `bundle_value` packs nothing where bz2 gives another.
+def bzip2_sample() -> bytes:
+    return json.dumps({"files": {f"m{i}.py": f"def f{i}(x):\n    return x * {i}\n" * 40 for i in range(30)}}).encode()
+
+
+BZIP2_REFERENCE = "710ba173393390f00460e5dcc9afc7cd1453cff004dfb9e3bc5ea2a6bd8527b2"
+
+
+@functools.cache
+def bzip2_is_reference() -> bool:
+    return hashlib.sha256(bootstrap.pack(bzip2_sample())).hexdigest() == BZIP2_REFERENCE
+
+
+@functools.cache  # ~30 ms of bzip2 a kind, and every live user data render and size estimate needs it
+def bundle_value(kind: str) -> bytes:
+    """A bundle's value (wg_mesh.gateway.bootstrap.pack): bzip2, level 9, of `bundle(kind)`'s text; the bootstrap's
+    `unpack` reads it back within its bounds, from an AWS site's bundle secret (a SecretBinary) or a GCP gateway's
+    bundle file. ValueError past those bounds (VALUE_LIMIT: Secrets Manager's 65536 bytes; TEXT_LIMIT), or where this
+    machine's bzip2 would not give the bytes every other machine gives (bzip2_is_reference)."""
+    if not bzip2_is_reference():
+        raise ValueError(
+            "this Python's bz2 (libbzip2) compresses differently from libbzip2 1.0.8: the agent bundle in every GCP "
+            "gateway's user data would differ from the one deployed, and replace them; run `pulumi up` with a Python "
+            "linked against libbzip2 1.0.8 (Debian's and Ubuntu's python3 are)"
+        )
+    text, _ = bundle(kind)
+    value = bootstrap.pack(text)
+    if len(text) > bootstrap.TEXT_LIMIT or len(value) > bootstrap.VALUE_LIMIT:
+        raise ValueError(
+            f"the agent bundle is {len(value)} bytes of bzip2 ({len(text)} of text): over the bootstrap's bounds "
+            f"({bootstrap.VALUE_LIMIT}, Secrets Manager's limit; {bootstrap.TEXT_LIMIT})"
+        )
+    return value
+
+
+def bundle_base64(kind: str) -> str:
+    """`bundle_value`, base64: the AWS SecretVersion's `secret_binary` input (the provider stores the decoded bytes:
+    terraform-provider-aws internal/service/secretsmanager/secret_version.go, `secret_binary` is validated by
+    verify.ValidBase64String and sent as inttypes.Base64Decode(v) in PutSecretValue's SecretBinary), and the content of
+    a GCP user data's `encoding: b64` bundle file (cloud-init writes the decoded bytes:
+    cloudinit/config/cc_write_files.py, extract_contents). Both therefore hold the same bytes, not this text."""
+    return base64.b64encode(bundle_value(kind)).decode("ascii")
+
+
+def bundled(source: dict[str, Any]) -> bool:
+    """Whether the source's package comes as a bundle: from a secret (AWS) or a file the user data writes (GCP)."""
+    return bool(source.get("bundle_secret") or source.get("bundle_file"))
 
 
 def aws_source(
@@ -166,9 +231,14 @@ def aws_source(
     return source if bundle_secret is None else {**source, "bundle_secret": bundle_secret}
 
 
-def gcp_source(private_key_secret: str, attribute: str = "wg-mesh-peers") -> dict[str, Any]:
-    """`private_key_secret`: projects/<project>/secrets/<id>/versions/latest."""
-    return {"kind": "gcp", "attribute": attribute, "private_key_secret": private_key_secret}
+def gcp_source(
+    private_key_secret: str, attribute: str = "wg-mesh-peers", bundle_file: str | None = None
+) -> dict[str, Any]:
+    """`private_key_secret`: projects/<project>/secrets/<id>/versions/latest. `bundle_file` (BUNDLE_FILE): the agent's
+    bundle, a file the user data writes; the user data then ships only FILE_BOOT_MODULES of the package (GCE's 256 KiB
+    for a metadata value)."""
+    source = {"kind": "gcp", "attribute": attribute, "private_key_secret": private_key_secret}
+    return source if bundle_file is None else {**source, "bundle_file": bundle_file}
 
 
 def file_source(document: str = DOCUMENT_PATH, private_key: str = PRIVATE_KEY_PATH) -> dict[str, Any]:
@@ -194,7 +264,7 @@ def agent_config(
         if parse_trust(trust).site != site:
             raise ValueError(f"trust.site: {trust.get('site')!r} is not {site!r}")
         body["trust"] = trust
-    if source.get("bundle_secret"):
+    if bundled(source):
         body["bundle_sha256"] = bundle(str(source["kind"]))[1]  # the pin: bootstrap refuses any other bundle
     return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
@@ -298,7 +368,8 @@ def unit_file() -> tuple[str, str, str]:
 
 def once_command(timeout_s: int = 300, bundled: bool = False) -> list[str]:
     """Through sh so that the first run sees the same optional environment file as the service; `bundled`: the
-    bootstrap installs the package first (and a failed install stops the step: the agent is not there)."""
+    bootstrap installs the package first, from the secret or the file agent.json names (and a failed install stops the
+    step: the agent is not there)."""
     run = f"PYTHONPATH={LIB_DIR} exec python3 -m {PACKAGE}.agent --config {CONFIG_PATH} --once --timeout {timeout_s}"
     if bundled:
         boot = f"python3 -m {PACKAGE}.bootstrap --config {CONFIG_PATH} --timeout {timeout_s} --lib {LIB_DIR}"
@@ -315,5 +386,10 @@ def files(
     trust: dict[str, Any] | None = None,
 ) -> list[tuple[str, str, str]]:
     kind = str(source.get("kind"))
-    package = package_files(kind, BOOT_MODULES) if source.get("bundle_secret") else package_files(kind)
+    if source.get("bundle_secret"):
+        package = package_files(kind, BOOT_MODULES)
+    elif source.get("bundle_file"):
+        package = package_files(kind, FILE_BOOT_MODULES)
+    else:
+        package = package_files(kind)
     return [*package, config_file(site, source, poll_seconds, ha, trust=trust), unit_file()]

@@ -8,7 +8,8 @@
   every machine: the system zlib is not (zlib and zlib-ng give different bytes), and different bytes would
   replace the gateway.
 - GCP: the `user-data` metadata value is plain text, at most 262144 bytes (256 KiB) per value (Compute API,
-  Metadata items: "their size must be less than or equal to 262144 bytes").
+  Metadata items: "their size must be less than or equal to 262144 bytes"). delivery: live carries the agent's
+  package as one bundle file (base64 of bzip2: wg_mesh.gateway.bootstrap), as plain text it no longer fits.
 - Static sites: the text is a stack output; no limit of ours.
 
 `size_problems` estimates every gateway's delivered size before anything exists (public addresses and keys
@@ -20,7 +21,6 @@ real ones are, so the estimate is what `pulumi up` sends to within a few bytes o
 from __future__ import annotations
 
 import base64
-import bz2
 import functools
 import hashlib
 from collections.abc import Mapping
@@ -30,7 +30,7 @@ from typing import Any
 import zopfli.gzip
 
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
-from wg_mesh.gateway import bootstrap, ship
+from wg_mesh.gateway import ship
 from wg_mesh.plan import inputpolicy, live, metrics, rearmunit, render, reresolveunit, topology
 from wg_mesh.plan.topology import PeerAddress
 
@@ -104,10 +104,17 @@ def agent_extras(
     (wg_mesh.plan.live.trust), the key every document must be signed with; PyNaCl verifies it."""
     aws = (READY_PACKAGE,) if source["kind"] == "aws" else ()  # the AWS source's botocore, too
     files = ship.files(site_name, dict(source), ha=dict(ha) if ha is not None else None, trust=dict(trust))
+    # a bundle file (GCP): the bzip2 as it is, base64 in the YAML; cloud-init writes the decoded bytes (its write_files
+    # encodings: cloudinit/config/cc_write_files.py, canonicalize_extraction, and the cloud-config schema's enum, "b64")
+    bundle = (
+        (render.File(str(source["bundle_file"]), ship.bundle_base64(str(source["kind"])), "0644", encoding="b64"),)
+        if source.get("bundle_file")
+        else ()
+    )
     return render.CloudInitExtras(
         packages=(*aws, VERIFY_PACKAGE),
-        files=tuple(render.File(path, text, mode) for path, text, mode in files),
-        setup=(tuple(ship.once_command(bundled=bool(source.get("bundle_secret")))),),
+        files=(*bundle, *(render.File(path, text, mode) for path, text, mode in files)),
+        setup=(tuple(ship.once_command(bundled=ship.bundled(dict(source)))),),
         start=(ship.UNIT_NAME,),
         units=(ship.UNIT_NAME,),
     )
@@ -164,30 +171,6 @@ ZOPFLI_ITERATIONS = 5
 def aws_gzip_bytes(data: bytes) -> bytes:
     """gzip with mtime 0 and no name: the same bytes for the same input, on every machine with this zopfli."""
     return bytes(zopfli.gzip.compress(data, numiterations=ZOPFLI_ITERATIONS))
-
-
-def aws_agent_bundle_bytes() -> bytes:
-    """What an AWS site's agent bundle secret holds, a SecretBinary: bzip2 (level 9) of the bundle's JSON, what
-    botocore's GetSecretValue gives wg_mesh.gateway.bootstrap back (its `unpack` reads it, within its bounds). The
-    same bytes for the same text with the same libbzip2 (tests/test_bootstrap.py pins a sample, so one that compresses
-    otherwise fails there; it would make `pulumi up` write a new secret version of the same text, not replace a
-    gateway: the user data pins the text's hash). ValueError past the bootstrap's bounds (the secret's 65536 bytes)."""
-    text, _ = ship.bundle("aws")
-    value = bz2.compress(text, 9)
-    if len(text) > bootstrap.TEXT_LIMIT or len(value) > bootstrap.VALUE_LIMIT:
-        raise ValueError(
-            f"the agent bundle is {len(value)} bytes of bzip2 ({len(text)} of text): over the bootstrap's bounds "
-            f"({bootstrap.VALUE_LIMIT}, Secrets Manager's limit; {bootstrap.TEXT_LIMIT})"
-        )
-    return value
-
-
-def aws_agent_bundle() -> str:
-    """The SecretVersion's `secret_binary` input: base64 of `aws_agent_bundle_bytes`. The provider takes base64 and
-    stores the decoded bytes (terraform-provider-aws internal/service/secretsmanager/secret_version.go: `secret_binary`
-    is validated by verify.ValidBase64String and sent as inttypes.Base64Decode(v) in PutSecretValue's SecretBinary;
-    read back with Base64EncodeOnce), so the secret holds the bytes, not this text."""
-    return base64.b64encode(aws_agent_bundle_bytes()).decode("ascii")
 
 
 def aws_gzip(text: str) -> bytes:
@@ -302,16 +285,24 @@ def document_size(cfg: MeshConfig, site_name: str) -> int:
 
 
 def live_size_problems(cfg: MeshConfig) -> list[str]:
-    """delivery: live: the user data is constant (one estimate per cloud, its longest site name and region); what
-    grows with the mesh is each gateway's peer document, held by Secrets Manager (AWS) or a metadata value (GCP)."""
+    """delivery: live: the user data is constant (one estimate per cloud, its longest site name and region; exact
+    bytes, the GCP bundle file's base64 included: the same bzip2 on every machine); what grows with the mesh is each
+    gateway's peer document, held by Secrets Manager (AWS) or a metadata value (GCP)."""
     problems = []
     for cloud, limit in LIMITS.items():
         sites = [(i, s) for i, s in enumerate(cfg.sites) if isinstance(s, AwsSite | GcpSite) and s.cloud == cloud]
         if not sites:
             continue
         i, site = max(sites, key=lambda pair: len(pair[1].name) + len(getattr(pair[1], "region", "")))
-        if (size := live_user_data_size(cfg, site)) > limit:
-            problems.append(f"sites[{i}]: {site.name}'s gateway user data would be about {size} bytes (limit {limit})")
+        try:
+            size = live_user_data_size(cfg, site)
+        except ValueError as exc:  # the agent's bundle (wg_mesh.gateway.ship.bundle_value): past its bounds, or bz2
+            problems.append(f"sites[{i}]: {site.name}'s gateway user data cannot be made: {exc}")
+        else:
+            if size > limit:
+                problems.append(
+                    f"sites[{i}]: {site.name}'s gateway user data would be about {size} bytes (limit {limit})"
+                )
         store = "a Secrets Manager secret" if cloud == "aws" else "a GCE metadata value"
         for j, other in sites:
             if (size := document_size(cfg, other.name)) > live.DOCUMENT_LIMITS[cloud]:

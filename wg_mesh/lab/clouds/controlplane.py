@@ -31,14 +31,14 @@ from typing import IO, Any
 
 import wg_mesh
 from wg_mesh.config import MeshConfig
-from wg_mesh.gateway import document
+from wg_mesh.gateway import document, ship
 from wg_mesh.lab.clouds import gce
 from wg_mesh.lab.fabric.netns import LabError, Node, netns_id, run, tool_env
 from wg_mesh.lab.fabric.networks import ip, veth
 from wg_mesh.lab.fabric.plan import LabPlan
 from wg_mesh.lab.machines import cloudinit
 from wg_mesh.lab.machines.build import BuiltLab
-from wg_mesh.plan import live, signing, userdata
+from wg_mesh.plan import live, signing
 
 AGENT_CONFIG = PurePosixPath("/etc/wg-mesh/agent.json")
 AGENT_ENV = PurePosixPath("/etc/default/wg-mesh-agent")
@@ -284,7 +284,7 @@ class ControlPlane:
         """An AWS site's agent bundle (wg_mesh.gateway.bootstrap), the value the program stores, once per site."""
         source = self.configs[site]["source"]
         if source.get("bundle_secret") and site not in self._bundled:
-            self._aws_call("secret-binary", source["region"], source["bundle_secret"], userdata.aws_agent_bundle())
+            self._aws_call("secret-binary", source["region"], source["bundle_secret"], ship.bundle_base64("aws"))
             self._bundled.add(site)
 
     def publish_key(self, site: str, private_key: str) -> None:
