@@ -1,10 +1,12 @@
 """What the gateway agent adds to a gateway's live user data: `python -m bench.agent_size` (no root, no network).
 
 Prints the agent's package gzip'd per source kind, the AWS boot part (what an AWS user data ships when the package
-comes from its bundle secret, wg_mesh.gateway.bootstrap), the bundle secret's size against Secrets Manager's 64 KB
-(and through each codec),
-and prod's live user data per cloud as `pulumi up` renders it (wg_mesh.plan.userdata), for AWS also as it would be with
-the whole package in it (EC2 counts at most 16384 bytes gzip'd). The user data does not depend on the mesh's size.
+comes from its bundle secret, wg_mesh.gateway.bootstrap), each cloud's bundle against the bootstrap's 64 KB (Secrets
+Manager's; the AWS one also through each codec), and prod's live user data per cloud as `pulumi up` renders it
+(wg_mesh.plan.userdata) with the headroom left, also as it would be with the whole package in it as plain files (EC2
+counts at most 16384 bytes gzip'd, GCE 262144 bytes of a metadata value). The user data does not depend on the mesh's
+size. prod is read without its limits checked (wg_mesh.plan.validate.load_mesh), so a user data past its limit is
+measured and said to be, not a crash.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 from wg_mesh.config import AwsSite, GcpSite
 from wg_mesh.gateway import bootstrap, ship
 from wg_mesh.plan import live, userdata
-from wg_mesh.tools.stackfile import load
+from wg_mesh.plan.validate import load_mesh
+from wg_mesh.tools.stackfile import read_raw
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECT, STACK = "wg-mesh", "prod"
@@ -50,8 +53,10 @@ def codec_sizes() -> dict[str, int]:
 
 
 def live_sizes() -> dict[str, int]:
-    """prod's live user data per cloud, delivered bytes; "aws-whole": an AWS one with the package in it."""
-    cfg = load(REPO / f"Pulumi.{STACK}.yaml").model_copy(update={"delivery": "live"})
+    """prod's live user data per cloud, delivered bytes; "aws-whole", "gcp-whole": with the package in it as plain
+    files (the source without its bundle_secret, bundle_file)."""
+    raw = read_raw(REPO / f"Pulumi.{STACK}.yaml")
+    cfg = load_mesh(raw, check_limits=False).model_copy(update={"delivery": "live"})
     sizes = {}
     for site in cfg.sites:
         if isinstance(site, AwsSite | GcpSite) and site.cloud not in sizes:
@@ -60,26 +65,36 @@ def live_sizes() -> dict[str, int]:
             sizes[site.cloud] = userdata.delivered_size(
                 site.cloud, userdata.render_live_user_data(cfg, site.name, source, trust=trust), True
             )
-            if isinstance(site, AwsSite):
-                whole = {k: v for k, v in source.items() if k != "bundle_secret"}
-                text = userdata.render_live_user_data(cfg, site.name, whole, trust=trust)
-                sizes["aws-whole"] = userdata.delivered_size("aws", text, True)
+            whole = {k: v for k, v in source.items() if k not in ("bundle_secret", "bundle_file")}
+            text = userdata.render_live_user_data(cfg, site.name, whole, trust=trust)
+            sizes[f"{site.cloud}-whole"] = userdata.delivered_size(site.cloud, text, True)
     return sizes
+
+
+def fit(size: int, limit: int) -> str:
+    """How a size stands against its limit: the headroom left, or by how much it is over."""
+    if size > limit:
+        return f"OVER the limit {limit} by {size - limit}"
+    return f"limit {limit}, {limit - size} free ({100 * size / limit:.0f} % used)"
 
 
 def main() -> None:
     for kind, size in package_sizes().items():
         print(f"agent package, {kind} source: {size} bytes gzip'd")
     print(f"AWS boot part (bootstrap, files, sources, source_aws): {boot_size()} bytes gzip'd")
-    limit = bootstrap.VALUE_LIMIT
-    print(f"AWS agent bundle secret: {len(userdata.aws_agent_bundle_bytes())} bytes, a SecretBinary (limit {limit})")
+    bound = bootstrap.VALUE_LIMIT
+    aws_bundle, gcp_bundle = len(ship.bundle_value("aws")), len(ship.bundle_value("gcp"))
+    print(f"AWS agent bundle secret: {aws_bundle} bytes, a SecretBinary ({fit(aws_bundle, bound)})")
     for codec, size in codec_sizes().items():
         print(f"  the bundle's text {codec}: {size} bytes")
-    limit = userdata.AWS_USER_DATA_LIMIT
+    encoded = len(ship.bundle_base64("gcp"))
+    print(f"GCP agent bundle file: {gcp_bundle} bytes, {encoded} in base64 ({fit(gcp_bundle, bound)})")
     sizes = live_sizes()
-    print(f"live AWS user data with the bundle: {sizes['aws']} bytes gzip'd (limit {limit})")
-    print(f"live AWS user data with the whole package: {sizes['aws-whole']} bytes gzip'd (limit {limit})")
-    print(f"live GCP user-data value: {sizes['gcp']} bytes (limit {userdata.GCP_METADATA_VALUE_LIMIT})")
+    for cloud, limit, unit in (("aws", userdata.AWS_USER_DATA_LIMIT, "bytes gzip'd"),
+                               ("gcp", userdata.GCP_METADATA_VALUE_LIMIT, "bytes")):  # fmt: skip
+        store = "secret" if cloud == "aws" else "file"
+        for how, size in ((f"the bundle {store}", sizes[cloud]), ("the whole package", sizes[f"{cloud}-whole"])):
+            print(f"live {cloud.upper()} user data with {how}: {size} {unit} ({fit(size, limit)})")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ def test_each_site_kind_gets_its_source() -> None:
         "kind": "gcp",
         "attribute": "wg-mesh-peers",
         "private_key_secret": f"projects/my-project/secrets/{secret}/versions/latest",
+        "bundle_file": "/usr/local/lib/wg-mesh/wgmesh_gateway.json.bz2",  # the package, as the user data writes it
     }
     assert sources["static"] == {"kind": "file", "document": "/etc/wg-mesh/document.json",
                                  "private_key": "/etc/wg-mesh/private.key"}  # fmt: skip

@@ -349,7 +349,13 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
         elif isinstance(site, GcpSite):
             secret_id = run.named(GCP_SECRET, f"{site.name}-key-secret").inputs["secretId"]
             key_secret = f"projects/{site.project}/secrets/{secret_id}/versions/latest"
-            assert source == {"kind": "gcp", "attribute": live.GCP_ATTRIBUTE, "private_key_secret": key_secret}
+            assert source == {"kind": "gcp", "attribute": live.GCP_ATTRIBUTE, "private_key_secret": key_secret,
+                              "bundle_file": ship.BUNDLE_FILE}  # fmt: skip
+            # the package: one b64 file of the user data, the bundle its agent.json pins (an AWS site's: a secret)
+            bundle = files[ship.BUNDLE_FILE]
+            assert (bundle["encoding"], bundle["permissions"]) == ("b64", "0644")
+            value = base64.b64decode(bundle["content"], validate=True)
+            assert bootstrap.decode(value, config["bundle_sha256"]).keys() == set(ship.modules("gcp"))
         else:
             assert source == {"kind": "file", "document": live.STATIC_DOCUMENT_PATH,
                               "private_key": live.STATIC_PRIVATE_KEY_PATH}  # fmt: skip
@@ -361,7 +367,7 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
             "set -eu",
             ["sysctl", "-p", render.SYSCTL_PATH],
             ["systemctl", "enable", "--now", inputpolicy.UNIT_NAME],  # the INPUT policy before anything listens
-            list(ship.once_command(bundled=isinstance(site, AwsSite))),
+            list(ship.once_command(bundled=not isinstance(site, StaticSite))),  # the bundle first (AWS, GCP)
         ]
         assert runcmd[7:9] == [
             ["systemctl", "enable", "--now", wg_unit],

@@ -77,7 +77,8 @@ def agent_source(site: AwsSite | GcpSite | StaticSite, project: str, stack: str)
         )
     if isinstance(site, GcpSite):
         secret = gcp_key_secret_id(project, stack, site.name)
-        return ship.gcp_source(f"projects/{site.project}/secrets/{secret}/versions/latest", GCP_ATTRIBUTE)
+        path = f"projects/{site.project}/secrets/{secret}/versions/latest"
+        return ship.gcp_source(path, GCP_ATTRIBUTE, bundle_file=ship.BUNDLE_FILE)  # the package: in the user data
     return ship.file_source()
 
 
