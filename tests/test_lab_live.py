@@ -154,7 +154,7 @@ def test_a_once_command_through_sh_reads_the_environment_file_it_sources() -> No
 
 
 def test_an_aws_once_command_installs_the_bundle_first() -> None:
-    """ship.once_command(bundled=True), exactly as the AWS user data carries it: the bootstrap runs first, with the
+    """ship.once_command(bundled=True), exactly as AWS and GCP user data carry it: the bootstrap runs first, with the
     agent's environment, and must succeed; anything else chained with && is not run."""
     setup = cloudinit.interpret(live_user_data([ship.once_command(bundled=True)]))
     (once,) = setup.steps

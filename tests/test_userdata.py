@@ -188,6 +188,31 @@ def test_live_user_data_passes_cloud_init_schema_and_reads_back_from_its_gzip(tm
     assert result.stdout.decode() == text
 
 
+@pytest.mark.skipif(not Path("/usr/lib/python3/dist-packages/cloudinit").is_dir(), reason="cloud-init not installed")
+def test_cloud_init_writes_the_gcp_bundle_file_as_the_bundle_bytes(tmp_path: Path) -> None:
+    """cloud-init's own write_files module (the system's, run by its python3) writes the GCP user data's bundle entry
+    to disk as exactly the program's bzip2 bundle, the bytes the bootstrap reads and checks against agent.json's pin."""
+    import grp
+    import os
+    import pwd
+
+    import yaml
+
+    from wg_mesh.gateway import ship
+
+    files = {f["path"]: f for f in yaml.safe_load(live_texts()["gcp-euw3"])["write_files"]}
+    owner = f"{pwd.getpwuid(os.getuid()).pw_name}:{grp.getgrgid(os.getgid()).gr_name}"  # root's needs root
+    entry = {**files[ship.BUNDLE_FILE], "path": str(tmp_path / "bundle.json.bz2"), "owner": owner}
+    (tmp_path / "entry.yaml").write_text(yaml.safe_dump([entry]))
+    write = (
+        "import sys, yaml; from cloudinit.config import cc_write_files as w; "
+        f"w.write_files('write_files', yaml.safe_load(open(sys.argv[1])), {owner!r})"
+    )
+    done = subprocess.run(["/usr/bin/python3", "-c", write, str(tmp_path / "entry.yaml")], capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    assert (tmp_path / "bundle.json.bz2").read_bytes() == ship.bundle_value("gcp")
+
+
 def test_live_user_data_checks_the_agent_last_and_ships_the_scripts_as_written() -> None:
     import yaml
 

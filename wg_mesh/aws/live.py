@@ -12,7 +12,7 @@
   the agent polls GetSecretValue and applies it; the instance is untouched.
 
 - The agent's package: a second Secrets Manager secret (wg_mesh.gateway.bootstrap; EC2's 16 KB of user data hold only
-  its bootstrap), a SecretBinary: bzip2 of the bundle, ~38 KB of the 65536 bytes a secret holds (a SecretString
+  its bootstrap), a SecretBinary: bzip2 of the bundle, ~45 KB of the 65536 bytes a secret holds (a SecretString
   needed base64 of a gzip: ~59 KB). The input `secret_binary` is base64 and the provider stores the decoded bytes
   (wg_mesh.gateway.ship.bundle_base64). Its value is the same for every site and changes only with a new agent
   release, which also changes the SHA-256 pinned in the user data. Any change of it, and the move from

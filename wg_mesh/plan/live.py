@@ -45,7 +45,7 @@ def aws_document_secret(project: str, stack: str, site: str) -> str:
 
 
 def aws_bundle_secret(project: str, stack: str, site: str) -> str:
-    """The Secrets Manager secret holding the agent's package (wg_mesh.gateway.bootstrap): ~38 KB of bzip2 (a
+    """The Secrets Manager secret holding the agent's package (wg_mesh.gateway.bootstrap): ~45 KB of bzip2 (a
     SecretBinary), past SSM's 8 KB; not secret, but the same store, role and API as the document, so no bucket and no
     second permission model."""
     return f"wg-mesh/{project}/{stack}/{site}/agent"
