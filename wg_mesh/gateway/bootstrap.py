@@ -28,7 +28,7 @@ its core slice). A secret that holds a SecretString (the format of wg-mesh befor
 Threat model. The secret can be written by whoever holds secretsmanager:PutSecretValue on it; the file by root on the
 gateway and, before the first boot, whoever can set the instance's user-data (the owner: the same user data holds
 agent.json). Either is fetched input, so hostile until its hash matches: at most VALUE_LIMIT bytes (a file: a regular
-file, not followed through a symlink, at most VALUE_LIMIT + 1 bytes read), one bzip2 stream that expands to at most
+file, not followed through a symlink: wg_mesh.gateway.files.read_bytes), one bzip2 stream that expands to at most
 TEXT_LIMIT bytes (decompressed with a bound, never whole), nothing after it. The bundle is pinned: agent.json (in the
 user data) holds the SHA-256 of its JSON text (`bundle_sha256`), and a bundle that does not match is refused. Whoever
 can write the secret can therefore not run code on the gateway, and a damaged, truncated or stale bundle file installs
@@ -45,14 +45,13 @@ import hashlib
 import json
 import os
 import re
-import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .files import atomic_write
+from .files import atomic_write, read_bytes
 from .sources import FetchError
 
 LIB_DIR = "/usr/local/lib/wg-mesh"
@@ -129,18 +128,13 @@ def install(modules: dict[str, str], lib_dir: str) -> None:
 
 
 def read_file(path: str) -> bytes:
-    """A bundle file's bytes: a regular file, not followed through a symlink, opened without blocking (a FIFO would
-    wait for a writer), at most VALUE_LIMIT + 1 bytes read (`unpack` refuses more). OSError or BundleError."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BundleError(f"{path} is not a regular file")
-        data = b""
-        while len(data) <= VALUE_LIMIT and (chunk := os.read(fd, VALUE_LIMIT + 1 - len(data))):
-            data += chunk
-        return data
-    finally:
-        os.close(fd)
+    """A bundle file's bytes, through the gateway's one reader (wg_mesh.gateway.files.read_bytes): a regular file only,
+    never through a symlink, opened without blocking (a FIFO would wait for a writer), at most VALUE_LIMIT bytes read.
+    OSError or BundleError."""
+    data = read_bytes(path, VALUE_LIMIT)
+    if data is None:
+        raise BundleError(f"{path}: no such file")
+    return data
 
 
 @dataclass(frozen=True)

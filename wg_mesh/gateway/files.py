@@ -2,9 +2,10 @@
 
 Every file that the agent (wg0.conf, the metrics mapping, its state and record, its three textfiles), the
 re-resolver (its state and textfile, in both delivery modes), the metrics script (its textfile and roam state) and the
-AWS bootstrap (the agent's modules) write goes through `atomic_write`; tests/test_safe_files.py plants links at every
-one of those paths and fails when a gateway module writes a file any other way. The standalone scripts (wgmetrics.py,
-reresolve.py in user-data mode) carry this module's code in place of their `from .files import` line
+bootstrap (the agent's modules) write goes through `atomic_write`; tests/test_safe_files.py plants links at every
+one of those paths and fails when a gateway module writes a file any other way. The bootstrap reads a GCP gateway's
+bundle file with `read_bytes`. The standalone scripts (wgmetrics.py, reresolve.py in user-data mode) carry this
+module's code in place of their `from .files import` line
 (wg_mesh.gateway.ship.standalone): one mechanism, one source.
 
 `atomic_write(path, data, mode)` creates a fresh temporary file next to the target (a random name, never a fixed one;
