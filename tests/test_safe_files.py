@@ -101,7 +101,9 @@ WRITERS: dict[str, tuple[Callable[[Path], dict[str, str]], Writer]] = {
 }
 MODES = {("agent", "wg_conf"): 0o600}  # the rest 0644 (textfiles node-exporter reads; nothing secret)
 # What the agent reads (files.read_bytes: a link is refused) before an apply: a link there refuses the whole apply.
-REFUSED = {("agent", "wg_conf"), ("agent", "mapping"), ("agent", "applied")}
+# The replay floor's state: a link there is a damaged state, so the agent fails closed (wg_mesh.gateway.floor: every
+# document refused, the state left as it is) and writes nothing there either.
+REFUSED = {("agent", "wg_conf"), ("agent", "mapping"), ("agent", "applied"), ("agent", "state")}
 CASES = [(writer, key) for writer, (paths, _) in WRITERS.items() for key in paths(Path("/"))]
 
 
