@@ -194,9 +194,8 @@ def test_a_serial_far_past_the_floor_is_refused(running: tuple[Store, FakeHost, 
 def test_reset_floor_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "agent.json"
     trust = dataclasses.asdict(TRUST) | {"cidrs": list(TRUST.cidrs), "floor": 7}
-    config.write_text(json.dumps({"site": "aws-use1", "source": {"kind": "file", "document": "/etc/wg-mesh/document.json",
-                                             "private_key": "/etc/wg-mesh/private.key"},
-                                  "trust": trust}))  # fmt: skip
+    source = {"kind": "file", "document": "/etc/wg-mesh/document.json", "private_key": "/etc/wg-mesh/private.key"}
+    config.write_text(json.dumps({"site": "aws-use1", "source": source, "trust": trust}))
     assert main(["--config", str(config), "--root", str(tmp_path), "--reset-floor", "12"]) == 0
     state = json.loads((tmp_path / "var/lib/wg-mesh/agent-state.json").read_text())
     assert state["applied_serial"] == 12 and state["pin"] == 7 and state["applied_generation"] is None
