@@ -2,10 +2,10 @@
 
     python3 -m wgmesh_gateway.agent --config /etc/wg-mesh/agent.json [--once [--timeout S]] [--root DIR]
 
-Default: a daemon (wg-mesh-agent.service). AWS and file sources are polled every `poll_seconds`; GCP waits on the
-metadata attribute (push). Every cycle is level-triggered (wg_mesh.gateway.apply): the same document again changes
-nothing, drift is repaired. A document that does not parse, belongs to another site, would remove every peer, or
-whose key the store does not hold (yet) is refused: the running config stays, the failure is logged and counted.
+Default: a daemon (wg-mesh-agent.service). Every source is polled every `poll_seconds`. Every cycle is
+level-triggered (wg_mesh.gateway.apply): the same document again changes nothing, drift is repaired. A document
+that does not parse, belongs to another site, would remove every peer, or whose key the store does not hold (yet) is
+refused: the running config stays, the failure is logged and counted.
 `--once`: cycles until a document is applied (exit 0) or the timeout (exit 1); cloud-init runs it before wg0 exists.
 Logs go to stderr (the journal) and never carry key material; the metrics go to node-exporter's textfile directory.
 """
@@ -29,7 +29,7 @@ from .document import REASONS, Document, DocumentError, Trust, decode, parse_tru
 from .ha import HaConfig, parse_ha
 from .pmtu import PathWatch, Settings
 from .rotation import RotatingApplier
-from .sources import GCP_ATTRIBUTE, FetchError, FileSource, Source
+from .sources import FetchError, FileSource, Source
 from .wgconf import INTERFACE, InterfacePlan
 
 FAILURE_REASONS = (*REASONS, KEY_REASON, APPLY_REASON)
@@ -202,10 +202,10 @@ class Agent:
         self.problem(f"refused ({reason}), the running config stays: {message}")
         return False
 
-    def cycle(self, wait: bool = False) -> bool:
+    def cycle(self) -> bool:
         """One fetch and apply; True when the fetched document runs. Never raises for a bad fetch or document."""
         try:
-            return self._cycle(wait)
+            return self._cycle()
         finally:
             try:
                 label = f'site="{self.config.site}"'
@@ -214,9 +214,9 @@ class Agent:
             except OSError as exc:
                 self.log(f"cannot write {self.paths.metrics}: {exc}")
 
-    def _cycle(self, wait: bool) -> bool:
+    def _cycle(self) -> bool:
         try:
-            text = self.source.document(wait)
+            text = self.source.document()
         except FetchError as exc:
             self.status.fetch_failures += 1
             self.problem(f"fetching the peer document failed: {exc}")
@@ -313,7 +313,7 @@ class Agent:
 
     def once(self, timeout_s: float, sleep: Callable[[float], None] = time.sleep) -> int:
         give_up = time.monotonic() + timeout_s
-        while not self.cycle(wait=False):
+        while not self.cycle():
             if time.monotonic() >= give_up:
                 self.log(f"no peer document applied within {timeout_s:.0f} s")
                 return 1
@@ -328,16 +328,10 @@ class Agent:
         reresolve.watch(self).start()  # DNS-named peers' endpoints (a thread that idles without any)
         if controller is not None:
             controller.start()
-        fetched_once = False
         while True:
             started = time.monotonic()
-            failures = self.status.fetch_failures
-            self.cycle(wait=self.source.pushes and fetched_once)
-            fetched = self.status.fetch_failures == failures
-            fetched_once = fetched_once or fetched
-            # polled sources (and any failed fetch) wait poll_seconds; a push source waits in its fetch
-            pause = 1.0 if self.source.pushes and fetched else float(self.config.poll_seconds)
-            sleep(max(0.0, pause - (time.monotonic() - started)))
+            self.cycle()
+            sleep(max(0.0, self.config.poll_seconds - (time.monotonic() - started)))
 
 
 def make_source(spec: dict[str, Any]) -> Source:
@@ -345,7 +339,7 @@ def make_source(spec: dict[str, Any]) -> Source:
     kind = spec.get("kind")
     fields: dict[str, tuple[str, ...]] = {
         "aws": ("region", "document_secret", "private_key_parameter"),
-        "gcp": ("private_key_secret",),
+        "gcp": ("document_secret", "private_key_secret"),
         "file": ("document", "private_key"),
     }
     if kind not in fields:
@@ -360,7 +354,7 @@ def make_source(spec: dict[str, Any]) -> Source:
     if kind == "gcp":
         from .source_gcp import GcpSource
 
-        return GcpSource(spec["private_key_secret"], spec.get("attribute") or GCP_ATTRIBUTE)
+        return GcpSource(spec["document_secret"], spec["private_key_secret"])
     return FileSource(spec["document"], spec["private_key"])
 
 

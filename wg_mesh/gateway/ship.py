@@ -138,9 +138,9 @@ def aws_source(
     return source if bundle_secret is None else {**source, "bundle_secret": bundle_secret}
 
 
-def gcp_source(private_key_secret: str, attribute: str = "wg-mesh-peers") -> dict[str, Any]:
-    """`private_key_secret`: projects/<project>/secrets/<id>/versions/latest."""
-    return {"kind": "gcp", "attribute": attribute, "private_key_secret": private_key_secret}
+def gcp_source(document_secret: str, private_key_secret: str) -> dict[str, Any]:
+    """Both: projects/<project>/secrets/<id>/versions/latest."""
+    return {"kind": "gcp", "document_secret": document_secret, "private_key_secret": private_key_secret}
 
 
 def file_source(document: str = DOCUMENT_PATH, private_key: str = PRIVATE_KEY_PATH) -> dict[str, Any]:

@@ -19,14 +19,12 @@ from wg_mesh.config import GcpSite
 from wg_mesh.gcp import fit
 from wg_mesh.gcp.facts import boot_disk_type, boot_image
 from wg_mesh.gcp.network import Network
-from wg_mesh.plan import live
 
-# The only metadata the guest reads once, at first boot; other keys (enable-oslogin, and with delivery: live the peer
-# document wg-mesh-peers) are updated in place, so toggling operator access or changing the mesh does not replace the
-# gateway: the provider replaces an instance for `metadata_startup_script` only, never for `metadata` (pulumi-gcp
-# 10.2.0, compute.Instance, metadata_startup_script: "the only distinction is that this separate attribute will cause
-# a recreate on modification"). Pulumi property-path syntax, which replaceOnChanges takes
-# (https://www.pulumi.com/docs/reference/property-paths/).
+# The only metadata the guest reads once, at first boot; other keys (enable-oslogin) are updated in place, so toggling
+# operator access does not replace the gateway: the provider replaces an instance for `metadata_startup_script` only,
+# never for `metadata` (pulumi-gcp 10.2.0, compute.Instance, metadata_startup_script: "the only distinction is that
+# this separate attribute will cause a recreate on modification"). Pulumi property-path syntax, which
+# replaceOnChanges takes (https://www.pulumi.com/docs/reference/property-paths/).
 REPLACE_ON = 'metadata["user-data"]'
 # The gate moves the static address between instances with add/deleteAccessConfig, and Pulumi does not move it back:
 # the instance declares one access config without `nat_ip`, which terraform-provider-google's schema makes optional
@@ -34,8 +32,10 @@ REPLACE_ON = 'metadata["user-data"]'
 # ignore_changes: Pulumi would give the replacement the recorded old value (the old VM's static address).
 
 
-def metadata(user_data: pulumi.Input[str], document: pulumi.Output[str] | None) -> dict[str, pulumi.Input[str]]:
-    """A gateway's instance metadata: its user data, and (delivery: live) the peer document, set in place."""
+def metadata(user_data: pulumi.Input[str]) -> dict[str, pulumi.Input[str]]:
+    """A gateway's instance metadata: its user data and the keys below. Not the peer document (delivery: live): that
+    is a Secret Manager secret every VM of the site reads (wg_mesh.gcp.live), since `pulumi up` never updates the
+    metadata of a VM it replaces."""
     # Guest attributes carry the gateway's readiness mark (wg_mesh.gateway.readymark --cloud gcp). A metadata key other
     # than user-data: set in place, no replacement (REPLACE_ON).
     values: dict[str, pulumi.Input[str]] = {"user-data": user_data, "enable-guest-attributes": "TRUE"}
@@ -50,8 +50,6 @@ def metadata(user_data: pulumi.Input[str], document: pulumi.Output[str] | None) 
     # changes no instance input.
     values["block-project-ssh-keys"] = "TRUE"
     values["enable-oslogin"] = "TRUE"
-    if document is not None:
-        values[live.GCP_ATTRIBUTE] = document
     return values
 
 

@@ -19,15 +19,13 @@ from wg_mesh.gateway import document, ship
 from wg_mesh.plan import relay, signing, topology
 from wg_mesh.plan.topology import PeerAddress
 
-# GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp.instance, REPLACE_ON).
-GCP_ATTRIBUTE = "wg-mesh-peers"
 # Where an operator puts a static site's document and key (0600); NOT wgmetrics.MAPPING_PATH (peers.json).
 STATIC_DOCUMENT_PATH = ship.DOCUMENT_PATH
 STATIC_PRIVATE_KEY_PATH = ship.PRIVATE_KEY_PATH
 # Stores' limits on one value: Secrets Manager's SecretString (Secrets Manager API reference, SecretValueEntry:
-# SecretString "Maximum length of 65536"), a GCE metadata value (Compute API, Metadata items: "less than or equal to
-# 262144 bytes").
-DOCUMENT_LIMITS = {"aws": 65536, "gcp": 262144}
+# SecretString "Maximum length of 65536"), a Secret Manager version's payload (64 KiB: "Quotas and limits",
+# https://cloud.google.com/secret-manager/quotas).
+DOCUMENT_LIMITS = {"aws": 65536, "gcp": 65536}
 GCP_SA_PREFIX = "wg-mesh-"
 GCP_SA_HASH_CHARS = 16  # account_id: 6-30 characters, [a-z]([-a-z0-9]*[a-z0-9]); 8 + 16 = 24
 SCOPE_CHARS = 8
@@ -60,6 +58,13 @@ def gcp_key_secret_id(project: str, stack: str, site: str) -> str:
     return f"wg-mesh-{scope(project, stack)}-{site}-key"
 
 
+def gcp_document_secret_id(project: str, stack: str, site: str) -> str:
+    """The Secret Manager secret holding the site's document: one store that every VM of the site reads (the
+    serving one, its replacement, an HA pair), unlike instance metadata, which `pulumi up` sets on one VM resource
+    and never on the old VM it replaces (docs/concepts/delivery.md)."""
+    return f"wg-mesh-{scope(project, stack)}-{site}-peers"
+
+
 def gcp_service_account_id(project: str, stack: str, site: str) -> str:
     """The gateway's own service account: unique per project, stack and site, within GCP's 30 characters."""
     digest = hashlib.sha256(f"{project}/{stack}/{site}".encode()).hexdigest()[:GCP_SA_HASH_CHARS]
@@ -76,8 +81,9 @@ def agent_source(site: AwsSite | GcpSite | StaticSite, project: str, stack: str)
             aws_bundle_secret(project, stack, site.name),
         )
     if isinstance(site, GcpSite):
-        secret = gcp_key_secret_id(project, stack, site.name)
-        return ship.gcp_source(f"projects/{site.project}/secrets/{secret}/versions/latest", GCP_ATTRIBUTE)
+        secrets = [gcp_document_secret_id(project, stack, site.name), gcp_key_secret_id(project, stack, site.name)]
+        document, key = (f"projects/{site.project}/secrets/{s}/versions/latest" for s in secrets)
+        return ship.gcp_source(document, key)
     return ship.file_source()
 
 
