@@ -25,7 +25,7 @@ from typing import Any
 from . import reresolve
 from .apply import APPLY_REASON, KEY_REASON, ApplyError, Paths, Runner, atomic_write, read_text, redact
 from .apply import run_command as default_runner
-from .document import REASONS, Document, DocumentError, Trust, decode, parse_trust
+from .document import REASONS, SINGLE, Document, DocumentError, Trust, decode, parse_trust
 from .ha import HaConfig, parse_ha
 from .pmtu import PathWatch, Settings
 from .rotation import RotatingApplier
@@ -266,6 +266,10 @@ class Agent:
     def applied(self) -> bool:
         """Whether the last fetched document runs (a health check)."""
         return self.doc is not None and self.status.last_success == 1
+
+    def stood_down(self) -> bool:
+        """Whether the running document says the site has one gateway (an HA pair being retired stands down)."""
+        return self.doc is not None and self.doc.gateways == SINGLE
 
     def set_role(self, role: str) -> None:
         """wg0 to `role` now: the running document applied again in that role (ApplyError, FetchError raise)."""

@@ -9,9 +9,11 @@ The document is a DSSE envelope (https://github.com/secure-systems-lab/dsse, env
 `{"payloadType": PAYLOAD_TYPE, "payload": base64(body), "signatures": [{"keyid": ..., "sig": base64(Ed25519)}]}`,
 the signature over PAE = b"DSSEv1 <len(type)> <type> <len(body)> <body>". The body is canonical JSON (sorted keys,
 no spaces, ASCII): format, scope ("project/stack"), site, serial (unix seconds of the content's stamp: a gateway
-never goes back to a lower one), public_key, key_at, interface, generation. The generation is a content id (the
-first 48 bits of the SHA-256 of the body without generation and serial, exact in a float64 metric): "applied equals
-desired" is what the agent and the alerts compare.
+never goes back to a lower one), public_key, key_at, gateways, interface, generation. `gateways` (1, present only for
+a cloud site with one gateway) tells a high-availability agent that its pair is retired (`gateways: 2` -> 1): it
+stands down (wg_mesh.gateway.ha); a document can make an HA agent write less, never claim. The generation is a
+content id (the first 48 bits of the SHA-256 of the body without generation and serial, exact in a float64 metric):
+"applied equals desired" is what the agent and the alerts compare.
 
 A gateway treats every fetched text as hostile: `decode` never raises anything but DocumentError (with a reason, the
 `reason` label of wgmesh_agent_apply_failures_total) and reads nothing it has not bounded: the size before any
@@ -64,6 +66,7 @@ GENERATION_HEX_DIGITS = 12  # 48 bits: a float64 metric holds it exactly
 MAX_PEERS, MAX_STRING = 512, 128
 MAX_ALLOWED_IPS = 2 * MAX_PEERS
 MAX_SERIAL = 2**53
+SINGLE = 1  # the only `gateways` a document says: the site has one gateway (an HA pair reading it stands down)
 SERIAL_AHEAD_S = 86400  # a serial further ahead of the gateway's clock is a deployer's broken clock: refused, or
 # the gateway would refuse every correct document after it as a replay
 
@@ -76,6 +79,7 @@ class Document:
     plan: InterfacePlan
     serial: int = 0
     key_at: int | None = None  # from when public_key is the site's key (zero-loss rotation); None: now
+    gateways: int | None = None  # SINGLE: the site has one gateway, an HA pair stands down; None: not said
 
 
 # --- the deployer's side ---------------------------------------------------------------------------------------
@@ -103,12 +107,23 @@ def generation_of(body: dict[str, Any]) -> int:
     return int(hashlib.sha256(canonical(content).encode()).hexdigest()[:GENERATION_HEX_DIGITS], 16)
 
 
-def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int, key_at: int | None = None) -> str:
-    """The payload of a site's document: canonical JSON, the same bytes for the same mesh and serial."""
+def encode_body(
+    plan: InterfacePlan,
+    public_key: str,
+    *,
+    scope: str,
+    serial: int,
+    key_at: int | None = None,
+    gateways: int | None = None,
+) -> str:
+    """The payload of a site's document: canonical JSON, the same bytes for the same mesh and serial. `gateways`:
+    SINGLE for a cloud site with one gateway, None (not written) otherwise."""
     body: dict[str, Any] = {"format": FORMAT, "scope": scope, "site": plan.site, "public_key": public_key}
     body["interface"] = _interface(plan)
     if key_at is not None:
         body["key_at"] = key_at
+    if gateways is not None:
+        body["gateways"] = gateways
     body["generation"] = generation_of(body)
     body["serial"] = serial
     return canonical(body)
@@ -116,7 +131,7 @@ def encode_body(plan: InterfacePlan, public_key: str, *, scope: str, serial: int
 
 # --- the body --------------------------------------------------------------------------------------------------
 
-BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "interface", "generation"}
+BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "gateways", "interface", "generation"}
 INTERFACE_KEYS = {"address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_ranges"}
 # A relay's ranges: two rules each in its chains (wgconf.relay_chains). _strings_clean bounds any list at this: the
 # relayed sites behind MAX_PEERS peers, each with its overlay /32 and one LAN (wg_mesh.config.relay keeps to it).
@@ -300,7 +315,7 @@ def _document(
 ) -> Document:
     _strings_clean(body)
     _need(body.get("format") == FORMAT, f"format {body.get('format')!r}, this agent reads {FORMAT!r}", FORMAT_MISMATCH)
-    _fields(body, "body", BODY_KEYS, ("key_at",))
+    _fields(body, "body", BODY_KEYS, ("key_at", "gateways"))
     _need(canonical(body).encode() == payload, "payload: not canonical JSON", PARSE)
     _need(isinstance(body["scope"], str) and SCOPE.fullmatch(body["scope"]) is not None, "scope: not PROJECT/STACK")
     _need(
@@ -315,7 +330,9 @@ def _document(
     same = serial != min_serial or applied_generation in (None, generation)
     _need(same, f"serial {serial} is the running document's, with other content", REPLAY)
     _need(is_key(body["public_key"]), "public_key: not a WireGuard key")
-    key_at = body.get("key_at")
+    key_at, gateways = body.get("key_at"), body.get("gateways")
+    if "gateways" in body:  # written only as 1: anything else, null included, is refused
+        _int(gateways, SINGLE, SINGLE, "gateways")
     # Forwarding is the site's own configured fact (agent.json: a site without cidrs is a single host), never the
     # document's: no signed document can turn a single host into a router.
     plan = replace(_plan(body["interface"], trust.site), forward=trust.forwards)
@@ -330,4 +347,5 @@ def _document(
         plan=plan,
         serial=serial,
         key_at=None if key_at is None else _int(key_at, 0, MAX_SERIAL, "key_at"),
+        gateways=gateways,
     )

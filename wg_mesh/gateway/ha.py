@@ -26,6 +26,15 @@ actions through the cloud adapter (wg_mesh.gateway.ha_aws, ha_gcp) and reports e
   again, so its partner gets the first chance; a gateway that sees another holder of the address twice in a row
   demotes (EC2 is eventually consistent: one read decides nothing); on GCP a standby judges a holder by Google's
   health view only once it has seen that holder for `settle_s` (the view of a fresh holder lags one probe).
+- Stood down (`stood_down`: the applied document says the site has one gateway, `gateways: 2` -> 1, issue 32): the
+  pair is being retired and `pulumi up` hands the address and the routes to the site's new single gateway, which runs
+  no HA agent. A stood-down gateway never claims, never writes the address or a route (no reconcile; `may_write` is
+  False, so a reconcile in flight stops at its next write), and releases nothing (a release lets a partner that has not
+  read the document yet claim at once): the active keeps the role it has (its wg0 and /healthz carry the site until
+  Pulumi moves the address and routes) and, AWS, keeps renewing the lease, so that a partner that has not read the
+  document yet sees a live lease, not an expired one; it still demotes when it reads another holder of the address.
+  The document can only take rights away: nothing in it makes a gateway claim, and a later document without the
+  field gives back the ordinary rules, not a claim.
 """
 
 from __future__ import annotations
@@ -252,6 +261,7 @@ class Machine:
     why: str = ""  # the latest role change's reason, for logs
     claims: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CLAIM_REASONS, 0))
     lease_id: str = ""
+    stood_down: bool = False  # the applied document says the site has one gateway: the pair is retired
 
     @property
     def holder_id(self) -> str:
@@ -304,8 +314,8 @@ class Machine:
         return [Demote(why)]
 
     def may_write(self, now: float) -> bool:
-        """Cloud writes (address, routes) only within write_window_s of a successful renewal (AWS)."""
-        if self.role != "active":
+        """Cloud writes (address, routes) only within write_window_s of a successful renewal (AWS); never stood down."""
+        if self.role != "active" or self.stood_down:
             return False
         if self.arbiter != "lease":
             return True
@@ -313,14 +323,10 @@ class Machine:
 
     def _active(self, now: float, health: Health, holder: Holder) -> list[Action]:
         s = self.settings
-        if self.bad >= s.bad_samples:
-            return self._release(now, f"local check failed {self.bad} times: {health.failed}", tunnel=False)
-        self.tunnel_bad_since = None if health.tunnel_ok else (self.tunnel_bad_since or now)
-        if self.tunnel_bad_since is not None and now - self.tunnel_bad_since >= s.tunnel_fail_s:
-            held = self.claimed_at is None or now - self.claimed_at >= s.hold_down_s
-            recent = self.last_tunnel_handover is not None and now - self.last_tunnel_handover < s.tunnel_handover_s
-            if held and not recent:
-                return self._release(now, f"no peer answered for {now - self.tunnel_bad_since:.0f} s", tunnel=True)
+        if not self.stood_down:  # stood down, the pair is retired: it releases nothing (module docstring)
+            released = self._failed(now, health)
+            if released:
+                return released
         self.other_holder = self.other_holder + 1 if holder == "other" else (0 if holder is not None else
                                                                                self.other_holder)  # fmt: skip
         if self.other_holder >= s.holder_reads:
@@ -333,6 +339,19 @@ class Machine:
             self.next_reconcile = now + s.renew_s  # level-triggered: address and routes checked once a second
             actions.append(Reconcile())
         return actions
+
+    def _failed(self, now: float, health: Health) -> list[Action]:
+        """The release a failing local check (at once) or tunnel (after tunnel_fail_s, past the hold-down) asks for."""
+        s = self.settings
+        if self.bad >= s.bad_samples:
+            return self._release(now, f"local check failed {self.bad} times: {health.failed}", tunnel=False)
+        self.tunnel_bad_since = None if health.tunnel_ok else (self.tunnel_bad_since or now)
+        if self.tunnel_bad_since is not None and now - self.tunnel_bad_since >= s.tunnel_fail_s:
+            held = self.claimed_at is None or now - self.claimed_at >= s.hold_down_s
+            recent = self.last_tunnel_handover is not None and now - self.last_tunnel_handover < s.tunnel_handover_s
+            if held and not recent:
+                return self._release(now, f"no peer answered for {now - self.tunnel_bad_since:.0f} s", tunnel=True)
+        return []
 
     def _release(self, now: float, why: str, tunnel: bool) -> list[Action]:
         if tunnel:
@@ -348,6 +367,8 @@ class Machine:
         return self.released_at is None or now - self.released_at >= s.backoff_s
 
     def _standby(self, now: float, view: LeaseView, holder: Holder, other_health: str | None) -> list[Action]:
+        if self.stood_down:
+            return []  # the pair is retired: never a claim
         if self.arbiter == "health":
             return self._standby_health(now, holder, other_health)
         if isinstance(view, Unreachable):

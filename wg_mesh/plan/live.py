@@ -123,10 +123,19 @@ def peer_document(
     key_at: int | None = None,
 ) -> str:
     """The payload of the site's peer document (wg_mesh.gateway.document, v2): its interface plan, its own public
-    key, its scope and serial, and its key_at (wg_mesh.announce); unsigned."""
-    return document.encode_body(
-        topology.interface_plan(cfg, site_name, directory), public_key, scope=scope, serial=serial, key_at=key_at
-    )
+    key, its scope and serial, its key_at (wg_mesh.announce) and, for a cloud site with one gateway, `gateways`
+    (`single_gateway`); unsigned."""
+    plan = topology.interface_plan(cfg, site_name, directory)
+    gateways = document.SINGLE if single_gateway(cfg.site(site_name)) else None
+    return document.encode_body(plan, public_key, scope=scope, serial=serial, key_at=key_at, gateways=gateways)
+
+
+def single_gateway(site: AwsSite | GcpSite | StaticSite) -> bool:
+    """Whether the site's document says `gateways: 1`: every AWS and GCP site with one gateway, so that a pair whose
+    site went from `gateways: 2` to 1 reads, in the same `up`, that it must stand down (the program cannot know
+    which single sites were pairs before; wg_mesh.gateway.ha). Never a pair's (an agent of before this field reads
+    its pair's documents as before) and never a static site's (never a pair)."""
+    return isinstance(site, AwsSite | GcpSite) and site.gateways == 1
 
 
 def unsigned_digest(cfg: MeshConfig, site_name: str, scope: str, values: Mapping[str, Any]) -> str:
