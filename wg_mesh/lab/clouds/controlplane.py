@@ -221,6 +221,10 @@ class ControlPlane:
         line = self._aws.stdout.readline()
         return json.loads(line) if line else {"ok": False, "error": "the AWS control plane process ended"}
 
+    def aws_request(self, op: str, region: str, name: str, value: str) -> None:
+        """One of awsctl.py's operations (what `pulumi up` does to an AWS resource), done; LabError if refused."""
+        self._aws_call(op, region, name, value)
+
     def _aws_call(self, op: str, region: str, name: str, value: str) -> None:
         assert self._aws is not None and self._aws.stdin is not None
         self._aws.stdin.write(json.dumps({"op": op, "region": region, "name": name, "value": value}) + "\n")
