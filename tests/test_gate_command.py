@@ -13,9 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from wg_mesh import aws
 from wg_mesh.gcp import instance as gcp_instance
-from wg_mesh.tools import stamp
+from wg_mesh.tools import gatepoll, stamp
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,3 +59,25 @@ def test_the_gate_command_runs_from_another_directory(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "--instance-id" in done.stdout
+
+
+def test_a_new_instances_gate_holds_until_a_key_switch_and_an_update_does_not() -> None:
+    """Issue 32 item 7: `create` (a new instance) holds until the announced switch; `update` (the same instance, its
+    `create` changed by a rotation) leaves the hold out; nothing announced, no hold and no `update` (create runs again,
+    as before)."""
+    line = lambda v: f"gate --instance {v['iid']}"  # noqa: E731
+    assert (
+        gatepoll.held(line, {"iid": "i-1", "not_before": 1_800_000_000})
+        == "gate --instance i-1 --not-before 1800000000"
+    )
+    assert gatepoll.unheld(line, {"iid": "i-1", "not_before": 1_800_000_000}) == "gate --instance i-1"
+    assert gatepoll.held(line, {"iid": "i-1", "not_before": None}) == "gate --instance i-1"
+    assert gatepoll.unheld(line, {"iid": "i-1", "not_before": None}) is None
+    slept: list[float] = []
+    clock = lambda: 1000.0  # noqa: E731
+    assert gatepoll.hold_until(None, 10, slept.append, clock) == 0.0
+    assert gatepoll.hold_until(900, 10, slept.append, clock) == 0.0 and slept == []  # passed
+    assert gatepoll.hold_until(1007, 10, slept.append, clock) == 7.0 and slept == [7.0]
+    with pytest.raises(TimeoutError, match="past this gate's timeout"):
+        gatepoll.hold_until(1011, 10, slept.append, clock)
+    assert slept == [7.0]  # failed before any wait

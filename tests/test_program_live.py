@@ -190,7 +190,11 @@ def test_every_store_holds_the_sites_signed_document_and_its_own_key(
             public_key = run.sites[site.name].public_key.value
             assert body == json.loads(
                 document.encode_body(
-                    plan, public_key, scope=trust["scope"], serial=body["serial"], key_at=body.get("key_at"),
+                    plan,
+                    public_key,
+                    scope=trust["scope"],
+                    serial=body["serial"],
+                    key_at=body.get("key_at"),
                     gateways=document.SINGLE if live.single_gateway(site) else None,
                 )
             )

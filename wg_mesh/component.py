@@ -67,6 +67,8 @@ class SiteComponent(pulumi.ComponentResource):
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
         self.signing_key = signing_key
         self.key_at = None
+        # when a new gateway of the site may take traffic at the earliest (its gate holds: live.switch_floor)
+        self.switch_floor: pulumi.Output[int | None] | None = None
         if mesh.delivery == "live":
             if signing_key is None:
                 raise ValueError(f"{site.name}: delivery: live needs the mesh's SigningKey (build sites through Mesh)")
@@ -75,6 +77,8 @@ class SiteComponent(pulumi.ComponentResource):
             # Nothing peer- or key-dependent: the peers and the key reach the gateway through the stores; the
             # mesh's verify key is the same for the life of the stack (signing_key_epoch).
             self.document = peer_document(name, mesh, site.name, self.key, directory, signing_key, self, self.key_at)
+            floor = functools.partial(_switch_floor, mesh, site.name)
+            self.switch_floor = pulumi.Output.all(directory=directory, key_at=self.key_at).apply(floor)
             self.user_data = self._live_user_data(mesh, site, None)
         else:
             self.document = None
@@ -98,6 +102,10 @@ class SiteComponent(pulumi.ComponentResource):
         self.register_outputs(
             {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key, **cloud_outputs}
         )
+
+
+def _switch_floor(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> int | None:
+    return live.switch_floor(mesh, site_name, values["directory"], values["key_at"])
 
 
 def _render_live_user_data(

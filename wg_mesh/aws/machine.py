@@ -3,7 +3,9 @@ gateways of an HA site are alike but for the subnet and the `ha` object's letter
 
 from __future__ import annotations
 
+import functools
 import shlex
+from typing import Any, cast
 
 import pulumi
 import pulumi_aws as aws
@@ -13,6 +15,7 @@ from wg_mesh.aws import facts
 from wg_mesh.aws.images import BootImage
 from wg_mesh.config import AwsSite
 from wg_mesh.plan import userdata
+from wg_mesh.tools.gatepoll import held, unheld
 from wg_mesh.tools.stamp import python_command
 
 # The readiness gate runs with the interpreter running this program (wg_mesh.tools.stamp: not a path relative to the
@@ -85,17 +88,24 @@ def readiness_gate(
     instance: aws.ec2.Instance,
     image: pulumi.Output[str],
     child: pulumi.ResourceOptions,
+    not_before: pulumi.Output[int | None] | None = None,
 ) -> command.local.Command:
     """Runs `python -m wg_mesh.readygate` on the machine running `pulumi up`, for every new instance. `image`: the
-    checked AMI (wg_mesh.aws.fit.fitting_image), so that a mismatch fails the preview before the gate runs."""
+    checked AMI (wg_mesh.aws.fit.fitting_image), so that a mismatch fails the preview before the gate runs;
+    `not_before` (delivery: live): a new instance takes traffic no earlier (wg_mesh.plan.live.switch_floor)."""
     fixed = [f"--region {shlex.quote(site.region)}"]
     fixed += [f"--profile {shlex.quote(site.profile)}"] if site.profile else []
     fixed += [f"--role-arn {shlex.quote(site.assume_role_arn)}"] if site.assume_role_arn else []
+
+    def line(v: dict[str, Any]) -> str:
+        return " ".join([GATE_COMMAND, *fixed, f"--timeout {READY_TIMEOUT_S}", f"--instance-id {v['iid']}"])
+
+    values = pulumi.Output.all(iid=instance.id, image=image, not_before=not_before)
     return command.local.Command(
         f"{name}-ready",
-        create=pulumi.Output.all(iid=instance.id, image=image).apply(
-            lambda v: " ".join([GATE_COMMAND, *fixed, f"--timeout {READY_TIMEOUT_S}", f"--instance-id {v['iid']}"])
-        ),
+        create=values.apply(functools.partial(held, line)),
+        # None: no `update` input at all (the SDK drops a property that serializes to None, pulumi/runtime/rpc.py)
+        update=cast(pulumi.Output[str], values.apply(functools.partial(unheld, line))),
         triggers=[instance.id],
         opts=child,
     )

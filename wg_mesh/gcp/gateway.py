@@ -165,9 +165,13 @@ class GcpGateway(component.SiteComponent):
             if letter == "a":
                 self.instance, self.user_data = vm, pulumi.Output.from_input(gateway_metadata["user-data"])
                 # Traffic moves to a (new) gateway only once it is ready and (single gateway) holds the static address.
-                self.ready = instance.readiness_gate(prefix, site, vm, self.address, pair is not None, child)
+                self.ready = instance.readiness_gate(
+                    prefix, site, vm, self.address, pair is not None, child, self.switch_floor
+                )
             else:
-                self.standby_ready = instance.readiness_gate(prefix, site, vm, self.address, True, child)
+                self.standby_ready = instance.readiness_gate(
+                    prefix, site, vm, self.address, True, child, self.switch_floor
+                )
             self.instances.append(vm)
             self.private_ips[letter] = vm.network_interfaces.apply(lambda nics: str(nics[0].network_ip))
         return reader

@@ -8,7 +8,9 @@ last.
 
 from __future__ import annotations
 
+import functools
 import shlex
+from typing import Any, cast
 
 import pulumi
 import pulumi_command as command
@@ -19,6 +21,7 @@ from wg_mesh.config import GcpSite
 from wg_mesh.gcp import fit
 from wg_mesh.gcp.facts import boot_disk_type, boot_image
 from wg_mesh.gcp.network import Network
+from wg_mesh.tools.gatepoll import held, unheld
 
 # The only metadata the guest reads once, at first boot; other keys (enable-oslogin) are updated in place, so toggling
 # operator access does not replace the gateway: the provider replaces an instance for `metadata_startup_script` only,
@@ -124,23 +127,26 @@ def readiness_gate(
     address: gcp.compute.Address,
     wait_only: bool,
     child: pulumi.ResourceOptions,
+    not_before: pulumi.Output[int | None] | None = None,
 ) -> command.local.Command:
     """Runs `python -m wg_mesh.readygate gcp` on the machine running `pulumi up`, for every new instance: waits for
     its guest attribute, then moves the static `address` to it (wg_mesh.tools.gcpgate). wait_only (gateways: 2): moves
-    nothing, the agents own the address (docs/ha.md 9)."""
+    nothing, the agents own the address (docs/ha.md 9). `not_before` (delivery: live): a new instance takes traffic no
+    earlier (wg_mesh.plan.live.switch_floor; `create` holds, `update` does not: wg_mesh.tools.gatepoll.held)."""
     fixed = (
         [f"--impersonate {shlex.quote(site.impersonate_service_account)}"] if site.impersonate_service_account else []
     )
     fixed += ["--wait-only"] if wait_only else []
-    links = pulumi.Output.all(instance=instance.self_link, address=address.self_link)
+    links = pulumi.Output.all(instance=instance.self_link, address=address.self_link, not_before=not_before)
 
-    def line(v: dict[str, str]) -> str:
+    def line(v: dict[str, Any]) -> str:
         where = [f"--address {shlex.quote(v['address'])}", f"--instance {shlex.quote(v['instance'])}"]
         return " ".join([GATE_COMMAND, "gcp", *fixed, f"--timeout {READY_TIMEOUT_S}", *where])
 
     return command.local.Command(
         f"{name}-ready",
-        create=links.apply(line),
+        create=links.apply(functools.partial(held, line)),
+        update=cast(pulumi.Output[str], links.apply(functools.partial(unheld, line))),  # None: none (aws.machine)
         triggers=[instance.id],
         opts=child,
     )

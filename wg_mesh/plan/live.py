@@ -138,6 +138,22 @@ def single_gateway(site: AwsSite | GcpSite | StaticSite) -> bool:
     return isinstance(site, AwsSite | GcpSite) and site.gateways == 1
 
 
+def switch_floor(
+    cfg: MeshConfig, site_name: str, directory: Mapping[str, PeerAddress], key_at: int | None
+) -> int | None:
+    """When a new gateway of the site may take traffic at the earliest (its readiness gate holds until then:
+    wg_mesh.tools.gatepoll.hold_until): the latest announced switch among the site's own key (`key_at`) and its
+    document's peers' keys, of the keys rotated at least once (key_epoch > 0; a first key replaces none that anybody
+    runs, so a new mesh's first `up` waits for nothing). A new gateway's agent runs the new keys from its first boot
+    (wg_mesh.gateway.rotation holds only keys it already runs), so the address must not reach it before the other
+    parties switch; None when no such key is announced. The gate's `update` leaves it out: only a new instance waits."""
+    plan = topology.interface_plan(cfg, site_name, directory)
+    rotated = [key_at if cfg.site(site_name).key_epoch > 0 else None]
+    rotated += [p.key_at for p in plan.peers if cfg.site(p.name).key_epoch > 0]
+    moments = [at for at in rotated if at is not None]
+    return max(moments) if moments else None
+
+
 def unsigned_digest(cfg: MeshConfig, site_name: str, scope: str, values: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of the site's document content with serial 0, over Output.all(directory=..., public_key=...,
     key_at=...)'s values: what its serial's stamp is keyed on (the serial changes when, and only when, this does)."""
