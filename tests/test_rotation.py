@@ -17,6 +17,7 @@ from wg_mesh.gateway import document, rotation
 from wg_mesh.gateway.agent import Agent, Config
 from wg_mesh.gateway.apply import KEY_REASON, ApplyError, Paths, Result
 from wg_mesh.gateway.document import INVALID, PARSE, Document, DocumentError, encode_body
+from wg_mesh.gateway.pmtu_heal import overlay_address
 from wg_mesh.gateway.rotation import OWN, RotatingApplier, Switch, hold, running_peers
 from wg_mesh.gateway.wgconf import InterfacePlan, wg_quick_conf
 
@@ -94,6 +95,7 @@ class Gateway:
     clock: Clock
     logs: list[str]
     paths: Paths
+    pinged: list[list[str]]  # each switch's pings (RotatingApplier.initiate), in order
 
     @property
     def applier(self) -> RotatingApplier:
@@ -117,7 +119,8 @@ def gateway(tmp_path: Path, keys: Keys, now: float = T - 60, up: bool = True) ->
     )
     assert isinstance(agent.applier, RotatingApplier)
     agent.applier.timer, agent.applier.sleep = False, clock.sleep  # the test drives tick() with its clock
-    gw = Gateway(host, store, agent, clock, logs, paths)
+    gw = Gateway(host, store, agent, clock, logs, paths, [])
+    agent.applier.initiate = gw.pinged.append
     if up:
         assert agent.cycle()
         host.up_from(Path(paths.wg_conf))
@@ -216,6 +219,9 @@ def test_a_peer_key_switches_at_key_at_new_peer_first_then_the_old_one_removed(t
     assert new in gw.host.peers and old not in gw.host.peers and gw.host.peers[new][0] == allowed
     assert gw.peer_key(PEER) == new and gw.applier.pending == ()  # wg0.conf follows
     assert any(f"key switch {PEER} at {T}: done at" in line for line in gw.logs)
+    # one ping to that peer's overlay address, right after: this side initiates at once even when it has nothing to
+    # send (issue 32 item 10: a flow in one direction, the other side switched first, its initiation dropped)
+    assert gw.pinged == [[overlay_address(base_plan(), PEER)]]
     gw.host.calls.clear()
     assert gw.agent.cycle() and gw.host.mutating() == []  # the next cycle: nothing left to do
 
@@ -256,6 +262,7 @@ def test_the_own_key_is_prefetched_and_set_at_key_at_through_stdin_only(tmp_path
     assert set_key == [(["wg", "set", "wg0", "private-key", "/dev/stdin"], new.private + "\n")]
     assert gw.host.private_key == new.private and new.private in gw.conf() and keys.private not in gw.conf()
     assert gw.store.key_fetches == 1 and gw.applier.next_private is None
+    assert gw.pinged == [[overlay_address(base_plan(), p.name) for p in base_plan().peers]]  # every session expired
     assert not any(k in " ".join(argv) for argv in gw.host.commands for k in (keys.private, new.private))
     assert not any(k in line for line in gw.logs for k in (keys.private, new.private))
 

@@ -22,7 +22,8 @@ from wg_mesh.gateway.rotation import CLOCK_TOLERANCE_S, SWITCH_KICK_S
 from wg_mesh.lab.drills.drill import ROTATION_GOAL
 
 BEFORE = {"pings_lost": 547, "longest_stall_ms": 13333.0, "source": "docs/bench/meshchange.json at commit 0275c11"}
-KEYS = ("pings_lost", "longest_ping_gap_ms", "longest_stall_ms", "switch_spread_ms", "switch_after_key_at_ms")
+KEYS = ("pings_lost", "longest_ping_gap_ms", "longest_stall_ms", "switch_spread_ms", "switch_after_key_at_ms",
+        "rearmed")  # fmt: skip
 
 
 def rotation_step(report: dict[str, Any]) -> dict[str, Any] | None:

@@ -12,8 +12,15 @@ Then the level-triggered apply runs with the switched document (wg0.conf rewritt
 Why this loses (almost) nothing: setting a new private key expires every session and resets the handshake timer
 (wireguard-go `SetPrivateKey` -> `ExpireCurrentKeypairs`; the kernel's `wg_noise_expire_current_peer_keypairs`), and a
 new peer has never sent a handshake: whichever side switches last initiates with its next packet and both keys
-match. An initiation sent in the skew window (one side switched, the other not yet) is dropped, and its sender would
-wait REKEY_TIMEOUT (5 s) to retry; so after the switch, every SWITCH_KICK_S for SWITCH_KICK_FOR_S, each swapped peer
+match. But "its next packet" is only there when traffic leaves that side: with a flow in one direction (A's host
+sends, B's host only answers) the sender's side may switch first, its initiation reaches a peer that has not switched
+yet and is dropped, and the other side then switches with nothing to send (the answers wait for requests that cannot
+reach it): nobody initiates until a timer does. The lab's live drill lost 0 to 3 pings in most runs and 35 (a 600 ms
+silence) in one (issue 32 item 10, docs/benchmarks.md 8.1): the kick below at key_at + SWITCH_KICK_S. So each side,
+right after its switch, sends one ping to each switched peer's overlay address (its own key: every peer), in the
+active role: whichever side switches last initiates at once, whatever the traffic (the same move as an HA promotion's,
+wg_mesh.gateway.ha_run). An initiation sent in the skew window is still dropped, and its sender would wait
+REKEY_TIMEOUT (5 s) to retry; so after the switch, every SWITCH_KICK_S for SWITCH_KICK_FOR_S, each swapped peer
 without a handshake since key_at is removed and re-added (the mechanism of wg_mesh.gateway.ha_kick: a fresh peer
 initiates on its next packet).
 
@@ -45,6 +52,7 @@ from dataclasses import dataclass, replace
 from .apply import Applier, ApplyError, Paths, Runner, read_text
 from .document import Document, is_key
 from .ha_kick import stale_peers
+from .pmtu_heal import overlay_address
 from .sources import FetchError
 from .wgconf import INTERFACE, Peer, parse_wg_quick_conf
 
@@ -141,6 +149,18 @@ def hold(doc: Document, own: str | None, peers: dict[str, str], now: float) -> H
     return Held(replace(doc, public_key=public_key, plan=plan), ordered)
 
 
+def peer_addresses(doc: Document, names: set[str] | None) -> list[str]:
+    """The overlay addresses of the document's peers named in `names` (None: every peer) that have one."""
+    found = []
+    for peer in doc.plan.peers:
+        if names is None or peer.name in names:
+            try:
+                found.append(overlay_address(doc.plan, peer.name))
+            except ValueError:  # no /32 among its AllowedIPs: nothing to ping
+                continue
+    return found
+
+
 def swap_commands(interface: str, peer: Peer, old: str, active: bool) -> list[list[str]]:
     """The new peer with the running one's AllowedIPs (WireGuard moves them), then the old one removed. A standby
     gateway's peers have no endpoint and no keepalive (wgconf.wg_quick_conf). Public keys only: no secret in argv."""
@@ -178,6 +198,8 @@ class RotatingApplier(Applier):
         self.next_private: str | None = None  # the prefetched private key of the own switch (never logged)
         self.next_public: str | None = None  # its public key (checked when it was fetched)
         self.kicks: list[tuple[float, int, frozenset[str]]] = []  # (when, key_at, public keys): re-armed if stale
+        # after a switch: one ping to each of these overlay addresses (each in its own thread: never under the lock)
+        self.initiate: Callable[[list[str]], None] = self._ping
         self.wake = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -308,7 +330,15 @@ class RotatingApplier(Applier):
         self.pending = rest
         if not any(s.name == OWN for s in rest):
             self.next_private = None
+        if active:  # the last side to switch initiates now, whatever the traffic (module docstring)
+            names = None if any(s.name == OWN for s in due) else {s.name for s in due}
+            self.initiate(peer_addresses(doc, names))
         return changes
+
+    def _ping(self, addresses: list[str]) -> None:
+        for address in addresses:
+            argv = ["ping", "-n", "-q", "-c", "1", "-W", "1", address]
+            threading.Thread(target=self.run, args=(argv, None), name="key-switch-ping", daemon=True).start()
 
     def _kick(self, kicks: Sequence[tuple[float, int, frozenset[str]]], now: float) -> list[str]:
         """Re-arm the switched peers without a handshake since their switch (active role), every SWITCH_KICK_S until
