@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from wg_mesh.gateway.rotation import CLOCK_TOLERANCE_S, SWITCH_KICK_S
+from wg_mesh.gateway.rotation import CLOCK_TOLERANCE_S, PEER_SWITCH_LAG_S, SWITCH_KICK_S
 from wg_mesh.lab.drills.drill import ROTATION_GOAL
 
 BEFORE = {"pings_lost": 547, "longest_stall_ms": 13333.0, "source": "docs/bench/meshchange.json at commit 0275c11"}
@@ -50,6 +50,7 @@ def combine(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "before": BEFORE,
         "clock_tolerance_ms": CLOCK_TOLERANCE_S * 1000,
         "kick_after_ms": SWITCH_KICK_S * 1000,
+        "peer_lag_ms": PEER_SWITCH_LAG_S * 1000,
         "summary": {
             "runs": len(runs),
             "completed": len(done),
