@@ -389,25 +389,20 @@ def test_a_document_past_its_store_is_refused_naming_the_site(monkeypatch: pytes
     assert any(p.startswith("sites[0]: ") and "peer document" in p for p in caught.value.problems)
 
 
-def test_a_replaced_gcp_vm_reads_the_document_its_replacement_reads() -> None:
-    """Issue 32 item 7: one `up` that replaces a GCP gateway (a new machine type) and rotates its key. The old VM
-    serves until the new one's readiness gate passes, so the store its agent.json names must be one that `up` writes
-    the new document to: a secret of the site, not the VM resource's own metadata (Pulumi never updates the old VM
-    of a replacement; on main the old VM kept the old document, and the old key past key_at)."""
-    raw = live_raw(STACK_FILES[0].parent / "Pulumi.prod.yaml")
-    changed = copy.deepcopy(raw)
-    (gcp,) = [s for s in changed["sites"] if s["cloud"] == "gcp"]
-    gcp["instance_type"], gcp["key_epoch"] = "n2-standard-4", gcp.get("key_epoch", 0) + 1
-    before, after = (run_program(r, preview=False, stack="prod") for r in (raw, changed))
-    site = next(s for s in cloud_sites_of(before) if isinstance(s, GcpSite))
-    old, new = instance_of(before, site), instance_of(after, site)
-    assert old.inputs["machineType"] != new.inputs["machineType"]  # replaced (replace_on_changes: machineType)
-    assert "machineType" in before.monitor.replace_on_changes[old.name]
-    config = next(f for f in live_user_data(before, site)["write_files"] if f["path"] == ship.CONFIG_PATH)
-    read_by_old = json.loads(config["content"])["source"]["document_secret"]  # what the old VM's agent reads
-    secret = after.named(GCP_SECRET, f"{site.name}-peers-secret")
-    assert read_by_old == f"projects/{site.project}/secrets/{secret.inputs['secretId']}/versions/latest"
-    versions = [run.named(GCP_SECRET_VERSION, f"{site.name}-peers-version") for run in (before, after)]
-    assert versions[0].inputs["secretData"] != versions[1].inputs["secretData"]  # the new document, in that store
-    assert after.depends_on(GCP_SECRET_VERSION, versions[1].name, GCP_SECRET, secret.name)
-    assert not any("peers" in k for k in new.inputs["metadata"])  # nothing of it on the VM resource
+def test_a_replaced_gcp_vm_reads_the_document_its_replacement_reads(
+    before_after: tuple[ProgramRun, ProgramRun],
+) -> None:
+    """Issue 32 item 7: when one `up` replaces a GCP gateway (a new type, image or agent) and changes its document
+    (here every key rotated), the old VM serves until the new one's readiness gate passes, so the store its agent.json
+    names must be one that `up` writes the new document to: the site's secret, not the VM resource's own metadata
+    (Pulumi never updates the old VM of a replacement: on 58f58f7 the old VM kept the old document, and the old key
+    past key_at)."""
+    before, after = before_after
+    for site in (s for s in cloud_sites_of(before) if isinstance(s, GcpSite)):
+        read_by_old = agent_json(before, site)["source"]["document_secret"]  # what the old VM's agent reads
+        secret = after.named(GCP_SECRET, f"{site.name}-peers-secret")
+        assert read_by_old == f"projects/{site.project}/secrets/{secret.inputs['secretId']}/versions/latest"
+        versions = [run.named(GCP_SECRET_VERSION, f"{site.name}-peers-version") for run in (before, after)]
+        assert versions[0].inputs["secretData"] != versions[1].inputs["secretData"]  # the new document, there
+        assert after.depends_on(GCP_SECRET_VERSION, versions[1].name, GCP_SECRET, secret.name)
+        assert not any("peers" in k for k in instance_of(after, site).inputs["metadata"])  # nothing on the VM

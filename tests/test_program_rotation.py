@@ -128,8 +128,8 @@ def test_a_new_gateway_in_a_rotations_up_takes_traffic_no_earlier_than_the_switc
         assert new["update"] == old["create"] and new["triggers"] == old["triggers"]
 
 
-def test_the_floor_is_the_latest_switch_of_a_key_rotated_at_least_once() -> None:
-    cfg = mesh_of(applied(prod()))
+def test_the_floor_is_the_latest_switch_of_a_key_rotated_at_least_once(rotated: tuple[ProgramRun, ProgramRun]) -> None:
+    cfg = mesh_of(rotated[0])
     directory = {s.name: PeerAddress("198.51.100.1", f"key-{s.name}", key_at=1000 + i) for i, s in enumerate(cfg.sites)}
     site = cfg.sites[0].name
     assert live.switch_floor(cfg, site, directory, 999) is None  # every key_epoch 0: a first key replaces none

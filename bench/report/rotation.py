@@ -54,7 +54,15 @@ def section(data: dict[str, Any]) -> str:
         f"{goal['longest_stall_ms']:.0f} ms; before (unannounced, {before['source']}): {before['pings_lost']} pings "
         f"lost, {before['longest_stall_ms'] / 1000:.1f} s stall. Now, the **worst** of {s['completed']} completed runs "
         f"(of {s['runs']}): {_v(s['max_pings_lost'])} ping(s) lost, a {_v(s['max_gap_ms'], ' ms')} silence, a "
-        f"{_v(s['max_stall_ms'], ' ms')} stall; {s['goal_met']} of {s['runs']} runs met the goal; switch spread median "
+        f"{_v(s['max_stall_ms'], ' ms')} stall; {s['goal_met']} of {s['runs']} runs met the goal"
+        + (
+            f" (before issue 32, {b['source']}: the worst {_v(b['max_pings_lost'])} pings lost, a "
+            f"{_v(b['max_gap_ms'], ' ms')} silence, a {_v(b['max_stall_ms'], ' ms')} stall; {b['goal_missed']} of "
+            f"{b['runs']} runs missed the goal)"
+            if (b := data.get("before_announced"))
+            else ""
+        )
+        + "; switch spread median "
         f"{_v(s['median_spread_ms'], ' ms', 1)} (max {_v(s['max_spread_ms'], ' ms', 1)}): "
         f"**{'met' if met else 'not met'}**."
     )
