@@ -353,8 +353,8 @@ class RotatingApplier(Applier):
         if not any(s.name == OWN for s in rest):
             self.next_private = None
         if active:  # the last side to switch initiates now, whatever the traffic (module docstring)
-            names = None if any(s.name == OWN for s in due) else {s.name for s in due}
-            self.initiate(peer_addresses(doc, names))
+            switched = None if any(s.name == OWN for s in due) else {s.name for s in due}
+            self.initiate(peer_addresses(doc, switched))
         return changes
 
     def _ping(self, addresses: list[str]) -> None:
