@@ -17,9 +17,11 @@ import boto3
 import pytest
 
 from tests.agent_fake import TRUST, base_plan
-from wg_mesh.gateway.ha import Lease, Settings, parse_ha
+from wg_mesh.gateway.ha import Lease, Settings
 from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface, replaceable
-from wg_mesh.gateway.ha_run import Controller, cloud_factory, remote_ranges, safe_ranges
+from wg_mesh.gateway.ha_config import parse_ha
+from wg_mesh.gateway.ha_routes import remote_ranges, safe_ranges
+from wg_mesh.gateway.ha_run import Controller, cloud_factory
 from wg_mesh.lab.clouds.awsmodel import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"

@@ -14,7 +14,8 @@ import pytest
 from tests import gce_fake
 from tests.gce_fake import PROJECT, REGION, Cloud, Vm
 from tests.test_ha_aws import FakeGateway
-from wg_mesh.gateway.ha import Settings, parse_ha
+from wg_mesh.gateway.ha import Settings
+from wg_mesh.gateway.ha_config import parse_ha
 from wg_mesh.gateway.ha_gcp import ORPHAN_WAIT_S, SETTLE_S, UNHELD_TAKE_S, GcpHa, Metadata
 from wg_mesh.gateway.ha_run import Controller
 from wg_mesh.tools import gcpgate

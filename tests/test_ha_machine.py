@@ -20,8 +20,8 @@ from wg_mesh.gateway.ha import (
     Release,
     Renew,
     Unreachable,
-    parse_ha,
 )
+from wg_mesh.gateway.ha_config import parse_ha
 
 OK = Health()
 BAD = Health(failed="wg0 down")

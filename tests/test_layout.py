@@ -42,8 +42,6 @@ ROOT_FILES = {"py.typed"}
 # Past MAX_LINES today: each may only shrink (lower its number when it does; remove it once it fits).
 OVERSIZE = {
     "wg_mesh/gateway/apply.py": 411,
-    "wg_mesh/gateway/ha.py": 415,
-    "wg_mesh/gateway/ha_run.py": 406,
 }
 
 

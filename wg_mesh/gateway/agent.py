@@ -26,7 +26,7 @@ from . import reresolve
 from .apply import APPLY_REASON, KEY_REASON, ApplyError, Paths, Runner, atomic_write, read_text, redact
 from .apply import run_command as default_runner
 from .document import REASONS, SINGLE, Document, DocumentError, Trust, decode, parse_trust
-from .ha import HaConfig, parse_ha
+from .ha_config import HaConfig, parse_ha
 from .pmtu import PathWatch, Settings
 from .rotation import RotatingApplier
 from .sources import FetchError, FileSource, Source

@@ -1,4 +1,5 @@
-"""High availability (issue 11): agent.json's `ha` object and the pure state machine of one gateway of a pair.
+"""High availability (issue 11): the pure state machine of one gateway of a pair (agent.json's `ha` object:
+wg_mesh.gateway.ha_config).
 
 No I/O here. The controller (wg_mesh.gateway.ha_run) samples the local health (wg_mesh.gateway.ha_health) and the
 arbiter every `Settings.tick_s`, calls `Machine.tick(now, ...)` with its monotonic clock, runs the returned
@@ -40,96 +41,10 @@ actions through the cloud adapter (wg_mesh.gateway.ha_aws, ha_gcp) and reports e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 ROLES = ("standby", "active")
-GATEWAYS = ("a", "b")
 NONE = "none"  # the lease's holder when nobody holds it
 CLAIM_REASONS = ("initial", "lease_expired", "released", "unhealthy")  # wgmesh_ha_failovers_total{reason}
-
-
-# --- agent.json ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HaConfig:
-    """agent.json's `ha` object (wg_mesh.gateway.agent.load_config); /work/wt/HA.md is the contract."""
-
-    cloud: str
-    gateway: str
-    health_port: int = 9181
-    # aws
-    region: str = ""
-    lease_table: str = ""
-    allocation_id: str = ""
-    route_table_ids: tuple[str, ...] = ()
-    # gcp
-    project: str = ""
-    address: str = ""
-    address_ip: str = ""
-    backend_service: str = ""
-    groups: tuple[tuple[str, str, str], ...] = ()  # (gateway, zone, name)
-
-    @property
-    def other(self) -> str:
-        return "b" if self.gateway == "a" else "a"
-
-    def group(self, gateway: str) -> tuple[str, str]:
-        """(zone, name) of a gateway's instance group (GCP)."""
-        return next((zone, name) for g, zone, name in self.groups if g == gateway)
-
-
-def _text(raw: dict[str, Any], key: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"ha.{key}: {value!r} is not a non-empty string")
-    return value
-
-
-def parse_ha(raw: object) -> HaConfig:
-    """The `ha` object, checked; ValueError naming the field (`ha.<field>`)."""
-    if not isinstance(raw, dict):
-        raise ValueError("ha: not an object")
-    cloud, gateway, port = raw.get("cloud"), raw.get("gateway"), raw.get("health_port", 9181)
-    if cloud not in ("aws", "gcp"):
-        raise ValueError(f"ha.cloud: {cloud!r} is not aws or gcp")
-    if gateway not in GATEWAYS:
-        raise ValueError(f"ha.gateway: {gateway!r} is not a or b")
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-        raise ValueError(f"ha.health_port: {port!r} is not 1..65535")
-    if cloud == "aws":
-        tables = raw.get("route_table_ids")
-        if not isinstance(tables, list) or not all(isinstance(t, str) and t.startswith("rtb-") for t in tables):
-            raise ValueError(f"ha.route_table_ids: {tables!r} is not a list of rtb- ids")
-        allocation = _text(raw, "allocation_id")
-        if not allocation.startswith("eipalloc-"):
-            raise ValueError(f"ha.allocation_id: {allocation!r} is not an eipalloc- id")
-        return HaConfig(
-            "aws", gateway, port, _text(raw, "region"), _text(raw, "lease_table"), allocation, tuple(tables)
-        )
-    groups = raw.get("groups")
-    if not isinstance(groups, dict) or set(groups) != set(GATEWAYS):
-        raise ValueError("ha.groups: not an object with exactly the keys a and b")
-    parsed = []
-    for g in GATEWAYS:
-        group = groups[g]
-        if not isinstance(group, dict):
-            raise ValueError(f"ha.groups.{g}: not an object")
-        for key in ("zone", "name"):
-            if not isinstance(group.get(key), str) or not group[key]:
-                raise ValueError(f"ha.groups.{g}.{key}: {group.get(key)!r} is not a non-empty string")
-        parsed.append((g, group["zone"], group["name"]))
-    return HaConfig(
-        "gcp",
-        gateway,
-        port,
-        region=_text(raw, "region"),
-        project=_text(raw, "project"),
-        address=_text(raw, "address"),
-        address_ip=_text(raw, "address_ip"),
-        backend_service=_text(raw, "backend_service"),
-        groups=tuple(parsed),
-    )
 
 
 # --- what the machine sees ------------------------------------------------------------------------------------
@@ -422,7 +337,6 @@ __all__ = [
     "Action",
     "Claim",
     "Demote",
-    "HaConfig",
     "Health",
     "Lease",
     "Machine",
@@ -432,5 +346,4 @@ __all__ = [
     "Renew",
     "Settings",
     "Unreachable",
-    "parse_ha",
 ]

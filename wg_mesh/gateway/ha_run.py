@@ -16,7 +16,6 @@ then claims nothing and writes nothing (wg_mesh.gateway.ha), and `shutdown()` re
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +26,6 @@ from .ha import (
     Action,
     Claim,
     Demote,
-    HaConfig,
     Health,
     Lease,
     LeaseView,
@@ -40,10 +38,12 @@ from .ha import (
     Settings,
     Unreachable,
 )
+from .ha_config import HaConfig
 from .ha_health import HealthServer, LocalChecks, Run, TunnelProbe, run_command
 from .ha_kick import Kick
+from .ha_routes import safe_ranges
 from .pmtu_heal import overlay_address
-from .trust import Trust, unsafe_destination
+from .trust import Trust
 from .wgconf import INTERFACE, InterfacePlan
 
 METRICS: dict[str, tuple[str, str]] = {
@@ -83,31 +83,6 @@ class Cloud(Protocol):
     def holder(self) -> str: ...
 
     def reconcile(self, ranges: list[str], may_write: Callable[[], bool]) -> list[str]: ...
-
-
-def remote_ranges(plan: InterfacePlan) -> list[str]:
-    """What the site's route tables send to its gateway (wg_mesh.plan.topology.remote_ranges): the overlay and every
-    peer's CIDRs, read from the document."""
-    own = ipaddress.IPv4Interface(plan.address).network
-    ranges = [str(own)]
-    for peer in plan.peers:
-        ranges += [c for c in peer.allowed_ips if not ipaddress.IPv4Network(c).subnet_of(own) and c not in ranges]
-    return ranges
-
-
-def safe_ranges(plan: InterfacePlan, trust: Trust | None) -> tuple[list[str], list[str]]:
-    """(remote ranges the route tables may send to this gateway, refusals with their reasons): the document's ranges
-    (verified, after its invariants) checked once more against agent.json's trust; none at all without a trust."""
-    if trust is None:
-        return [], ["no trust in agent.json: no route is written"]
-    ranges, refused = [], []
-    for cidr in remote_ranges(plan):
-        problem = unsafe_destination(cidr, trust)
-        if problem is None:
-            ranges.append(cidr)
-        else:
-            refused.append(problem)
-    return ranges, refused
 
 
 def _escape(value: str) -> str:
@@ -245,12 +220,9 @@ class Controller:
         """The applied document's word on the pair (wg_mesh.gateway.ha, "Stood down"); logged when it changes."""
         if stood_down != self.machine.stood_down:
             self.machine.stood_down = stood_down
-            self.host.log(
-                f"HA: the site's document says it has one gateway: standing down as {self.machine.role} (no claim, no "
-                "address or route write, no release)"
-                if stood_down
-                else "HA: the site's document names no single gateway any more: the pair's rules again"
-            )
+            down = f"standing down as {self.machine.role} (no claim, no address or route write, no release)"
+            self.host.log(f"HA: the site's document says it has one gateway: {down}" if stood_down else
+                          "HA: the site's document names no single gateway now: the pair's rules again")  # fmt: skip
 
     def _outcome(self, call: Callable[[], Any]) -> tuple[Outcome, Any]:
         try:

@@ -45,7 +45,7 @@ MODULES = (
     "files.py",
     "hostplan.py", "txn.py", "peerset.py", "apply.py", "sources.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
-    "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "rotation.py", "agent.py",
+    "ha.py", "ha_config.py", "ha_health.py", "ha_kick.py", "ha_routes.py", "ha_run.py", "rotation.py", "agent.py",
 )  # fmt: skip
 # each cloud's source and HA adapter (ha_run imports the adapter of agent.json's ha.cloud only)
 SOURCE_MODULES = {"aws": ("source_aws.py", "ha_aws.py"), "gcp": ("source_gcp.py", "ha_gcp.py"), "file": ()}
