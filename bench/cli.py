@@ -234,8 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=50.0,
         help="relay: the offices' consumer lines, Mbit/s up and down (default 50)",
     )
-    parser.add_argument("--runs", type=int, default=5, help="rotation: live drills to run (default 5)")
-    parser.add_argument("--stacks", help="changes: comma-separated stacks (default dev,prod,edge)")
+    parser.add_argument("--runs", type=int, default=10, help="rotation: live drills (default 10; the worst counts)")
+    parser.add_argument("--stacks", help="changes: comma-separated stacks (default dev,prod,edge,underlay)")
     parser.add_argument("--from", dest="runs_from", type=Path, nargs="+", help="rotation: combine these drill JSONs")
     return parser
 

@@ -310,6 +310,10 @@ def _values(sign: Sign) -> list[Case]:
         Case("a peer MTU above the interface's", v, _edit(sign, lambda b: _peer(b, mtu=8900))),
         Case("peer key_at a bool", v, _edit(sign, lambda b: _peer(b, key_at=True))),
         Case("key_at negative", v, _edit(sign, lambda b: b.update(key_at=-1))),
+        *(
+            Case(f"gateways {value!r} (only 1 is ever said)", v, _edit(sign, lambda b, x=value: b.update(gateways=x)))
+            for value in (2, 0, True, "1", None, [1])
+        ),
         Case("host bits set", v, _edit(sign, lambda b: _peer(b, allowed_ips=["10.100.1.2/16"]))),
         Case(
             "a netmask instead of a prefix length",

@@ -9,7 +9,6 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -38,12 +37,10 @@ from wg_mesh.plan import metrics
 class Store:
     """The cloud's store as the agent sees it: a document and a private key, counting key fetches."""
 
-    pushes = False
-
     def __init__(self, text: str, key: str) -> None:
         self.text, self.key, self.key_fetches = text, key, 0
 
-    def document(self, wait: bool) -> str:
+    def document(self) -> str:
         if not self.text:
             raise FetchError("GetSecretValue: ResourceNotFoundException")
         return self.text
@@ -319,18 +316,11 @@ def test_command_line_once_with_a_file_source(keys: Keys, tmp_path: Path, capsys
     assert "poll_seconds" in capsys.readouterr().err
 
 
-def test_the_daemon_waits_on_a_push_source_and_polls_the_others(keys: Keys, paths: Paths) -> None:
-    class Push(Store):
-        pushes = True
-        waits: ClassVar[list[bool]] = []
-
-        def document(self, wait: bool) -> str:
-            self.waits.append(wait)
-            return super().document(wait)
-
+def test_the_daemon_polls_its_source_every_poll_interval(keys: Keys, paths: Paths) -> None:
+    """Every source is polled (GCP's document is a Secret Manager secret too, no metadata push): a cycle, then the
+    rest of poll_seconds, also after a failed fetch."""
     host, logs, sleeps = FakeHost(), [], []
-    store = Push(doc_text(base_plan(), keys), keys.private)
-    agent = make(store, host, paths, logs)
+    agent = make(Store(doc_text(base_plan(), keys), keys.private), host, paths, logs)
 
     def sleep(seconds: float) -> None:
         sleeps.append(seconds)
@@ -339,18 +329,16 @@ def test_the_daemon_waits_on_a_push_source_and_polls_the_others(keys: Keys, path
 
     with pytest.raises(StopIteration):
         agent.forever(sleep)
-    assert store.waits == [False, True, True]
-    assert all(s <= 1.0 for s in sleeps)
-    file_agent = make(Store(store.text, keys.private), host, paths, logs)
+    assert len(sleeps) == 3 and all(9.0 < s <= 10.0 for s in sleeps)
     sleeps.clear()
     with pytest.raises(StopIteration):
-        file_agent.forever(sleep)
+        make(Store("", keys.private), host, paths, logs).forever(sleep)
     assert all(9.0 < s <= 10.0 for s in sleeps)
 
 
 def test_file_source_reports_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FetchError, match="cannot read"):
-        FileSource(str(tmp_path / "none.json"), str(tmp_path / "none.key")).document(wait=False)
+        FileSource(str(tmp_path / "none.json"), str(tmp_path / "none.key")).document()
 
 
 def test_a_new_overlay_address_replaces_the_old_one(keys: Keys, paths: Paths) -> None:
@@ -378,23 +366,6 @@ def test_an_unusable_ip_command_is_not_taken_for_a_missing_wg0(keys: Keys, paths
     store.text = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
     assert not agent.cycle()
     assert metric(paths, "wgmesh_agent_apply_failures_total", reason="apply") == 1
-
-
-def test_a_push_source_that_fails_waits_a_poll_interval(keys: Keys, paths: Paths) -> None:
-    class Failing(Store):
-        pushes = True
-
-    host, logs, sleeps = FakeHost(), [], []
-    agent = make(Failing("", keys.private), host, paths, logs)
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        if len(sleeps) == 2:
-            raise StopIteration
-
-    with pytest.raises(StopIteration):
-        agent.forever(sleep)
-    assert all(s > 9.0 for s in sleeps)
 
 
 def test_a_repeated_failure_is_logged_once_and_counted_every_time(keys: Keys, paths: Paths) -> None:

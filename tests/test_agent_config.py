@@ -20,6 +20,7 @@ from wg_mesh.gateway.agent import main
 from wg_mesh.gateway.agentconfig import load_config
 
 AWS = ship.aws_source("us-east-1", "wg-mesh/prod/aws-use1/document", "/wg-mesh/prod/aws-use1/private-key")
+DOC_SECRET, KEY_SECRET = "projects/p/secrets/d/versions/latest", "projects/p/secrets/k/versions/latest"
 HA = {"cloud": "aws", "gateway": "a", "health_port": 9181, "region": "us-east-1", "lease_table": "t",
       "allocation_id": "eipalloc-1", "route_table_ids": ["rtb-1"]}  # fmt: skip
 
@@ -69,7 +70,7 @@ CASES: dict[str, tuple[str, str]] = {  # name -> (agent.json text, what the refu
     ),
     "bundle_sha256 not hex": (json.dumps(good(bundle_sha256="z" * 64)), "bundle_sha256"),
     "a relative bundle_file": (
-        json.dumps(good(source=ship.gcp_source("projects/p/secrets/s/versions/latest", bundle_file="lib/a.bz2"))),
+        json.dumps(good(source=ship.gcp_source(DOC_SECRET, KEY_SECRET, bundle_file="lib/a.bz2"))),
         "source.bundle_file",
     ),
     "a bundle_file on an AWS source": (json.dumps(edited("source.bundle_file", "/b.bz2")), "unknown field"),

@@ -1,6 +1,6 @@
 """The agent's cloud sources against real protocols on loopback: AWS through moto in server mode (a real AWS API
 emulator) with Ubuntu-style botocore, GCP through a small metadata server + Secret Manager following Google's
-documented protocol (Metadata-Flavor: Google required, ETag, wait_for_change; `:access` with a bearer token)."""
+documented protocol (Metadata-Flavor: Google required for the token; `:access` with a bearer token)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ REGION = "us-east-1"
 SECRET, PARAMETER = f"wg-mesh/proj/prod/{SITE}/peers", f"/wg-mesh/proj/prod/{SITE}/private-key"
 TOKEN = "ya29.test-token"
 KEY_SECRET = "projects/proj/secrets/wg-mesh-0123abcd-gcp-euw3-key/versions/latest"
+DOC_SECRET = "projects/proj/secrets/wg-mesh-0123abcd-gcp-euw3-peers/versions/latest"
 
 
 # --- AWS: moto --------------------------------------------------------------------------------
@@ -61,8 +62,8 @@ def test_aws_source_reads_the_secret_and_the_secure_string(aws: tuple[Any, Any],
     source = make_source(
         {"kind": "aws", "region": REGION, "document_secret": SECRET, "private_key_parameter": PARAMETER}
     )
-    assert isinstance(source, AwsSource) and not source.pushes
-    assert source.document(wait=False) == text
+    assert isinstance(source, AwsSource)
+    assert source.document() == text
     assert source.private_key() == keys.private
 
     logs: list[str] = []
@@ -80,7 +81,7 @@ def test_aws_source_reads_the_secret_and_the_secure_string(aws: tuple[Any, Any],
 def test_aws_failures_are_fetch_errors(aws: tuple[Any, Any]) -> None:
     source = AwsSource(REGION, "wg-mesh/proj/prod/nowhere/peers", "/wg-mesh/proj/prod/nowhere/private-key")
     with pytest.raises(FetchError, match="ResourceNotFoundException"):
-        source.document(wait=False)
+        source.document()
     with pytest.raises(FetchError, match="ParameterNotFound"):
         source.private_key()
 
@@ -91,27 +92,19 @@ def test_aws_unreachable_endpoint_is_a_fetch_error(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     started = time.monotonic()
     with pytest.raises(FetchError, match="secretsmanager get_secret_value"):
-        AwsSource(REGION, SECRET, PARAMETER).document(wait=False)
+        AwsSource(REGION, SECRET, PARAMETER).document()
     assert time.monotonic() - started < 30
 
 
-# --- GCP: metadata server and Secret Manager --------------------------------------------------
+# --- GCP: metadata server (the token) and Secret Manager (document and key) ------------------------------------
 
 
 class Gce:
-    """The instance's view of GCE: one metadata attribute (value, ETag) and the Secret Manager versions."""
+    """The instance's view of GCE: its service account's token and the Secret Manager versions (name -> payload)."""
 
     def __init__(self) -> None:
-        self.value: str | None = None
-        self.etag = 0
         self.secrets: dict[str, str] = {}
-        self.changed = threading.Condition()
         self.requests: list[str] = []
-
-    def set(self, value: str) -> None:
-        with self.changed:
-            self.value, self.etag = value, self.etag + 1
-            self.changed.notify_all()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -130,12 +123,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         url = urllib.parse.urlsplit(self.path)
-        query = dict(urllib.parse.parse_qsl(url.query))
         self.gce.requests.append(self.path)
         if url.path.startswith("/computeMetadata/v1/"):
             if self.headers.get("Metadata-Flavor") != "Google":
                 return self._send(403, "Missing Metadata-Flavor:Google header.")
-            return self._metadata(url.path.removeprefix("/computeMetadata/v1/"), query)
+            if url.path != "/computeMetadata/v1/instance/service-accounts/default/token":
+                return self._send(404, "not found")
+            body = {"access_token": TOKEN, "expires_in": 3599, "token_type": "Bearer"}
+            return self._send(200, json.dumps(body), {"Metadata-Flavor": "Google", "Content-Type": "application/json"})
         if url.path.startswith("/v1/") and url.path.endswith(":access"):
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 return self._send(401, json.dumps({"error": {"code": 401, "status": "UNAUTHENTICATED"}}))
@@ -145,23 +140,6 @@ class Handler(BaseHTTPRequestHandler):
             data = base64.b64encode(self.gce.secrets[name].encode()).decode()
             return self._send(200, json.dumps({"name": name, "payload": {"data": data}}))
         self._send(404, "not found")
-
-    def _metadata(self, path: str, query: dict[str, str]) -> None:
-        flavor = {"Metadata-Flavor": "Google"}
-        if path == "instance/service-accounts/default/token":
-            body = {"access_token": TOKEN, "expires_in": 3599, "token_type": "Bearer"}
-            return self._send(200, json.dumps(body), {**flavor, "Content-Type": "application/json"})
-        if path != "instance/attributes/wg-mesh-peers":
-            return self._send(404, "not found", flavor)
-        gce = self.gce
-        with gce.changed:
-            if query.get("wait_for_change") == "true" and query.get("last_etag") == str(gce.etag):
-                # Google: an unchanged value holds the request until it changes or timeout_sec passes
-                gce.changed.wait_for(lambda: query["last_etag"] != str(gce.etag), float(query.get("timeout_sec", 60)))
-            value, etag = gce.value, str(gce.etag)
-        if value is None:
-            return self._send(404, "not found", flavor)
-        self._send(200, value, {**flavor, "ETag": etag})
 
 
 @pytest.fixture
@@ -181,55 +159,50 @@ def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Gce, str]]:
         server.server_close()
 
 
-def test_gcp_source_waits_for_a_change_with_the_etag(gce: tuple[Gce, str]) -> None:
+def test_gcp_source_reads_the_document_and_the_key_from_secret_manager(gce: tuple[Gce, str]) -> None:
+    """Both are `versions/latest` of a secret: an old VM, its replacement and an HA pair (each its own source) read
+    the same document, and a new version is what every one of them reads next."""
     state, url = gce
     keys = Keys()
-    state.set(doc_text(base_plan(), keys))
-    state.secrets[KEY_SECRET] = keys.private
-    source = GcpSource(KEY_SECRET, metadata_url=url)
-    assert source.pushes
-    assert source.document(wait=True) == state.value  # no ETag yet: a plain read
-    assert source.etag == "1"
+    state.secrets[DOC_SECRET], state.secrets[KEY_SECRET] = doc_text(base_plan(), keys), keys.private
+    old, new = GcpSource(DOC_SECRET, KEY_SECRET, metadata_url=url), GcpSource(DOC_SECRET, KEY_SECRET, metadata_url=url)
+    assert old.document() == new.document() == state.secrets[DOC_SECRET]
     added = doc_text(with_peer(base_plan(), "site-c", "10.77.0.0/16"), keys)
-    timer = threading.Timer(0.5, state.set, [added])
-    timer.start()
-    started = time.monotonic()
-    assert source.document(wait=True) == added
-    assert 0.4 < time.monotonic() - started < 5
-    assert "wait_for_change=true&last_etag=1&timeout_sec=60" in state.requests[-1]
-    assert source.etag == "2"
-    assert source.private_key() == keys.private
+    state.secrets[DOC_SECRET] = added
+    assert old.document() == new.document() == added
+    assert old.private_key() == keys.private
+    assert f"/v1/{DOC_SECRET}:access" in state.requests
 
 
-def test_gcp_agent_applies_what_the_metadata_server_pushes(gce: tuple[Gce, str], tmp_path: Path) -> None:
+def test_gcp_agent_applies_and_refuses_what_it_reads(gce: tuple[Gce, str], tmp_path: Path) -> None:
     state, url = gce
     keys = Keys()
-    state.set(doc_text(base_plan(), keys))
-    state.secrets[KEY_SECRET] = keys.private
+    state.secrets[DOC_SECRET], state.secrets[KEY_SECRET] = doc_text(base_plan(), keys), keys.private
     logs: list[str] = []
     agent = Agent(
         Config(site=SITE, source={}, trust=TRUST),
-        GcpSource(KEY_SECRET, metadata_url=url),
+        GcpSource(DOC_SECRET, KEY_SECRET, metadata_url=url),
         FakeHost(),
         Paths.under(str(tmp_path)),
         logs.append,
     )
-    assert agent.cycle(wait=False)
-    state.set("{corrupt")
-    assert not agent.cycle(wait=True)
+    assert agent.cycle()
+    state.secrets[DOC_SECRET] = "{corrupt"
+    assert not agent.cycle()
     assert 'reason="parse"} 1' in Path(agent.paths.metrics).read_text()
     assert keys.private not in "\n".join(logs)
 
 
 def test_gcp_failures_are_fetch_errors(gce: tuple[Gce, str]) -> None:
-    _, url = gce
-    source = GcpSource(KEY_SECRET, metadata_url=url)
+    state, url = gce
+    source = GcpSource(DOC_SECRET, KEY_SECRET, metadata_url=url)
     with pytest.raises(FetchError, match="HTTP 404"):
-        source.document(wait=False)  # no attribute yet
+        source.document()  # no such secret (yet)
     with pytest.raises(FetchError, match="HTTP 404"):
-        source.private_key()  # no such secret
-    with pytest.raises(FetchError, match="HTTP 404"):
-        GcpSource("projects/proj/secrets/other/versions/latest", metadata_url=url).private_key()
+        source.private_key()
+    state.secrets[DOC_SECRET] = "x" * (150 * 1024)  # more than a 64 KiB payload can be: refused before parsing
+    with pytest.raises(FetchError, match="more than"):
+        source.document()
 
 
 def test_the_metadata_flavor_header_is_required(gce: tuple[Gce, str]) -> None:
@@ -237,11 +210,11 @@ def test_the_metadata_flavor_header_is_required(gce: tuple[Gce, str]) -> None:
     import urllib.request
 
     state, url = gce
-    state.set("{}")
+    state.secrets[DOC_SECRET] = "{}"
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(f"{url}/computeMetadata/v1/instance/attributes/wg-mesh-peers", timeout=5)
+        urllib.request.urlopen(f"{url}/computeMetadata/v1/instance/service-accounts/default/token", timeout=5)
     assert refused.value.code == 403
-    assert GcpSource(KEY_SECRET, metadata_url=url).document(wait=False) == "{}"  # the agent sends it
+    assert GcpSource(DOC_SECRET, KEY_SECRET, metadata_url=url).document() == "{}"  # the agent sends it
 
 
 def system_botocore() -> bool:

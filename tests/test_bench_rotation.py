@@ -23,8 +23,12 @@ def test_every_run_counts_and_the_goal_is_met_only_when_every_run_meets_it() -> 
     assert (s["runs"], s["completed"], s["goal_met"], s["max_pings_lost"], s["max_stall_ms"]) == (3, 3, 3, 1, 137.0)
     assert s["median_spread_ms"] == (3.75 + 12.9) / 2 and s["max_spread_ms"] == 12.9
     text = section(data)
-    assert "| 2 | 1 | 40 ms | 137 ms | 12.9 ms | aws-use1 own key +3.4 ms |" in text
+    assert "| 2 | 1 | 40 ms | 137 ms | 12.9 ms | aws-use1 own key +3.4 ms | – |" in text
     assert "547 pings lost, 13.3 s stall" in text and "**met**" in text
+    assert "the **worst** of 3 completed runs (of 3): 1 ping(s) lost, a 40 ms silence, a 137 ms stall" in text
+    kicked = combine([{**report(0, 0.0, 1.0), "steps": [{**report(0, 0.0, 1.0)["steps"][1],
+                                                          "rearmed": {"aws-use1": 1, "gcp-euw3": 0}}]}])  # fmt: skip
+    assert "| aws-use1 |" in section(kicked)  # which side had to re-arm (its first handshake lost)
 
     missed = combine([report(0, 0.0, 3.0), report(2, 1500.0, 4.0), {"ok": False, "error": "boom", "steps": []}])
     assert missed["summary"]["goal_met"] == 1 and missed["summary"]["completed"] == 2

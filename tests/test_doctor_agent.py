@@ -65,7 +65,7 @@ def test_a_lagging_generation_fails() -> None:
 def test_a_store_not_read_for_minutes_fails_with_a_hint_per_cloud() -> None:
     found = checks({**CONFIG, doctor_agent.AGENT_METRICS: textfile(fetched=NOW - 600)})
     status, text = found["agent-fetch"]
-    assert status == FAIL and "10m00s ago" in text and "Secrets Manager" in text and "Metadata-Flavor" in text
+    assert status == FAIL and "10m00s ago" in text and "Secrets Manager" in text and "secretAccessor" in text
 
 
 def test_missing_metrics_file_is_a_failure_not_a_traceback() -> None:

@@ -16,8 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from wg_mesh import aws
-from wg_mesh.tools import localcmd, serial, stamp
+from wg_mesh.tools import gatepoll, localcmd, serial, stamp
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)  # the virtualenv running the tests: what Pulumi.yaml's `virtualenv` names in a project
@@ -94,3 +96,18 @@ def test_the_small_commands_need_no_python(tmp_path: Path) -> None:
     assert run_text(serial.PIN_CREATE, tmp_path, WG_MESH_SERIAL="9").stdout == "9\n"
     assert run_text(localcmd.KEEP_OUTPUT, tmp_path, PULUMI_COMMAND_STDOUT="9").stdout == "9\n"
     assert stamp.parse(run_text(stamp.CREATE, tmp_path).stdout) > stamp.MIN_STAMP
+
+
+def test_a_new_instances_gate_holds_until_a_key_switch_and_an_update_does_not() -> None:
+    """Issue 32 item 7: `create` (a new instance) holds until the announced switch (`--not-before`); `update` (the same
+    instance) never holds; nothing announced, no hold."""
+    assert gatepoll.hold_words(1_800_000_000) == ["--not-before", "1800000000"]
+    assert gatepoll.hold_words(None) == []
+    slept: list[float] = []
+    clock = lambda: 1000.0  # noqa: E731
+    assert gatepoll.hold_until(None, 10, slept.append, clock) == 0.0
+    assert gatepoll.hold_until(900, 10, slept.append, clock) == 0.0 and slept == []  # passed
+    assert gatepoll.hold_until(1007, 10, slept.append, clock) == 7.0 and slept == [7.0]
+    with pytest.raises(TimeoutError, match="past this gate's timeout"):
+        gatepoll.hold_until(1011, 10, slept.append, clock)
+    assert slept == [7.0]  # failed before any wait

@@ -73,6 +73,20 @@ def test_peer_key_at_round_trips_and_is_absent_when_unset() -> None:
     assert decode(sign(payload), site_trust).plan == rotated
 
 
+def test_gateways_1_round_trips_and_is_absent_unless_said() -> None:
+    """A cloud site with one gateway says so (issue 32: a pair being retired stands down); a pair's document and a
+    static site's keep their bytes, so an agent of before this field still reads them."""
+    plan, site_trust = plans(STACK_FILES[0])[0]
+    key = fake_public_key(plan.site)
+    plain = encode_body(plan, key, scope=SCOPE, serial=1)
+    single = encode_body(plan, key, scope=SCOPE, serial=1, gateways=document.SINGLE)
+    assert '"gateways"' not in plain and single.count('"gateways":1') == 1
+    assert decode(sign(plain), site_trust).gateways is None
+    said = decode(sign(single), site_trust)
+    assert said.gateways == 1 and said.plan == decode(sign(plain), site_trust).plan
+    assert said.generation != decode(sign(plain), site_trust).generation  # content: a new generation
+
+
 def test_the_envelope_is_dsse() -> None:
     """secure-systems-lab/dsse envelope.md and protocol.md: PAE over the payload type and the body."""
     payload = '{"a":1}'

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,6 +137,26 @@ def test_the_command_line_the_program_runs(url: str, cloud: Cloud, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert f"{INSTANCE} ready after" in done.stdout and "static address moved" in done.stdout
     assert cloud.vms[NEW].nat_ip == STATIC
+
+
+def test_a_new_gateway_takes_the_address_no_earlier_than_a_key_switch_in_flight(
+    url: str, cloud: Cloud, tmp_path: Path
+) -> None:
+    """Issue 32 item 7: a key rotated in the `up` that replaces this gateway switches at key_at; the new VM runs the new
+    keys from its first boot, so the gate holds the address until then (`--not-before`, gatepoll.hold_until), and a
+    moment past its timeout fails the gate at once with nothing moved (the old VM keeps serving)."""
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    cloud.vms[NEW].attributes["wg-mesh/ready"] = "true"
+    argv = [
+        "gcp", "--instance", f"{gce_fake.LINK}{INSTANCE}", "--address", f"{gce_fake.LINK}{ADDRESS}",
+        "--api", f"{url}/compute/v1/", "--access-token-file", str(token), "--interval", "0.05", "--timeout", "5",
+    ]  # fmt: skip
+    assert readygate.main([*argv, "--not-before", str(int(time.time()) + 3600)]) == 1
+    assert cloud.vms[OLD].nat_ip == STATIC and cloud.events == []
+    started = time.time()  # (--wait-only: the hold alone; the move after it is the first test's)
+    assert readygate.main([*argv, "--wait-only", "--not-before", str(int(started) + 1)]) == 0
+    assert time.time() >= int(started) + 1 and cloud.vms[OLD].nat_ip == STATIC
 
 
 def test_for_ha_sites_the_gate_waits_and_moves_nothing(url: str, cloud: Cloud, tmp_path: Path) -> None:

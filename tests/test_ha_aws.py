@@ -17,9 +17,11 @@ import boto3
 import pytest
 
 from tests.agent_fake import TRUST, base_plan
-from wg_mesh.gateway.ha import Lease, Settings, parse_ha
+from wg_mesh.gateway.ha import Lease, Settings
 from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface, replaceable
-from wg_mesh.gateway.ha_run import Controller, cloud_factory, remote_ranges, safe_ranges
+from wg_mesh.gateway.ha_config import parse_ha
+from wg_mesh.gateway.ha_routes import remote_ranges, safe_ranges
+from wg_mesh.gateway.ha_run import Controller, cloud_factory
 from wg_mesh.lab.clouds.awsmodel import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
@@ -291,6 +293,7 @@ class FakeGateway:
     handshakes: dict[str, int] | None = None  # when set: the dump's peers (public key -> latest handshake, unix s)
     rearms: list[list[str]] = field(default_factory=list)
     pings: list[str] = field(default_factory=list)
+    single: bool = False  # the applied document says the site has one gateway (`gateways: 2` -> 1)
 
     def set_role(self, role: str) -> None:
         self.roles.append(role)
@@ -302,6 +305,9 @@ class FakeGateway:
 
     def applied(self) -> bool:
         return True
+
+    def stood_down(self) -> bool:
+        return self.single
 
     def log(self, message: str) -> None:
         self.logs.append(message)
@@ -414,6 +420,38 @@ def test_shutdown_releases_for_a_planned_handover(cloud: Cloud, tmp_path: Path) 
     assert cloud.adapter("a").read_lease() == Lease("none", 1, cloud.adapter("a").read_lease().counter)  # type: ignore[union-attr]
     run_for(ctls, clock, 1, alive="b")
     assert ctls["b"].machine.role == "active" and cloud.eip_holder() == "b"
+
+
+def test_a_retired_pair_stands_down_and_pulumis_moves_stay(cloud: Cloud, tmp_path: Path) -> None:
+    """`gateways: 2` -> 1 (issue 32 item 2) against moto: the pair's document says `gateways: 1` (each agent applies
+    it), then Pulumi associates the Elastic IP with the new single gateway (`a2` here: its EipAssociation) and
+    ReplaceRoutes every route to it (its routes' networkInterfaceId, no longer ignored), then deletes the old pair
+    last (systemd stops each agent). Before the field the active took both back within a second."""
+    ctls, gws, clock = controllers(cloud, tmp_path)
+    run_for(ctls, clock, 3)
+    assert cloud.eip_holder() == "a" and ctls["a"].machine.role == "active"
+    for gw in gws.values():
+        gw.single = True
+    run_for(ctls, clock, 1)
+    assert all(any("standing down" in line for line in gw.logs) for gw in gws.values())
+    assert 'wgmesh_ha_stood_down{site="aws-use1",gateway="a"} 1' in gws["a"].metrics
+    cloud.ec2.associate_address(AllocationId=cloud.allocation, NetworkInterfaceId=cloud.enis["a2"],
+                                AllowReassociation=True)  # fmt: skip
+    for table in cloud.tables:
+        for cidr in cloud.ranges:
+            cloud.ec2.replace_route(RouteTableId=table, DestinationCidrBlock=cidr, NetworkInterfaceId=cloud.enis["a2"])
+    lease = cloud.adapter("a").read_lease()
+    run_for(ctls, clock, 4)
+    assert cloud.eip_holder() == "a2" and cloud.route_targets() == {"a2"}
+    assert ctls["a"].machine.role == "standby" and gws["a"].roles[-1] == "standby"  # it read the new holder twice
+    assert lease is not None and lease.holder == INSTANCES["a"]
+    # Pulumi deletes b first (it depends on a's gate); after a failover b is the active, so the harder order is the
+    # active stopped while its partner still runs: it releases nothing and the partner, stood down, claims nothing
+    ctls["a"].shutdown()
+    run_for(ctls, clock, 4, alive="b")  # > the lease's 3 s
+    assert cloud.eip_holder() == "a2" and cloud.route_targets() == {"a2"}
+    assert (cloud.adapter("a").read_lease() or lease).holder == INSTANCES["a"]  # not released
+    assert all(sum(c.machine.claims.values()) == (1 if n == "a" else 0) for n, c in ctls.items())
 
 
 def test_active_cut_off_from_the_lease_writes_nothing_and_demotes_on_the_new_holder(

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from tests.agent_fake import TRUST, base_plan
 from wg_mesh.gateway.ha_aws import AwsHa, Pace, Throttled, Unreachable, move_routes
-from wg_mesh.gateway.ha_run import safe_ranges
+from wg_mesh.gateway.ha_routes import safe_ranges
 
 REGION = "us-east-1"
 ENI = {"a": "eni-aaaaaaaa", "b": "eni-bbbbbbbb"}

@@ -14,9 +14,11 @@ import pytest
 from tests import gce_fake
 from tests.gce_fake import PROJECT, REGION, Cloud, Vm
 from tests.test_ha_aws import FakeGateway
-from wg_mesh.gateway.ha import Settings, parse_ha
-from wg_mesh.gateway.ha_gcp import SETTLE_S, UNHELD_TAKE_S, GcpHa, Metadata
+from wg_mesh.gateway.ha import Settings
+from wg_mesh.gateway.ha_config import parse_ha
+from wg_mesh.gateway.ha_gcp import ORPHAN_WAIT_S, SETTLE_S, UNHELD_TAKE_S, GcpHa, Metadata
 from wg_mesh.gateway.ha_run import Controller
+from wg_mesh.tools import gcpgate
 
 IP, EPHEMERAL_A, EPHEMERAL_B = "203.0.113.7", "198.51.100.1", "198.51.100.2"
 ZONES = {"a": "europe-west3-a", "b": "europe-west3-b"}
@@ -150,3 +152,33 @@ def test_the_active_turns_503_when_its_checks_fail(gcp: tuple[Cloud, dict[str, s
     run_for(ctls, clock, 1, cloud)
     assert ctls["a"].healthz() == (503, "unhealthy: wg hung (no answer in 1 s)") and ctls["a"].machine.role == "standby"
     assert cloud.holder(IP) is cloud.vms["ga"]  # GCP has no lease: Google's health check moves the traffic
+
+
+def test_a_retired_pair_stands_down_and_the_gates_move_stays(
+    gcp: tuple[Cloud, dict[str, str], str], tmp_path: Path
+) -> None:
+    """`gateways: 2` -> 1 (issue 32 item 2) against the Compute model: the pair's document says `gateways: 1`, the new
+    single VM `gn` (in no group, no HA agent) is gated and its readiness gate moves the static address to it
+    (gcpgate.move_address, as `pulumi up` runs it), the routes follow it (re-created: not the pair's concern), and the
+    old VMs are deleted last. Before the field, b took the address from `gn` as an orphan ~5 s after the move."""
+    cloud, urls, compute = gcp
+    cloud.vms["gn"] = Vm("gn", "198.51.100.9", zone=ZONES["a"])
+    ctls, gws, clock = controllers(urls, compute, tmp_path)
+    run_for(ctls, clock, 2, cloud)
+    assert ctls["a"].machine.role == "active" and cloud.holder(IP) is cloud.vms["ga"]
+    for gw in gws.values():
+        gw.single = True
+    run_for(ctls, clock, 1, cloud)
+    assert ctls["a"].healthz() == (200, "active")  # still the load balancer's backend until the routes move
+    api = gcpgate.Compute(lambda: gce_fake.TOKEN, compute, sleep=lambda _: None)
+    gcpgate.move_address(api, gcpgate.instance_path(PROJECT, ZONES["a"], "gn"),
+                         f"projects/{PROJECT}/regions/{REGION}/addresses/gw-ip")  # fmt: skip
+    assert cloud.holder(IP) is cloud.vms["gn"]
+    events = len(cloud.events)
+    run_for(ctls, clock, 2 * ORPHAN_WAIT_S + UNHELD_TAKE_S, cloud)
+    assert cloud.holder(IP) is cloud.vms["gn"] and len(cloud.events) == events  # no access config touched since
+    assert ctls["a"].machine.role == "standby" and ctls["a"].healthz()[0] == 503  # it read the new holder
+    assert sum(ctls["b"].machine.claims.values()) == 0
+    ctls["a"].shutdown()
+    run_for(ctls, clock, ORPHAN_WAIT_S + 1, cloud, alive="b")
+    assert cloud.holder(IP) is cloud.vms["gn"] and len(cloud.events) == events

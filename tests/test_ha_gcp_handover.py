@@ -25,7 +25,8 @@ from tests.gce_fake import Cloud, Vm
 from tests.test_ha_aws import FakeGateway
 from tests.test_ha_gcp import EPHEMERAL_A, EPHEMERAL_B, HA, IP, ZONES
 from wg_mesh.gateway import ha_gcp
-from wg_mesh.gateway.ha import Settings, parse_ha
+from wg_mesh.gateway.ha import Settings
+from wg_mesh.gateway.ha_config import parse_ha
 from wg_mesh.gateway.ha_gcp import WITNESS_S, GcpHa, Metadata, Witness
 from wg_mesh.gateway.ha_run import Controller
 from wg_mesh.plan import ha as mesh_ha

@@ -20,8 +20,8 @@ from wg_mesh.gateway.ha import (
     Release,
     Renew,
     Unreachable,
-    parse_ha,
 )
+from wg_mesh.gateway.ha_config import parse_ha
 
 OK = Health()
 BAD = Health(failed="wg0 down")
@@ -427,6 +427,73 @@ def test_the_letter_as_identity_makes_old_and_new_fight() -> None:
     pair.strict = False
     pair.until(10)
     assert pair.store.moves - moves > 2  # ...and the address flaps
+
+
+def retired(stand_down: bool) -> Pair:
+    """`gateways: 2` -> 1 (issue 32 item 2), in Pulumi's order: the documents say the site has one gateway (each
+    agent reads it within its poll; `stand_down` False: the agents of before, which have no such rule), the new
+    single gateway `n` (no HA agent) is created and gated, Pulumi moves the address to it (EipAssociation), and the
+    old pair is deleted last: systemd stops each agent (the active releases unless stood down), then it is gone."""
+    pair = started(instances=True)
+    pair.until(5)
+    for gw in pair.gws.values():
+        gw.machine.stood_down = stand_down
+    pair.until(5)
+    assert pair.active() == ["i-a1"] and pair.store.address == "a"  # nothing moves before Pulumi moves it
+    pair.store.address, pair.store.moves = "n", pair.store.moves + 1  # the EipAssociation to the new gateway
+    pair.until(5)
+    for name in ("b", "a"):  # b depends on a's gate: Pulumi deletes it first
+        gw = pair.gws[name]
+        if gw.machine.role == "active" and not gw.machine.stood_down:
+            pair.run(Release(gw.machine.epoch, "stopping"), gw)
+        gw.alive = False
+        pair.until(4)
+    return pair
+
+
+def test_a_retired_pair_stands_down_and_the_address_stays_on_the_new_gateway() -> None:
+    pair = retired(stand_down=True)
+    assert pair.store.address == "n" and pair.active() == []
+    assert [w for w in pair.store.writes if w[0] >= 8] == []  # no write since the document (t = 8)
+    assert all(sum(g.machine.claims.values()) == (1 if g.instance == "a" else 0) for g in pair.gws.values())
+    a = pair.gws["a"]  # it read the new holder twice: wg0 to standby (a local change, no cloud write)
+    assert a.wg_role == "standby" and (13.5, a.me, "demote another gateway holds the address (2 reads)") in pair.log
+
+
+def test_a_retired_pair_without_the_rule_takes_the_address_back_and_leaves_it_on_nothing() -> None:
+    """What the agents of before did (the issue's finding): the active's reconcile takes the address back from the new
+    gateway within a second, and it ends on a deleted instance."""
+    pair = retired(stand_down=False)
+    assert pair.store.address in ("a", "b")  # a deleted instance: on nothing once it is gone
+    assert [w for w in pair.store.writes if w[0] > 15]  # taken back after Pulumi's move
+
+
+def test_a_stood_down_active_keeps_the_lease_so_a_partner_that_has_not_read_yet_claims_nothing() -> None:
+    pair = started(instances=True)
+    pair.gws["a"].machine.stood_down = True  # a read the document, b has not yet
+    counter = pair.store.item.counter if pair.store.item else 0
+    pair.until(20)
+    assert pair.active() == ["i-a1"] and pair.store.address == "a"
+    assert pair.store.item is not None and pair.store.item.counter > counter + 15  # renewed: b saw a live lease
+    assert pair.gws["b"].machine.claims == dict.fromkeys(pair.gws["b"].machine.claims, 0)
+    pair.gws["a"].health = BAD  # stood down: no release for a failing check either (the pair is going)
+    pair.until(5)
+    assert pair.active() == ["i-a1"] and not [what for _, g, what in pair.log if what.startswith("release")]
+
+
+def test_a_document_without_the_field_gives_back_the_pairs_rules_not_a_claim() -> None:
+    m = Machine("b", arbiter="health", stood_down=True)
+    for t in range(20):  # the holder unhealthy, or nobody holding it: no claim while stood down
+        assert m.tick(t / 2, OK, holder="other", other_health="UNHEALTHY") == []
+        assert m.tick(t / 2 + 0.25, OK, holder="none") == []
+    m.stood_down = False
+    assert m.tick(20.0, OK, holder="other", other_health="UNHEALTHY") == []  # the ordinary rules: settle_s first
+    assert m.tick(23.0, OK, holder="other", other_health="UNHEALTHY") == [Claim(None, "unhealthy")]
+    active = Machine("a", arbiter="health")
+    active.tick(0.0, OK, holder="none")
+    active.done(0.5, Claim(None, "initial"), True)
+    active.stood_down = True
+    assert not active.may_write(1.0) and active.tick(1.0, OK, holder="none") == []  # never takes an unheld address
 
 
 def test_gcp_standby_claims_when_google_reports_the_active_unhealthy() -> None:

@@ -33,7 +33,8 @@ AWS, GCP, STATIC = "aws-use1", "gcp-euw3", "vps-fra"
 CONFIGS: dict[str, dict[str, Any]] = {
     AWS: {"source": {"kind": "aws", "region": "us-east-1", "document_secret": f"wg-mesh/p/s/{AWS}/peers",
                      "private_key_parameter": f"/wg-mesh/p/s/{AWS}/private-key"}},
-    GCP: {"source": {"kind": "gcp", "attribute": "wg-mesh-peers",
+    GCP: {"source": {"kind": "gcp",
+                     "document_secret": f"projects/proj/secrets/wg-mesh-abcd1234-{GCP}-peers/versions/latest",
                      "private_key_secret": f"projects/proj/secrets/wg-mesh-abcd1234-{GCP}-key/versions/latest"}},
     STATIC: {"source": {"kind": "file", "document": "/etc/wg-mesh/document.json",
                         "private_key": "/etc/wg-mesh/private.key"}},
@@ -56,13 +57,16 @@ def get(url, headers):
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), b""
-md = "http://169.254.169.254/computeMetadata/v1/instance/"
-bare = get(md + "attributes/wg-mesh-peers", {})[0]
-status, headers, doc = get(md + "attributes/wg-mesh-peers", {"Metadata-Flavor": "Google"})
-token = json.loads(get(md + "service-accounts/default/token", {"Metadata-Flavor": "Google"})[2])["access_token"]
-url = os.environ["WG_MESH_SECRET_MANAGER_URL"] + "/v1/" + sys.argv[1] + ":access"
-denied = get(url, {"Authorization": "Bearer not-the-gateway"})[0]
-key = base64.b64decode(json.loads(get(url, {"Authorization": "Bearer " + token})[2])["payload"]["data"])
+md = "http://169.254.169.254/computeMetadata/v1/instance/service-accounts/default/token"
+bare = get(md, {})[0]
+status, headers, body = get(md, {"Metadata-Flavor": "Google"})
+token = json.loads(body)["access_token"]
+def access(name, token):
+    url = os.environ["WG_MESH_SECRET_MANAGER_URL"] + "/v1/" + name + ":access"
+    status, _, body = get(url, {"Authorization": "Bearer " + token})
+    return status, base64.b64decode(json.loads(body)["payload"]["data"]) if status == 200 else b""
+denied = access(sys.argv[1], "not-the-gateway")[0]
+doc, key = access(sys.argv[1], token)[1], access(sys.argv[2], token)[1]
 print(json.dumps({"bare": bare, "status": status, "flavor": headers.get("Metadata-Flavor"), "doc": doc.decode(),
                   "denied": denied, "key_sha": hashlib.sha256(key).hexdigest()}))
 """
@@ -118,7 +122,8 @@ def test_each_gateway_reads_its_own_store_through_the_lab_internet(session: Sess
                      CONFIGS[AWS]["source"]["private_key_parameter"])  # fmt: skip
     assert aws == {"doc": docs[AWS], "key_sha": sha(session.keys.private[AWS]), "type": "SecureString"}
 
-    gcp = in_gateway(session, GCP, GCP_CLIENT, CONFIGS[GCP]["source"]["private_key_secret"])
+    gcp = in_gateway(session, GCP, GCP_CLIENT, CONFIGS[GCP]["source"]["document_secret"],
+                     CONFIGS[GCP]["source"]["private_key_secret"])  # fmt: skip
     assert gcp == {"bare": 403, "status": 200, "flavor": "Google", "doc": docs[GCP], "denied": 403,
                    "key_sha": sha(session.keys.private[GCP])}  # fmt: skip
 
@@ -129,11 +134,15 @@ def test_each_gateway_reads_its_own_store_through_the_lab_internet(session: Sess
         assert file.read_text() == content and stat.S_IMODE(file.stat().st_mode) == 0o600
     assert not Path("/etc/wg-mesh/document.json").exists()  # the gateway's own mount namespace, not the host's
 
-    # A new document is what the next read gets (AWS: a new secret version).
+    # A new document is what the next read gets (a new secret version).
     plane.publish_document(AWS, "not a document")
     aws = in_gateway(session, AWS, AWS_CLIENT, CONFIGS[AWS]["source"]["document_secret"],
                      CONFIGS[AWS]["source"]["private_key_parameter"])  # fmt: skip
     assert aws["doc"] == "not a document"
+    plane.publish_document(GCP, "not one either")
+    gcp = in_gateway(session, GCP, GCP_CLIENT, CONFIGS[GCP]["source"]["document_secret"],
+                     CONFIGS[GCP]["source"]["private_key_secret"])  # fmt: skip
+    assert gcp["doc"] == "not one either"
     # The servers are the lab's tracked processes: the teardown ends them with the lab.
     whats = {p.what for p in session.state.processes}
     assert {"moto server", "aws control plane (boto3)", "metadata server", "secretmanager server"} <= whats

@@ -16,7 +16,7 @@ from bench.report.meshchange import section
 from tests.lableft import lab_left
 from tests.test_lab_boot import CANNOT_BOOT, run_mesh
 from wg_mesh.lab.clouds.live import live_configs
-from wg_mesh.lab.drills.drill import judge, metric, parse_metrics, pick_sites, switch_instants
+from wg_mesh.lab.drills.drill import judge, metric, parse_metrics, pick_sites, rearms, switch_instants
 from wg_mesh.lab.drills.drillreport import DrillReport
 from wg_mesh.lab.drills.drillrun import run_drill
 from wg_mesh.lab.drills.harun import wait_replies
@@ -138,6 +138,8 @@ def test_switch_instants_are_read_from_an_agents_log() -> None:
     assert switch_instants(log, 1800000000) == {"own key": 1800000000.004321}
     assert switch_instants(log, 1799999000) == {"gcp-euw3": 1799999000.0001}
     assert switch_instants("", 1800000000) == {}
+    kicked = "wg-mesh-agent: key switch at 1800000000: 1 peers without a handshake since re-armed\n"
+    assert rearms(log + kicked * 2, 1800000000) == 2 and rearms(log + kicked, 1799999000) == 0
 
 
 def test_sites_a_b_c_of_the_prod_stack() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -44,43 +43,19 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str,
         return exc.code, dict(exc.headers), exc.read()
 
 
-ATTR = "/computeMetadata/v1/instance/attributes/wg-mesh-peers"
+TOKEN = "/computeMetadata/v1/instance/service-accounts/default/token"
 
 
 def test_metadata_requires_the_flavor_header_and_sets_it(servers: tuple[Path, str, str]) -> None:
     root, metadata, _ = servers
-    write_atomic(root / "metadata" / "attributes" / "wg-mesh-peers", b"doc-1", 0o644)
-    status, headers, _ = get(metadata + ATTR)
+    write_atomic(root / "metadata" / "token", b"tok-gw\n", 0o600)
+    status, headers, _ = get(metadata + TOKEN)
     assert status == 403
-    status, _, _ = get(metadata + ATTR, {**GOOGLE, "X-Forwarded-For": "10.0.0.1"})
+    status, _, _ = get(metadata + TOKEN, {**GOOGLE, "X-Forwarded-For": "10.0.0.1"})
     assert status == 403
-    status, headers, body = get(metadata + ATTR, GOOGLE)
-    assert (status, body, headers["Metadata-Flavor"]) == (200, b"doc-1", "Google")
-    assert headers["ETag"] == gce.etag(b"doc-1")
-    assert get(metadata + "/computeMetadata/v1/instance/attributes/other", GOOGLE)[0] == 404
-
-
-def test_wait_for_change_hangs_until_the_value_changes(servers: tuple[Path, str, str]) -> None:
-    root, metadata, _ = servers
-    path = root / "metadata" / "attributes" / "wg-mesh-peers"
-    write_atomic(path, b"doc-1", 0o644)
-    first = gce.etag(b"doc-1")
-    # A last_etag that already differs: at once.
-    start = time.monotonic()
-    status, headers, body = get(f"{metadata}{ATTR}?wait_for_change=true&last_etag=stale&timeout_sec=30", GOOGLE)
-    assert (status, body) == (200, b"doc-1") and time.monotonic() - start < 1
-    # The current ETag and no change: the current value after timeout_sec.
-    start = time.monotonic()
-    status, headers, body = get(f"{metadata}{ATTR}?wait_for_change=true&last_etag={first}&timeout_sec=1", GOOGLE)
-    assert (status, body, headers["ETag"]) == (200, b"doc-1", first) and time.monotonic() - start >= 1
-    # The current ETag, then a change: the new value, promptly.
-    timer = threading.Timer(0.5, write_atomic, (path, b"doc-2", 0o644))
-    timer.start()
-    start = time.monotonic()
-    status, headers, body = get(f"{metadata}{ATTR}?wait_for_change=true&last_etag={first}&timeout_sec=30", GOOGLE)
-    elapsed = time.monotonic() - start
-    assert (status, body, headers["ETag"]) == (200, b"doc-2", gce.etag(b"doc-2"))
-    assert 0.4 < elapsed < 2
+    status, headers, _ = get(metadata + TOKEN, GOOGLE)
+    assert (status, headers["Metadata-Flavor"]) == (200, "Google")
+    assert get(metadata + "/computeMetadata/v1/instance/attributes/wg-mesh-peers", GOOGLE)[0] == 404  # not read
 
 
 def test_token_and_secret_manager_access(servers: tuple[Path, str, str]) -> None:

@@ -41,8 +41,6 @@ ROOT_PACKAGES = {"cli", "config", "plan", "aws", "gcp", "gateway", "tools", "lab
 ROOT_FILES = {"py.typed"}
 # Past MAX_LINES today: each may only shrink (lower its number when it does; remove it once it fits).
 OVERSIZE = {
-    "wg_mesh/gateway/ha.py": 415,
-    "wg_mesh/gateway/ha_run.py": 406,
     "wg_mesh/tools/monitoring.py": 418,  # the alert table, one entry per alert
 }
 

@@ -51,9 +51,12 @@ def test_each_site_kind_gets_its_source() -> None:
         "bundle_secret": "wg-mesh/wg-mesh/prod/aws-use1/agent",
     }
     secret = live.gcp_key_secret_id("wg-mesh", "prod", "gcp-euw3")
+    assert secret == "wg-mesh-c05cd655-gcp-euw3-key"
+    document = live.gcp_document_secret_id("wg-mesh", "prod", "gcp-euw3")
+    assert document == "wg-mesh-c05cd655-gcp-euw3-peers"
     assert sources["gcp"] == {
         "kind": "gcp",
-        "attribute": "wg-mesh-peers",
+        "document_secret": f"projects/my-project/secrets/{document}/versions/latest",
         "private_key_secret": f"projects/my-project/secrets/{secret}/versions/latest",
         "bundle_file": "/usr/local/lib/wg-mesh/wgmesh_gateway.json.bz2",  # the package, as the user data writes it
     }

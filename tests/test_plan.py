@@ -147,8 +147,9 @@ def test_a_site_added_in_live_delivery_replaces_no_instance(runs: Runs, dev_raw:
     data = runs.diff(runs.get("live", live), runs.get("live-grown", grown))
     assert not [e for e in data["replaced"] if e["type"] in preview.GATEWAY_TYPES], data["replaced"]
     assert "aws-use1-instance" not in _names(data["updated"])
-    assert _one(data["updated"], "gcp-euw3-instance")["inputs"] == ["metadata"]  # wg-mesh-peers, in place
+    assert "gcp-euw3-instance" not in _names(data["updated"])  # its document is a secret of its own
     assert _one(data["replaced"], "aws-use1-peers-version")["inputs"] == ["secretString"]  # a new version
+    assert _one(data["replaced"], "gcp-euw3-peers-version")["inputs"] == ["secretData"]
     for site in ("aws-use1", "gcp-euw3"):
         assert data["traffic"][site] == [data["traffic"][site][0]] and "no restart" in data["traffic"][site][0]
     assert data["traffic"]["vps-new"][0].startswith("a new site")

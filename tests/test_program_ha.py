@@ -11,14 +11,16 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, ProgramRun, Recorded, run_program
+from tests.signed import verified_body
 from tests.test_program import (
     AWS_INSTANCE,
     GCP_FIREWALL,
     GCP_INSTANCE,
     GCP_ROUTE,
     mesh_of,
+    user_data_input,
 )
-from tests.test_program_live import day_two
+from tests.test_program_live import GCP_SECRET, GCP_SECRET_VERSION, SM_SECRET, SM_VERSION, day_two, stored_document
 from wg_mesh.config import AwsSite, GcpSite
 from wg_mesh.tools.stackfile import read_raw
 
@@ -118,7 +120,8 @@ def comparable(resource: Recorded) -> dict[str, Any]:
 def test_adding_the_standby_keeps_every_resource_of_gateway_a(applied: ProgramRun, one_gateway: ProgramRun) -> None:
     """1 -> 2 renames nothing and changes nothing of gateway a but its instance's user data (agent.json gains the
     `ha` object; cloud-init reads it once, so the instance is replaced: create-before-delete, and the new pair's
-    takeover makes it a planned handover). Removed: the EipAssociation (AWS) only; GCP routes get the ILB next hop."""
+    takeover makes it a planned handover). Removed: the EipAssociation (AWS) only; GCP routes get the ILB next hop;
+    the document no longer says `gateways: 1` (a new version and serial; test_going_back_to_one_gateway_...)."""
     before = {(r.type, r.name): r for r in one_gateway.resources}
     after = {(r.type, r.name): r for r in applied.resources}
     # what the engine follows: a resource by its aliases (GCP's VM a carries the stack's scope with gateways: 2)
@@ -146,6 +149,9 @@ def test_adding_the_standby_keeps_every_resource_of_gateway_a(applied: ProgramRu
         (GCP_FIREWALL, f"{gcp.name}-fw-pmtu"),
         (GCP_SUBNET, f"{gcp.name}-subnet"),
         *((GCP_ROUTE, r.name) for r in applied.of_type(GCP_ROUTE)),
+        (SM_VERSION, f"{aws.name}-peers-version"),
+        (GCP_SECRET_VERSION, f"{gcp.name}-peers-version"),
+        *((COMMAND, f"{s.name}-serial") for s in (aws, gcp)),
     }
     assert set(changed) <= allowed, sorted(set(changed) - allowed)
     for typ in (AWS_INSTANCE, GCP_INSTANCE):
@@ -163,6 +169,32 @@ def test_adding_the_standby_keeps_every_resource_of_gateway_a(applied: ProgramRu
         assert (typ, name) in before and before[(typ, name)].inputs == after[(typ, name)].inputs
 
 
+def test_going_back_to_one_gateway_tells_the_old_pair_to_stand_down(
+    applied: ProgramRun, one_gateway: ProgramRun
+) -> None:
+    """Issue 32 item 2, the program's part of `gateways: 2` -> 1. The old pair runs until Pulumi deletes it, last,
+    and its agents took the address and routes back from the new gateway within a second. In that `up` the store
+    both of its agents read (the same secret for a and b: their agent.json) gets the site's document saying
+    `gateways: 1`, signed like every document: they stand down (wg_mesh.gateway.ha) long before the new gateway's
+    readiness gate lets Pulumi move the address and routes. A pair's own documents never say it (an agent of before
+    the field would refuse it), and the field can make an agent write less, never claim."""
+    aws, gcp = sites(applied)
+    for site in (aws, gcp):
+        typ = AWS_INSTANCE if site is aws else GCP_INSTANCE
+        pair = [agent_json(user_data_input(applied.vm(typ, f"{site.name}{s}"))) for s in ("", "-b")]
+        assert pair[0]["source"] == pair[1]["source"] and pair[0]["trust"] == pair[1]["trust"]
+        trust, source = pair[0]["trust"], pair[0]["source"]
+        assert "gateways" not in verified_body(stored_document(applied, site), trust)
+        single = mesh_of(one_gateway).site(site.name)
+        assert verified_body(stored_document(one_gateway, single), trust)["gateways"] == 1  # what the pair reads
+        if site is aws:  # ... from the store the pair's agent.json names
+            assert one_gateway.named(SM_SECRET, f"{site.name}-peers").inputs["name"] == source["document_secret"]
+        else:
+            secret = one_gateway.named(GCP_SECRET, f"{site.name}-peers-secret").inputs["secretId"]
+            assert source["document_secret"] == f"projects/{site.project}/secrets/{secret}/versions/latest"
+        assert one_gateway.named(SM_VERSION if site is aws else GCP_SECRET_VERSION, f"{site.name}-peers-version")
+
+
 def test_a_mesh_change_leaves_both_gateways_inputs_byte_identical(applied: ProgramRun) -> None:
     """Live delivery's invariant for gateway b too: a peer change (new sites, rotated keys) reaches the stores only."""
     changed = run(day_two(ha_raw()))
@@ -170,10 +202,7 @@ def test_a_mesh_change_leaves_both_gateways_inputs_byte_identical(applied: Progr
         for suffix in ("", "-b"):
             typ = AWS_INSTANCE if isinstance(site, AwsSite) else GCP_INSTANCE
             old, new = (r.vm(typ, f"{site.name}{suffix}") for r in (applied, changed))
-            old_inputs, new_inputs = copy.deepcopy(old.inputs), copy.deepcopy(new.inputs)
-            if typ == GCP_INSTANCE:  # the peer document: metadata set in place, no replacement
-                del old_inputs["metadata"]["wg-mesh-peers"], new_inputs["metadata"]["wg-mesh-peers"]
-            assert old_inputs == new_inputs, old.name
+            assert old.inputs == new.inputs, old.name  # (GCP's document: a secret both VMs read)
 
 
 def test_no_key_material_in_any_public_input_or_output(applied: ProgramRun) -> None:

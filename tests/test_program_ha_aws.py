@@ -26,7 +26,7 @@ from tests.test_program_ha import (
 )
 from wg_mesh.aws import facts
 from wg_mesh.config import AwsSite
-from wg_mesh.gateway.ha import parse_ha
+from wg_mesh.gateway.ha_config import parse_ha
 from wg_mesh.plan import ha
 
 

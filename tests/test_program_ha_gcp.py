@@ -152,18 +152,20 @@ def test_gcp_probers_reach_only_the_health_port_of_the_gateways(applied: Program
     assert set(pmtu.inputs["sourceRanges"]) == ips
 
 
-def test_gcp_both_accounts_read_the_key_and_nothing_else(applied: ProgramRun) -> None:
+def test_gcp_both_accounts_read_the_key_and_the_document_and_nothing_else(applied: ProgramRun) -> None:
+    """Both gateways read the site's one document secret (a VM's metadata would reach one VM only: an old pair being
+    retired, `gateways: 2` -> 1, never saw the document that stands it down) and its one key secret."""
     _, gcp = sites(applied)
-    secret = applied.named("gcp:secretmanager/secret:Secret", f"{gcp.name}-key-secret")
+    secrets = {applied.named("gcp:secretmanager/secret:Secret", f"{gcp.name}-{s}-secret").id for s in ("key", "peers")}
     members = {f"serviceAccount:{applied.named(GCP_SA, f'{gcp.name}{s}-sa').outputs['email']}" for s in ("", "-b")}
     bindings = applied.of_type(SECRET_IAM)
-    assert {b.inputs["member"] for b in bindings} == members
-    for binding in bindings:
-        assert binding.inputs["secretId"] == secret.id
-        assert binding.inputs["role"] == "roles/secretmanager.secretAccessor"
-    for suffix in ("", "-b"):  # the first boot reads the key with the binding in place
+    assert {(b.inputs["member"], b.inputs["secretId"]) for b in bindings} == {(m, s) for m in members for s in secrets}
+    assert len(bindings) == 4 and {b.inputs["role"] for b in bindings} == {"roles/secretmanager.secretAccessor"}
+    for suffix in ("", "-b"):  # the first boot reads the key and the document with the bindings in place
         vm = applied.vm(GCP_INSTANCE, f"{gcp.name}{suffix}").name
-        assert applied.depends_on(GCP_INSTANCE, vm, SECRET_IAM, f"{gcp.name}{suffix}-key-accessor")
+        for store in ("key", "peers"):
+            accessor = f"{gcp.name}{suffix}-{store}-accessor"
+            assert applied.depends_on(GCP_INSTANCE, vm, SECRET_IAM, accessor), accessor
     # Their only other grant: the agent's custom role, conditioned on the site's own resources.
     (role,) = applied.of_type(CUSTOM_ROLE)
     assert re.fullmatch(r"wgMeshHa_[0-9a-f]{8}_gcp_euw3_[0-9a-z]{6}", role.inputs["roleId"]), role.inputs["roleId"]

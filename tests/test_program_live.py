@@ -2,8 +2,8 @@
 
 Every stack file runs in live mode (prod is live; dev is forced to it). A second run changes the mesh the way an
 operator does on day 2 (a new AWS site and a static site with a smaller underlay MTU, every key rotated, another
-keepalive): the instances' inputs stay byte-identical, and only the stores (the document secret, the key parameter
-and secret versions, the `wg-mesh-peers` metadata key) change.
+keepalive): the instances' inputs stay byte-identical, and only the stores (the document secrets, the key parameter
+and secret versions) change.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from bench import meshgen
-from tests.conftest import STACK_FILES, ProgramRun, Recorded, run_program, with_delivery
+from tests.conftest import STACK_FILES, ProgramRun, run_program, with_delivery
 from tests.signed import verified_body
 from tests.test_program import (
     AWS_INSTANCE,
@@ -86,21 +86,15 @@ def cloud_sites_of(run: ProgramRun) -> list[AwsSite | GcpSite]:
     return [s for s in mesh_of(run).sites if isinstance(s, AwsSite | GcpSite)]
 
 
-def without_document(instance: Recorded) -> dict[str, Any]:
-    inputs = copy.deepcopy(instance.inputs)
-    if instance.type == GCP_INSTANCE:
-        del inputs["metadata"][live.GCP_ATTRIBUTE]
-    return inputs
-
-
 def test_a_mesh_change_leaves_every_instance_input_byte_identical(before_after: tuple[ProgramRun, ProgramRun]) -> None:
     before, after = before_after
     sites = cloud_sites_of(before)
     assert sites
     for site in sites:
         old, new = instance_of(before, site), instance_of(after, site)
-        # user data, AMI/image, type, boot disk, service account, profile, network: everything but the document key
-        assert without_document(old) == without_document(new), site.name
+        # user data, metadata, AMI/image, type, boot disk, service account, profile, network: everything (GCP's
+        # document is a secret of its own, no metadata key: every VM of the site reads it, wg_mesh.gcp.live)
+        assert old.inputs == new.inputs, site.name
         if isinstance(site, AwsSite):
             assert old.inputs["userDataBase64"] == new.inputs["userDataBase64"]
             assert old.inputs["ami"] == new.inputs["ami"] and old.inputs["instanceType"] == new.inputs["instanceType"]
@@ -108,7 +102,8 @@ def test_a_mesh_change_leaves_every_instance_input_byte_identical(before_after: 
             assert old.inputs["metadata"]["user-data"] == new.inputs["metadata"]["user-data"]
             assert old.inputs["bootDisk"] == new.inputs["bootDisk"]
             assert old.inputs["machineType"] == new.inputs["machineType"]
-            # the peer document (metadata wg-mesh-peers) replaces nothing: only the user data and the type do
+            assert "wg-mesh-peers" not in new.inputs["metadata"]  # the document was this key (item 7)
+            # only the user data and the type replace it
             assert before.monitor.replace_on_changes[old.name] == ['metadata["user-data"]', "machineType"]
         # (dependencies differ: a GCP instance's document names the new sites; dependencies replace nothing)
         old_options, new_options = before.options(old.type, old.name), after.options(new.type, new.name)
@@ -141,20 +136,18 @@ def test_a_mesh_change_changes_every_store(before_after: tuple[ProgramRun, Progr
             for typ, name, field in pairs:
                 assert before.named(typ, name).inputs[field] != after.named(typ, name).inputs[field], name
         else:
-            old, new = instance_of(before, site), instance_of(after, site)
-            assert old.inputs["metadata"][live.GCP_ATTRIBUTE] != new.inputs["metadata"][live.GCP_ATTRIBUTE]
-            name = f"{site.name}-key-version"
-            assert (
-                before.named(GCP_SECRET_VERSION, name).inputs["secretData"]
-                != after.named(GCP_SECRET_VERSION, name).inputs["secretData"]
-            )
+            for name in (f"{site.name}-key-version", f"{site.name}-peers-version"):
+                assert (
+                    before.named(GCP_SECRET_VERSION, name).inputs["secretData"]
+                    != after.named(GCP_SECRET_VERSION, name).inputs["secretData"]
+                ), name
 
 
 def stored_document(run: ProgramRun, site: AwsSite | GcpSite | StaticSite) -> str:
     if isinstance(site, AwsSite):
         text = run.named(SM_VERSION, f"{site.name}-peers-version").inputs["secretString"]
     elif isinstance(site, GcpSite):
-        text = instance_of(run, site).inputs["metadata"][live.GCP_ATTRIBUTE]
+        text = run.named(GCP_SECRET_VERSION, f"{site.name}-peers-version").inputs["secretData"]
     else:
         text = run.exports["static_site_documents"].value[site.name]
     assert isinstance(text, str)
@@ -202,6 +195,7 @@ def test_every_store_holds_the_sites_signed_document_and_its_own_key(
                     serial=body["serial"],
                     key_at=body.get("key_at"),
                     not_after=body.get("not_after"),
+                    gateways=document.SINGLE if live.single_gateway(site) else None,
                 )
             )
             assert body["scope"] == f"wg-mesh/{run.stack}" and body["serial"] >= 1
@@ -291,7 +285,7 @@ def test_an_aws_gateway_reads_exactly_its_own_parameter_and_secrets(
         assert run.depends_on(SM_VERSION, f"{site.name}-peers-version", SSM_PARAMETER, parameter.name)
 
 
-def test_a_gcp_gateway_runs_as_its_own_account_bound_to_its_one_secret(
+def test_a_gcp_gateway_runs_as_its_own_account_bound_to_its_sites_secrets(
     before_after: tuple[ProgramRun, ProgramRun],
 ) -> None:
     run = before_after[1]
@@ -303,18 +297,22 @@ def test_a_gcp_gateway_runs_as_its_own_account_bound_to_its_one_secret(
     for site in gcp_sites:
         account = run.named(GCP_SA, f"{site.name}-sa")
         assert 6 <= len(account.inputs["accountId"]) <= 30
-        secret = run.named(GCP_SECRET, f"{site.name}-key-secret")
-        (member,) = [m for m in run.of_type(GCP_SECRET_IAM) if m.name == f"{site.name}-key-accessor"]
-        assert member.inputs == {"secretId": secret.id, "role": "roles/secretmanager.secretAccessor",
-                                 "member": f"serviceAccount:{account.outputs['email']}"}  # fmt: skip
         instance = instance_of(run, site)
         (service_account,) = [instance.inputs["serviceAccount"]]
         assert service_account == {"email": account.outputs["email"], "scopes": ["cloud-platform"]}
         assert not service_account["email"].endswith(DEFAULT_COMPUTE_SA_SUFFIX)
-        for typ, name in ((GCP_SECRET_VERSION, f"{site.name}-key-version"), (GCP_SECRET_IAM, member.name)):
-            assert run.depends_on(GCP_INSTANCE, instance.name, typ, name), name
-    # One binding per gateway, on its site's secret.
-    assert len(run.of_type(GCP_SECRET_IAM)) == sum(s.gateways for s in gcp_sites)
+        for store in ("key", "peers"):  # the private key and the document: one secret each, read by this account
+            secret = run.named(GCP_SECRET, f"{site.name}-{store}-secret")
+            (member,) = [m for m in run.of_type(GCP_SECRET_IAM) if m.name == f"{site.name}-{store}-accessor"]
+            assert member.inputs == {"secretId": secret.id, "role": "roles/secretmanager.secretAccessor",
+                                     "member": f"serviceAccount:{account.outputs['email']}"}  # fmt: skip
+            for typ, name in ((GCP_SECRET_VERSION, f"{site.name}-{store}-version"), (GCP_SECRET_IAM, member.name)):
+                assert run.depends_on(GCP_INSTANCE, instance.name, typ, name), name
+        # the document is written after the key it names (as on AWS)
+        assert run.depends_on(GCP_SECRET_VERSION, f"{site.name}-peers-version", GCP_SECRET_VERSION,
+                              f"{site.name}-key-version")  # fmt: skip
+    # Two bindings per gateway, on its site's two secrets.
+    assert len(run.of_type(GCP_SECRET_IAM)) == 2 * sum(s.gateways for s in gcp_sites)
 
 
 def live_user_data(run: ProgramRun, site: AwsSite | GcpSite | StaticSite) -> dict[str, Any]:
@@ -347,9 +345,11 @@ def test_live_user_data_installs_the_agent_and_starts_it_after_its_first_fetch(
                 source["private_key_parameter"] == run.named(SSM_PARAMETER, f"{site.name}-private-key").inputs["name"]
             )
         elif isinstance(site, GcpSite):
-            secret_id = run.named(GCP_SECRET, f"{site.name}-key-secret").inputs["secretId"]
-            key_secret = f"projects/{site.project}/secrets/{secret_id}/versions/latest"
-            assert source == {"kind": "gcp", "attribute": live.GCP_ATTRIBUTE, "private_key_secret": key_secret,
+            document_secret, key = (
+                f"projects/{site.project}/secrets/{run.named(GCP_SECRET, name).inputs['secretId']}/versions/latest"
+                for name in (f"{site.name}-peers-secret", f"{site.name}-key-secret")
+            )
+            assert source == {"kind": "gcp", "document_secret": document_secret, "private_key_secret": key,
                               "bundle_file": ship.BUNDLE_FILE}  # fmt: skip
             # the package: one b64 file of the user data, the bundle its agent.json pins (an AWS site's: a secret)
             bundle = files[ship.BUNDLE_FILE]
@@ -393,3 +393,22 @@ def test_a_document_past_its_store_is_refused_naming_the_site(monkeypatch: pytes
     with pytest.raises(ConfigError) as caught:
         load_mesh(raw)
     assert any(p.startswith("sites[0]: ") and "peer document" in p for p in caught.value.problems)
+
+
+def test_a_replaced_gcp_vm_reads_the_document_its_replacement_reads(
+    before_after: tuple[ProgramRun, ProgramRun],
+) -> None:
+    """Issue 32 item 7: when one `up` replaces a GCP gateway (a new type, image or agent) and changes its document
+    (here every key rotated), the old VM serves until the new one's readiness gate passes, so the store its agent.json
+    names must be one that `up` writes the new document to: the site's secret, not the VM resource's own metadata
+    (Pulumi never updates the old VM of a replacement: on 58f58f7 the old VM kept the old document, and the old key
+    past key_at)."""
+    before, after = before_after
+    for site in (s for s in cloud_sites_of(before) if isinstance(s, GcpSite)):
+        read_by_old = agent_json(before, site)["source"]["document_secret"]  # what the old VM's agent reads
+        secret = after.named(GCP_SECRET, f"{site.name}-peers-secret")
+        assert read_by_old == f"projects/{site.project}/secrets/{secret.inputs['secretId']}/versions/latest"
+        versions = [run.named(GCP_SECRET_VERSION, f"{site.name}-peers-version") for run in (before, after)]
+        assert versions[0].inputs["secretData"] != versions[1].inputs["secretData"]  # the new document, there
+        assert after.depends_on(GCP_SECRET_VERSION, versions[1].name, GCP_SECRET, secret.name)
+        assert not any("peers" in k for k in instance_of(after, site).inputs["metadata"])  # nothing on the VM

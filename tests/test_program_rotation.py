@@ -13,8 +13,10 @@ import pytest
 from tests.conftest import ProgramRun, run_program, with_delivery
 from tests.test_program import mesh_of
 from tests.test_program_live import agent_json, stored_document
-from wg_mesh.config import MAX_ROTATION_LEAD_S, MIN_ROTATION_LEAD_S, ConfigError
+from wg_mesh.config import MAX_ROTATION_LEAD_S, MIN_ROTATION_LEAD_S, ConfigError, StaticSite
 from wg_mesh.gateway import document
+from wg_mesh.plan import live
+from wg_mesh.plan.topology import PeerAddress
 from wg_mesh.plan.validate import load_mesh
 from wg_mesh.tools import localcmd
 from wg_mesh.tools.stackfile import read_raw
@@ -102,3 +104,39 @@ def test_a_lead_out_of_bounds_is_refused(lead: object) -> None:
     with pytest.raises(ConfigError, match="rotation_lead_seconds"):
         load_mesh(prod(rotation_lead_seconds=lead))
     assert load_mesh(prod(rotation_lead_seconds=MIN_ROTATION_LEAD_S)).rotation_lead_seconds == MIN_ROTATION_LEAD_S
+
+
+def gate_of(run: ProgramRun, site: str) -> dict[str, Any]:
+    return run.named(COMMAND, f"{site}-ready").inputs
+
+
+def test_a_new_gateway_in_a_rotations_up_takes_traffic_no_earlier_than_the_switch(
+    rotated: tuple[ProgramRun, ProgramRun],
+) -> None:
+    """Issue 32 item 7: a gateway replaced in the `up` that rotates a key (its own or a peer's) boots with the new keys
+    (a fresh agent holds none: wg_mesh.gateway.rotation), so its gate holds the address until the switch
+    (`--not-before`, gatepoll.hold_until) while the old gateway, reading the same store, switches at key_at with
+    everyone. Only `create` holds (a new instance): the rotation changes every gate's `create`, and the `update` that
+    pulumi-command runs for the same instance does not wait. Keys never rotated (key_epoch 0: a new mesh) hold
+    nothing."""
+    before, after = rotated
+    key_at = documents(after)["aws-use1"].key_at
+    for site in mesh_of(before).sites:
+        if isinstance(site, StaticSite):
+            continue
+        old, new = gate_of(before, site.name), gate_of(after, site.name)
+        assert "--not-before" not in old["create"] and "--not-before" not in old["update"]  # nothing rotated yet
+        assert f"--not-before {key_at}" in new["create"], site.name  # every site peers aws-use1: held until its switch
+        # the same instance's `update` (what pulumi-command runs for it) never holds; a new instance's `create` does
+        assert new["update"] == old["update"] and "--update" in new["update"] and new["triggers"] == old["triggers"]
+
+
+def test_the_floor_is_the_latest_switch_of_a_key_rotated_at_least_once(rotated: tuple[ProgramRun, ProgramRun]) -> None:
+    cfg = mesh_of(rotated[0])
+    directory = {s.name: PeerAddress("198.51.100.1", f"key-{s.name}", key_at=1000 + i) for i, s in enumerate(cfg.sites)}
+    site = cfg.sites[0].name
+    assert live.switch_floor(cfg, site, directory, 999) is None  # every key_epoch 0: a first key replaces none
+    rotated = cfg.model_copy(update={"sites": [s.model_copy(update={"key_epoch": 1}) for s in cfg.sites]})
+    peers = [1000 + i for i, s in enumerate(cfg.sites) if s.name != site]
+    assert live.switch_floor(rotated, site, directory, 999) == max(peers)
+    assert live.switch_floor(rotated, site, directory, 5000) == 5000  # its own, later

@@ -93,5 +93,6 @@ def test_the_first_update_after_stamps_carries_on_and_deployed_agents_accept_it(
         assert STAMP <= body["serial"] <= now + OLD_SERIAL_AHEAD_S
         if isinstance(site, StaticSite):  # its agent is upgraded by hand, later: it must accept the document
             assert set(body) <= OLD_BODY_KEYS, set(body) - OLD_BODY_KEYS
-        else:  # a cloud gateway is replaced in this update (its agent changed); the new one requires an expiry
-            assert set(body) - OLD_BODY_KEYS == {"not_after"} and body["not_after"] > now + 59 * 86400
+        else:  # a cloud gateway is replaced in this update (its agent changed); the new one requires an expiry, and
+            # a single gateway's document says so (`gateways: 1`, issue 32 item 2)
+            assert set(body) - OLD_BODY_KEYS == {"not_after", "gateways"} and body["not_after"] > now + 59 * 86400

@@ -17,6 +17,7 @@ from wg_mesh.gateway import document, rotation
 from wg_mesh.gateway.agent import Agent, Config
 from wg_mesh.gateway.apply import KEY_REASON, ApplyError, Paths, Result
 from wg_mesh.gateway.document import INVALID, PARSE, Document, DocumentError, encode_body
+from wg_mesh.gateway.pmtu_heal import overlay_address
 from wg_mesh.gateway.rotation import OWN, RotatingApplier, Switch, hold, running_peers
 from wg_mesh.gateway.wgconf import InterfacePlan, wg_quick_conf
 
@@ -94,6 +95,7 @@ class Gateway:
     clock: Clock
     logs: list[str]
     paths: Paths
+    pinged: list[list[str]]  # each switch's pings (RotatingApplier.initiate), in order
 
     @property
     def applier(self) -> RotatingApplier:
@@ -117,7 +119,8 @@ def gateway(tmp_path: Path, keys: Keys, now: float = T - 60, up: bool = True) ->
     )
     assert isinstance(agent.applier, RotatingApplier)
     agent.applier.timer, agent.applier.sleep = False, clock.sleep  # the test drives tick() with its clock
-    gw = Gateway(host, store, agent, clock, logs, paths)
+    gw = Gateway(host, store, agent, clock, logs, paths, [])
+    agent.applier.initiate = gw.pinged.append
     if up:
         assert agent.cycle()
         host.up_from(Path(paths.wg_conf))
@@ -165,13 +168,15 @@ def test_running_peers_reads_the_names_wg0_conf_carries() -> None:
 
 
 def test_hold_keeps_a_running_key_until_key_at_then_lets_the_new_one_in() -> None:
+    """A peer's key PEER_SWITCH_LAG_S after its key_at: the rotating site switches its own first (issue 32 item 10)."""
     keys, plan, new = Keys(), base_plan(), Keys().public
     running = {p.name: p.public_key for p in plan.peers}
     doc = decode(encode(rotated_peer(plan, PEER, new, T), keys.public), SITE)
-    before = hold(doc, keys.public, running, T - 0.001)
+    lag = rotation.PEER_SWITCH_LAG_S
+    before = hold(doc, keys.public, running, T + lag - 0.001)
     assert {p.name: p.public_key for p in before.doc.plan.peers} == running
-    assert before.switches == (Switch(T, PEER, running[PEER], new),)
-    after = hold(doc, keys.public, running, T)
+    assert before.switches == (Switch(T, PEER, running[PEER], new),) and before.switches[0].due == T + lag
+    after = hold(doc, keys.public, running, T + lag)
     assert after.doc == doc and after.switches == ()
     # a key_at further ahead than MAX_HOLD_S is not honoured: no document keeps a revoked key running for long
     assert hold(doc, keys.public, running, T - rotation.MAX_HOLD_S - 1).doc == doc
@@ -204,9 +209,9 @@ def test_a_peer_key_switches_at_key_at_new_peer_first_then_the_old_one_removed(t
     assert gw.agent.cycle()
     assert gw.host.mutating() == [] and gw.peer_key(PEER) == old and old in gw.host.peers  # held
     assert gw.applier.pending == (Switch(T, PEER, old, new),)
-    gw.clock.now = T - 0.01
+    gw.clock.now = T + rotation.PEER_SWITCH_LAG_S - 0.01  # the rotating site switches first, at T
     assert gw.applier.tick(gw.clock.now) == [] and gw.host.mutating() == []
-    gw.clock.now = T + 0.001
+    gw.clock.now = T + rotation.PEER_SWITCH_LAG_S + 0.001
     allowed = gw.host.peers[old][0]
     changes = gw.applier.tick(gw.clock.now)
     assert f"key switch {PEER}" in changes
@@ -216,6 +221,9 @@ def test_a_peer_key_switches_at_key_at_new_peer_first_then_the_old_one_removed(t
     assert new in gw.host.peers and old not in gw.host.peers and gw.host.peers[new][0] == allowed
     assert gw.peer_key(PEER) == new and gw.applier.pending == ()  # wg0.conf follows
     assert any(f"key switch {PEER} at {T}: done at" in line for line in gw.logs)
+    # one ping to that peer's overlay address, right after: this side initiates at once even when it has nothing to
+    # send (issue 32 item 10: a flow in one direction, the other side switched first, its initiation dropped)
+    assert gw.pinged == [[overlay_address(base_plan(), PEER)]]
     gw.host.calls.clear()
     assert gw.agent.cycle() and gw.host.mutating() == []  # the next cycle: nothing left to do
 
@@ -233,9 +241,10 @@ def test_an_apply_just_before_the_switch_performs_it_on_time(tmp_path: Path) -> 
     gw = gateway(tmp_path, keys)
     gw.store.text = encode(rotated_peer(base_plan(), PEER, new, T), keys.public)
     assert gw.agent.cycle()
-    gw.clock.now = T - rotation.APPLY_GUARD_S / 2  # a document cycle starts under the lock half a second before
+    due = T + rotation.PEER_SWITCH_LAG_S
+    gw.clock.now = due - rotation.APPLY_GUARD_S / 2  # a document cycle starts under the lock half a second before
     assert gw.agent.cycle()
-    assert gw.clock.now == T and new in gw.host.peers and gw.peer_key(PEER) == new
+    assert gw.clock.now == due and new in gw.host.peers and gw.peer_key(PEER) == new
 
 
 # --- the agent: its own key ------------------------------------------------------------------------------------------
@@ -256,6 +265,7 @@ def test_the_own_key_is_prefetched_and_set_at_key_at_through_stdin_only(tmp_path
     assert set_key == [(["wg", "set", "wg0", "private-key", "/dev/stdin"], new.private + "\n")]
     assert gw.host.private_key == new.private and new.private in gw.conf() and keys.private not in gw.conf()
     assert gw.store.key_fetches == 1 and gw.applier.next_private is None
+    assert gw.pinged == [[overlay_address(base_plan(), p.name) for p in base_plan().peers]]  # every session expired
     assert not any(k in " ".join(argv) for argv in gw.host.commands for k in (keys.private, new.private))
     assert not any(k in line for line in gw.logs for k in (keys.private, new.private))
 
@@ -305,12 +315,12 @@ def test_the_kick_ends_after_rekey_timeout(tmp_path: Path) -> None:
     gw = gateway(tmp_path, keys)
     gw.store.text = encode(rotated_peer(base_plan(), PEER, new, T), keys.public)
     assert gw.agent.cycle()
-    gw.clock.now = T
-    gw.applier.tick(T)
+    gw.clock.now = T + rotation.PEER_SWITCH_LAG_S
+    gw.applier.tick(gw.clock.now)
     rearmed = 0
     while gw.applier.kicks:
         gw.clock.now = gw.applier.kicks[0][0]
         gw.host.calls.clear()
         gw.applier.tick(gw.clock.now)
         rearmed += [argv[-1] for argv in gw.host.mutating()].count("remove")
-    assert rearmed == rotation.SWITCH_KICK_FOR_S / rotation.SWITCH_KICK_S and gw.clock.now <= T + 5.0
+    assert rearmed == int(rotation.SWITCH_KICK_FOR_S / rotation.SWITCH_KICK_S) and gw.clock.now <= T + 5.0

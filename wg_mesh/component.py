@@ -82,6 +82,8 @@ class SiteComponent(pulumi.ComponentResource):
         self.wg_config = wg_config(mesh, site.name, self.key, directory)
         self.signing_key = signing_key
         self.key_at = self.serial = None
+        # when a new gateway of the site may take traffic at the earliest (its gate holds: live.switch_floor)
+        self.switch_floor: pulumi.Output[int | None] | None = None
         if mesh.delivery == "live":
             if signing_key is None:
                 raise ValueError(f"{site.name}: delivery: live needs the mesh's SigningKey (build sites through Mesh)")
@@ -94,6 +96,8 @@ class SiteComponent(pulumi.ComponentResource):
                 name, mesh, site.name, self.key, directory, signing_key, self, self.key_at, not_after
             )
             self._floor_prefix = name
+            floor = functools.partial(_switch_floor, mesh, site.name)
+            self.switch_floor = pulumi.Output.all(directory=directory, key_at=self.key_at).apply(floor)
             # gateways: 2: each gateway has its own (the cloud component: _ha_user_data), none is the site's
             self.user_data = self._live_user_data(mesh, site, None) if _single(site) else pulumi.Output.from_input("")
         else:
@@ -130,6 +134,10 @@ class SiteComponent(pulumi.ComponentResource):
         self.register_outputs(
             {"public_ip": self.public_ip, "overlay_ip": self.overlay_ip, "public_key": self.public_key, **cloud_outputs}
         )
+
+
+def _switch_floor(mesh: MeshConfig, site_name: str, values: dict[str, Any]) -> int | None:
+    return live.switch_floor(mesh, site_name, values["directory"], values["key_at"])
 
 
 def _render_live_user_data(

@@ -140,7 +140,7 @@ def commands(quick: bool) -> str:
         "sudo .venv/bin/python -m bench boot    # booted gateways (lab --boot), every stack file\n"
         "sudo .venv/bin/python -m bench underlay  # a jumbo private path next to an internet path\n"
         "sudo .venv/bin/python -m bench underlay --fallback  # the private path cut and restored\n"
-        "sudo .venv/bin/python -m bench rotation --runs 5  # the announced key rotation, live drill x5\n"
+        "sudo .venv/bin/python -m bench rotation --runs 10  # the announced key rotation x10, the worst run\n"
         "sudo .venv/bin/python -m bench roam   # a dynamic site's address changes behind a NAT (roam drill)\n"
         "sudo .venv/bin/python -m bench relay  # a relayed pair's throughput against a direct path's\n"
         "sudo .venv/bin/python -m bench changes  # every change rehearsed as pulumi up runs it (lab --before)\n"

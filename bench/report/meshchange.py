@@ -78,8 +78,8 @@ def section(data: dict[str, Any], booted: dict[str, Any] | None = None) -> str:
     names = {s["name"]: f"{s['name']} ({s['cloud']}, {s['store']})" for s in sites.values()}
     intro = (
         f"`python -m wg_mesh lab --drill live --stack {data['stack']}`: the gateways' agents take their peers and keys "
-        "from the clouds' stores (AWS: moto in server mode; GCP: the lab's GCE metadata server with "
-        "`wait_for_change`, and Secret Manager; static: files), and the drill changes the mesh through those stores "
+        "from the clouds' stores (AWS: moto in server mode; GCP: the lab's Secret Manager, with the token from its GCE "
+        "metadata server; static: files), and the drill changes the mesh through those stores "
         f"only, while a ping every 10 ms and a SHA-256-verified TCP stream run from {a['name']}'s host to "
         f"{b['name']}'s. Convergence: from the publish to the agent's metrics showing the document applied, per site "
         f"({', '.join(names.values())}); agents poll every {_v(data['poll_seconds'], ' s')} where they cannot watch.\n"

@@ -214,9 +214,11 @@ class AwsGateway(component.SiteComponent):
             self.instance, self.instance_profile, self.user_data = instance, profile, user_data
             # Traffic moves to a (new) gateway only once it is ready: wg0 up, forwarding on (README,
             # "Replacements").
-            self.ready = machine.readiness_gate(prefix, b.site, instance, checked_image, b.child)
+            self.ready = machine.readiness_gate(prefix, b.site, instance, checked_image, b.child, self.switch_floor)
         else:
-            self.standby_ready = machine.readiness_gate(prefix, b.site, instance, checked_image, b.child)
+            self.standby_ready = machine.readiness_gate(
+                prefix, b.site, instance, checked_image, b.child, self.switch_floor
+            )
         self.instances.append(instance)
         self.private_ips[letter] = instance.private_ip
 

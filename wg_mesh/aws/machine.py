@@ -12,6 +12,7 @@ from wg_mesh.aws.images import BootImage
 from wg_mesh.config import AwsSite
 from wg_mesh.plan import userdata
 from wg_mesh.tools import localcmd
+from wg_mesh.tools.gatepoll import hold_words
 
 GATE_MODULE = "wg_mesh.readygate"
 READY_TIMEOUT_S = 900  # a first boot installs packages; apt mirrors can be slow
@@ -87,19 +88,22 @@ def readiness_gate(
     instance: aws.ec2.Instance,
     image: pulumi.Output[str],
     child: pulumi.ResourceOptions,
+    not_before: pulumi.Output[int | None] | None = None,
 ) -> command.local.Command:
     """Runs `python -m wg_mesh.readygate` on the machine running `pulumi up`, for every new instance (its id is the
     trigger). `image`: the checked AMI (wg_mesh.aws.fit.fitting_image), so that a mismatch fails the preview before the
-    gate runs. Any other input change (credentials, a new wg-mesh's command text) runs the gate's `--update`, which
-    re-checks nothing: the instance passed when it was created."""
+    gate runs; `not_before` (delivery: live): a new instance takes traffic no earlier (wg_mesh.plan.live.switch_floor:
+    `create` holds, `--update` does not). Any other input change (credentials, a new wg-mesh's command text, a
+    rotation's moment) runs the gate's `--update`, which re-checks nothing: the instance passed when it was created."""
     fixed = ["--region", site.region]
     fixed += ["--profile", site.profile] if site.profile else []
     fixed += ["--role-arn", site.assume_role_arn] if site.assume_role_arn else []
     fixed += ["--timeout", str(READY_TIMEOUT_S)]
-    words = pulumi.Output.all(iid=instance.id, image=image).apply(lambda v: [*fixed, "--instance-id", v["iid"]])
+    values = pulumi.Output.all(iid=instance.id, image=image, not_before=not_before)
+    words = values.apply(lambda v: [*fixed, "--instance-id", v["iid"]])
     return localcmd.local_command(
         f"{name}-ready",
-        create=words.apply(lambda w: gate_command(*w)),
+        create=values.apply(lambda v: gate_command(*fixed, "--instance-id", v["iid"], *hold_words(v["not_before"]))),
         update=words.apply(lambda w: gate_command(*w, "--update")),
         triggers=[instance.id],
         opts=child,

@@ -2,10 +2,10 @@
 
     python3 -m wgmesh_gateway.agent --config /etc/wg-mesh/agent.json [--once [--timeout S]] [--root DIR]
 
-Default: a daemon (wg-mesh-agent.service). AWS and file sources are polled every `poll_seconds`; GCP waits on the
-metadata attribute (push). Every cycle is level-triggered (wg_mesh.gateway.apply): the same document again changes
-nothing, drift is repaired. A document that does not parse, belongs to another site, would remove every peer, or
-whose key the store does not hold (yet) is refused: the running config stays, the failure is logged and counted.
+Default: a daemon (wg-mesh-agent.service). Every source is polled every `poll_seconds`. Every cycle is
+level-triggered (wg_mesh.gateway.apply): the same document again changes nothing, drift is repaired. A document
+that does not parse, belongs to another site, would remove every peer, or whose key the store does not hold (yet) is
+refused: the running config stays, the failure is logged and counted.
 `--once`: cycles until a document is applied (exit 0) or the timeout (exit 1); cloud-init runs it before wg0 exists.
 Logs go to stderr (the journal) and never carry key material; the metrics go to node-exporter's textfile directory.
 """
@@ -30,7 +30,7 @@ from .agentmetrics import METRICS as METRICS
 from .agentmetrics import STATE_REASON, Status, metrics_text
 from .apply import APPLY_REASON, ApplyError, Paths, Runner, atomic_write, read_text, redact
 from .apply import run_command as default_runner
-from .document import Document, DocumentError, decode
+from .document import SINGLE, Document, DocumentError, decode
 from .pmtu import PathWatch, Settings
 from .rotation import RotatingApplier
 from .sources import FetchError, Source
@@ -141,10 +141,10 @@ class Agent:
         self.problem(f"refused ({reason}), the running config stays: {message}")
         return False
 
-    def cycle(self, wait: bool = False) -> bool:
+    def cycle(self) -> bool:
         """One fetch and apply; True when the fetched document runs. Never raises for a bad fetch or document."""
         try:
-            return self._cycle(wait)
+            return self._cycle()
         finally:
             try:
                 label = f'site="{self.config.site}"'
@@ -153,9 +153,9 @@ class Agent:
             except OSError as exc:
                 self.log(f"cannot write {self.paths.metrics}: {exc}")
 
-    def _cycle(self, wait: bool) -> bool:
+    def _cycle(self) -> bool:
         try:
-            text = self.source.document(wait)
+            text = self.source.document()
         except FetchError as exc:
             self.status.fetch_failures += 1
             self.problem(f"fetching the peer document failed: {exc}")
@@ -213,6 +213,10 @@ class Agent:
         """Whether the last fetched document runs (a health check)."""
         return self.doc is not None and self.status.last_success == 1
 
+    def stood_down(self) -> bool:
+        """Whether the running document says the site has one gateway (an HA pair being retired stands down)."""
+        return self.doc is not None and self.doc.gateways == SINGLE
+
     def set_role(self, role: str) -> None:
         """wg0 to `role` now: the running document applied again in that role (ApplyError, FetchError raise)."""
         with self.apply_lock:
@@ -259,7 +263,7 @@ class Agent:
 
     def once(self, timeout_s: float, sleep: Callable[[float], None] = time.sleep) -> int:
         give_up = time.monotonic() + timeout_s
-        while not self.cycle(wait=False):
+        while not self.cycle():
             if time.monotonic() >= give_up:
                 self.log(f"no peer document applied within {timeout_s:.0f} s")
                 return 1
@@ -274,16 +278,10 @@ class Agent:
         reresolve.watch(self).start()  # DNS-named peers' endpoints (a thread that idles without any)
         if controller is not None:
             controller.start()
-        fetched_once = False
         while True:
             started = time.monotonic()
-            failures = self.status.fetch_failures
-            self.cycle(wait=self.source.pushes and fetched_once)
-            fetched = self.status.fetch_failures == failures
-            fetched_once = fetched_once or fetched
-            # polled sources (and any failed fetch) wait poll_seconds; a push source waits in its fetch
-            pause = 1.0 if self.source.pushes and fetched else float(self.config.poll_seconds)
-            sleep(max(0.0, pause - (time.monotonic() - started)))
+            self.cycle()
+            sleep(max(0.0, self.config.poll_seconds - (time.monotonic() - started)))
 
 
 def main(argv: Sequence[str] | None = None, runner: Runner = default_runner) -> int:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .document import DocumentError, Trust, load_json, parse_trust
-from .ha import HaConfig, parse_ha
+from .ha_config import HaConfig, parse_ha
 from .hostplan import ifname
-from .sources import GCP_ATTRIBUTE, FileSource, Source
+from .sources import FileSource, Source
 from .trust import is_name
 from .wgconf import INTERFACE
 
@@ -29,12 +29,13 @@ KEYS = {"site", "interface", "poll_seconds", "source", "ha", "trust", "bundle_sh
 # each source kind's fields (wg_mesh.gateway.ship.aws_source, gcp_source, file_source): required, then optional
 SOURCE_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "aws": (("region", "document_secret", "private_key_parameter"), ("bundle_secret",)),
-    "gcp": (("private_key_secret",), ("attribute", "bundle_file")),
+    "gcp": (("document_secret", "private_key_secret"), ("bundle_file",)),
     "file": (("document", "private_key"), ()),
 }
 # the `ha` object's fields by cloud (wg_mesh.plan.ha.aws_ha, gcp_ha; parse_ha checks their values)
 HA_FIELDS = {
-    "aws": {"cloud", "gateway", "health_port", "region", "lease_table", "allocation_id", "route_table_ids"},
+    "aws": {"cloud", "gateway", "health_port", "region", "lease_table", "allocation_id", "route_table_ids",
+            "ec2_endpoint"},
     "gcp": {"cloud", "gateway", "health_port", "project", "region", "address", "address_ip", "backend_service",
             "groups"},
 }  # fmt: skip
@@ -155,7 +156,7 @@ def make_source(spec: dict[str, Any]) -> Source:
     kind = spec.get("kind")
     fields: dict[str, tuple[str, ...]] = {
         "aws": ("region", "document_secret", "private_key_parameter"),
-        "gcp": ("private_key_secret",),
+        "gcp": ("document_secret", "private_key_secret"),
         "file": ("document", "private_key"),
     }
     if kind not in fields:
@@ -170,5 +171,5 @@ def make_source(spec: dict[str, Any]) -> Source:
     if kind == "gcp":
         from .source_gcp import GcpSource
 
-        return GcpSource(spec["private_key_secret"], spec.get("attribute") or GCP_ATTRIBUTE)
+        return GcpSource(spec["document_secret"], spec["private_key_secret"])
     return FileSource(spec["document"], spec["private_key"])

@@ -10,7 +10,9 @@ The document is a DSSE envelope (https://github.com/secure-systems-lab/dsse, env
 the signature over PAE = b"DSSEv1 <len(type)> <type> <len(body)> <body>". The body is canonical JSON (sorted keys,
 no spaces, ASCII): format, scope ("project/stack"), site, serial (a counter of the content's changes kept in the
 stack's state, wg_mesh.tools.serial: a gateway never goes back to a lower one), public_key, key_at, not_after (a cloud
-gateway's document: when it expires), interface, generation. The generation is a content id (the
+gateway's document: when it expires), gateways, interface, generation. `gateways` (1, present only for a cloud site
+with one gateway) tells a high-availability agent that its pair is retired (`gateways: 2` -> 1): it stands down
+(wg_mesh.gateway.ha); a document can make an HA agent write less, never claim. The generation is a content id (the
 first 48 bits of the SHA-256 of the body without generation and serial, exact in a float64 metric): "applied equals
 desired" is what the agent and the alerts compare.
 
@@ -70,6 +72,7 @@ MAX_SERIAL = 2**53
 # the floor is no deployer's; it is refused, or it would become the floor and every correct document after it a
 # replay.
 MAX_SERIAL_JUMP = 2**20
+SINGLE = 1  # the only `gateways` a document says: the site has one gateway (an HA pair reading it stands down)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Document:
     serial: int = 0
     key_at: int | None = None  # from when public_key is the site's key (zero-loss rotation); None: now
     not_after: int | None = None  # when it expires (a cloud gateway's); None: never
+    gateways: int | None = None  # SINGLE: the site has one gateway, an HA pair stands down; None: not said
 
 
 # --- the deployer's side ---------------------------------------------------------------------------------------
@@ -118,14 +122,18 @@ def encode_body(
     serial: int,
     key_at: int | None = None,
     not_after: int | None = None,
+    gateways: int | None = None,
 ) -> str:
-    """The payload of a site's document: canonical JSON, the same bytes for the same mesh and serial."""
+    """The payload of a site's document: canonical JSON, the same bytes for the same mesh and serial. `gateways`:
+    SINGLE for a cloud site with one gateway, None (not written) otherwise."""
     body: dict[str, Any] = {"format": FORMAT, "scope": scope, "site": plan.site, "public_key": public_key}
     body["interface"] = _interface(plan)
     if key_at is not None:
         body["key_at"] = key_at
     if not_after is not None:  # a cloud gateway's (wg_mesh.plan.live.expires): in the content, so in the generation
         body["not_after"] = not_after
+    if gateways is not None:
+        body["gateways"] = gateways
     body["generation"] = generation_of(body)
     body["serial"] = serial
     return canonical(body)
@@ -133,7 +141,9 @@ def encode_body(
 
 # --- the body --------------------------------------------------------------------------------------------------
 
-BODY_KEYS = {"format", "scope", "site", "serial", "public_key", "key_at", "not_after", "interface", "generation"}
+BODY_KEYS = {
+    "format", "scope", "site", "serial", "public_key", "key_at", "not_after", "gateways", "interface", "generation"
+}  # fmt: skip
 INTERFACE_KEYS = {
     "address", "listen_port", "mtu", "mss", "masquerade", "peers", "listen_sources", "relay_ranges", "public_ip"
 }  # fmt: skip
@@ -348,7 +358,7 @@ def _document(
 ) -> Document:
     _strings_clean(body)
     _need(body.get("format") == FORMAT, f"format {body.get('format')!r}, this agent reads {FORMAT!r}", FORMAT_MISMATCH)
-    _fields(body, "body", BODY_KEYS, ("key_at", "not_after"))
+    _fields(body, "body", BODY_KEYS, ("key_at", "not_after", "gateways"))
     _need(canonical(body).encode() == payload, "payload: not canonical JSON", PARSE)
     _need(isinstance(body["scope"], str) and SCOPE.fullmatch(body["scope"]) is not None, "scope: not PROJECT/STACK")
     _need(
@@ -368,7 +378,9 @@ def _document(
     _need(same, f"serial {serial} is the running document's, with other content", REPLAY)
     not_after = _expiry(body.get("not_after"), trust, now)
     _need(is_key(body["public_key"]), "public_key: not a WireGuard key")
-    key_at = body.get("key_at")
+    key_at, gateways = body.get("key_at"), body.get("gateways")
+    if "gateways" in body:  # written only as 1: anything else, null included, is refused
+        _int(gateways, SINGLE, SINGLE, "gateways")
     # Forwarding is the site's own configured fact (agent.json: a site without cidrs is a single host), never the
     # document's: no signed document can turn a single host into a router.
     plan = replace(_plan(body["interface"], trust.site), forward=trust.forwards)
@@ -384,4 +396,5 @@ def _document(
         serial=serial,
         key_at=None if key_at is None else _int(key_at, 0, MAX_SERIAL, "key_at"),
         not_after=not_after,
+        gateways=gateways,
     )

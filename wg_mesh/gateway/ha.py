@@ -1,4 +1,5 @@
-"""High availability (issue 11): agent.json's `ha` object and the pure state machine of one gateway of a pair.
+"""High availability (issue 11): the pure state machine of one gateway of a pair (agent.json's `ha` object:
+wg_mesh.gateway.ha_config).
 
 No I/O here. The controller (wg_mesh.gateway.ha_run) samples the local health (wg_mesh.gateway.ha_health) and the
 arbiter every `Settings.tick_s`, calls `Machine.tick(now, ...)` with its monotonic clock, runs the returned
@@ -26,100 +27,24 @@ actions through the cloud adapter (wg_mesh.gateway.ha_aws, ha_gcp) and reports e
   again, so its partner gets the first chance; a gateway that sees another holder of the address twice in a row
   demotes (EC2 is eventually consistent: one read decides nothing); on GCP a standby judges a holder by Google's
   health view only once it has seen that holder for `settle_s` (the view of a fresh holder lags one probe).
+- Stood down (`stood_down`: the applied document says the site has one gateway, `gateways: 2` -> 1, issue 32): the
+  pair is being retired and `pulumi up` hands the address and the routes to the site's new single gateway, which runs
+  no HA agent. A stood-down gateway never claims, never writes the address or a route (no reconcile; `may_write` is
+  False, so a reconcile in flight stops at its next write), and releases nothing (a release lets a partner that has not
+  read the document yet claim at once): the active keeps the role it has (its wg0 and /healthz carry the site until
+  Pulumi moves the address and routes) and, AWS, keeps renewing the lease, so that a partner that has not read the
+  document yet sees a live lease, not an expired one; it still demotes when it reads another holder of the address.
+  The document can only take rights away: nothing in it makes a gateway claim, and a later document without the
+  field gives back the ordinary rules, not a claim.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any
 
 ROLES = ("standby", "active")
-GATEWAYS = ("a", "b")
 NONE = "none"  # the lease's holder when nobody holds it
 CLAIM_REASONS = ("initial", "lease_expired", "released", "unhealthy")  # wgmesh_ha_failovers_total{reason}
-# An interface endpoint's Regional DNS name (AWS PrivateLink: vpce-<id>-<suffix>.<service>.<region>.vpce.amazonaws.com)
-EC2_ENDPOINT = re.compile(r"https://vpce-[0-9a-z-]{1,60}\.ec2\.[a-z0-9-]{1,30}\.vpce\.amazonaws\.com(\.cn)?")
-
-
-# --- agent.json ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HaConfig:
-    """agent.json's `ha` object (wg_mesh.gateway.agentconfig.load_config); /work/wt/HA.md is the contract."""
-
-    cloud: str
-    gateway: str
-    health_port: int = 9181
-    # aws
-    region: str = ""
-    lease_table: str = ""
-    allocation_id: str = ""
-    route_table_ids: tuple[str, ...] = ()
-    ec2_endpoint: str = ""  # the EC2 interface endpoint's own URL (created networks); "": the regional name
-    # gcp
-    project: str = ""
-    address: str = ""
-    address_ip: str = ""
-    backend_service: str = ""
-    groups: tuple[tuple[str, str, str], ...] = ()  # (gateway, zone, name)
-
-    @property
-    def other(self) -> str:
-        return "b" if self.gateway == "a" else "a"
-
-    def group(self, gateway: str) -> tuple[str, str]:
-        """(zone, name) of a gateway's instance group (GCP)."""
-        return next((zone, name) for g, zone, name in self.groups if g == gateway)
-
-
-def _text(raw: dict[str, Any], key: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"ha.{key}: {value!r} is not a non-empty string")
-    return value
-
-
-def parse_ha(raw: object) -> HaConfig:
-    """The `ha` object, checked; ValueError naming the field (`ha.<field>`)."""
-    if not isinstance(raw, dict):
-        raise ValueError("ha: not an object")
-    cloud, gateway, port = raw.get("cloud"), raw.get("gateway"), raw.get("health_port", 9181)
-    if cloud not in ("aws", "gcp"):
-        raise ValueError(f"ha.cloud: {cloud!r} is not aws or gcp")
-    if gateway not in GATEWAYS:
-        raise ValueError(f"ha.gateway: {gateway!r} is not a or b")
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-        raise ValueError(f"ha.health_port: {port!r} is not 1..65535")
-    if cloud == "aws":
-        tables = raw.get("route_table_ids")
-        if not isinstance(tables, list) or not all(isinstance(t, str) and t.startswith("rtb-") for t in tables):
-            raise ValueError(f"ha.route_table_ids: {tables!r} is not a list of rtb- ids")
-        allocation = _text(raw, "allocation_id")
-        if not allocation.startswith("eipalloc-"):
-            raise ValueError(f"ha.allocation_id: {allocation!r} is not an eipalloc- id")
-        endpoint = raw.get("ec2_endpoint", "")
-        if endpoint != "" and not (isinstance(endpoint, str) and EC2_ENDPOINT.fullmatch(endpoint)):
-            raise ValueError(f"ha.ec2_endpoint: {endpoint!r} is not https://vpce-...ec2.<region>.vpce.amazonaws.com")
-        return HaConfig(
-            "aws", gateway, port, _text(raw, "region"), _text(raw, "lease_table"), allocation, tuple(tables), endpoint
-        )
-    groups = raw.get("groups")
-    if not isinstance(groups, dict) or set(groups) != set(GATEWAYS):
-        raise ValueError("ha.groups: not an object with exactly the keys a and b")
-    parsed = []
-    for g in GATEWAYS:
-        group = groups[g]
-        if not isinstance(group, dict):
-            raise ValueError(f"ha.groups.{g}: not an object")
-        for key in ("zone", "name"):
-            if not isinstance(group.get(key), str) or not group[key]:
-                raise ValueError(f"ha.groups.{g}.{key}: {group.get(key)!r} is not a non-empty string")
-        parsed.append((g, group["zone"], group["name"]))
-    return HaConfig("gcp", gateway, port, region=_text(raw, "region"), project=_text(raw, "project"),
-                    address=_text(raw, "address"), address_ip=_text(raw, "address_ip"),
-                    backend_service=_text(raw, "backend_service"), groups=tuple(parsed))  # fmt: skip
 
 
 # --- what the machine sees ------------------------------------------------------------------------------------
@@ -251,6 +176,7 @@ class Machine:
     why: str = ""  # the latest role change's reason, for logs
     claims: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CLAIM_REASONS, 0))
     lease_id: str = ""
+    stood_down: bool = False  # the applied document says the site has one gateway: the pair is retired
 
     @property
     def holder_id(self) -> str:
@@ -303,8 +229,8 @@ class Machine:
         return [Demote(why)]
 
     def may_write(self, now: float) -> bool:
-        """Cloud writes (address, routes) only within write_window_s of a successful renewal (AWS)."""
-        if self.role != "active":
+        """Cloud writes (address, routes) only within write_window_s of a successful renewal (AWS); never stood down."""
+        if self.role != "active" or self.stood_down:
             return False
         if self.arbiter != "lease":
             return True
@@ -312,14 +238,10 @@ class Machine:
 
     def _active(self, now: float, health: Health, holder: Holder) -> list[Action]:
         s = self.settings
-        if self.bad >= s.bad_samples:
-            return self._release(now, f"local check failed {self.bad} times: {health.failed}", tunnel=False)
-        self.tunnel_bad_since = None if health.tunnel_ok else (self.tunnel_bad_since or now)
-        if self.tunnel_bad_since is not None and now - self.tunnel_bad_since >= s.tunnel_fail_s:
-            held = self.claimed_at is None or now - self.claimed_at >= s.hold_down_s
-            recent = self.last_tunnel_handover is not None and now - self.last_tunnel_handover < s.tunnel_handover_s
-            if held and not recent:
-                return self._release(now, f"no peer answered for {now - self.tunnel_bad_since:.0f} s", tunnel=True)
+        if not self.stood_down:  # stood down, the pair is retired: it releases nothing (module docstring)
+            released = self._failed(now, health)
+            if released:
+                return released
         self.other_holder = self.other_holder + 1 if holder == "other" else (0 if holder is not None else
                                                                                self.other_holder)  # fmt: skip
         if self.other_holder >= s.holder_reads:
@@ -332,6 +254,19 @@ class Machine:
             self.next_reconcile = now + s.renew_s  # level-triggered: address and routes checked once a second
             actions.append(Reconcile())
         return actions
+
+    def _failed(self, now: float, health: Health) -> list[Action]:
+        """The release a failing local check (at once) or tunnel (after tunnel_fail_s, past the hold-down) asks for."""
+        s = self.settings
+        if self.bad >= s.bad_samples:
+            return self._release(now, f"local check failed {self.bad} times: {health.failed}", tunnel=False)
+        self.tunnel_bad_since = None if health.tunnel_ok else (self.tunnel_bad_since or now)
+        if self.tunnel_bad_since is not None and now - self.tunnel_bad_since >= s.tunnel_fail_s:
+            held = self.claimed_at is None or now - self.claimed_at >= s.hold_down_s
+            recent = self.last_tunnel_handover is not None and now - self.last_tunnel_handover < s.tunnel_handover_s
+            if held and not recent:
+                return self._release(now, f"no peer answered for {now - self.tunnel_bad_since:.0f} s", tunnel=True)
+        return []
 
     def _release(self, now: float, why: str, tunnel: bool) -> list[Action]:
         if tunnel:
@@ -347,6 +282,8 @@ class Machine:
         return self.released_at is None or now - self.released_at >= s.backoff_s
 
     def _standby(self, now: float, view: LeaseView, holder: Holder, other_health: str | None) -> list[Action]:
+        if self.stood_down:
+            return []  # the pair is retired: never a claim
         if self.arbiter == "health":
             return self._standby_health(now, holder, other_health)
         if isinstance(view, Unreachable):
@@ -400,7 +337,6 @@ __all__ = [
     "Action",
     "Claim",
     "Demote",
-    "HaConfig",
     "Health",
     "Lease",
     "Machine",
@@ -410,5 +346,4 @@ __all__ = [
     "Renew",
     "Settings",
     "Unreachable",
-    "parse_ha",
 ]

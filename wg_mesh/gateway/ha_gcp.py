@@ -25,7 +25,8 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .ha import NONE, HaConfig
+from .ha import NONE
+from .ha_config import HaConfig
 
 COMPUTE = "https://compute.googleapis.com/compute/v1/"
 LINK = "https://www.googleapis.com/compute/v1/"  # the form of selfLinks and of the URLs the API takes in bodies

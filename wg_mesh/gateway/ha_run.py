@@ -9,12 +9,13 @@ level-triggered apply with the other role (`Agent.set_role`), followed on promot
 overlay address so the new active initiates a handshake with all peers at once, then the kick (ha_kick): every second,
 the peers still without a handshake since the promotion re-armed and pinged. Writes wg_mesh_ha.prom every tick
 and serves /healthz. `shutdown()` (SIGTERM: `systemctl stop`, shutdown, termination) releases the lease, turns
-/healthz 503 and demotes wg0: a planned handover.
+/healthz 503 and demotes wg0: a planned handover. Every tick also asks the agent whether the applied document says
+the site has one gateway (`Host.stood_down`, issue 32: the pair is being retired, `gateways: 2` -> 1): the machine
+then claims nothing and writes nothing (wg_mesh.gateway.ha), and `shutdown()` releases nothing.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +26,6 @@ from .ha import (
     Action,
     Claim,
     Demote,
-    HaConfig,
     Health,
     Lease,
     LeaseView,
@@ -38,10 +38,12 @@ from .ha import (
     Settings,
     Unreachable,
 )
+from .ha_config import HaConfig
 from .ha_health import HealthServer, LocalChecks, Run, TunnelProbe, run_command
 from .ha_kick import Kick
+from .ha_routes import safe_ranges
 from .pmtu_heal import overlay_address
-from .trust import Trust, unsafe_destination
+from .trust import Trust
 from .wgconf import INTERFACE, InterfacePlan
 
 METRICS: dict[str, tuple[str, str]] = {
@@ -50,6 +52,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "wgmesh_ha_failovers_total": ("counter", "Claims of the active role by this gateway, by reason."),
     "wgmesh_ha_lease_epoch": ("gauge", "Epoch of the lease this gateway holds or last saw (AWS)."),
     "wgmesh_ha_last_claim_seconds": ("gauge", "Duration of this gateway's last claim (arbiter, address, routes)."),
+    "wgmesh_ha_stood_down": ("gauge", "1 if the site's document says it has one gateway: this pair claims nothing."),
 }
 
 
@@ -67,6 +70,8 @@ class Host(Protocol):
 
     def applied(self) -> bool: ...
 
+    def stood_down(self) -> bool: ...
+
     def log(self, message: str) -> None: ...
 
     def write_ha_metrics(self, text: str) -> None: ...
@@ -78,31 +83,6 @@ class Cloud(Protocol):
     def holder(self) -> str: ...
 
     def reconcile(self, ranges: list[str], may_write: Callable[[], bool]) -> list[str]: ...
-
-
-def remote_ranges(plan: InterfacePlan) -> list[str]:
-    """What the site's route tables send to its gateway (wg_mesh.plan.topology.remote_ranges): the overlay and every
-    peer's CIDRs, read from the document."""
-    own = ipaddress.IPv4Interface(plan.address).network
-    ranges = [str(own)]
-    for peer in plan.peers:
-        ranges += [c for c in peer.allowed_ips if not ipaddress.IPv4Network(c).subnet_of(own) and c not in ranges]
-    return ranges
-
-
-def safe_ranges(plan: InterfacePlan, trust: Trust | None) -> tuple[list[str], list[str]]:
-    """(remote ranges the route tables may send to this gateway, refusals with their reasons): the document's ranges
-    (verified, after its invariants) checked once more against agent.json's trust; none at all without a trust."""
-    if trust is None:
-        return [], ["no trust in agent.json: no route is written"]
-    ranges, refused = [], []
-    for cidr in remote_ranges(plan):
-        problem = unsafe_destination(cidr, trust)
-        if problem is None:
-            ranges.append(cidr)
-        else:
-            refused.append(problem)
-    return ranges, refused
 
 
 def _escape(value: str) -> str:
@@ -170,6 +150,7 @@ class Controller:
             "wgmesh_ha_failovers_total": [(f'{labels},reason="{r}"', n) for r, n in m.claims.items()],
             "wgmesh_ha_lease_epoch": [(labels, self.lease_epoch)],
             "wgmesh_ha_last_claim_seconds": [(labels, self.claim_seconds)],
+            "wgmesh_ha_stood_down": [(labels, 1 if m.stood_down else 0)],
         }
         lines = []
         for name, (kind, help_text) in METRICS.items():
@@ -202,7 +183,7 @@ class Controller:
                     holder = self.cloud.holder()
             else:
                 holder = self.cloud.holder()
-                if self.machine.role == "standby" and holder == "other":
+                if self.machine.role == "standby" and holder == "other" and not self.machine.stood_down:
                     other = self.cloud.other_health()
             self.last_error = ""
         except Exception as exc:  # unreachable: the machine is told nothing new
@@ -224,6 +205,7 @@ class Controller:
                     return
                 if self.config.cloud == "aws":  # the lease's holder is the adapter's identity (the instance id)
                     self.machine.lease_id = str(self.cloud.me)
+            self._stand_down(self.host.stood_down())
             self.tunnel_ok = self.tunnel.ok() if self.machine.role == "active" else True
             view, holder, other = self._observe(now)
             queue: list[Action] = list(self.machine.tick(now, Health(self.failed, self.tunnel_ok), view, holder, other))
@@ -233,6 +215,14 @@ class Controller:
             if stale:
                 self.roles.submit(self._rearm, stale)
             self.host.write_ha_metrics(self.metrics_text())
+
+    def _stand_down(self, stood_down: bool) -> None:
+        """The applied document's word on the pair (wg_mesh.gateway.ha, "Stood down"); logged when it changes."""
+        if stood_down != self.machine.stood_down:
+            self.machine.stood_down = stood_down
+            down = f"standing down as {self.machine.role} (no claim, no address or route write, no release)"
+            self.host.log(f"HA: the site's document says it has one gateway: {down}" if stood_down else
+                          "HA: the site's document names no single gateway now: the pair's rules again")  # fmt: skip
 
     def _outcome(self, call: Callable[[], Any]) -> tuple[Outcome, Any]:
         try:
@@ -375,9 +365,12 @@ class Controller:
                 m.role = "standby"
                 if self.reconciling.acquire(timeout=RECONCILE_WAIT_S):
                     self.reconciling.release()
-                if self.config.cloud == "aws" and self.cloud is not None:
-                    self._outcome(lambda: self.cloud.release(m.epoch))
-                self.host.log("HA: stopping: released the active role")
+                if m.stood_down:  # the pair is retired: a release would let a partner that still claims take over
+                    self.host.log("HA: stopping: stood down, nothing released")
+                else:
+                    if self.config.cloud == "aws" and self.cloud is not None:
+                        self._outcome(lambda: self.cloud.release(m.epoch))
+                    self.host.log("HA: stopping: released the active role")
                 self.roles.submit(self._set_role, "standby")
                 # bounded: a hung `wg` must not keep systemd waiting (the address has moved by then anyway)
                 done = self.roles.submit(lambda: None)

@@ -12,16 +12,31 @@ Then the level-triggered apply runs with the switched document (wg0.conf rewritt
 Why this loses (almost) nothing: setting a new private key expires every session and resets the handshake timer
 (wireguard-go `SetPrivateKey` -> `ExpireCurrentKeypairs`; the kernel's `wg_noise_expire_current_peer_keypairs`), and a
 new peer has never sent a handshake: whichever side switches last initiates with its next packet and both keys
-match. An initiation sent in the skew window (one side switched, the other not yet) is dropped, and its sender would
-wait REKEY_TIMEOUT (5 s) to retry; so after the switch, every SWITCH_KICK_S for SWITCH_KICK_FOR_S, each swapped peer
-without a handshake since key_at is removed and re-added (the mechanism of wg_mesh.gateway.ha_kick: a fresh peer
-initiates on its next packet).
+match. Two things made that "almost" a 0.5 s silence now and then (issue 32 item 10: the lab's live drill lost 0-3
+pings in most runs, and once 35 with a 600 ms silence; a run on 58f58f7 logged a 535 ms silence, a 1.3 s stream stall
+and the rotating side's re-arm; docs/benchmarks.md 8.1):
+- the order. When a peer swaps first, the rotating site's packets on its old session reach a peer that dropped the old
+  key: lost, for as long as the two switches are apart (tens of ms under load). When the rotating site switches
+  first, nothing is lost: its own sessions expire (its packets wait in WireGuard's staged queue for the handshake),
+  the peer's packets on the old session still decrypt there. So the rotating site switches at key_at and every peer
+  swaps its key PEER_SWITCH_LAG_S later, more than the clocks' tolerance and the agents' own spread: the order is the
+  lossless one whatever the skew;
+- the initiation. "Its next packet" is there only when traffic leaves that side: with a flow in one direction (A's
+  host sends, B's host only answers) the rotating side's initiation reaches a peer that has not swapped yet and is
+  dropped, and the peer then swaps with nothing to send (the answers wait for requests that cannot reach it): nobody
+  initiated until the kick below. So each side, right after its switch, sends one ping to each switched peer's overlay
+  address (its own key: every peer), in the active role: the side that switches last initiates at once, whatever the
+  traffic (the same move as an HA promotion's, wg_mesh.gateway.ha_run).
+An initiation sent in the skew window is still dropped, and its sender would wait REKEY_TIMEOUT (5 s) to retry; so,
+every SWITCH_KICK_S from key_at + SWITCH_KICK_S for SWITCH_KICK_FOR_S, each swapped peer without a handshake since
+key_at is removed and re-added (the mechanism of wg_mesh.gateway.ha_kick: a fresh peer initiates on its next packet).
 
-Clocks: the parties must agree on the time within CLOCK_TOLERANCE_S (100 ms); the kick SWITCH_KICK_S after key_at
-lies above it plus a handshake's round trip, so the other side has switched by then and a re-armed peer's initiation is
-answered. What the clouds document is far inside it: AWS, "customers have depended on the Amazon Time Sync Service to
-provide one millisecond clock accuracy", microseconds with the PTP hardware clock on supported instances (AWS Compute
-Blog, "It's About Time: Microsecond-Accurate Clocks on Amazon EC2 Instances", https://aws.amazon.com/blogs/compute/
+Clocks: the parties must agree on the time within CLOCK_TOLERANCE_S (100 ms); the kick SWITCH_KICK_S after key_at lies
+above it plus the peers' lag and a handshake's round trip, so the other side has switched by then, the handshake the
+peers' swap starts is over, and a re-armed peer's initiation is answered. What the clouds document is far inside it:
+AWS, "customers have depended on the Amazon Time Sync Service to provide one millisecond clock accuracy", microseconds
+with the PTP hardware clock on supported instances (AWS Compute Blog, "It's About Time: Microsecond-Accurate Clocks on
+Amazon EC2 Instances", https://aws.amazon.com/blogs/compute/
 its-about-time-microsecond-accurate-clocks-on-amazon-ec2-instances/; the EC2 user guide's "Set the time" page says how
 to point chrony at 169.254.169.123); GCE, "Compute Engine instances are preconfigured to use network time protocol
 (NTP)", Google's internal servers, and "accuracy within 1 ms" with chrony and ptp_kvm (Compute Engine docs, "Configure
@@ -45,11 +60,18 @@ from dataclasses import dataclass, replace
 from .apply import Applier, ApplyError, Paths, Runner, read_text
 from .document import Document, is_key
 from .ha_kick import stale_peers
+from .pmtu_heal import overlay_address
 from .sources import FetchError
 from .wgconf import INTERFACE, Peer, parse_wg_quick_conf
 
 CLOCK_TOLERANCE_S = 0.1  # the parties' clocks agree within this (module docstring: AWS Time Sync, GCE NTP)
-SWITCH_KICK_S = 0.5  # > CLOCK_TOLERANCE_S + a handshake's round trip (<= 0.3 s between any two regions)
+# A peer's key is swapped this long after its key_at, so that the rotating site, whose own key switches at key_at, has
+# switched first (module docstring: that order loses nothing): > CLOCK_TOLERANCE_S + the agents' own spread (timer,
+# lock, `wg set`: at most 72 ms over the lab's runs on a loaded 2-core machine, docs/benchmarks.md 8.1)
+PEER_SWITCH_LAG_S = 0.2
+# the first re-arm after key_at: > PEER_SWITCH_LAG_S + CLOCK_TOLERANCE_S + a handshake's round trip (<= 0.3 s between
+# any two regions), so that it never drops the handshake the peers' swap starts
+SWITCH_KICK_S = 0.8
 SWITCH_KICK_FOR_S = 5.0  # WireGuard's REKEY_TIMEOUT: by then its own retry has come
 APPLY_GUARD_S = 1.0  # an apply starting this close before a switch performs the switch first, at its moment
 OWN = ""  # the name of the site's own key in a Switch
@@ -68,6 +90,11 @@ class Switch:
     name: str
     old: str
     new: str
+
+    @property
+    def due(self) -> float:
+        """When it is performed: the own key at `at`, a peer's PEER_SWITCH_LAG_S later."""
+        return float(self.at) + (0.0 if self.name == OWN else PEER_SWITCH_LAG_S)
 
 
 @dataclass(frozen=True)
@@ -104,14 +131,16 @@ def conf_private_key(conf: str | None) -> str | None:
     return key if is_key(key) else None
 
 
-def ahead(key_at: int | None, now: float) -> bool:
-    """Whether a key valid from `key_at` is to be held at `now`: its moment is ahead, by at most MAX_HOLD_S."""
-    return key_at is not None and now < key_at <= now + MAX_HOLD_S
+def ahead(key_at: int | None, now: float, lag: float = 0.0) -> bool:
+    """Whether a key valid from `key_at` is to be held at `now`: its moment (plus `lag`: PEER_SWITCH_LAG_S for a
+    peer's key) is ahead, by at most MAX_HOLD_S."""
+    return key_at is not None and now < key_at + lag and key_at <= now + MAX_HOLD_S
 
 
 def announced(doc: Document, now: float) -> bool:
     """Whether `doc` announces any key valid only after `now` (nothing to hold otherwise)."""
-    return any(ahead(at, now) for at in (doc.key_at, *(p.key_at for p in doc.plan.peers)))
+    peers = (ahead(p.key_at, now, PEER_SWITCH_LAG_S) for p in doc.plan.peers)
+    return ahead(doc.key_at, now) or any(peers)
 
 
 def hold(doc: Document, own: str | None, peers: dict[str, str], now: float) -> Held:
@@ -128,7 +157,8 @@ def hold(doc: Document, own: str | None, peers: dict[str, str], now: float) -> H
     kept: list[Peer] = []
     for p in doc.plan.peers:
         old = peers.get(p.name)
-        if p.key_at is not None and ahead(p.key_at, now) and old and old != p.public_key and old not in taken:
+        lagged = ahead(p.key_at, now, PEER_SWITCH_LAG_S)
+        if p.key_at is not None and lagged and old and old != p.public_key and old not in taken:
             switches.append(Switch(p.key_at, p.name, old, p.public_key))
             taken.add(old)
             kept.append(replace(p, public_key=old))
@@ -137,8 +167,20 @@ def hold(doc: Document, own: str | None, peers: dict[str, str], now: float) -> H
     if not switches:
         return Held(doc, ())
     plan = replace(doc.plan, peers=tuple(kept))
-    ordered = tuple(sorted(switches, key=lambda s: (s.at, s.name != OWN, s.name)))
+    ordered = tuple(sorted(switches, key=lambda s: (s.due, s.name != OWN, s.name)))
     return Held(replace(doc, public_key=public_key, plan=plan), ordered)
+
+
+def peer_addresses(doc: Document, names: set[str] | None) -> list[str]:
+    """The overlay addresses of the document's peers named in `names` (None: every peer) that have one."""
+    found = []
+    for peer in doc.plan.peers:
+        if names is None or peer.name in names:
+            try:
+                found.append(overlay_address(doc.plan, peer.name))
+            except ValueError:  # no /32 among its AllowedIPs: nothing to ping
+                continue
+    return found
 
 
 def swap_commands(interface: str, peer: Peer, old: str, active: bool) -> list[list[str]]:
@@ -178,6 +220,8 @@ class RotatingApplier(Applier):
         self.next_private: str | None = None  # the prefetched private key of the own switch (never logged)
         self.next_public: str | None = None  # its public key (checked when it was fetched)
         self.kicks: list[tuple[float, int, frozenset[str]]] = []  # (when, key_at, public keys): re-armed if stale
+        # after a switch: one ping to each of these overlay addresses (each in its own thread: never under the lock)
+        self.initiate: Callable[[list[str]], None] = self._ping
         self.wake = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -199,7 +243,7 @@ class RotatingApplier(Applier):
 
     def apply(self, doc: Document, fetch_key: Callable[[], str]) -> list[str]:
         with self.lock:
-            switch = min((s.at for s in self.pending), default=None)
+            switch = min((s.due for s in self.pending), default=None)
             if switch is not None and 0 < switch - self.clock() <= APPLY_GUARD_S:
                 self.sleep(switch - self.clock())  # this thread holds the lock: it performs the switch, on time
             due, changes = self.next_due(), []
@@ -218,7 +262,7 @@ class RotatingApplier(Applier):
             if held.switches != self.pending:
                 self.pending = held.switches
                 for s in held.switches:
-                    self.log(f"key switch announced: {s.name or 'own key'} at {s.at} (in {s.at - self.clock():.1f} s)")
+                    self.log(f"key switch announced: {s.name or 'own key'} at {s.at} (in {s.due - self.clock():.1f} s)")
             self._prefetch(doc, fetch_key)
             if self.pending or self.kicks:
                 self._start()
@@ -246,7 +290,7 @@ class RotatingApplier(Applier):
     # -- the timer ---------------------------------------------------------------------------------------------
 
     def next_due(self) -> float | None:
-        times = [float(s.at) for s in self.pending] + [k[0] for k in self.kicks]
+        times = [s.due for s in self.pending] + [k[0] for k in self.kicks]
         return min(times) if times else None
 
     def _start(self) -> None:
@@ -278,7 +322,7 @@ class RotatingApplier(Applier):
         handshake since their switch. Returns what changed."""
         with self.lock:
             try:
-                due = [s for s in self.pending if s.at <= now]
+                due = [s for s in self.pending if s.due <= now]
                 changes = self._switch(due, now) if due and self.latest else []
                 kicks = [k for k in self.kicks if k[0] <= now]
                 if kicks and self.latest:
@@ -286,7 +330,7 @@ class RotatingApplier(Applier):
             except Exception:
                 # what is due is dropped, not retried in a loop: the next document cycle applies the document (whose
                 # key_at has passed, so nothing is held), and refuses it with its reason if it still cannot run
-                self.pending = tuple(s for s in self.pending if s.at > now)
+                self.pending = tuple(s for s in self.pending if s.due > now)
                 self.kicks = [k for k in self.kicks if k[0] > now]
                 raise
         return changes
@@ -318,7 +362,15 @@ class RotatingApplier(Applier):
         self.pending = rest
         if not any(s.name == OWN for s in rest):
             self.next_private = None
+        if active:  # the last side to switch initiates now, whatever the traffic (module docstring)
+            switched = None if any(s.name == OWN for s in due) else {s.name for s in due}
+            self.initiate(peer_addresses(doc, switched))
         return changes
+
+    def _ping(self, addresses: list[str]) -> None:
+        for address in addresses:
+            argv = ["ping", "-n", "-q", "-c", "1", "-W", "1", address]
+            threading.Thread(target=self.run, args=(argv, None), name="key-switch-ping", daemon=True).start()
 
     def _kick(self, kicks: Sequence[tuple[float, int, frozenset[str]]], now: float) -> list[str]:
         """Re-arm the switched peers without a handshake since their switch (active role), every SWITCH_KICK_S until

@@ -55,7 +55,8 @@ MODULES = (
     "hostplan.py", "txn.py", "peerset.py", "runner.py", "apply.py", "floor.py", "sources.py",
     "agentmetrics.py",
     "pmtu_probe.py", "pmtu_heal.py", "fallback.py", "pmtu.py",
-    "ha.py", "ha_health.py", "ha_kick.py", "ha_run.py", "rotation.py", "agentconfig.py", "agent.py",
+    "ha.py", "ha_config.py", "ha_health.py", "ha_kick.py", "ha_routes.py", "ha_run.py", "rotation.py", "agentconfig.py",
+    "agent.py",
 )  # fmt: skip
 # each cloud's source and HA adapter (ha_run imports the adapter of agent.json's ha.cloud only)
 SOURCE_MODULES = {"aws": ("source_aws.py", "ha_aws.py"), "gcp": ("source_gcp.py", "ha_gcp.py"), "file": ()}
@@ -231,13 +232,11 @@ def aws_source(
     return source if bundle_secret is None else {**source, "bundle_secret": bundle_secret}
 
 
-def gcp_source(
-    private_key_secret: str, attribute: str = "wg-mesh-peers", bundle_file: str | None = None
-) -> dict[str, Any]:
-    """`private_key_secret`: projects/<project>/secrets/<id>/versions/latest. `bundle_file` (BUNDLE_FILE): the agent's
-    bundle, a file the user data writes; the user data then ships only FILE_BOOT_MODULES of the package (GCE's 256 KiB
-    for a metadata value)."""
-    source = {"kind": "gcp", "attribute": attribute, "private_key_secret": private_key_secret}
+def gcp_source(document_secret: str, private_key_secret: str, bundle_file: str | None = None) -> dict[str, Any]:
+    """Both secrets: projects/<project>/secrets/<id>/versions/latest. `bundle_file` (BUNDLE_FILE): the agent's bundle,
+    a file the user data writes; the user data then ships only FILE_BOOT_MODULES of the package (GCE's 256 KiB for a
+    metadata value)."""
+    source = {"kind": "gcp", "document_secret": document_secret, "private_key_secret": private_key_secret}
     return source if bundle_file is None else {**source, "bundle_file": bundle_file}
 
 

@@ -12,8 +12,6 @@ from .sources import FetchError
 
 
 class AwsSource:
-    pushes = False
-
     def __init__(self, region: str, document_secret: str, private_key_parameter: str) -> None:
         self.region = region
         self.secret = document_secret
@@ -40,7 +38,7 @@ class AwsSource:
         except Exception as exc:  # botocore's errors carry no secret value: the request failed before any
             raise FetchError(f"{service} {operation}: {exc.__class__.__name__}: {exc}") from None
 
-    def document(self, wait: bool) -> str:
+    def document(self) -> str:
         return str(self._call("secretsmanager", "get_secret_value", SecretId=self.secret)["SecretString"])
 
     def secret_value(self) -> bytes | str:

@@ -194,7 +194,7 @@ def prefix_problem(network: IPv4Network, trust: Trust) -> str | None:
 
 def unsafe_destination(cidr: object, trust: Trust) -> str | None:
     """Why a route towards this gateway for `cidr` must not be written (the HA agent asks right before every
-    ReplaceRoute), or None. The overlay itself is a remote range (ha_run.remote_ranges) and is allowed."""
+    ReplaceRoute), or None. The overlay itself is a remote range (ha_routes.remote_ranges) and is allowed."""
     if not isinstance(cidr, str) or not cidr.isascii():
         return f"{cidr!r} is not an IPv4 prefix"
     try:

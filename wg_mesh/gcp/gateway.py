@@ -134,10 +134,10 @@ class GcpGateway(component.SiteComponent):
         )
 
     def _stores(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> gcp_live.GcpStores | None:
-        """delivery: live: the gateway's own service account and its key secret (the document goes in metadata)."""
+        """delivery: live: the gateway's own service account, its key secret and its document secret."""
         if self.document is None:
             return None
-        return gcp_live.create_stores(name, site, self.key.private_key, child)
+        return gcp_live.create_stores(name, site, self.key.private_key, self.document, child)
 
     def _pair(self, name: str, site: GcpSite, child: pulumi.ResourceOptions) -> _Pair | None:
         """gateways: 2 (docs/ha.md 6.2): the pair's names and gateway b's zone (standby_zone, or the next one, kept
@@ -159,7 +159,7 @@ class GcpGateway(component.SiteComponent):
     ) -> gcp_live.StandbyReader | None:
         """Gateway a, then (gateways: 2) gateway b in the standby zone, each with its readiness gate. Both carry the
         `ha` object in agent.json; gateway a keeps every name it has as a single gateway. Returns b's reader."""
-        metadata = instance.metadata(self.user_data, self.document)
+        metadata = instance.metadata(self.user_data)
         self.instances, self.private_ips = [], {}
         reader = None  # gateway b's, the last
         for letter in ha.LETTERS[: site.gateways]:
@@ -178,9 +178,13 @@ class GcpGateway(component.SiteComponent):
             if letter == "a":
                 self.instance, self.user_data = vm, pulumi.Output.from_input(gateway_metadata["user-data"])
                 # Traffic moves to a (new) gateway only once it is ready and (single gateway) holds the static address.
-                self.ready = instance.readiness_gate(prefix, site, vm, self.address, pair is not None, child)
+                self.ready = instance.readiness_gate(
+                    prefix, site, vm, self.address, pair is not None, child, self.switch_floor
+                )
             else:
-                self.standby_ready = instance.readiness_gate(prefix, site, vm, self.address, True, child)
+                self.standby_ready = instance.readiness_gate(
+                    prefix, site, vm, self.address, True, child, self.switch_floor
+                )
             self.instances.append(vm)
             self.private_ips[letter] = vm.network_interfaces.apply(lambda nics: str(nics[0].network_ip))
         return reader
@@ -196,7 +200,8 @@ class GcpGateway(component.SiteComponent):
         assert self.stores is not None  # gateways: 2 needs delivery: live (wg_mesh.rules)
         reader = gcp_live.standby_reader(prefix, site, self.stores, child)
         # Gateway b is created (or replaced) only once a is ready: never both at once (docs/ha.md 9).
-        return reader.service_account(), [reader.accessor, self.stores.version, self.ready], reader
+        stores = [self.stores.version, self.stores.document_version]
+        return reader.service_account(), [*reader.resources, *stores, self.ready], reader
 
     def _load_balancer(
         self,

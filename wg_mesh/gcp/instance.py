@@ -19,15 +19,15 @@ from wg_mesh.config import GcpSite
 from wg_mesh.gcp import fit
 from wg_mesh.gcp.facts import boot_disk_type, boot_image
 from wg_mesh.gcp.network import Network
-from wg_mesh.plan import ha, live
+from wg_mesh.plan import ha
 from wg_mesh.tools import localcmd
+from wg_mesh.tools.gatepoll import hold_words
 
-# The only metadata the guest reads once, at first boot; other keys (enable-oslogin, and with delivery: live the peer
-# document wg-mesh-peers) are updated in place, so toggling operator access or changing the mesh does not replace the
-# gateway: the provider replaces an instance for `metadata_startup_script` only, never for `metadata` (pulumi-gcp
-# 10.2.0, compute.Instance, metadata_startup_script: "the only distinction is that this separate attribute will cause
-# a recreate on modification"). Pulumi property-path syntax, which replaceOnChanges takes
-# (https://www.pulumi.com/docs/reference/property-paths/).
+# The only metadata the guest reads once, at first boot; other keys (enable-oslogin) are updated in place, so toggling
+# operator access does not replace the gateway: the provider replaces an instance for `metadata_startup_script` only,
+# never for `metadata` (pulumi-gcp 10.2.0, compute.Instance, metadata_startup_script: "the only distinction is that
+# this separate attribute will cause a recreate on modification"). Pulumi property-path syntax, which
+# replaceOnChanges takes (https://www.pulumi.com/docs/reference/property-paths/).
 REPLACE_ON = 'metadata["user-data"]'
 # The gate moves the static address between instances with add/deleteAccessConfig, and Pulumi does not move it back:
 # the instance declares one access config without `nat_ip`, which terraform-provider-google's schema makes optional
@@ -35,8 +35,10 @@ REPLACE_ON = 'metadata["user-data"]'
 # ignore_changes: Pulumi would give the replacement the recorded old value (the old VM's static address).
 
 
-def metadata(user_data: pulumi.Input[str], document: pulumi.Output[str] | None) -> dict[str, pulumi.Input[str]]:
-    """A gateway's instance metadata: its user data, and (delivery: live) the peer document, set in place."""
+def metadata(user_data: pulumi.Input[str]) -> dict[str, pulumi.Input[str]]:
+    """A gateway's instance metadata: its user data and the keys below. Not the peer document (delivery: live): that
+    is a Secret Manager secret every VM of the site reads (wg_mesh.gcp.live), since `pulumi up` never updates the
+    metadata of a VM it replaces."""
     # Guest attributes carry the gateway's readiness mark (wg_mesh.gateway.readymark --cloud gcp). A metadata key other
     # than user-data: set in place, no replacement (REPLACE_ON).
     values: dict[str, pulumi.Input[str]] = {"user-data": user_data, "enable-guest-attributes": "TRUE"}
@@ -51,8 +53,6 @@ def metadata(user_data: pulumi.Input[str], document: pulumi.Output[str] | None) 
     # changes no instance input.
     values["block-project-ssh-keys"] = "TRUE"
     values["enable-oslogin"] = "TRUE"
-    if document is not None:
-        values[live.GCP_ATTRIBUTE] = document
     return values
 
 
@@ -132,20 +132,23 @@ def readiness_gate(
     address: gcp.compute.Address,
     wait_only: bool,
     child: pulumi.ResourceOptions,
+    not_before: pulumi.Output[int | None] | None = None,
 ) -> command.local.Command:
     """Runs `python -m wg_mesh.readygate gcp` on the machine running `pulumi up`, for every new instance (its id is
     the trigger): waits for its guest attribute, then moves the static `address` to it (wg_mesh.tools.gcpgate).
-    wait_only (gateways: 2): moves nothing, the agents own the address (docs/ha.md 9). Any other input change (a new
-    address, credentials, a new wg-mesh's command text) runs the gate's `--update`: the address moved again if it is
-    not on the instance, no wait."""
+    wait_only (gateways: 2): moves nothing, the agents own the address (docs/ha.md 9). `not_before` (delivery: live): a
+    new instance takes traffic no earlier (wg_mesh.plan.live.switch_floor: `create` holds, `--update` does not). Any
+    other input change (a new address, credentials, a new wg-mesh's command text, a rotation's moment) runs the
+    gate's `--update`: the address moved again if it is not on the instance, no wait."""
     fixed = ["--impersonate", site.impersonate_service_account] if site.impersonate_service_account else []
     fixed += ["--wait-only"] if wait_only else []
     fixed += ["--timeout", str(READY_TIMEOUT_S)]
-    links = pulumi.Output.all(instance=instance.self_link, address=address.self_link)
+    links = pulumi.Output.all(instance=instance.self_link, address=address.self_link, not_before=not_before)
     words = links.apply(lambda v: ["gcp", *fixed, "--address", v["address"], "--instance", v["instance"]])
+    held = links.apply(lambda v: hold_words(v["not_before"]))
     return localcmd.local_command(
         f"{name}-ready",
-        create=words.apply(lambda w: gate_command(*w)),
+        create=pulumi.Output.all(words, held).apply(lambda v: gate_command(*v[0], *v[1])),
         update=words.apply(lambda w: gate_command(*w, "--update")),
         triggers=[instance.id],
         opts=child,

@@ -19,15 +19,13 @@ from wg_mesh.gateway import document, ship
 from wg_mesh.plan import relay, signing, topology
 from wg_mesh.plan.topology import PeerAddress
 
-# GCE instance metadata key of the document: a custom key, updated in place (wg_mesh.gcp.instance, REPLACE_ON).
-GCP_ATTRIBUTE = "wg-mesh-peers"
 # Where an operator puts a static site's document and key (0600); NOT wgmetrics.MAPPING_PATH (peers.json).
 STATIC_DOCUMENT_PATH = ship.DOCUMENT_PATH
 STATIC_PRIVATE_KEY_PATH = ship.PRIVATE_KEY_PATH
 # Stores' limits on one value: Secrets Manager's SecretString (Secrets Manager API reference, SecretValueEntry:
-# SecretString "Maximum length of 65536"), a GCE metadata value (Compute API, Metadata items: "less than or equal to
-# 262144 bytes").
-DOCUMENT_LIMITS = {"aws": 65536, "gcp": 262144}
+# SecretString "Maximum length of 65536"), a Secret Manager version's payload (64 KiB: "Quotas and limits",
+# https://cloud.google.com/secret-manager/quotas).
+DOCUMENT_LIMITS = {"aws": 65536, "gcp": 65536}
 GCP_SA_PREFIX = "wg-mesh-"
 GCP_SA_HASH_CHARS = 16  # account_id: 6-30 characters, [a-z]([-a-z0-9]*[a-z0-9]); 8 + 16 = 24
 SCOPE_CHARS = 8
@@ -60,6 +58,13 @@ def gcp_key_secret_id(project: str, stack: str, site: str) -> str:
     return f"wg-mesh-{scope(project, stack)}-{site}-key"
 
 
+def gcp_document_secret_id(project: str, stack: str, site: str) -> str:
+    """The Secret Manager secret holding the site's document: one store that every VM of the site reads (the
+    serving one, its replacement, an HA pair), unlike instance metadata, which `pulumi up` sets on one VM resource
+    and never on the old VM it replaces (docs/concepts/delivery.md)."""
+    return f"wg-mesh-{scope(project, stack)}-{site}-peers"
+
+
 def gcp_service_account_id(project: str, stack: str, site: str) -> str:
     """The gateway's own service account: unique per project, stack and site, within GCP's 30 characters."""
     digest = hashlib.sha256(f"{project}/{stack}/{site}".encode()).hexdigest()[:GCP_SA_HASH_CHARS]
@@ -76,9 +81,9 @@ def agent_source(site: AwsSite | GcpSite | StaticSite, project: str, stack: str)
             aws_bundle_secret(project, stack, site.name),
         )
     if isinstance(site, GcpSite):
-        secret = gcp_key_secret_id(project, stack, site.name)
-        path = f"projects/{site.project}/secrets/{secret}/versions/latest"
-        return ship.gcp_source(path, GCP_ATTRIBUTE, bundle_file=ship.BUNDLE_FILE)  # the package: in the user data
+        secrets = [gcp_document_secret_id(project, stack, site.name), gcp_key_secret_id(project, stack, site.name)]
+        document, key = (f"projects/{site.project}/secrets/{s}/versions/latest" for s in secrets)
+        return ship.gcp_source(document, key, bundle_file=ship.BUNDLE_FILE)  # the package: in the user data
     return ship.file_source()
 
 
@@ -146,9 +151,37 @@ def peer_document(
     not_after: int | None = None,
 ) -> str:
     """The payload of the site's peer document (wg_mesh.gateway.document, v2): its interface plan, its own public
-    key, its scope and serial, its key_at (wg_mesh.announce) and its expiry (`expires`); unsigned."""
+    key, its scope and serial, its key_at (wg_mesh.announce), its expiry (`expires`) and, for a cloud site with one
+    gateway, `gateways` (`single_gateway`); unsigned."""
     plan = topology.interface_plan(cfg, site_name, directory)
-    return document.encode_body(plan, public_key, scope=scope, serial=serial, key_at=key_at, not_after=not_after)
+    gateways = document.SINGLE if single_gateway(cfg.site(site_name)) else None
+    return document.encode_body(
+        plan, public_key, scope=scope, serial=serial, key_at=key_at, not_after=not_after, gateways=gateways
+    )
+
+
+def single_gateway(site: AwsSite | GcpSite | StaticSite) -> bool:
+    """Whether the site's document says `gateways: 1`: every AWS and GCP site with one gateway, so that a pair whose
+    site went from `gateways: 2` to 1 reads, in the same `up`, that it must stand down (the program cannot know
+    which single sites were pairs before; wg_mesh.gateway.ha). Never a pair's (an agent of before this field reads
+    its pair's documents as before) and never a static site's (never a pair)."""
+    return isinstance(site, AwsSite | GcpSite) and site.gateways == 1
+
+
+def switch_floor(
+    cfg: MeshConfig, site_name: str, directory: Mapping[str, PeerAddress], key_at: int | None
+) -> int | None:
+    """When a new gateway of the site may take traffic at the earliest (its readiness gate holds until then:
+    wg_mesh.tools.gatepoll.hold_until): the latest announced switch among the site's own key (`key_at`) and its
+    document's peers' keys, of the keys rotated at least once (key_epoch > 0; a first key replaces none that anybody
+    runs, so a new mesh's first `up` waits for nothing). A new gateway's agent runs the new keys from its first boot
+    (wg_mesh.gateway.rotation holds only keys it already runs), so the address must not reach it before the other
+    parties switch; None when no such key is announced. The gate's `update` leaves it out: only a new instance waits."""
+    plan = topology.interface_plan(cfg, site_name, directory)
+    rotated = [key_at if cfg.site(site_name).key_epoch > 0 else None]
+    rotated += [p.key_at for p in plan.peers if cfg.site(p.name).key_epoch > 0]
+    moments = [at for at in rotated if at is not None]
+    return max(moments) if moments else None
 
 
 def unsigned_digest(cfg: MeshConfig, site_name: str, scope: str, values: Mapping[str, Any]) -> str:

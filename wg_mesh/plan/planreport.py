@@ -184,8 +184,8 @@ def _traffic(
     moved = [e for e in mine["updated"] if e["type"] in ROUTES]
     if moved:
         said.append(f"{len(moved)} route(s) re-pointed in place")
-    stores = [e for e in mine["updated"] + mine["replaced"] if e["type"] in LIVE_STORES]  # a new version: the same
-    stores += [e for e in mine["updated"] if e["type"] in GATEWAY_TYPES and "metadata" in e["inputs"]]
+    # a new version: the same (GCP's document too: a secret, no longer the VM's metadata)
+    stores = [e for e in mine["updated"] + mine["replaced"] if e["type"] in LIVE_STORES]
     if stores and name not in renamed:  # renamed: the stores named after it are new, read by its new gateway
         said.append(f"live document or key updated in place ({', '.join(e['name'] for e in stores)}): no restart, "
                     "the agent applies it")  # fmt: skip

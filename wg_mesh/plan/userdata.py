@@ -287,7 +287,7 @@ def document_size(cfg: MeshConfig, site_name: str) -> int:
 def live_size_problems(cfg: MeshConfig) -> list[str]:
     """delivery: live: the user data is constant (one estimate per cloud, its longest site name and region; exact
     bytes, the GCP bundle file's base64 included: the same bzip2 on every machine); what grows with the mesh is each
-    gateway's peer document, held by Secrets Manager (AWS) or a metadata value (GCP)."""
+    gateway's peer document, held by Secrets Manager (AWS) or Secret Manager (GCP)."""
     problems = []
     for cloud, limit in LIMITS.items():
         sites = [(i, s) for i, s in enumerate(cfg.sites) if isinstance(s, AwsSite | GcpSite) and s.cloud == cloud]
@@ -303,7 +303,7 @@ def live_size_problems(cfg: MeshConfig) -> list[str]:
                 problems.append(
                     f"sites[{i}]: {site.name}'s gateway user data would be about {size} bytes (limit {limit})"
                 )
-        store = "a Secrets Manager secret" if cloud == "aws" else "a GCE metadata value"
+        store = "a Secrets Manager secret" if cloud == "aws" else "a Secret Manager version"
         for j, other in sites:
             if (size := document_size(cfg, other.name)) > live.DOCUMENT_LIMITS[cloud]:
                 problems.append(

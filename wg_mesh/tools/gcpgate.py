@@ -23,7 +23,7 @@ from typing import Any
 # `pulumi up`'s gate and for an HA gateway's takeover.
 from wg_mesh.gateway.ha_gcp import COMPUTE, ApiError, Compute, instance_path, move_address, resource_path
 from wg_mesh.gateway.readymark import GUEST_KEY, GUEST_NAMESPACE, READY_VALUE
-from wg_mesh.tools.gatepoll import UPDATE_HELP, poll
+from wg_mesh.tools.gatepoll import UPDATE_HELP, hold_until, poll
 
 __all__ = ["ApiError", "Compute", "instance_path", "is_ready", "main", "move_address", "resource_path", "wait_ready"]
 SCOPE = "https://www.googleapis.com/auth/compute"
@@ -111,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--access-token-file", help="a file holding an OAuth access token to use (as gcloud's flag)")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--interval", type=float, default=5.0)
+    parser.add_argument("--not-before", type=int, help="a key rotated in this up switches then (gatepoll.hold_until)")
     parser.add_argument(
         "--wait-only",
         action="store_true",
@@ -128,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         api = Compute(token, args.api)
         waited = wait_ready(api, instance, args.timeout, args.interval)
+        waited += hold_until(args.not_before, args.timeout - waited)
         gap = None if args.wait_only else move_address(api, instance, address)
     except failures as exc:
         print(f"wg-mesh readiness gate: {exc}", file=sys.stderr)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from wg_mesh.gateway.readymark import READY_TAG, READY_VALUE
-from wg_mesh.tools.gatepoll import UPDATE_HELP, poll
+from wg_mesh.tools.gatepoll import UPDATE_HELP, hold_until, poll
 
 DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
 
@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--update", action="store_true", help=UPDATE_HELP)
+    parser.add_argument("--not-before", type=int, help="a key rotated in this up switches then (gatepoll.hold_until)")
     args = parser.parse_args(argv)
     if args.update:  # the instance passed this gate when it was created; nothing an input change can undo
         print(f"wg-mesh readiness gate: {args.instance_id} passed when it was created; nothing to check again")
@@ -89,10 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = ec2_client(args.region, args.profile, args.role_arn, args.endpoint)
     try:
         waited = wait_ready(client, args.instance_id, args.timeout, args.interval)
+        held = hold_until(args.not_before, args.timeout - waited)
     except (TimeoutError, RuntimeError) as exc:
         print(f"wg-mesh readiness gate: {exc}", file=sys.stderr)
         return 1
-    print(f"wg-mesh readiness gate: {args.instance_id} ready after {waited:.0f} s")
+    after = f", then {held:.0f} s for the announced key switch" if held else ""
+    print(f"wg-mesh readiness gate: {args.instance_id} ready after {waited:.0f} s{after}")
     return 0
 
 

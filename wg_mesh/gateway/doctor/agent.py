@@ -122,6 +122,7 @@ def _fetched(host: Host, samples: dict[str, list[tuple[dict[str, str], float]]])
 
 _STORE_HINT = (
     "AWS: the instance role must read its Secrets Manager secret and SSM parameter (`aws sts get-caller-identity` "
-    "on the gateway); GCP: `curl -H 'Metadata-Flavor: Google' http://169.254.169.254/computeMetadata/v1/instance/"
-    f"attributes/wg-mesh-peers`; static: /etc/wg-mesh/document.json. {JOURNAL}."
+    "on the gateway); GCP: the VM's service account must be a secretAccessor of the site's `-peers` and `-key` "
+    "secrets (`gcloud secrets get-iam-policy`); static: /etc/wg-mesh/document.json. "
+    f"{JOURNAL}."
 )

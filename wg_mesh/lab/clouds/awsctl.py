@@ -1,5 +1,6 @@
-"""The lab control plane's AWS hand: what `pulumi up` does to the AWS stores of a `delivery: live` mesh, done with
-boto3 against the lab's moto server (`python -m moto.server`, a real AWS API emulator) in the lab's cloud namespace.
+"""The lab control plane's AWS hand: what `pulumi up` does to the AWS stores of a `delivery: live` mesh (and to an HA
+site's address, routes and lease table when it goes back to one gateway: hadowngrade.py), done with boto3 against
+the lab's moto server (`python -m moto.server`, a real AWS API emulator) in the lab's cloud namespace.
 
 Runs in that namespace (the lab reaches moto only from there: no host networking) and reads one JSON request a
 line on stdin, answering one JSON line on stdout:
@@ -8,6 +9,11 @@ line on stdin, answering one JSON line on stdout:
     {"op": "secret-binary", ...}                             the same with a SecretBinary: V is its base64, decoded
                                                              here as the provider does (the agent's bundle)
     {"op": "parameter", "region": R, "name": N, "value": V}  SSM Parameter Store: SecureString, standard tier, overwrite
+    {"op": "associate-address", "region": R, "name": ALLOCATION_ID, "value": INSTANCE_ID}
+                                    an EipAssociation's create (AllowReassociation: AWS's default in a VPC, moto's
+                                    is to refuse: docs/ha.md 11)
+    {"op": "replace-route", "region": R, "name": ROUTE_TABLE_ID, "value": "CIDR ENI_ID"}  a route's in-place update
+    {"op": "delete-table", "region": R, "name": TABLE, "value": ""}  DynamoDB DeleteTable (a lease table's delete)
     -> {"ok": true} | {"ok": false, "error": "..."}
 
 The values are key material and documents: never printed. `python -m wg_mesh.lab.clouds.awsctl ENDPOINT`.
@@ -54,6 +60,13 @@ def handle(client: Any, request: dict[str, Any]) -> None:
     elif op == "parameter":
         ssm = client("ssm", region)
         ssm.put_parameter(Name=name, Value=value, Type="SecureString", Tier="Standard", Overwrite=True)
+    elif op == "associate-address":
+        client("ec2", region).associate_address(AllocationId=name, InstanceId=value, AllowReassociation=True)
+    elif op == "replace-route":
+        cidr, interface = value.split(" ")
+        client("ec2", region).replace_route(RouteTableId=name, DestinationCidrBlock=cidr, NetworkInterfaceId=interface)
+    elif op == "delete-table":
+        client("dynamodb", region).delete_table(TableName=name)
     else:
         raise ValueError(f"unknown op {op!r}")
 

@@ -4,13 +4,14 @@
   `<prefix>-cloud`, wired to the internet namespace like any public endpoint; the gateways reach it through their
   VPC router and 1:1 NAT. Documents and the agent's bundle go to Secrets Manager, private keys to SSM Parameter
   Store SecureStrings, with boto3 (`awsctl.py`, a process in that namespace).
-* GCP: a GCE metadata server per GCP gateway at 169.254.169.254:80 inside the gateway's namespace, and Secret
-  Manager's REST API in the cloud namespace (`gce.py`; their data are files written here). The gateway's service
-  account token is the only accessor of its key's secret.
+* GCP: a GCE metadata server per GCP gateway at 169.254.169.254:80 inside the gateway's namespace (its service
+  account's token), and Secret Manager's REST API in the cloud namespace, which holds documents and private keys
+  (`gce.py`; their data are files written here). The gateway's service account token is the only accessor of its
+  site's secrets.
 * static: /etc/wg-mesh/document.json and /etc/wg-mesh/private.key (0600) in the gateway's own mount namespace,
   as the operator would copy them from the stack outputs.
 
-Where each site's store is (secret names, metadata key, files) is read from the site's own /etc/wg-mesh/agent.json
+Where each site's store is (secret names, files) is read from the site's own /etc/wg-mesh/agent.json
 in its rendered user data: the lab never repeats the program's naming. The agents get the endpoints only by
 configuration: /etc/default/wg-mesh-agent (the unit's EnvironmentFile), which this module writes into each gateway.
 """
@@ -228,6 +229,10 @@ class ControlPlane:
         line = self._aws.stdout.readline()
         return json.loads(line) if line else {"ok": False, "error": "the AWS control plane process ended"}
 
+    def aws_request(self, op: str, region: str, name: str, value: str) -> None:
+        """One of awsctl.py's operations (what `pulumi up` does to an AWS resource), done; LabError if refused."""
+        self._aws_call(op, region, name, value)
+
     def _aws_call(self, op: str, region: str, name: str, value: str) -> None:
         assert self._aws is not None and self._aws.stdin is not None
         self._aws.stdin.write(json.dumps({"op": op, "region": region, "name": name, "value": value}) + "\n")
@@ -292,20 +297,25 @@ class ControlPlane:
         if source["kind"] == "aws":
             self._aws_call("parameter", source["region"], source["private_key_parameter"], private_key)
         elif source["kind"] == "gcp":
-            _, project, _, secret, _, _ = source["private_key_secret"].split("/")
-            base = self.root / "secrets" / project / secret
-            versions = [int(p.name) for p in base.glob("[0-9]*") if p.name.isdigit()]
-            write_atomic(base / str(max(versions, default=0) + 1), private_key.encode(), 0o600)
-            write_atomic(base / "accessors", f"{self.tokens[site]}\n".encode(), 0o600)
+            self._gcp_version(site, source["private_key_secret"], private_key.encode())
         else:
             self._static_file(site, source["private_key"], private_key.encode() + b"\n")
+
+    def _gcp_version(self, site: str, name: str, data: bytes) -> None:
+        """A new version of the Secret Manager secret `name` (projects/P/secrets/S/versions/latest), readable by the
+        site's service account's token only (the program's SecretIamMember)."""
+        _, project, _, secret, _, _ = name.split("/")
+        base = self.root / "secrets" / project / secret
+        versions = [int(p.name) for p in base.glob("[0-9]*") if p.name.isdigit()]
+        write_atomic(base / str(max(versions, default=0) + 1), data, 0o600)
+        write_atomic(base / "accessors", f"{self.tokens[site]}\n".encode(), 0o600)
 
     def publish_document(self, site: str, text: str) -> Published:
         source = self.configs[site]["source"]
         if source["kind"] == "aws":
             self._aws_call("secret", source["region"], source["document_secret"], text)
         elif source["kind"] == "gcp":
-            write_atomic(self.root / "gce" / site / "attributes" / source["attribute"], text.encode(), 0o644)
+            self._gcp_version(site, source["document_secret"], text.encode())
         else:
             self._static_file(site, source["document"], text.encode())
         return Published(site, published_generation(text, self.configs[site]["trust"]), time.monotonic())

@@ -1,13 +1,11 @@
 """The lab's model of the two Google endpoints a GCP gateway's agent talks to (no emulator for either is on PyPI):
 
 * the GCE metadata server (`metadata`), served at 169.254.169.254:80 inside one gateway's network namespace,
-  following https://cloud.google.com/compute/docs/metadata/querying-metadata and
-  https://cloud.google.com/compute/docs/metadata/querying-metadata#waitforchange :
+  following https://cloud.google.com/compute/docs/metadata/querying-metadata :
   every request must carry `Metadata-Flavor: Google` (else 403) and must not carry `X-Forwarded-For` (else 403);
-  every response carries `Metadata-Flavor: Google` and an `ETag`; `?wait_for_change=true` hangs until the value's
-  ETag differs from `last_etag` (returns at once when it already differs), or until `timeout_sec`, then returns
-  the current value; `instance/attributes/<key>` (404 when the key is not set), `instance/name`, `instance/zone` and
-  `instance/service-accounts/default/token` (`{"access_token", "expires_in", "token_type": "Bearer"}`);
+  every response carries `Metadata-Flavor: Google`; `instance/name`, `instance/zone` (with an `ETag`) and
+  `instance/service-accounts/default/token` (`{"access_token", "expires_in", "token_type": "Bearer"}`); the agents
+  read no custom metadata (their document is a Secret Manager secret: wg_mesh.gateway.source_gcp);
 * Secret Manager's `GET /v1/projects/*/secrets/*/versions/*:access` (`secretmanager`), the REST shape of
   https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets.versions/access :
   `Authorization: Bearer <token>` (401 without), 403 PERMISSION_DENIED unless that token's service account
@@ -16,8 +14,7 @@
 
 The data is files the lab's control plane (`controlplane.py`) writes atomically; this module only serves them:
 
-    metadata root:  attributes/<key>          the instance's custom metadata values
-                    instance/name, instance/zone   the VM's name and zone (an HA site's gateways: hacloud.py)
+    metadata root:  instance/name, instance/zone   the VM's name and zone (an HA site's gateways: hacloud.py)
                     token                     the instance service account's access token
     secrets root:   <project>/<secret>/<n>    version n's payload (bytes)
                     <project>/<secret>/accessors   one token a line (the IAM binding to the gateway's SA)
@@ -35,14 +32,12 @@ import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 METADATA_ADDRESS = "169.254.169.254"
 METADATA_PORT = 80
 FLAVOR = ("Metadata-Flavor", "Google")
 METADATA_PREFIX = "/computeMetadata/v1/"
-MAX_WAIT_S = 300.0  # the lab's cap on timeout_sec
-WATCH_INTERVAL_S = 0.02
 TOKEN_LIFETIME_S = 3599
 INSTANCE_KEYS = ("instance/name", "instance/zone")  # `projects/NUMBER/zones/ZONE` for the zone
 ACCESS = re.compile(r"^/v1/projects/([^/]+)/secrets/([^/]+)/versions/([^/:]+):access$")
@@ -96,7 +91,6 @@ class MetadataHandler(_Handler):
         if not url.path.startswith(METADATA_PREFIX):
             self.reply(404, b"not found\n", **_h(flavor))
             return
-        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         key = url.path.removeprefix(METADATA_PREFIX)
         if key == "instance/service-accounts/default/token":
             token = read(self.root / "token")
@@ -115,30 +109,7 @@ class MetadataHandler(_Handler):
             else:
                 self.reply(200, found, **_h({**flavor, "ETag": etag(found)}))
             return
-        attribute = key.removeprefix("instance/attributes/")
-        if attribute == key or not attribute or "/" in attribute:
-            self.reply(404, b"not found\n", **_h(flavor))
-            return
-        path = self.root / "attributes" / attribute
-        value = read(path)
-        if query.get("wait_for_change") == "true":
-            try:
-                timeout = min(float(query.get("timeout_sec", MAX_WAIT_S)), MAX_WAIT_S)
-            except ValueError:
-                self.reply(400, b"invalid timeout_sec\n", **_h(flavor))
-                return
-            # Without last_etag: wait for the next change from now. With one that already differs: at once.
-            current = etag(value) if value is not None else None
-            last = query.get("last_etag", current)
-            deadline = time.monotonic() + timeout
-            while current == last and time.monotonic() < deadline:
-                time.sleep(WATCH_INTERVAL_S)
-                value = read(path)
-                current = etag(value) if value is not None else None
-        if value is None:
-            self.reply(404, b"not found\n", **_h(flavor))
-            return
-        self.reply(200, value, **_h({**flavor, "ETag": etag(value)}))
+        self.reply(404, b"not found\n", **_h(flavor))
 
 
 def _h(headers: dict[str, str]) -> dict[str, str]:

@@ -20,7 +20,8 @@ Stdout: one JSON line `{"ok": true, "sites": {site: {...}}}` once serving, then 
 `{"t", "site", "gateway", "health"}`, a 200 from a group member without the address `{"t", "site", "gateway",
 "stale_200": 1}`, two group members HEALTHY at once and its end `{"t", "site", "two_healthy": [places] | []}`, a
 command's acknowledgement `{"t", "site", "ack"}`. Stdin's later lines are what `pulumi up` does in a replacement
-(`Site.command`: a new VM in a place, a group update, a VM deleted; the drill's hareplace.py). The spare place `c`
+(`Site.command`: a new VM in a place, a group update, a VM deleted; the drill's hareplace.py) and in `gateways: 2` -> 1
+(a VM's ready mark, the routes re-created with an instance as next hop; hadowngrade.py). The spare place `c`
 has no VM until one is created; the next hop follows the groups' members. `python -m wg_mesh.lab.clouds.gcpmodel HOST
 PORT` with the spec as the first stdin line: `{"interval", "sites": [haplan.ha_to_json(site) + {"project",
 "region", "address", "vms": {place: {"name", "zone"}}, "groups": {letter: name}, "tokens": [...]}]}`.
@@ -86,6 +87,9 @@ class Site(Applier):
         self.prober = Prober(mesh_ha.HEALTH_CHECK, tuple(self.vm_of))
         self.lock = threading.Lock()
         self.two_healthy: list[str] = []
+        # the routes' next hop: None, the load balancer's (an HA site's routes, next_hop_ilb); "" no route (deleted,
+        # a blackhole); a place: that VM's (a single gateway's routes, next_hop_instance, wg_mesh.gcp.gateway)
+        self.route_to: str | None = None
         with cloud.lock:
             cloud.addresses[entry["address"]] = self.address_ip
             for letter in self.group_of:  # the spare place has no VM until the drill creates one (`command`)
@@ -103,7 +107,10 @@ class Site(Applier):
     def command(self, line: dict[str, Any]) -> None:
         """What `pulumi up` does to the site (the drill's replacement beside the old, hacloud.py): `vm` creates a
         VM in a place (in no group), `group` sets a gateway's instance group to the given places (the readiness
-        gate passed: the old VM out, the new one in, one update), `delete` deletes a place's VM."""
+        gate passed: the old VM out, the new one in, one update), `delete` deletes a place's VM; `ready` sets a
+        place's VM's ready mark (the guest attribute wg-mesh/ready, the lab's stand-in for wg_mesh.gateway.readymark:
+        what the readiness gate waits for), `route` sets the routes' next hop (`place`: "" deleted, a place its VM,
+        null the load balancer's)."""
         place = str(line.get("place", ""))
         with self.cloud.lock:
             if line["op"] == "vm":
@@ -115,6 +122,10 @@ class Site(Applier):
             elif line["op"] == "delete":
                 self.cloud.vms.pop(self.vm_of[place], None)
                 self.cloud.health.pop(self.vm_of[place], None)
+            elif line["op"] == "ready":
+                self.cloud.vms[self.vm_of[place]].attributes["wg-mesh/ready"] = "true"
+            elif line["op"] == "route":
+                self.route_to = None if line.get("place") is None else place
 
     def member(self, place: str) -> bool:
         return any(place in places for places in self.members.values())
@@ -153,8 +164,8 @@ class Site(Applier):
             primary, failover = tuple(self.members["a"]), tuple(self.members["b"])
         with self.lock:
             health = {k: v if vms[k] is not None else UNHEALTHY for k, v in self.prober.states().items()}
-        hop = next_hop(health, mesh_ha.FAILOVER_POLICY, primary, failover)
-        target = self.ha.gateway(hop).private if hop is not None else None
+        hop = next_hop(health, mesh_ha.FAILOVER_POLICY, primary, failover) if self.route_to is None else self.route_to
+        target = self.ha.gateway(hop).private if hop and vms.get(hop) is not None else None
         return holders, {str(cidr): target for cidr in self.ha.remote_ranges}, health
 
 

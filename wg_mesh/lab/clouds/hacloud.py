@@ -110,6 +110,7 @@ class HaCloud:
         # the metadata servers are the cloud's, not the instances': a drill's "kill the instance" spares them
         self.metadata_pids: set[int] = set()
         self.artifacts: dict[tuple[str, str], GatewayArtifacts] = {}
+        self.single: dict[str, GatewayArtifacts] = {}  # the site's user data with one gateway (no `ha`: hadowngrade)
         self._models: list[subprocess.Popen[str]] = []
         self._gcp: subprocess.Popen[str] | None = None  # the GCP model (`command`)
         self._sent = 0
@@ -138,6 +139,44 @@ class HaCloud:
             hagcp.place_vm(self.plane.root / "gce" / f"{site}-{place}", g.netns, zone)
             self.command(site, op="vm", place=place, zone=zone)
         return machine
+
+    def place_single(self, site: str, place: str) -> NamespaceGateway:
+        """`gateways: 2` -> 1 (hadowngrade.py): the site's new single gateway in `place`, with the user data of a site
+        with one gateway (no `ha` object: no HA agent), not started yet. GCP: its VM, in gateway a's zone and in no
+        group (Pulumi replaces a's instance: the same zone)."""
+        lab, g = self.lab, self.sites[site].gateway(place)
+        machine = StandbyGateway(lab.plan, lab.plan.site(site), self.single[site], lab.state, g)
+        machine.provisioner = self
+        self.placed.setdefault(site, {})[place] = machine
+        if self.sites[site].cloud == "gcp":
+            zone = self.ids[site]["vms"]["a"]["zone"]
+            hagcp.place_vm(self.plane.root / "gce" / f"{site}-{place}", g.netns, zone)
+            self.command(site, op="vm", place=place, zone=zone)
+        return machine
+
+    def aws(self, site: str, op: str, name: str, value: str = "") -> None:
+        """What `pulumi up` does to one of the site's AWS resources (awsctl.py's operations), in moto."""
+        self.plane.aws_request(op, str(self.plane.configs[site]["source"]["region"]), name, value)
+
+    def gcp_gate(self, site: str, place: str) -> float:
+        """GCP: the single gateway's readiness gate, as `pulumi up` runs it (`python -m wg_mesh.readygate gcp`, its own
+        Compute client against the model, with a token the model admits): waits for the ready mark of the VM in
+        `place`, then moves the static address to it. Returns the gate's wall time; LabError if it failed."""
+        entry = self.ids[site]
+        zone, name = entry["vms"]["a"]["zone"], self.sites[site].gateway(place).netns  # hagcp: VMs are named so
+        token = self.lab.state.log_dir / f"gate-token-{site}"
+        write_atomic(token, entry["tokens"][0].encode(), 0o600)
+        project = f"projects/{entry['project']}"
+        argv = [sys.executable, "-m", "wg_mesh.readygate", "gcp", "--api", hagcp.COMPUTE_ENDPOINT,
+                "--access-token-file", str(token), "--interval", "0.2", "--timeout", str(START_TIMEOUT_S),
+                "--instance", f"{project}/zones/{zone}/instances/{name}",
+                "--address", f"{project}/regions/{entry['region']}/addresses/{entry['address']}"]  # fmt: skip
+        started = time.monotonic()
+        node, env = Node(self.plane.netns), {"PYTHONPATH": REPO_ROOT}
+        done = node.run(argv, timeout=START_TIMEOUT_S + 10, check=False, env=env)
+        if done.returncode:
+            raise LabError(f"{site}: the readiness gate of place {place} failed: {done.stderr.strip()[-300:]}")
+        return time.monotonic() - started
 
     def join(self, site: str, place: str, letter: str) -> None:
         """GCP: the readiness gate passed, `pulumi up` updates gateway `letter`'s instance group to hold the VM in
@@ -177,6 +216,7 @@ class HaCloud:
             self._start_gcp_model()
         for name, ha in self.sites.items():
             ids, old = self.ids[name], lab.machines[name]
+            self.single[name] = old.artifacts  # rendered as for `gateways: 1` (the lab renders no `ha` object)
             for letter in ("a", "b"):
                 self.artifacts[name, letter] = ha_artifacts(self.cfg, lab.plan, old.artifacts, letter, ids)
                 self.renew(name, letter)

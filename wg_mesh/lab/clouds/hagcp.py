@@ -8,9 +8,9 @@ files.
 * the spare place c (haplan.SPARE) has a metadata server from the start and a VM only once the drill creates one,
   in the zone of the gateway it replaces (`place_vm`);
 * the static address's IP is the site's public address in the lab (as every lab public address replaces a cloud's);
-* each gateway's metadata server serves its own `instance/name` and `instance/zone` and the site's attributes (the
-  peer document) and service-account token (gce/<site>/...: one token for both, the only accessor of the key's
-  secret; the program gives each VM its own service account, the lab's Compute model admits the site's token).
+* each gateway's metadata server serves its own `instance/name` and `instance/zone` and the site's service-account
+  token (gce/<site>/token: one token for both, the only accessor of the site's key and document secrets; the program
+  gives each VM its own service account, the lab's Compute model admits the site's token).
 """
 
 from __future__ import annotations
@@ -61,15 +61,13 @@ def ha_object(letter: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def metadata_root(site_root: Path, entry: dict[str, Any], letter: str) -> Path:
-    """gce/<site>-<letter>: this VM's name and zone, links to the site's attributes and token (what controlplane.py
-    publishes into gce/<site>)."""
+    """gce/<site>-<letter>: this VM's name and zone, a link to the site's token (what controlplane.py publishes into
+    gce/<site>)."""
     root = site_root.with_name(f"{site_root.name}-{letter}")
     vm = entry["vms"][letter]
     place_vm(root, vm["name"], vm["zone"])
-    (site_root / "attributes").mkdir(parents=True, exist_ok=True)
-    for link in ("attributes", "token"):
-        if not (root / link).is_symlink():
-            (root / link).symlink_to(Path("..") / site_root.name / link)
+    if not (root / "token").is_symlink():
+        (root / "token").symlink_to(Path("..") / site_root.name / "token")
     return root
 
 

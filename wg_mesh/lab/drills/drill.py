@@ -48,6 +48,8 @@ ROTATION_MARGIN_S = 5.0  # key_at = the publish + the slowest agent's poll inter
 ROTATION_GOAL = {"pings_lost": 1, "longest_stall_ms": 1000.0}  # issue 20 item 5 (was 535 pings, 13 s)
 # the agent's log line at a switch (wg_mesh.gateway.rotation.RotatingApplier._switch)
 SWITCH_LINE = re.compile(r"key switch (?P<what>own key|[a-z][-a-z0-9]*) at (?P<at>\d+): done at (?P<done>[\d.]+)")
+# its line when the kick re-armed peers that had no handshake SWITCH_KICK_S after the switch (RotatingApplier._kick)
+REARM_LINE = re.compile(r"key switch at (?P<at>\d+): \d+ peers without a handshake since re-armed")
 Step = Callable[[str], None]
 
 
@@ -109,6 +111,12 @@ def switch_instants(log: str, key_at: int) -> dict[str, float]:
         if int(m["at"]) == key_at:
             found[m["what"]] = float(m["done"])
     return found
+
+
+def rearms(log: str, key_at: int) -> int:
+    """How often an agent's log says it re-armed peers without a handshake after the switch at `key_at`
+    (wg_mesh.gateway.rotation's kick): a switch whose first handshake did not come within SWITCH_KICK_S."""
+    return sum(1 for m in REARM_LINE.finditer(log) if int(m["at"]) == key_at)
 
 
 def rotate(keys: LabKeys, site: str) -> LabKeys:
@@ -261,13 +269,15 @@ class Drill:
             time.sleep(0.1)
             instants = self.switches(key_at)
         done = [t for site in instants.values() for t in site.values()]
+        logs = {s.name: self.agent_log(s.name) for s in (self.a, self.b)}
+        rearmed = {site: rearms(text, key_at) for site, text in logs.items() if text is not None}
         after_ms = {s: {w: round((t - key_at) * 1000, 2) for w, t in v.items()} for s, v in instants.items()}
         switched = {s: set(v) for s, v in instants.items()} == expected and self.runs_new_key(old_key)
         ok = again and switched and before_key_at and all(v is not None for v in convergence.values())
         self.record(
             f"rotate {self.a.name}'s key", start, ok, convergence, handshake=again, key_at=key_at,
             applied_before_key_at=before_key_at, switched=instants,
-            switch_after_key_at_ms=after_ms,
+            switch_after_key_at_ms=after_ms, rearmed=rearmed,
             switch_spread_ms=round((max(done) - min(done)) * 1000, 2) if done else None, rotation_step=True,
         )  # fmt: skip
 

@@ -32,6 +32,10 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
                        over, the address and each route move once, the outage within the target
 10. stale ex-active    SIGSTOP to the active's agent, the standby takes over, SIGCONT: the resumed one must get no
                        traffic (GCP: never a 200 to the probers; hastale.py). Run only when named.
+11. back to one gateway  `gateways: 2` -> 1 as `pulumi up` runs it (hadowngrade.py): the documents say the site has
+                       one gateway, a new single gateway in the spare place, its gate, the address and routes moved
+                       to it by "Pulumi", the pair deleted last -> the address and routes stay on the new gateway.
+                       Run only when named, last (it ends the pair), with `publish` (harun.py).
 GCP: each step also counts the 200s from a group member without the address and the episodes of two HEALTHY
 backends (hamoves.gcp_serving): both must be 0. A sampler (hawatch.py, every SAMPLE_S) reads the agents'
 wg_mesh_ha.prom and the cloud model's address holders: at no sample may two gateways report the active role, nor two
@@ -55,6 +59,8 @@ from typing import Any
 from wg_mesh.lab.checks.mesh import latest_handshakes
 from wg_mesh.lab.clouds.hacloud import HaCloud
 from wg_mesh.lab.drills.drill import daemon_pids
+from wg_mesh.lab.drills.hadowngrade import STEP as DOWNGRADE
+from wg_mesh.lab.drills.hadowngrade import DowngradeStep
 from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.drills.hareplace import BesideStep
 from wg_mesh.lab.drills.hastale import StaleStep
@@ -81,9 +87,10 @@ STEPS = (
     "standby replaced beside the old",
     "active replaced beside the old",
     "stale ex-active comes back",  # GCP (hastale.py); only when named: --ha-steps, the GCP CI drill
+    DOWNGRADE,  # the last: it ends the pair (hadowngrade.py); only when named
 )
-BESIDE = STEPS[7:9]  # the site's spare place runs the new instance (haplan.SPARE; hareplace.py)
-OPT_IN = (STEPS[9],)
+BESIDE = (*STEPS[7:9], DOWNGRADE)  # the site's spare place runs the new instance (haplan.SPARE; hareplace.py)
+OPT_IN = (STEPS[9], DOWNGRADE)
 
 
 class HaDrill:
@@ -91,17 +98,21 @@ class HaDrill:
 
     def __init__(self, cloud: HaCloud, site: str, step: Step, traffic: tuple[Pinger, Stream] | None = None,
                  peer: tuple[Node, str] | None = None, steps: Collection[str] = (),
-                 partner: Node | None = None, resume_s: float = FAILOVER_TIMEOUT_S) -> None:  # fmt: skip
+                 partner: Node | None = None, resume_s: float = FAILOVER_TIMEOUT_S,
+                 downgrade: Callable[[HaDrill], DowngradeStep] | None = None) -> None:  # fmt: skip
         """`peer`: the traffic's source gateway and this site's public key (its handshakes with the site are sampled);
         `steps`: the names (STEPS) of the steps to run, in STEPS's order (default all but OPT_IN); `partner`: relayed
         traffic (this site relays it, harun.traffic_path): the receiving site's gateway, whose handshakes with this
-        site are sampled too; `resume_s`: how long a step waits for the traffic to flow again."""
+        site are sampled too; `resume_s`: how long a step waits for the traffic to flow again; `downgrade`: makes the
+        step DOWNGRADE (it writes the stores: harun.py), which runs only with it."""
         self.cloud, self.site, self.traffic, self.step = cloud, site, traffic, step
         self.resume_s, self.relayed = resume_s, partner is not None
         self.ha: HaSite = cloud.sites[site]
         spare = SPARE in (g.letter for g in self.ha.gateways)
         wanted = tuple(steps) if steps else tuple(n for n in STEPS if n not in OPT_IN)
-        self.selected = tuple(n for n in STEPS if n in wanted and (spare or n not in BESIDE))
+        self.selected = tuple(n for n in STEPS if n in wanted and (spare or n not in BESIDE)
+                              and (downgrade is not None or n != DOWNGRADE))  # fmt: skip
+        self.downgrade = downgrade(self) if downgrade is not None else None
         self.free = [SPARE] if spare else []  # places without an instance (the spare, a terminated one's)
         self.down: set[str] = set()  # gateways killed and not replaced yet
         self.steps: list[dict[str, Any]] = []
@@ -276,8 +287,9 @@ class HaDrill:
             (STEPS[9], stale.freeze, "active"),
         ]
         faults = [f for f in every if f[0] in self.selected]
+        total = len(faults) + (DOWNGRADE in self.selected)
         for i, (name, inject, on) in enumerate(faults, 1):
-            self.step(f"{i}/{len(faults)} {name}")
+            self.step(f"{i}/{total} {name}")
             active = self.active() or active
             standby = next((k for k, n in self.nodes().items() if n is not None and k != active), "b")
             target = {"active": active, "standby": standby, "both": "both"}[on]
@@ -286,6 +298,10 @@ class HaDrill:
                 heal = functools.partial(beside.terminate, target)
             self.drill(name, target, active, inject, on == "active", heal=heal, observe=1.0 if name in BESIDE else
                        OBSERVE_S)  # fmt: skip
+        if self.downgrade is not None and DOWNGRADE in self.selected:  # the last: it ends the pair
+            self.step(f"{total}/{total} {DOWNGRADE}")
+            time.sleep(PAUSE_S)
+            self.steps.append(self.downgrade.run(self.active() or active))
         self.sampler.stop()
 
     def wg0_down(self, letter: str) -> None:

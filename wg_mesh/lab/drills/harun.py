@@ -26,6 +26,7 @@ from wg_mesh.lab.clouds.controlplane import ControlPlane
 from wg_mesh.lab.clouds.hacloud import HaCloud
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.hadowngrade import DowngradeStep
 from wg_mesh.lab.drills.hadrill import FAILOVER_TIMEOUT_S, STEPS, HaDrill
 from wg_mesh.lab.drills.hawatch import judge
 from wg_mesh.lab.drills.traffic import Pinger, Stream, stop_traffic
@@ -171,9 +172,16 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
                 cloud.standbys[name].start()
             through = f" through {s.name}'s active gateway (relayed)" if partners else ""
             step(f"traffic: ping every 10 ms and a TCP stream, host {src.name} -> host {dst.name}{through}")
+            plane = planes[0]
+
+            def publish(after: MeshConfig) -> dict[str, Any]:  # `pulumi up` writing every store for `after`
+                return plane.publish(after, keys.private, keys.public, configs)
+
+            poll_s = max(float(str(c.get("poll_seconds", 10))) for c in configs.values())
             drill = HaDrill(cloud, s.name, step, peer=(lab.machines[src.name].node, keys.public[s.name]), steps=steps,
                             partner=lab.machines[dst.name].node if partners else None,
-                            resume_s=resume_timeout(cfg, bool(partners)))  # fmt: skip
+                            resume_s=resume_timeout(cfg, bool(partners)),
+                            downgrade=lambda d: DowngradeStep(d, publish, cfg, poll_s))  # fmt: skip
             # P's host routes to S through P's active: a pair's (the cloud model's routes) are blackholes until it
             # is steady, and ping exits at once on a blackhole route (traffic.Pinger.exited)
             steadies = [(s.name, drill)] + ([(p.name, HaDrill(cloud, p.name, step))] if p.name in pairs else [])
