@@ -2,13 +2,12 @@
 resource (roles.py):
 
     instance   create / create-replacement: a machine with AFTER's user data in a free place, started (beside the
-               old one); delete / delete-replaced: the old one (BEFORE's, that letter) terminated at the end of up;
-               update of a GCE VM's metadata: its document (live) written to that VM
+               old one); delete / delete-replaced: the old one (BEFORE's, that letter) terminated at the end of up
     gate       the machine is ready (its user data done); a single GCP gateway's gate then moves the static address
                to it: off the old VM (deleteAccessConfig), onto the new one (addAccessConfig)
     associate  create: the Elastic IP on gateway a's newest machine; delete: off it
     route      create / update / create-replacement: through gateway a's newest machine; delete: none
-    document   the AFTER document written to the site's store (AWS), every machine reading it
+    document   the AFTER document written to the site's store, every machine of the site reading it
     key, agent the AFTER private key / agent package written to the store
     address    replaced or deleted while the site stays: a new public address (a violation where the docs promise the
                address is kept: every site both configs have)
@@ -20,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wg_mesh.lab.rehearse.roles import Role, document_in_metadata
+from wg_mesh.lab.rehearse.roles import Role
 from wg_mesh.lab.rehearse.world import World, Written
 from wg_mesh.plan.engine import Step
 
@@ -59,11 +58,7 @@ def _instance(world: World, step: Step, role: Role, site: str) -> Effect:
             return Effect(f"no machine of the old config as gateway {role.letter}")
         world.terminate(site, old)
         return Effect(f"machine in place {old} terminated")
-    place = old or world.newest(site, role.letter)
-    if document_in_metadata(step.resource, step.inputs) and world.plane is not None and place is not None:
-        written = world.publish_document("after", site, place)
-        return Effect(f"the VM in place {place}: its metadata (document serial {written.serial})", written=[written])
-    return Effect(None)
+    return Effect(None)  # updated in place (tags, metadata other than the first boot's): nothing for traffic
 
 
 def _gate(world: World, step: Step, role: Role, site: str) -> Effect:

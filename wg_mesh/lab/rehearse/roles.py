@@ -11,7 +11,8 @@ what that resource does to traffic in the lab:
     address    the public address itself (Elastic IP, GCP static address): replaced or deleted, it is a new address
     route      one VPC route of a remote range through the gateway (AWS Route, GCP Route)
     group      an HA GCP site's instance group (its member: the ILB's backend)
-    document   the live peer document's store (AWS secret version; GCP: the VM's metadata, an update of the VM)
+    document   the live peer document's store (a secret version: Secrets Manager on AWS, Secret Manager on GCP, which
+               every machine of the site reads)
     key        the live private key's store (SSM parameter, GCP secret version)
     agent      the live agent's package (AWS secret version)
     cloud      everything else (security groups, firewalls, IAM, networks, stamps, keys' seeds): no effect the lab
@@ -32,7 +33,6 @@ from wg_mesh.plan.preview import Resource, site_of
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 GCP_INSTANCE = "gcp:compute/instance:Instance"
 COMMAND = "command:local:Command"
-GCP_DOCUMENT_KEY = "wg-mesh-peers"  # wg_mesh.plan.live.GCP_ATTRIBUTE (the VM's metadata key)
 
 # type -> (role, the name's suffix after `<site>[-b]-`) ; a suffix pattern, matched whole
 _ROLES: tuple[tuple[str, str, str], ...] = (
@@ -47,6 +47,7 @@ _ROLES: tuple[tuple[str, str, str], ...] = (
     ("gcp:compute/instanceGroup:InstanceGroup", "group", r"ig"),
     ("aws:secretsmanager/secretVersion:SecretVersion", "document", r"peers-version"),
     ("aws:secretsmanager/secretVersion:SecretVersion", "agent", r"agent-version"),
+    ("gcp:secretmanager/secretVersion:SecretVersion", "document", r"peers-version"),
     ("aws:ssm/parameter:Parameter", "key", r"private-key"),
     ("gcp:secretmanager/secretVersion:SecretVersion", "key", r"key-version"),
 )
@@ -89,9 +90,3 @@ def role_of(resource: Resource, sites: Iterable[str]) -> Role:
         if resource.type == typ and re.fullmatch(suffix, rest):
             return Role(role, site, letter, _route_cidr(resource) if role == "route" else None)
     return Role("cloud", site, letter)
-
-
-def document_in_metadata(resource: Resource, inputs: Iterable[str]) -> bool:
-    """A GCE VM's update that changes its metadata: the live document (its `wg-mesh-peers` key) is written to that
-    VM, and to that VM only (wg_mesh.gcp.instance)."""
-    return resource.type == GCP_INSTANCE and "metadata" in set(inputs)

@@ -64,8 +64,7 @@ def bring_up(world: World) -> None:
             if not isinstance(site, StaticSite):
                 world.publish_agent("before", site.name)
             world.publish_key("before", site.name)
-            if world.configs["before"][site.name]["source"]["kind"] != "gcp":
-                world.publish_document("before", site.name)
+            world.publish_document("before", site.name)
         if site.name in world.ha:
             world.holder[site.name] = "a"
             world.association[site.name] = "before" if site.cloud == "aws" else None

@@ -10,9 +10,9 @@ and deletes them, the clouds' state that its steps move, and the stores it write
   lab's cloud models use (haapply.Applier: the internet namespace's 1:1 NAT, the VPC route table). Pulumi is its only
   writer here (`hold`, `route`): a site with `gateways: 2` in either config is refused (not rehearsed yet: its agents
   move its address and routes through the lab's cloud models, hacloud.py).
-* **The stores** (`delivery: live`): the lab's control plane (controlplane.py); a GCP VM's document is its own
-  metadata (each place has its own metadata server and files): a VM that is not updated keeps the document it was
-  created with, as on GCE.
+* **The stores** (`delivery: live`): the lab's control plane (controlplane.py): every machine of a site reads its
+  document from the site's secret (Secrets Manager, Secret Manager); a GCP machine has its own metadata server (its
+  VM's name, zone and token).
 * **Keys**: keys.py; each state's artifacts (wg0.conf, user data, agent.json) are rendered as `pulumi up` renders
   them for that config (fabric.plan.render_artifacts).
 
@@ -178,8 +178,6 @@ class World:
             machine = StandbyGateway(self.plans[which], site, artifacts, self.state, g)
         machine.provisioner = self
         occupant = self.places[fabric_name][place] = Occupant(machine, which, letter)
-        if self.plane is not None and name in self.configs[which] and self.plane.kind(name) == "gcp":
-            self.publish_document(which, fabric_name, place)  # a GCE VM is created with its metadata
         machine.start()
         occupant.started_at = time.monotonic()
         if fabric_name in self.ha:
@@ -307,23 +305,16 @@ class World:
                          serial=plane.serial, seed=self.keys[which].signing)  # fmt: skip
         return docs[name], plane.serial
 
-    def publish_document(self, which: str, fabric_name: str, place: str | None = None) -> Written:
-        """Write the site's document of `which` config to its store; on GCP to the VM in `place` only (its metadata:
-        every running VM of the site when None). What was written, and which machines read it."""
+    def publish_document(self, which: str, fabric_name: str) -> Written:
+        """Write the site's document of `which` config to its store (a secret every machine of the site reads). What
+        was written, and which machines read it."""
         name = self.name_in(which, fabric_name)
         assert name is not None
         text, serial = self.document(which, fabric_name)
         plane = self._plane(which, name)
         generation = published_generation(text, self.configs[which][name]["trust"])
-        if plane.kind(name) == "gcp":
-            targets = [place] if place is not None else list(self.places[fabric_name])
-            attribute = str(self.configs[which][name]["source"]["attribute"])
-            for target in targets:
-                write_atomic(self._metadata_root(fabric_name, target) / "attributes" / attribute, text.encode(), 0o644)
-        else:
-            plane.publish_document(name, text)
-            targets = list(self.places[fabric_name])
-        return Written(fabric_name, serial, generation, tuple(targets), time.time())
+        plane.publish_document(name, text)
+        return Written(fabric_name, serial, generation, tuple(self.places[fabric_name]), time.time())
 
     # --- machine.Provisioner -------------------------------------------------------------------------------
 
