@@ -442,3 +442,48 @@ def test_identifiers_with_a_trailing_newline_are_refused(cloud: str, key: str, v
     with pytest.raises(ConfigError) as info:
         load_mesh(raw)
     assert any(p.startswith(f"sites[{raw['sites'].index(site)}].{key}") for p in info.value.problems), info.value
+
+
+@pytest.mark.parametrize(
+    ("cloud", "key", "value", "problem"),
+    [
+        ("aws", "profile", "default\n", "sites[0].profile: 'default\\n' is not an AWS profile name"),
+        ("aws", "profile", " default", "sites[0].profile: ' default' is not an AWS profile name"),
+        ("aws", "image", "20251399", "sites[0].image: '20251399': an Ubuntu image serial starts with its date"),
+        ("aws", "image", "20250230.1", "sites[0].image: '20250230.1': an Ubuntu image serial starts with its date"),
+        ("gcp", "image", "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20251399",
+         "sites[1].image: 'ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20251399': its -v serial 20251399 is no date"),
+    ],
+)  # fmt: skip
+def test_a_malformed_profile_or_image_serial_is_refused_naming_its_field(
+    cloud: str, key: str, value: str, problem: str
+) -> None:
+    raw = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
+    site = next(s for s in raw["sites"] if s["cloud"] == cloud)
+    site[key] = value
+    with pytest.raises(ConfigError) as info:
+        load_mesh(raw)
+    assert [p for p in info.value.problems if p.startswith(problem)], info.value.problems
+
+
+def test_a_real_profile_and_serials_are_accepted() -> None:
+    raw = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
+    aws = next(s for s in raw["sites"] if s["cloud"] == "aws")
+    gcp = next(s for s in raw["sites"] if s["cloud"] == "gcp")
+    aws.update(profile="prod admin", image="20240229.1")  # a leap day
+    gcp["image"] = "ubuntu-os-cloud/ubuntu-2404-noble-amd64-v20251001"
+    load_mesh(raw)
+
+
+def test_a_role_in_another_partition_names_assume_role_arn() -> None:
+    raw = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
+    aws = next(s for s in raw["sites"] if s["cloud"] == "aws")
+    aws.update(region="cn-north-1", assume_role_arn="arn:aws:iam::123456789012:role/deployer")
+    aws.pop("zone", None)
+    with pytest.raises(ConfigError) as info:
+        load_mesh(raw)
+    i = raw["sites"].index(aws)
+    assert (
+        f"sites[{i}].assume_role_arn: arn:aws:iam::123456789012:role/deployer is in partition aws, region "
+        "cn-north-1 in aws-cn" in info.value.problems
+    ), info.value.problems

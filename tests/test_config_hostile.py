@@ -19,7 +19,7 @@ GCP = {
     "overlay_ip": "10.200.0.2", "cidrs": ["10.100.0.0/16"], "underlay_mtu": 8896,
 }  # fmt: skip
 VPS = {"name": "vps-fra", "cloud": "static", "endpoint": "203.0.113.7", "overlay_ip": "10.200.0.3",
-       "cidrs": ["192.168.50.0/24"], "private_ip": "10.60.0.5"}  # fmt: skip
+       "cidrs": ["192.168.50.0/24"], "private_ip": "10.60.0.5", "underlay_mtu": 9000}  # fmt: skip
 EXISTING_AWS = {"vpc_id": "vpc-0a1b2c3d", "subnet_id": "subnet-0a1b2c3d", "route_table_ids": ["rtb-0a1b2c3d"]}
 EXISTING_GCP = {"network": "net", "subnetwork": "subnet"}
 

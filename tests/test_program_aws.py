@@ -293,7 +293,7 @@ def test_without_site_credentials_the_environment_decides() -> None:
         ),
         (
             {"assume_role_arn": "arn:aws-cn:iam::123456789012:role/x"},
-            "sites[0]: assume_role_arn: arn:aws-cn:iam::123456789012:role/x is in partition aws-cn, region us-east-1",
+            "sites[0].assume_role_arn: arn:aws-cn:iam::123456789012:role/x is in partition aws-cn, region us-east-1",
         ),
         ({"account_id": "1234"}, "sites[0].account_id:"),
         ({"profile": ""}, "sites[0].profile:"),

@@ -133,6 +133,11 @@ def test_a_static_member_needs_its_private_address_outside_the_overlay_and_not_i
     raw["sites"][2]["private_ip"] = "10.200.0.77"
     assert "sites[2].private_ip: 10.200.0.77 is inside the overlay (10.200.0.0/24)" in problems(raw)
     raw["sites"][2]["private_ip"] = "172.16.9.5"
+    assert (
+        "private_paths[0].mtu: 8896 is above vps-fra's underlay MTU (1500, underlay_mtu): a host sends no frame "
+        "larger than its link's; set its underlay_mtu to its link's MTU or lower the path's" in problems(raw)
+    )
+    raw["sites"][2]["underlay_mtu"] = 9000  # its link carries the path's frames
     assert load_mesh(raw).private_paths[0].sites[-1] == "vps-fra"
 
 

@@ -7,6 +7,7 @@ imports nothing above it.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 # The partition a region belongs to, by region-name prefix (AWS General Reference, "ARN formats": aws-cn for
@@ -32,10 +33,21 @@ def partition(region: str) -> str:
 
 
 def check_image(image: str) -> str:
-    """A site's `image`: an AMI id (`ami-...`) or an Ubuntu image serial (`20250804`, `20250804.1`)."""
+    """A site's `image`: an AMI id (`ami-...`) or an Ubuntu image serial (`20250804`, `20250804.1`: a real date)."""
     if not (AMI_ID.fullmatch(image) or UBUNTU_SERIAL.fullmatch(image)):
         raise ValueError(
             f"{image!r} is neither an AMI id (ami- and 8 or 17 hex digits) nor an Ubuntu image serial "
             "such as 20250804 (the date at the end of Canonical's AMI names)"
         )
+    if UBUNTU_SERIAL.fullmatch(image) and not is_date(image[:8]):
+        raise ValueError(f"{image!r}: an Ubuntu image serial starts with its date (YYYYMMDD), and {image[:8]} is none")
     return image
+
+
+def is_date(yyyymmdd: str) -> bool:
+    """`yyyymmdd` is a calendar date (20251399 is not)."""
+    try:
+        dt.datetime.strptime(yyyymmdd, "%Y%m%d")
+    except ValueError:
+        return False
+    return True

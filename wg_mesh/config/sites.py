@@ -15,8 +15,8 @@ from pydantic import (
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
+    ValidationInfo,
     field_validator,
-    model_validator,
 )
 from pydantic_core import core_schema
 
@@ -50,6 +50,11 @@ _AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
 _GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 _GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _GCP_IMAGE = re.compile(r"^(https://[a-z.]+/compute/v1/)?[a-z0-9][a-z0-9./-]*[a-z0-9]$")
+_GCP_IMAGE_SERIAL = re.compile(r"-v(\d{8})$")  # Canonical's GCE image names end in -vYYYYMMDD
+# A named profile: a section name of ~/.aws/config: printable ASCII, no control character (a newline would end the
+# section's line), no space at either end (the files' parser strips it: another profile)
+_AWS_PROFILE = re.compile(r"[!-~]([ -~]{0,126}[!-~])?")
+_AWS_PROFILE_WHAT = "an AWS profile name (printable ASCII, at most 128, no space at either end)"
 _GCP_NETWORK_TAG = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 # EC2 instance types are family.size (c6i.2xlarge, u-6tb1.112xlarge, mac2-m2pro.metal); GCE machine types are
 # lowercase words and numbers joined by dashes (n2-standard-8, e2-custom-4-8192).
@@ -187,10 +192,8 @@ class AwsSite(SiteBase):
         description="The existing VPC's route tables that get a route to every remote network through the gateway.",
     )
     # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
-    profile: str | None = Field(
-        default=None,
-        min_length=1,
-        description="The named AWS profile this site is deployed with; unset: the environment.",
+    profile: Annotated[str, pattern(_AWS_PROFILE, _AWS_PROFILE_WHAT)] | None = Field(
+        default=None, description="The named AWS profile this site is deployed with; unset: the environment."
     )
     assume_role_arn: Annotated[str, AfterValidator(credentials.role_arn)] | None = Field(
         default=None, description="A role to assume for this site (in the partition of `region`)."
@@ -254,16 +257,23 @@ class AwsSite(SiteBase):
     def uses_existing_network(self) -> bool:
         return self.vpc_id is not None
 
-    @model_validator(mode="after")
-    def _role_in_the_sites_partition(self) -> AwsSite:
-        if self.assume_role_arn is not None:
-            role_partition, region_partition = self.assume_role_arn.split(":")[1], awsnames.partition(self.region)
+    @field_validator("assume_role_arn")
+    @classmethod
+    def _role_in_the_sites_partition(cls, arn: str | None, info: ValidationInfo) -> str | None:
+        region = info.data.get("region")  # absent when the region itself was refused: its own error says so
+        if arn is not None and region is not None:
+            role_partition, region_partition = arn.split(":")[1], awsnames.partition(region)
             if role_partition != region_partition:
-                raise ValueError(
-                    f"assume_role_arn: {self.assume_role_arn} is in partition {role_partition}, "
-                    f"region {self.region} in {region_partition}"
-                )
-        return self
+                raise ValueError(f"{arn} is in partition {role_partition}, region {region} in {region_partition}")
+        return arn
+
+
+def _gcp_image_serial(image: str) -> str:
+    """An image name ending in Canonical's -vYYYYMMDD carries a real date there (v20251399 is a typo, not an image)."""
+    found = _GCP_IMAGE_SERIAL.search(image)
+    if found is not None and not awsnames.is_date(found.group(1)):
+        raise ValueError(f"{quote(image)}: its -v serial {found.group(1)} is no date (YYYYMMDD)")
+    return image
 
 
 class GcpSite(SiteBase):
@@ -304,6 +314,7 @@ class GcpSite(SiteBase):
             pattern(
                 _GCP_IMAGE, "a GCE image reference (PROJECT/IMAGE, projects/PROJECT/global/images/IMAGE, or its URL)"
             ),
+            AfterValidator(_gcp_image_serial),
         ]
         | None
     ) = Field(

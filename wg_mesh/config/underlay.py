@@ -117,6 +117,12 @@ def problems(cfg: MeshConfig) -> list[str]:
                     f"{where}.mtu: {path.mtu} is above {site.name}'s network MTU ({site.underlay_mtu}, underlay_mtu): "
                     "raise the VPC network's MTU (up to 8896) or lower the path's"
                 )
+            elif isinstance(site, StaticSite) and path.mtu > site.underlay_mtu:
+                out.append(
+                    f"{where}.mtu: {path.mtu} is above {site.name}'s underlay MTU ({site.underlay_mtu}, underlay_mtu): "
+                    "a host sends no frame larger than its link's; set its underlay_mtu to its link's MTU or lower "
+                    "the path's"
+                )
     if cfg.private_paths and cfg.delivery != "live":
         out.append(
             "private_paths: needs `delivery: live`: a gateway on a private path has a fixed private address, so it "
