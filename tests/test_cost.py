@@ -273,7 +273,8 @@ def test_json_carries_the_figures_and_their_sources() -> None:
         (["--direction", "sideways"], "argument --direction: invalid choice: 'sideways'"),
         (["--tb", "1", "1"], "--tb: 1 is given more than once"),
         (["--set", "aws_interconnect_link"], "--set aws_interconnect_link: expected NAME=USD"),
-        (["--set", "aws_interconnect_link=x"], "'x' is not a price in USD/hour (a number, 0 or more)"),
+        (["--set", "aws_interconnect_link=x"], "'x' is not a price in USD/hour (a number from 0 to 1e+06)"),
+        (["--set", "aws_interconnect_link=1e307"], "'1e307' is not a price in USD/hour (a number from 0 to 1e+06)"),
         (["--set", "nope=1"], "--set nope=1: no price named 'nope'"),
         (["--set", "aws_internet_egress=1"], "aws_internet_egress is tiered; edit a copy of the price file"),
     ],
@@ -284,6 +285,21 @@ def test_bad_input_is_refused_with_exit_2(args: list[str], message: str) -> None
     assert result.stdout == ""
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_largest_prices_and_volumes_still_give_json_numbers(tmp_path: Path) -> None:
+    """Every price at its maximum and the largest volume: finite figures (`--json` printed Infinity before, which is no
+    JSON), and a price file above the bound is refused naming the field."""
+    result = run_cost("--json", "--set", "aws_interconnect_link=1e6", "--tb", "1000000")
+    assert result.returncode == 0, result.stderr
+    json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"--json printed {c}"))
+    raw = yaml.safe_load(PRICE_FILE.read_text())
+    raw["prices"]["aws_c6i_2xlarge_us_east_1"]["value"] = 1e307
+    big = tmp_path / "prices.yaml"
+    big.write_text(yaml.safe_dump(raw))
+    result = run_cost("--prices", str(big), "--json")
+    assert result.returncode == 1
+    assert result.stderr == f"{big}: prices.aws_c6i_2xlarge_us_east_1.value: 1e+307 is above the maximum 1000000.0\n"
 
 
 def test_a_broken_price_file_is_refused_naming_every_problem(tmp_path: Path) -> None:

@@ -375,7 +375,7 @@ def run(args: argparse.Namespace, today: dt.date | None = None) -> int:
     check_keys(prices, str(args.prices))
     prices = apply_overrides(prices, args.overrides)
     if args.json:
-        print(json.dumps(as_json(prices, args.tb, args.direction), indent=2, ensure_ascii=False))
+        print(json.dumps(as_json(prices, args.tb, args.direction), indent=2, ensure_ascii=False, allow_nan=False))
     else:
         sys.stdout.write(render(prices, args.tb, args.direction, source))
     return 0
@@ -386,7 +386,7 @@ def _run_stack(args: argparse.Namespace, prices: PriceFile, source: str) -> int:
     name = args.stack if args.stack is not None else path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     cfg = load_stack(path)
     if args.json:
-        print(json.dumps(stackcost.as_json(cfg, name, prices, source), indent=2, ensure_ascii=False))
+        print(json.dumps(stackcost.as_json(cfg, name, prices, source), indent=2, ensure_ascii=False, allow_nan=False))
     else:
         sys.stdout.write(stackcost.render(cfg, name, prices, source))
     return 0

@@ -30,6 +30,9 @@ PRICE_FILE = Path(__file__).with_name("prices.yaml")
 Unit = Literal["USD/hour", "USD/GB", "USD/GiB"]
 BYTES_PER_UNIT = {"USD/GB": 10**9, "USD/GiB": 2**30}  # per-volume units: how many bytes one unit is
 MAX_HOURS_PER_MONTH = 744  # 31 days
+# The largest price per unit accepted (an hour of the largest instance is a few hundred USD, a GB of any transfer less
+# than one): with the largest volume `--tb` takes, every cost stays a finite number, so `--json` never prints Infinity
+MAX_PRICE_USD = 1e6
 # As strict as the mesh config (wg_mesh.config.sites.Strict): no unknown keys, and no coercion: "0.34" is not a price,
 # `yes` is not a number, a quoted "2026-12-03" is not a date (YAML reads the unquoted one as a date).
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -42,7 +45,7 @@ class Tier(BaseModel):
     model_config = _STRICT
 
     up_to: float | None = Field(default=..., gt=0, allow_inf_nan=False)  # cumulative, in the price's unit
-    price: float = Field(ge=0, allow_inf_nan=False)
+    price: float = Field(ge=0, le=MAX_PRICE_USD, allow_inf_nan=False)
 
 
 class Price(BaseModel):
@@ -53,7 +56,7 @@ class Price(BaseModel):
     # as far as its source says.
     region: str | None = Field(default=None, pattern=r"^[a-z]+(-[a-z0-9]+)+$")
     unit: Unit
-    value: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    value: float | None = Field(default=None, ge=0, le=MAX_PRICE_USD, allow_inf_nan=False)
     tiers: tuple[Tier, ...] | None = Field(default=None, strict=False)  # a YAML list; each Tier is strict itself
     free: float = Field(default=0, ge=0, allow_inf_nan=False)  # per month, in the unit, subtracted before tiers
     not_found: str | None = None
@@ -307,8 +310,10 @@ def apply_overrides(prices: PriceFile, overrides: Sequence[str]) -> PriceFile:
             problems.append(f"--set {text}: no price named {name!r} (known: {', '.join(sorted(prices.prices))})")
         elif price.tiers is not None:
             problems.append(f"--set {text}: {name} is tiered; edit a copy of the price file and pass it with --prices")
-        elif not math.isfinite(value) or value < 0:
-            problems.append(f"--set {text}: {value_text!r} is not a price in {price.unit} (a number, 0 or more)")
+        elif not math.isfinite(value) or not 0 <= value <= MAX_PRICE_USD:
+            problems.append(
+                f"--set {text}: {value_text!r} is not a price in {price.unit} (a number from 0 to {MAX_PRICE_USD:g})"
+            )
         elif name in changed:
             problems.append(f"--set {text}: {name} is set twice")
         else:
