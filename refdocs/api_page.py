@@ -1,10 +1,12 @@
 """docs/reference/python-api.md: the names `from wg_mesh import ...` offers (`wg_mesh.__all__`), from their
 docstrings and their source: each class's docstring, constructor, attributes (with the docstring or comment beside
-each), a TypedDict's keys, and a site component's Args."""
+each), a TypedDict's keys, and a site component's Args; then the test helpers (`wg_mesh.testing.__all__`): each
+name's signature and docstring, and the command that runs the example's test."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import textwrap
 import typing
@@ -13,11 +15,13 @@ from typing import Any
 from pydantic import BaseModel
 
 import wg_mesh
+import wg_mesh.testing
 from refdocs import md
 from wg_mesh.config import AwsSite, GcpSite, MeshConfig, StaticSite
 from wg_mesh.config.underlay import PrivatePath
 
-SOURCE = "the docstrings and source of `wg_mesh.__all__`"
+SOURCE = "the docstrings and source of `wg_mesh.__all__` and `wg_mesh.testing.__all__`"
+EXAMPLE_TEST = "cd examples/existing-vpc && python -m unittest -v test_example   # or: python -m pytest test_example.py"
 # The TypedDicts that carry the config's keys: a key without a note of its own gets its config field's description.
 CONFIG_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
     "MeshArgs": (MeshConfig,),
@@ -216,4 +220,53 @@ def render() -> str:
             lines += _typed_dict(cls)
         elif _kind(cls) in ("component", "class"):
             lines += _component(cls)
-    return md.page(lines)
+    return md.page([*lines, *_testing()])
+
+
+def _signature(obj: Any) -> str:
+    return f"{obj.__name__}{inspect.signature(obj)}".replace("'", "")
+
+
+def _constant_note(module_name: str, name: str) -> str:
+    """The trailing comment of the module-level assignment of `name` in the module that defines it."""
+    for line in inspect.getsource(importlib.import_module(module_name)).splitlines():
+        if line.startswith(f"{name} =") and "#" in line:
+            return line.split("#", 1)[1].strip()
+    return ""
+
+
+def _testing() -> list[str]:
+    """The test helpers: what `from wg_mesh.testing import ...` offers, and the example's test that uses them."""
+    module = wg_mesh.testing
+    lines = [
+        "## Test helpers: `wg_mesh.testing`",
+        "",
+        _doc(module).split("\n\n")[0],
+        "",
+        "The repository's example program is tested with them: from a clone, with the package installed,",
+        "",
+        *md.fenced(EXAMPLE_TEST, "bash"),
+    ]
+    for name in module.__all__:
+        obj = getattr(module, name)
+        lines += [f"### {name}", ""]
+        if inspect.isclass(obj):
+            lines += [f"`{obj.__module__}.{obj.__qualname__}` (class)", ""]
+            if _doc(obj):
+                lines += [_doc(obj).split("\n\n")[0], ""]
+            fields = [f"- `{n}: {a}`" + (f": {note}" if note else "") for n, a, _, note in _attributes(obj)]
+            methods = [
+                f"- `{m}` (property): {inspect.getdoc(f).splitlines()[0]}"  # type: ignore[union-attr]
+                if isinstance(f, property)
+                else f"- `{_signature(f)}`: {inspect.getdoc(f).splitlines()[0]}"  # type: ignore[union-attr]
+                for m, f in vars(obj).items()
+                if not m.startswith("_") and (inspect.isfunction(f) or isinstance(f, property)) and inspect.getdoc(f)
+            ]
+            lines += [*fields, *methods, ""] if fields or methods else []
+        elif inspect.isfunction(obj):
+            lines += [f"`{_signature(obj)}` (function)", "", (inspect.getdoc(obj) or "").split("\n\n")[0], ""]
+        else:
+            homes = (module.__name__, f"{module.__name__}.mocks")
+            home = next(m for m in homes if name in vars(importlib.import_module(m)) and _constant_note(m, name))
+            lines += [f"`{name} = {obj!r}` (constant): {_constant_note(home, name)}", ""]
+    return lines

@@ -155,6 +155,8 @@ class RecordingMonitor(MockMonitor):
 
 @dataclass(frozen=True)
 class Resolved:
+    """An Output's value as the run resolved it: known or not (a preview's computed values), secret or not."""
+
     value: Any  # None when unknown
     known: bool
     secret: bool
@@ -178,17 +180,21 @@ class ProgramRun:
 
     @property
     def resources(self) -> list[Recorded]:
+        """Every resource registered, in registration order."""
         return self.mocks.resources
 
     def of_type(self, typ: str) -> list[Recorded]:
+        """The resources of one type token (`aws:ec2/route:Route`)."""
         return [r for r in self.resources if r.type == typ]
 
     def named(self, typ: str, name: str) -> Recorded:
+        """The one resource of this type and logical name (an AssertionError unless exactly one)."""
         found = [r for r in self.of_type(typ) if r.name == name]
         assert len(found) == 1, f"expected one {typ} named {name}, found {len(found)}"
         return found[0]
 
     def options(self, typ: str, name: str) -> Options:
+        """The resource options its registration carried."""
         return self.monitor.options[(typ, name)]
 
     def depends_on(self, typ: str, name: str, on_type: str, on_name: str) -> bool:

@@ -57,6 +57,8 @@ class Recorded:
 
 @dataclass(frozen=True)
 class Call:
+    """One invoke the program made (`aws:ec2/getAmi:getAmi`, ...): its token, arguments and provider."""
+
     token: str
     args: dict[str, Any]
     provider: str
