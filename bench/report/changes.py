@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_VIOLATION = re.compile(r"(?P<kind>[^:]+): (?P<site>[a-z0-9-]+)'s (?P<what>.*)")
 
 GOAL = (
     "0 violations for every change; 0 pings lost for every `delivery: live` document change and every change on an "
@@ -14,6 +17,25 @@ GOAL = (
 
 def _v(value: Any, unit: str = "") -> str:
     return "–" if value is None else f"{value}{unit}"
+
+
+def summary(violations: list[str]) -> str:
+    """A step-by-step list of violations in a line: per kind and site, how many times it was seen and what (a route
+    on nothing: its ranges). Pure."""
+    groups: dict[tuple[str, str], tuple[int, list[str]]] = {}
+    for text in violations:
+        found = _VIOLATION.fullmatch(text)
+        kind, site, what = (found["kind"], found["site"], found["what"]) if found else (text, "", "")
+        count, whats = groups.get((kind, site), (0, []))
+        if what and what not in whats:
+            whats.append(what)
+        groups[(kind, site)] = (count + 1, whats)
+    parts = []
+    for (kind, site), (count, whats) in groups.items():
+        detail = "; ".join(w.removeprefix("route to ").removesuffix(" goes nowhere") for w in whats)
+        said = f"{kind}: {site}" + (f" ({detail})" if kind.startswith("route") and detail else "") if site else kind
+        parts.append(said + (f", seen {count} times" if count > 1 else ""))
+    return "; ".join(parts)
 
 
 def section(data: dict[str, Any]) -> str:
@@ -31,7 +53,7 @@ def section(data: dict[str, Any]) -> str:
         rehearsed += 1
         violations = r["violations"]
         clean += not violations and not r.get("error")
-        said = "; ".join(violations) if violations else ("none" if not r.get("error") else f"error: {r['error']}")
+        said = summary(violations) if violations else ("none" if not r.get("error") else f"error: {r['error']}")
         rows.append(
             f"| {where} | {r['change']} | {_v(r['site'])} | {r['pings_lost_total']} ({r['worst_pair_pings_lost']}) "
             f"| {r['longest_stall_ms']:.0f} ms | {said} | {_v(r['back_s'], ' s')} |"
