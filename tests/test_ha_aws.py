@@ -22,7 +22,7 @@ from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface, replaceabl
 from wg_mesh.gateway.ha_config import parse_ha
 from wg_mesh.gateway.ha_routes import remote_ranges, safe_ranges
 from wg_mesh.gateway.ha_run import Controller, cloud_factory
-from wg_mesh.lab.clouds.awsmodel import create_lease_table
+from wg_mesh.lab.clouds.awsctl import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
 
@@ -516,12 +516,12 @@ def test_the_new_active_re_arms_only_peers_without_a_handshake_since_the_promoti
 
 
 def test_the_labs_lease_table_has_the_programs_key() -> None:
-    """The lab, the bench and these tests seed moto with wg_mesh.lab.clouds.awsmodel's table, keyed as the program
+    """The lab, the bench and these tests seed moto with wg_mesh.lab.clouds.awsctl's table, keyed as the program
     declares it."""
     from wg_mesh.aws import ha as aws_ha
-    from wg_mesh.lab.clouds import awsmodel
+    from wg_mesh.lab.clouds import awsctl
 
-    assert awsmodel.LEASE_KEY == aws_ha.LEASE_KEY
+    assert awsctl.LEASE_KEY == aws_ha.LEASE_KEY
 
 
 # --- a replacement beside the old instance (issue 21) ----------------------------------------------------------

@@ -31,6 +31,17 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 CREDENTIALS = {"aws_access_key_id": "lab", "aws_secret_access_key": "lab"}  # moto accepts any
+LEASE_KEY = "site"  # wg_mesh.aws.ha.LEASE_KEY (not imported: this module runs without Pulumi in the cloud namespace)
+
+
+def create_lease_table(dynamodb: Any, name: str) -> None:
+    """The lease table as the program declares it (wg_mesh/aws/ha.py): on-demand, hash key `site`."""
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": LEASE_KEY, "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": LEASE_KEY, "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
 
 
 def clients(endpoint: str) -> Any:
