@@ -23,6 +23,9 @@ from wg_mesh.lab.drills.hadrill import FAILOVER_TIMEOUT_S, STEPS
 from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.drills.hareplace import GATE_INTERVAL_S
 from wg_mesh.lab.drills.harun import ha_sites, pick, resume_timeout, run_ha_drill, traffic_path
+from wg_mesh.lab.drills.haupgrade import PAIR, moved_at
+from wg_mesh.lab.drills.haupgrade import STEP as UPGRADE
+from wg_mesh.lab.drills.haupgrade import violations_of as upgrade_violations
 from wg_mesh.lab.drills.hawatch import Sampler, judge
 from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements
 from wg_mesh.lab.fabric.plan import plan_lab
@@ -131,6 +134,40 @@ def test_back_to_one_gateway_is_judged_on_its_violations() -> None:
     assert judge([step_], pinger(REPLIES), stream([]), sampler())["ok"]  # a gap is the replacement's: not judged
     assert not judge([{**step_, "violations": ["the address on a"]}], pinger(REPLIES), stream([]), sampler())["ok"]
     assert not judge([{**step_, "flowing_at_end": False}], pinger(REPLIES), stream([]), sampler())["ok"]
+
+
+def test_back_to_two_gateways_is_judged_on_its_violations() -> None:
+    """haupgrade.violations_of from the cloud model's lines: the single gateway c holds the address and routes until
+    the new a's claim (t 10; GCP's move passes through nobody), the routes follow (t 11; GCP's re-creation through
+    nothing); from then on anything outside the pair is a violation, so are two holders at once, an end anywhere but
+    the pair's active and more than one move of either."""
+    good = [event(5, "c", "c"), event(9.8, None, "c"), event(10, "a", "c"), event(10.5, "a", None),
+            event(11, "a", "a"), event(20, "a", "a")]  # fmt: skip
+    assert moved_at(good, PAIR) == (10, 11) and count_moves(good, "S", 0, 30) == (1, 1)
+    assert upgrade_violations(good, "c", PAIR, count_moves(good, "S", 0, 30)) == []
+    back = [*good[:5], event(12, "c", "a"), event(13, "c", "c"), event(30, None, None)]  # c took it back, then deleted
+    found = upgrade_violations(back, "c", PAIR, count_moves(back, "S", 0, 40))
+    assert "the address on c +2.00 s from the move" in found and "routes on ['c'] +3.00 s from the move" in found
+    gone = {"the address on nothing +20.00 s from the move", "routes on ['nothing'] +20.00 s from the move"}
+    assert gone <= set(found)
+    assert any(v.startswith("at the end (not the pair's active)") for v in found)
+    assert any("moved 2 times, a route 2 times" in v for v in found)
+    on_c = [event(5, "c", "c"), event(30, "c", "c")]  # nothing moved: the end on the single gateway, deleted
+    assert moved_at(on_c, PAIR) == (None, None)
+    assert upgrade_violations(on_c, "c", PAIR, (0, 0)) == ["at the end (the deleted single gateway): the address on "
+                                                           "c, routes on {'10.0.0.0/16': 'c'}"]  # fmt: skip
+    two = [event(5, "c", "c"), {**event(10, None, "c"), "holders": ["a", "c"]}, *good[2:]]  # GCP: two access configs
+    assert upgrade_violations(two, "c", PAIR, (1, 1)) == ["two holders of the address (a, c) +0.00 s from the move"]
+    split = [*good, event(21, "a", "b")]  # the address on a, the routes on b at the end
+    assert upgrade_violations(split, "c", PAIR, (1, 2))[-2:] == [
+        "at the end (not the pair's active): the address on a, routes on {'10.0.0.0/16': 'b'}",
+        "the address moved 1 times, a route 2 times (the design: once each, from c to the pair's first active)",
+    ]
+    step_ = {**step(UPGRADE, "c", "a", False, 101.0, 103.0), "violations": [], "flowing_at_end": True}
+    assert judge([step_], pinger(REPLIES), stream([]), sampler())["ok"]  # a gap is the replacement's: not judged
+    assert not judge([{**step_, "violations": ["two holders"]}], pinger(REPLIES), stream([]), sampler())["ok"]
+    with pytest.raises(LabError, match="starts from a single gateway"):
+        run_ha_drill(HA_STACK, "ha", steps=[UPGRADE])
 
 
 def test_the_outage_target_is_reported_not_met_above_five_seconds() -> None:
