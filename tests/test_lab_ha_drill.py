@@ -280,8 +280,10 @@ CANNOT_RUN = missing_requirements()
 # the health check releases the lease), the planned replacement (shutdown releases at once) and the issue-21 step
 # (the active replaced beside the old instance: each of the address and the routes moves once); then issue 32's
 # `gateways: 2` -> 1 (hadowngrade.py: the pair stands down, the address and routes move to the new single gateway once
-# and stay; ~15-20 s, most of it the agents' 10 s document poll: last, as it ends the pair, so it needs no lab of its
-# own). Left to the full drill
+# and stay; ~15-20 s, most of it the agents' 10 s document poll: after the others, as it ends the pair, so it needs no
+# lab of its own), and back to two (haupgrade.py: a pair again from that single gateway, the address and routes moved
+# once to the new `a`, the old EipAssociation's delete a no-op; 8-9 s here, two boots and their gates). Left to the full
+# drill
 # (docs/benchmarks.md 10, `python -m bench ha`): wg0 down and the hung wireguard-go (the same health check and
 # release as forwarding off; the hang is in the GCP CI drill and tests/test_ha_netns.py), the partition (in the GCP
 # CI drill; on AWS the lease decides, tests/test_ha_aws.py) and the standby's replacement (moves nothing; the moto
@@ -291,7 +293,7 @@ CANNOT_RUN = missing_requirements()
 # re-handshake: the new active cannot dial them) and TCP's backoff stalls the stream up to ~27 s, 185-209 s for the
 # five steps against ~80 s here; docs/how-to/static-sites.md, "An HA relay, measured in the lab", has its figures. Its
 # path choice and judgement are the pure tests above.
-AWS_CI_STEPS = (STEPS[0], STEPS[1], STEPS[3], STEPS[6], STEPS[8], DOWNGRADE)
+AWS_CI_STEPS = (STEPS[0], STEPS[1], STEPS[3], STEPS[6], STEPS[8], DOWNGRADE, UPGRADE)
 
 
 @pytest.mark.integration
@@ -310,19 +312,23 @@ def test_the_ha_drill_on_the_aws_pair_shortened() -> None:
     one = report.steps[5]  # back to one gateway: the address and routes moved to c once, and stayed there
     assert one["violations"] == [] and one["eip_holder_after"] == one["active_after"], one
     assert all(s is not None for s in one["stood_down_s"].values()), one  # each agent of the pair read it
+    two = report.steps[6]  # back to two: the new a claimed from the single gateway, once; the old association gone
+    assert two["violations"] == [] and (two["address_moves"], two["route_moves"]) == (1, 1), two
+    assert two["eip_holder_after"] == two["active_after"] == "a" and two["association_gone"], two
     assert report.summary["two_active_samples"] == 0, report.summary["violations"]
     assert report.ok
 
 
 # CI runs the GCP pair's drill shortened to five of its steps (a crash, a hang the health check must see, the
 # partition that must change nothing, the active replaced while the old VM still runs, a stale ex-active that must get
-# no traffic) and `gateways: 2` -> 1 (the gate's own move_address to the new VM, the routes re-created to it; ~20 s,
-# last): the full drill (~3 min here) is the benchmark's (docs/benchmarks.md 10). The replacement step costs
-# ~16 s (a boot, the gate's 5 s poll, 7 s side by side, the handover): it is the one where GCP's issue-21 failures
-# show (no healthy backend, a fight over the address), with Google's probers and the gate's pace, which the model
-# test (test_ha_gcp_handover.py, fake clock) does not have; the standby's replacement (moves nothing) stays in the
-# full drill and the model test.
-GCP_CI_STEPS = (STEPS[1], STEPS[4], STEPS[5], STEPS[8], STEPS[9], DOWNGRADE)
+# no traffic), `gateways: 2` -> 1 (the gate's own move_address to the new VM, the routes re-created to it; ~20 s) and
+# back to 2 (haupgrade.py: the new a claims from the old VM once the groups exist, the routes re-created to the load
+# balancer; 11-12 s here, last): the full drill (~3 min here) is the benchmark's (docs/benchmarks.md 10). The
+# replacement step costs ~16 s (a boot, the gate's 5 s poll, 7 s side by side, the handover): it is the one where
+# GCP's issue-21 failures show (no healthy backend, a fight over the address), with Google's probers and the gate's
+# pace, which the model test (test_ha_gcp_handover.py, fake clock) does not have; the standby's replacement (moves
+# nothing) stays in the full drill and the model test.
+GCP_CI_STEPS = (STEPS[1], STEPS[4], STEPS[5], STEPS[8], STEPS[9], DOWNGRADE, UPGRADE)
 
 
 @pytest.mark.integration
@@ -343,6 +349,9 @@ def test_the_ha_drill_on_the_gcp_pair_shortened() -> None:
     assert (stale["stale_healthy"], stale["stale_routes"]) == (0, 0) and stale["stale_demoted_s"] is not None, stale
     one = report.steps[5]  # back to one gateway: the gate's move to c, the routes re-created to c, and they stay
     assert one["violations"] == [] and one["eip_holder_after"] == one["active_after"], one
+    two = report.steps[6]  # back to two: a's claim from the old VM, the routes to the load balancer, once each
+    assert two["violations"] == [] and (two["address_moves"], two["route_moves"]) == (1, 1), two
+    assert two["eip_holder_after"] == two["active_after"] == "a", two
     assert report.summary["two_active_samples"] == 0, report.summary["violations"]
     assert report.ok
 

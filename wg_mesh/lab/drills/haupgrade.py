@@ -121,11 +121,11 @@ class UpgradeStep:
             violations.append(f"the pair not steady {STEADY_TIMEOUT_S:.0f} s after the single gateway's delete")
         return {
             "step": STEP, "fault_on": single, "active_before": single, "active_after": d.active(), "start": start,
-            "end": end, "eip_holder_after": cloud.holder(site), "eip_moved_s": _since(t_move, start),
-            "routes_moved_s": _since(t_routes, start), "expect_failover": False, "address_moves": moves[0],
-            "route_moves": moves[1], "started_s": started_s, "ready_s": ready_s, "active_s": self.active_s,
-            "standby_s": self.standby_s, "flowing_at_end": flowing, "stream_at_end": flowing and d.flowing(),
-            "violations": violations, **extra,
+            "end": end, "duration_s": round(end - start, 1), "eip_holder_after": cloud.holder(site),
+            "eip_moved_s": _since(t_move, start), "routes_moved_s": _since(t_routes, start), "expect_failover": False,
+            "address_moves": moves[0], "route_moves": moves[1], "started_s": started_s, "ready_s": ready_s,
+            "active_s": self.active_s, "standby_s": self.standby_s, "flowing_at_end": flowing,
+            "stream_at_end": flowing and d.flowing(), "violations": violations, **extra,
         }  # fmt: skip
 
     def _gate(self, place: str, generation: int) -> float:
