@@ -23,7 +23,7 @@ from wg_mesh.lab.drills.hadrill import FAILOVER_TIMEOUT_S, STEPS
 from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.drills.hareplace import GATE_INTERVAL_S
 from wg_mesh.lab.drills.harun import ha_sites, pick, resume_timeout, run_ha_drill, traffic_path
-from wg_mesh.lab.drills.haupgrade import PAIR, moved_at
+from wg_mesh.lab.drills.haupgrade import PAIR, moved_at, places_for
 from wg_mesh.lab.drills.haupgrade import STEP as UPGRADE
 from wg_mesh.lab.drills.haupgrade import violations_of as upgrade_violations
 from wg_mesh.lab.drills.hawatch import Sampler, judge
@@ -168,6 +168,10 @@ def test_back_to_two_gateways_is_judged_on_its_violations() -> None:
     assert not judge([{**step_, "violations": ["two holders"]}], pinger(REPLIES), stream([]), sampler())["ok"]
     with pytest.raises(LabError, match="starts from a single gateway"):
         run_ha_drill(HA_STACK, "ha", steps=[UPGRADE])
+    # each gateway's new instance in its own place if free: after the replacement steps the single gateway may sit in
+    # a or b, and the other letter's instance takes the place left
+    assert places_for(PAIR, ["a", "b"]) == {"a": "a", "b": "b"} and places_for(PAIR, ["b", "c"]) == {"a": "c", "b": "b"}
+    assert places_for(PAIR, ["c", "a"]) == {"a": "a", "b": "c"} and places_for(PAIR, ["c"]) is None
 
 
 def test_the_outage_target_is_reported_not_met_above_five_seconds() -> None:
@@ -314,7 +318,7 @@ def test_the_ha_drill_on_the_aws_pair_shortened() -> None:
     assert all(s is not None for s in one["stood_down_s"].values()), one  # each agent of the pair read it
     two = report.steps[6]  # back to two: the new a claimed from the single gateway, once; the old association gone
     assert two["violations"] == [] and (two["address_moves"], two["route_moves"]) == (1, 1), two
-    assert two["eip_holder_after"] == two["active_after"] == "a" and two["association_gone"], two
+    assert two["eip_holder_after"] == two["active_after"] == two["places"]["a"] and two["association_gone"], two
     assert report.summary["two_active_samples"] == 0, report.summary["violations"]
     assert report.ok
 
@@ -351,7 +355,7 @@ def test_the_ha_drill_on_the_gcp_pair_shortened() -> None:
     assert one["violations"] == [] and one["eip_holder_after"] == one["active_after"], one
     two = report.steps[6]  # back to two: a's claim from the old VM, the routes to the load balancer, once each
     assert two["violations"] == [] and (two["address_moves"], two["route_moves"]) == (1, 1), two
-    assert two["eip_holder_after"] == two["active_after"] == "a", two
+    assert two["eip_holder_after"] == two["active_after"] == two["places"]["a"], two
     assert report.summary["two_active_samples"] == 0, report.summary["violations"]
     assert report.ok
 

@@ -8,7 +8,8 @@ Pulumi.ha.yaml; `wg-mesh plan --stack ha --before` that copy):
    instances' first boot depends on the stores); AWS: the lease table created (with the VPC endpoints, the ENI tags
    and the HA policies, which the lab's moto does not enforce); GCP: no instance group yet (the load balancer and its
    groups went with the pair at the end of the downgrade's `up`);
-2. gateway a's replacement (create-before-delete: its user data gains the `ha` object) starts in place a; its agent
+2. gateway a's replacement (create-before-delete: its user data gains the `ha` object) starts in place a (or, when
+   the single gateway runs there after the replacement steps, in another free place: `places_for`); its agent
    claims at its start (AWS: the lease, then the EIP and every route, from the old single gateway; GCP: the address
    from the old VM once Google reports that VM in no group of the site, wg_mesh.gateway.ha_gcp.other_health);
    its readiness gate (the lab's ready mark: its agent applied the published document and its health check passes;
@@ -70,9 +71,11 @@ class UpgradeStep:
         """`single`: the place of the site's single gateway (hadowngrade's new one)."""
         d = self.drill
         site, cloud, ha = d.site, d.cloud, d.ha
-        busy = [p for p in PAIR if p not in d.down or p in d.free]
-        if busy or single in PAIR:
-            raise LabError(f"{site}: the step {STEP!r} needs a single gateway and the pair's places free, not {busy}")
+        idle = [g.letter for g in ha.gateways if g.letter != single and (g.letter in d.down or g.letter in d.free)]
+        places = places_for(PAIR, idle)
+        if places is None:
+            raise LabError(f"{site}: the step {STEP!r} needs two free places beside the single gateway, not {idle}")
+        pair = tuple(places.values())
         ids = cloud.ids[site]
         self.start = start = time.time()
         generation = self.publish(self.cfg)[site].generation
@@ -82,13 +85,16 @@ class UpgradeStep:
             for letter in PAIR:
                 cloud.command(site, op="group", group=letter, members=[])
         ready_s, started_s = {}, {}
-        for place in PAIR:  # b after a's gate
-            started_s[place] = round(time.time() - start, 2)
-            cloud.place(site, place, place).start()
+        for letter, place in places.items():  # b after a's gate
+            started_s[letter] = round(time.time() - start, 2)
+            cloud.place(site, place, letter).start()
             d.down.discard(place)
-            ready_s[place] = self._gate(place, generation)
+            if place in d.free:
+                d.free.remove(place)
+            d.letters[place] = letter
+            ready_s[letter] = self._gate(place, letter, generation, pair)
             if ha.cloud == "gcp":
-                cloud.command(site, op="group", group=place, members=[place])  # its group, after its gate
+                cloud.command(site, op="group", group=letter, members=[place])  # its group, after its gate
         if ha.cloud == "gcp":  # the routes re-created with the load balancer as next hop, delete before create
             cloud.command(site, op="route", place="")
             cloud.command(site, op="route", place=None)
@@ -100,14 +106,14 @@ class UpgradeStep:
         d.kill(single)
         cloud.retire(site, single)
         d.free.append(single)
-        steady = self._until(lambda: d.steady_now() is not None, STEADY_TIMEOUT_S)
+        steady = self._until(lambda: d.steady_now() is not None, STEADY_TIMEOUT_S, pair)
         time.sleep(SETTLE_S)
         flowing = d.flowing(stream_too=False)
         end = time.time()
         events = [e for e in cloud.events if e.get("site") == site and "holder" in e and start <= e["t"] <= end]
         moves = count_moves(list(cloud.events), site, start, end)
-        t_move, t_routes = moved_at(events, PAIR)
-        violations = violations_of(events, single, PAIR, moves)
+        t_move, t_routes = moved_at(events, pair)
+        violations = violations_of(events, single, pair, moves)
         extra: dict[str, Any] = {}
         if ha.cloud == "gcp":
             extra["stale_200"], extra["two_healthy"] = gcp_serving(list(cloud.events), site, start, end)
@@ -123,12 +129,12 @@ class UpgradeStep:
             "step": STEP, "fault_on": single, "active_before": single, "active_after": d.active(), "start": start,
             "end": end, "duration_s": round(end - start, 1), "eip_holder_after": cloud.holder(site),
             "eip_moved_s": _since(t_move, start), "routes_moved_s": _since(t_routes, start), "expect_failover": False,
-            "address_moves": moves[0], "route_moves": moves[1], "started_s": started_s, "ready_s": ready_s,
-            "active_s": self.active_s, "standby_s": self.standby_s, "flowing_at_end": flowing,
+            "address_moves": moves[0], "route_moves": moves[1], "places": places, "started_s": started_s,
+            "ready_s": ready_s, "active_s": self.active_s, "standby_s": self.standby_s, "flowing_at_end": flowing,
             "stream_at_end": flowing and d.flowing(), "violations": violations, **extra,
         }  # fmt: skip
 
-    def _gate(self, place: str, generation: int) -> float:
+    def _gate(self, place: str, letter: str, generation: int, pair: tuple[str, ...]) -> float:
         """The gateway's readiness gate, as `pulumi up` runs it: seconds into the step it passed."""
         d = self.drill
         node = d.machine(place).node
@@ -137,20 +143,20 @@ class UpgradeStep:
             applied = metric(agent_metrics(node), "wgmesh_agent_applied_generation") == generation
             return applied and ha_view(node)["healthy"] == 1
 
-        if not self._until(ready, READY_TIMEOUT_S):
+        if not self._until(ready, READY_TIMEOUT_S, pair):
             raise LabError(f"{d.site}: the new gateway in place {place} was not ready within {READY_TIMEOUT_S:.0f} s")
         if d.ha.cloud == "gcp":
             d.cloud.command(d.site, op="ready", place=place)
-            d.cloud.gcp_gate(d.site, place, place, wait_only=True)
+            d.cloud.gcp_gate(d.site, place, letter, wait_only=True)
         return round(time.time() - self.start, 2)
 
-    def _until(self, done: Callable[[], bool], timeout: float) -> bool:
-        """Until `done`, noting when each of the pair first reported each role."""
+    def _until(self, done: Callable[[], bool], timeout: float, pair: tuple[str, ...]) -> bool:
+        """Until `done`, noting when each of the pair's places first reported each role."""
         deadline = time.monotonic() + timeout
         while True:
             now = round(time.time() - self.start, 2)
             for place, node in self.drill.nodes().items():
-                view = ha_view(node) if node is not None and place in PAIR else {"role": None, "healthy": None}
+                view = ha_view(node) if node is not None and place in pair else {"role": None, "healthy": None}
                 if view["role"] == 1:
                     self.active_s.setdefault(place, now)
                 elif view["role"] == 0 and view["healthy"] == 1:
@@ -160,6 +166,15 @@ class UpgradeStep:
             if time.monotonic() > deadline:
                 return False
             time.sleep(TICK_S)
+
+
+def places_for(letters: tuple[str, ...], idle: list[str]) -> dict[str, str] | None:
+    """Where each gateway's new instance runs: its own place if free, else another free one (after the replacement
+    steps the single gateway may sit in a or b); None when there are too few. Pure."""
+    own = {letter: letter for letter in letters if letter in idle}
+    rest = iter(p for p in idle if p not in own.values())
+    found = {letter: own.get(letter) or next(rest, None) for letter in letters}
+    return {k: v for k, v in found.items() if v is not None} if None not in found.values() else None
 
 
 def _since(t: float | None, start: float) -> float | None:
@@ -203,4 +218,4 @@ def violations_of(
     return found
 
 
-__all__ = ["STEP", "UpgradeStep", "moved_at", "violations_of"]
+__all__ = ["STEP", "UpgradeStep", "moved_at", "places_for", "violations_of"]
