@@ -286,7 +286,7 @@ CANNOT_RUN = missing_requirements()
 # `gateways: 2` -> 1 (hadowngrade.py: the pair stands down, the address and routes move to the new single gateway once
 # and stay; ~15-20 s, most of it the agents' 10 s document poll: after the others, as it ends the pair, so it needs no
 # lab of its own), and back to two (haupgrade.py: a pair again from that single gateway, the address and routes moved
-# once to the new `a`, the old EipAssociation's delete a no-op; 8-9 s here, two boots and their gates). Left to the full
+# once to the new `a`, the old EipAssociation's delete a no-op; 6-8 s here, two boots and their gates). Left to the full
 # drill
 # (docs/benchmarks.md 10, `python -m bench ha`): wg0 down and the hung wireguard-go (the same health check and
 # release as forwarding off; the hang is in the GCP CI drill and tests/test_ha_netns.py), the partition (in the GCP
@@ -327,7 +327,7 @@ def test_the_ha_drill_on_the_aws_pair_shortened() -> None:
 # partition that must change nothing, the active replaced while the old VM still runs, a stale ex-active that must get
 # no traffic), `gateways: 2` -> 1 (the gate's own move_address to the new VM, the routes re-created to it; ~20 s) and
 # back to 2 (haupgrade.py: the new a claims from the old VM once the groups exist, the routes re-created to the load
-# balancer; 11-12 s here, last): the full drill (~3 min here) is the benchmark's (docs/benchmarks.md 10). The
+# balancer; 7-11 s here, last): the full drill (~3 min here) is the benchmark's (docs/benchmarks.md 10). The
 # replacement step costs ~16 s (a boot, the gate's 5 s poll, 7 s side by side, the handover): it is the one where
 # GCP's issue-21 failures show (no healthy backend, a fight over the address), with Google's probers and the gate's
 # pace, which the model test (test_ha_gcp_handover.py, fake clock) does not have; the standby's replacement (moves
