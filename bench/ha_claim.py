@@ -29,7 +29,7 @@ REGION = "us-east-1"
 def _setup(url: str, routes: int, table: str) -> tuple[Any, list[str], dict[str, str], str, str]:
     import boto3
 
-    from wg_mesh.lab.clouds.awsmodel import create_lease_table
+    from wg_mesh.lab.clouds.awsctl import create_lease_table
 
     kwargs = {"region_name": REGION, "endpoint_url": url}
     ec2, dynamodb = boto3.client("ec2", **kwargs), boto3.client("dynamodb", **kwargs)

@@ -22,7 +22,8 @@ from wg_mesh.gateway.ha_aws import AwsHa, Unreachable, own_interface, replaceabl
 from wg_mesh.gateway.ha_config import parse_ha
 from wg_mesh.gateway.ha_routes import remote_ranges, safe_ranges
 from wg_mesh.gateway.ha_run import Controller, cloud_factory
-from wg_mesh.lab.clouds.awsmodel import create_lease_table
+from wg_mesh.lab.clouds import awsctl
+from wg_mesh.lab.clouds.awsctl import create_lease_table
 
 REGION, TABLE, SITE = "us-east-1", "wg-mesh-ha-test", "aws-use1"
 
@@ -516,12 +517,11 @@ def test_the_new_active_re_arms_only_peers_without_a_handshake_since_the_promoti
 
 
 def test_the_labs_lease_table_has_the_programs_key() -> None:
-    """The lab, the bench and these tests seed moto with wg_mesh.lab.clouds.awsmodel's table, keyed as the program
+    """The lab, the bench and these tests seed moto with wg_mesh.lab.clouds.awsctl's table, keyed as the program
     declares it."""
     from wg_mesh.aws import ha as aws_ha
-    from wg_mesh.lab.clouds import awsmodel
 
-    assert awsmodel.LEASE_KEY == aws_ha.LEASE_KEY
+    assert awsctl.LEASE_KEY == aws_ha.LEASE_KEY
 
 
 # --- a replacement beside the old instance (issue 21) ----------------------------------------------------------
@@ -591,3 +591,19 @@ def test_a_replacement_beside_the_old_instance_moves_the_address_and_routes_at_m
     assert sum(sum(ctl.machine.claims.values()) for ctl in ctls.values()) == claims + most
     if most:  # released on shutdown: claimed at the next read, not after lease_s
         assert any("claimed the active role (released)" in line for line in gws[active[0]].logs)
+
+
+def test_the_single_gateways_eip_association_deleted_last_changes_nothing(cloud: Cloud, moto_url: str) -> None:
+    """`gateways: 1` -> 2 (docs/how-to/high-availability.md): the new `a`'s agent moves the address (a new association),
+    then `pulumi up` deletes the single gateway's EipAssociation, as terraform-provider-aws does it
+    (resourceEIPAssociationDelete: DisassociateAddress by the id in its state, InvalidAssociationID.NotFound is
+    success), through the lab's hand (awsctl.handle): the id is gone, the address stays on the new gateway."""
+    single = cloud.ec2.associate_address(AllocationId=cloud.allocation, NetworkInterfaceId=cloud.enis["a"])
+    cloud.adapter("a2").take_address()  # the new `a`'s claim: AssociateAddress with AllowReassociation
+    assert cloud.eip_holder() == "a2"
+    client = awsctl.clients(moto_url)
+    request = {"op": "disassociate-address", "region": REGION, "name": single["AssociationId"], "value": ""}
+    assert awsctl.handle(client, request) == {"gone": True}
+    assert cloud.eip_holder() == "a2"
+    held = cloud.ec2.describe_addresses(AllocationIds=[cloud.allocation])["Addresses"][0]["AssociationId"]
+    assert awsctl.handle(client, {**request, "name": held}) == {"gone": False} and cloud.eip_holder() is None

@@ -23,6 +23,9 @@ from wg_mesh.lab.drills.hadrill import FAILOVER_TIMEOUT_S, STEPS
 from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.drills.hareplace import GATE_INTERVAL_S
 from wg_mesh.lab.drills.harun import ha_sites, pick, resume_timeout, run_ha_drill, traffic_path
+from wg_mesh.lab.drills.haupgrade import PAIR, moved_at, places_for
+from wg_mesh.lab.drills.haupgrade import STEP as UPGRADE
+from wg_mesh.lab.drills.haupgrade import violations_of as upgrade_violations
 from wg_mesh.lab.drills.hawatch import Sampler, judge
 from wg_mesh.lab.fabric.netns import LabError, Node, missing_requirements
 from wg_mesh.lab.fabric.plan import plan_lab
@@ -131,6 +134,44 @@ def test_back_to_one_gateway_is_judged_on_its_violations() -> None:
     assert judge([step_], pinger(REPLIES), stream([]), sampler())["ok"]  # a gap is the replacement's: not judged
     assert not judge([{**step_, "violations": ["the address on a"]}], pinger(REPLIES), stream([]), sampler())["ok"]
     assert not judge([{**step_, "flowing_at_end": False}], pinger(REPLIES), stream([]), sampler())["ok"]
+
+
+def test_back_to_two_gateways_is_judged_on_its_violations() -> None:
+    """haupgrade.violations_of from the cloud model's lines: the single gateway c holds the address and routes until
+    the new a's claim (t 10; GCP's move passes through nobody), the routes follow (t 11; GCP's re-creation through
+    nothing); from then on anything outside the pair is a violation, so are two holders at once, an end anywhere but
+    the pair's active and more than one move of either."""
+    good = [event(5, "c", "c"), event(9.8, None, "c"), event(10, "a", "c"), event(10.5, "a", None),
+            event(11, "a", "a"), event(20, "a", "a")]  # fmt: skip
+    assert moved_at(good, PAIR) == (10, 11) and count_moves(good, "S", 0, 30) == (1, 1)
+    assert upgrade_violations(good, "c", PAIR, count_moves(good, "S", 0, 30)) == []
+    back = [*good[:5], event(12, "c", "a"), event(13, "c", "c"), event(30, None, None)]  # c took it back, then deleted
+    found = upgrade_violations(back, "c", PAIR, count_moves(back, "S", 0, 40))
+    assert "the address on c +2.00 s from the move" in found and "routes on ['c'] +3.00 s from the move" in found
+    gone = {"the address on nothing +20.00 s from the move", "routes on ['nothing'] +20.00 s from the move"}
+    assert gone <= set(found)
+    assert any(v.startswith("at the end (not the pair's active)") for v in found)
+    assert any("moved 2 times, a route 2 times" in v for v in found)
+    on_c = [event(5, "c", "c"), event(30, "c", "c")]  # nothing moved: the end on the single gateway, deleted
+    assert moved_at(on_c, PAIR) == (None, None)
+    assert upgrade_violations(on_c, "c", PAIR, (0, 0)) == ["at the end (the deleted single gateway): the address on "
+                                                           "c, routes on {'10.0.0.0/16': 'c'}"]  # fmt: skip
+    two = [event(5, "c", "c"), {**event(10, None, "c"), "holders": ["a", "c"]}, *good[2:]]  # GCP: two access configs
+    assert upgrade_violations(two, "c", PAIR, (1, 1)) == ["two holders of the address (a, c) +0.00 s from the move"]
+    split = [*good, event(21, "a", "b")]  # the address on a, the routes on b at the end
+    assert upgrade_violations(split, "c", PAIR, (1, 2))[-2:] == [
+        "at the end (not the pair's active): the address on a, routes on {'10.0.0.0/16': 'b'}",
+        "the address moved 1 times, a route 2 times (the design: once each, from c to the pair's first active)",
+    ]
+    step_ = {**step(UPGRADE, "c", "a", False, 101.0, 103.0), "violations": [], "flowing_at_end": True}
+    assert judge([step_], pinger(REPLIES), stream([]), sampler())["ok"]  # a gap is the replacement's: not judged
+    assert not judge([{**step_, "violations": ["two holders"]}], pinger(REPLIES), stream([]), sampler())["ok"]
+    with pytest.raises(LabError, match="starts from a single gateway"):
+        run_ha_drill(HA_STACK, "ha", steps=[UPGRADE])
+    # each gateway's new instance in its own place if free: after the replacement steps the single gateway may sit in
+    # a or b, and the other letter's instance takes the place left
+    assert places_for(PAIR, ["a", "b"]) == {"a": "a", "b": "b"} and places_for(PAIR, ["b", "c"]) == {"a": "c", "b": "b"}
+    assert places_for(PAIR, ["c", "a"]) == {"a": "a", "b": "c"} and places_for(PAIR, ["c"]) is None
 
 
 def test_the_outage_target_is_reported_not_met_above_five_seconds() -> None:
@@ -243,8 +284,10 @@ CANNOT_RUN = missing_requirements()
 # the health check releases the lease), the planned replacement (shutdown releases at once) and the issue-21 step
 # (the active replaced beside the old instance: each of the address and the routes moves once); then issue 32's
 # `gateways: 2` -> 1 (hadowngrade.py: the pair stands down, the address and routes move to the new single gateway once
-# and stay; ~15-20 s, most of it the agents' 10 s document poll: last, as it ends the pair, so it needs no lab of its
-# own). Left to the full drill
+# and stay; ~15-20 s, most of it the agents' 10 s document poll: after the others, as it ends the pair, so it needs no
+# lab of its own), and back to two (haupgrade.py: a pair again from that single gateway, the address and routes moved
+# once to the new `a`, the old EipAssociation's delete a no-op; 6-8 s here, two boots and their gates). Left to the full
+# drill
 # (docs/benchmarks.md 10, `python -m bench ha`): wg0 down and the hung wireguard-go (the same health check and
 # release as forwarding off; the hang is in the GCP CI drill and tests/test_ha_netns.py), the partition (in the GCP
 # CI drill; on AWS the lease decides, tests/test_ha_aws.py) and the standby's replacement (moves nothing; the moto
@@ -254,7 +297,7 @@ CANNOT_RUN = missing_requirements()
 # re-handshake: the new active cannot dial them) and TCP's backoff stalls the stream up to ~27 s, 185-209 s for the
 # five steps against ~80 s here; docs/how-to/static-sites.md, "An HA relay, measured in the lab", has its figures. Its
 # path choice and judgement are the pure tests above.
-AWS_CI_STEPS = (STEPS[0], STEPS[1], STEPS[3], STEPS[6], STEPS[8], DOWNGRADE)
+AWS_CI_STEPS = (STEPS[0], STEPS[1], STEPS[3], STEPS[6], STEPS[8], DOWNGRADE, UPGRADE)
 
 
 @pytest.mark.integration
@@ -273,19 +316,23 @@ def test_the_ha_drill_on_the_aws_pair_shortened() -> None:
     one = report.steps[5]  # back to one gateway: the address and routes moved to c once, and stayed there
     assert one["violations"] == [] and one["eip_holder_after"] == one["active_after"], one
     assert all(s is not None for s in one["stood_down_s"].values()), one  # each agent of the pair read it
+    two = report.steps[6]  # back to two: the new a claimed from the single gateway, once; the old association gone
+    assert two["violations"] == [] and (two["address_moves"], two["route_moves"]) == (1, 1), two
+    assert two["eip_holder_after"] == two["active_after"] == two["places"]["a"] and two["association_gone"], two
     assert report.summary["two_active_samples"] == 0, report.summary["violations"]
     assert report.ok
 
 
 # CI runs the GCP pair's drill shortened to five of its steps (a crash, a hang the health check must see, the
 # partition that must change nothing, the active replaced while the old VM still runs, a stale ex-active that must get
-# no traffic) and `gateways: 2` -> 1 (the gate's own move_address to the new VM, the routes re-created to it; ~20 s,
-# last): the full drill (~3 min here) is the benchmark's (docs/benchmarks.md 10). The replacement step costs
-# ~16 s (a boot, the gate's 5 s poll, 7 s side by side, the handover): it is the one where GCP's issue-21 failures
-# show (no healthy backend, a fight over the address), with Google's probers and the gate's pace, which the model
-# test (test_ha_gcp_handover.py, fake clock) does not have; the standby's replacement (moves nothing) stays in the
-# full drill and the model test.
-GCP_CI_STEPS = (STEPS[1], STEPS[4], STEPS[5], STEPS[8], STEPS[9], DOWNGRADE)
+# no traffic), `gateways: 2` -> 1 (the gate's own move_address to the new VM, the routes re-created to it; ~20 s) and
+# back to 2 (haupgrade.py: the new a claims from the old VM once the groups exist, the routes re-created to the load
+# balancer; 7-11 s here, last): the full drill (~3 min here) is the benchmark's (docs/benchmarks.md 10). The
+# replacement step costs ~16 s (a boot, the gate's 5 s poll, 7 s side by side, the handover): it is the one where
+# GCP's issue-21 failures show (no healthy backend, a fight over the address), with Google's probers and the gate's
+# pace, which the model test (test_ha_gcp_handover.py, fake clock) does not have; the standby's replacement (moves
+# nothing) stays in the full drill and the model test.
+GCP_CI_STEPS = (STEPS[1], STEPS[4], STEPS[5], STEPS[8], STEPS[9], DOWNGRADE, UPGRADE)
 
 
 @pytest.mark.integration
@@ -306,6 +353,9 @@ def test_the_ha_drill_on_the_gcp_pair_shortened() -> None:
     assert (stale["stale_healthy"], stale["stale_routes"]) == (0, 0) and stale["stale_demoted_s"] is not None, stale
     one = report.steps[5]  # back to one gateway: the gate's move to c, the routes re-created to c, and they stay
     assert one["violations"] == [] and one["eip_holder_after"] == one["active_after"], one
+    two = report.steps[6]  # back to two: a's claim from the old VM, the routes to the load balancer, once each
+    assert two["violations"] == [] and (two["address_moves"], two["route_moves"]) == (1, 1), two
+    assert two["eip_holder_after"] == two["active_after"] == two["places"]["a"], two
     assert report.summary["two_active_samples"] == 0, report.summary["violations"]
     assert report.ok
 

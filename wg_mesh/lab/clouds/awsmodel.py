@@ -28,26 +28,13 @@ from typing import Any
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from wg_mesh.lab.clouds.awsctl import CREDENTIALS, wait_for
+from wg_mesh.lab.clouds.awsctl import CREDENTIALS, create_lease_table, wait_for
 from wg_mesh.lab.clouds.haapply import Applier
 from wg_mesh.lab.fabric.haplan import HaSite, ha_from_json
 from wg_mesh.lab.fabric.netns import LabError
 
 POLL_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1})  # a slow poll: the next one
 SEED_CONFIG = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3})  # moto's first calls are slow
-
-
-LEASE_KEY = "site"  # wg_mesh.aws.ha.LEASE_KEY (not imported: this module runs without Pulumi in the cloud namespace)
-
-
-def create_lease_table(dynamodb: Any, name: str) -> None:
-    """The lease table as the program declares it (wg_mesh/aws/ha.py): on-demand, hash key `site`."""
-    dynamodb.create_table(
-        TableName=name,
-        AttributeDefinitions=[{"AttributeName": LEASE_KEY, "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": LEASE_KEY, "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 def client(endpoint: str, service: str, region: str, config: Config = POLL_CONFIG) -> Any:

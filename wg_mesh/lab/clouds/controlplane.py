@@ -229,17 +229,19 @@ class ControlPlane:
         line = self._aws.stdout.readline()
         return json.loads(line) if line else {"ok": False, "error": "the AWS control plane process ended"}
 
-    def aws_request(self, op: str, region: str, name: str, value: str) -> None:
-        """One of awsctl.py's operations (what `pulumi up` does to an AWS resource), done; LabError if refused."""
-        self._aws_call(op, region, name, value)
+    def aws_request(self, op: str, region: str, name: str, value: str) -> dict[str, Any]:
+        """One of awsctl.py's operations (what `pulumi up` does to an AWS resource), done: its answer; LabError if
+        refused."""
+        return self._aws_call(op, region, name, value)
 
-    def _aws_call(self, op: str, region: str, name: str, value: str) -> None:
+    def _aws_call(self, op: str, region: str, name: str, value: str) -> dict[str, Any]:
         assert self._aws is not None and self._aws.stdin is not None
         self._aws.stdin.write(json.dumps({"op": op, "region": region, "name": name, "value": value}) + "\n")
         self._aws.stdin.flush()
         reply = self._aws_reply()
         if not reply.get("ok"):
             raise LabError(f"AWS {op} {name}: {reply.get('error')}")
+        return reply
 
     # --- what a gateway finds when it starts ------------------------------------------------------------------
 

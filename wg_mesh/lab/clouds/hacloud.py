@@ -111,6 +111,7 @@ class HaCloud:
         self.metadata_pids: set[int] = set()
         self.artifacts: dict[tuple[str, str], GatewayArtifacts] = {}
         self.single: dict[str, GatewayArtifacts] = {}  # the site's user data with one gateway (no `ha`: hadowngrade)
+        self.associations: dict[str, str] = {}  # AWS: the site's EipAssociation's id, once `pulumi up` created one
         self._models: list[subprocess.Popen[str]] = []
         self._gcp: subprocess.Popen[str] | None = None  # the GCP model (`command`)
         self._sent = 0
@@ -154,23 +155,30 @@ class HaCloud:
             self.command(site, op="vm", place=place, zone=zone)
         return machine
 
-    def aws(self, site: str, op: str, name: str, value: str = "") -> None:
-        """What `pulumi up` does to one of the site's AWS resources (awsctl.py's operations), in moto."""
-        self.plane.aws_request(op, str(self.plane.configs[site]["source"]["region"]), name, value)
+    def aws(self, site: str, op: str, name: str, value: str = "") -> dict[str, Any]:
+        """What `pulumi up` does to one of the site's AWS resources (awsctl.py's operations), in moto: the answer. An
+        EipAssociation's id is kept (`associations`): the resource's id in Pulumi's state, which its delete names."""
+        done = self.plane.aws_request(op, str(self.plane.configs[site]["source"]["region"]), name, value)
+        if op == "associate-address":
+            self.associations[site] = str(done["association_id"])
+        return done
 
-    def gcp_gate(self, site: str, place: str) -> float:
-        """GCP: the single gateway's readiness gate, as `pulumi up` runs it (`python -m wg_mesh.readygate gcp`, its own
+    def gcp_gate(self, site: str, place: str, letter: str = "a", wait_only: bool = False) -> float:
+        """GCP: a gateway's readiness gate, as `pulumi up` runs it (`python -m wg_mesh.readygate gcp`, its own
         Compute client against the model, with a token the model admits): waits for the ready mark of the VM in
-        `place`, then moves the static address to it. Returns the gate's wall time; LabError if it failed."""
+        `place` (in gateway `letter`'s zone), then moves the static address to it (a single gateway's; `wait_only`:
+        an HA gateway's, `--wait-only`, the agents own the address). Returns the gate's wall time; LabError if it
+        failed."""
         entry = self.ids[site]
-        zone, name = entry["vms"]["a"]["zone"], self.sites[site].gateway(place).netns  # hagcp: VMs are named so
+        zone, name = entry["vms"][letter]["zone"], self.sites[site].gateway(place).netns  # hagcp: VMs are named so
         token = self.lab.state.log_dir / f"gate-token-{site}"
         write_atomic(token, entry["tokens"][0].encode(), 0o600)
         project = f"projects/{entry['project']}"
         argv = [sys.executable, "-m", "wg_mesh.readygate", "gcp", "--api", hagcp.COMPUTE_ENDPOINT,
                 "--access-token-file", str(token), "--interval", "0.2", "--timeout", str(START_TIMEOUT_S),
                 "--instance", f"{project}/zones/{zone}/instances/{name}",
-                "--address", f"{project}/regions/{entry['region']}/addresses/{entry['address']}"]  # fmt: skip
+                "--address", f"{project}/regions/{entry['region']}/addresses/{entry['address']}",
+                *(["--wait-only"] if wait_only else [])]  # fmt: skip
         started = time.monotonic()
         node, env = Node(self.plane.netns), {"PYTHONPATH": REPO_ROOT}
         done = node.run(argv, timeout=START_TIMEOUT_S + 10, check=False, env=env)

@@ -35,7 +35,11 @@ instead), waits for the pair to be steady and traffic to flow, and SETTLE_S. The
 11. back to one gateway  `gateways: 2` -> 1 as `pulumi up` runs it (hadowngrade.py): the documents say the site has
                        one gateway, a new single gateway in the spare place, its gate, the address and routes moved
                        to it by "Pulumi", the pair deleted last -> the address and routes stay on the new gateway.
-                       Run only when named, last (it ends the pair), with `publish` (harun.py).
+                       Run only when named, after the others (it ends the pair), with `publish` (harun.py).
+12. back to two gateways  `gateways: 1` -> 2 as `pulumi up` runs it (haupgrade.py), right after 11: the documents for
+                       two gateways, a new `a` in place a (its agent claims from the single gateway), its gate, `b`
+                       after it, GCP's groups and routes, the single gateway deleted last -> the pair steady, the
+                       address and routes moved once. Run only when named with 11, last.
 GCP: each step also counts the 200s from a group member without the address and the episodes of two HEALTHY
 backends (hamoves.gcp_serving): both must be 0. A sampler (hawatch.py, every SAMPLE_S) reads the agents'
 wg_mesh_ha.prom and the cloud model's address holders: at no sample may two gateways report the active role, nor two
@@ -64,6 +68,8 @@ from wg_mesh.lab.drills.hadowngrade import DowngradeStep
 from wg_mesh.lab.drills.hamoves import count_moves, gcp_serving
 from wg_mesh.lab.drills.hareplace import BesideStep
 from wg_mesh.lab.drills.hastale import StaleStep
+from wg_mesh.lab.drills.haupgrade import STEP as UPGRADE
+from wg_mesh.lab.drills.haupgrade import UpgradeStep
 from wg_mesh.lab.drills.hawatch import Sampler, ha_view
 from wg_mesh.lab.drills.traffic import Pinger, Stream
 from wg_mesh.lab.fabric.haplan import SPARE, HaSite
@@ -87,10 +93,12 @@ STEPS = (
     "standby replaced beside the old",
     "active replaced beside the old",
     "stale ex-active comes back",  # GCP (hastale.py); only when named: --ha-steps, the GCP CI drill
-    DOWNGRADE,  # the last: it ends the pair (hadowngrade.py); only when named
+    DOWNGRADE,  # after the others: it ends the pair (hadowngrade.py); only when named
+    UPGRADE,  # the last: a pair again from DOWNGRADE's single gateway (haupgrade.py); only when named with it
 )
-BESIDE = (*STEPS[7:9], DOWNGRADE)  # the site's spare place runs the new instance (haplan.SPARE; hareplace.py)
-OPT_IN = (STEPS[9], DOWNGRADE)
+# the site's spare place runs the new instance (haplan.SPARE; hareplace.py); UPGRADE starts from DOWNGRADE's
+BESIDE = (*STEPS[7:9], DOWNGRADE, UPGRADE)
+OPT_IN = (STEPS[9], DOWNGRADE, UPGRADE)
 
 
 class HaDrill:
@@ -99,20 +107,24 @@ class HaDrill:
     def __init__(self, cloud: HaCloud, site: str, step: Step, traffic: tuple[Pinger, Stream] | None = None,
                  peer: tuple[Node, str] | None = None, steps: Collection[str] = (),
                  partner: Node | None = None, resume_s: float = FAILOVER_TIMEOUT_S,
-                 downgrade: Callable[[HaDrill], DowngradeStep] | None = None) -> None:  # fmt: skip
+                 downgrade: Callable[[HaDrill], DowngradeStep] | None = None,
+                 upgrade: Callable[[HaDrill], UpgradeStep] | None = None) -> None:  # fmt: skip
         """`peer`: the traffic's source gateway and this site's public key (its handshakes with the site are sampled);
         `steps`: the names (STEPS) of the steps to run, in STEPS's order (default all but OPT_IN); `partner`: relayed
         traffic (this site relays it, harun.traffic_path): the receiving site's gateway, whose handshakes with this
         site are sampled too; `resume_s`: how long a step waits for the traffic to flow again; `downgrade`: makes the
-        step DOWNGRADE (it writes the stores: harun.py), which runs only with it."""
+        step DOWNGRADE (it writes the stores: harun.py), which runs only with it; `upgrade`: likewise UPGRADE, which
+        runs only after DOWNGRADE."""
         self.cloud, self.site, self.traffic, self.step = cloud, site, traffic, step
         self.resume_s, self.relayed = resume_s, partner is not None
         self.ha: HaSite = cloud.sites[site]
         spare = SPARE in (g.letter for g in self.ha.gateways)
         wanted = tuple(steps) if steps else tuple(n for n in STEPS if n not in OPT_IN)
-        self.selected = tuple(n for n in STEPS if n in wanted and (spare or n not in BESIDE)
-                              and (downgrade is not None or n != DOWNGRADE))  # fmt: skip
+        runs = {DOWNGRADE: downgrade is not None, UPGRADE: upgrade is not None and downgrade is not None
+                and DOWNGRADE in wanted}  # fmt: skip
+        self.selected = tuple(n for n in STEPS if n in wanted and (spare or n not in BESIDE) and runs.get(n, True))
         self.downgrade = downgrade(self) if downgrade is not None else None
+        self.upgrade = upgrade(self) if upgrade is not None else None
         self.free = [SPARE] if spare else []  # places without an instance (the spare, a terminated one's)
         self.down: set[str] = set()  # gateways killed and not replaced yet
         self.steps: list[dict[str, Any]] = []
@@ -145,17 +157,23 @@ class HaDrill:
         active = [k for k, v in self.roles().items() if v["role"] == 1]
         return active[0] if len(active) == 1 else None
 
+    def steady_now(self) -> str | None:
+        """The active gateway if the pair is steady now: one active (and holding the EIP and every route in the cloud
+        model), the other a healthy standby; else None."""
+        roles, latest = self.roles(), self.cloud.latest.get(self.site, {})
+        active = [k for k, v in roles.items() if v["role"] == 1]
+        standby = [k for k, v in roles.items() if v["role"] == 0 and v["healthy"] == 1]
+        routes = set((latest.get("routes") or {}).values())
+        if len(active) == 1 and len(standby) == 1 and latest.get("holder") == active[0] and routes == set(active):
+            return active[0]
+        return None
+
     def steady(self) -> str | None:
-        """The active gateway once the pair is steady: one active (and holding the EIP and every route in the cloud
-        model), the other a healthy standby; None if not within the timeout."""
+        """The active gateway once the pair is steady (`steady_now`); None if not within the timeout."""
         deadline = time.monotonic() + STEADY_TIMEOUT_S
         while time.monotonic() < deadline:
-            roles, latest = self.roles(), self.cloud.latest.get(self.site, {})
-            active = [k for k, v in roles.items() if v["role"] == 1]
-            standby = [k for k, v in roles.items() if v["role"] == 0 and v["healthy"] == 1]
-            routes = set((latest.get("routes") or {}).values())
-            if len(active) == 1 and len(standby) == 1 and latest.get("holder") == active[0] and routes == set(active):
-                return active[0]
+            if (active := self.steady_now()) is not None:
+                return active
             time.sleep(0.1)
         return None
 
@@ -287,7 +305,7 @@ class HaDrill:
             (STEPS[9], stale.freeze, "active"),
         ]
         faults = [f for f in every if f[0] in self.selected]
-        total = len(faults) + (DOWNGRADE in self.selected)
+        total = len(faults) + (DOWNGRADE in self.selected) + (UPGRADE in self.selected)
         for i, (name, inject, on) in enumerate(faults, 1):
             self.step(f"{i}/{total} {name}")
             active = self.active() or active
@@ -298,10 +316,14 @@ class HaDrill:
                 heal = functools.partial(beside.terminate, target)
             self.drill(name, target, active, inject, on == "active", heal=heal, observe=1.0 if name in BESIDE else
                        OBSERVE_S)  # fmt: skip
-        if self.downgrade is not None and DOWNGRADE in self.selected:  # the last: it ends the pair
-            self.step(f"{total}/{total} {DOWNGRADE}")
+        if self.downgrade is not None and DOWNGRADE in self.selected:  # after the others: it ends the pair
+            self.step(f"{len(faults) + 1}/{total} {DOWNGRADE}")
             time.sleep(PAUSE_S)
             self.steps.append(self.downgrade.run(self.active() or active))
+            if self.upgrade is not None and UPGRADE in self.selected:  # a pair again, from its single gateway
+                self.step(f"{total}/{total} {UPGRADE}")
+                time.sleep(PAUSE_S)
+                self.steps.append(self.upgrade.run(self.downgrade.new))
         self.sampler.stop()
 
     def wg0_down(self, letter: str) -> None:

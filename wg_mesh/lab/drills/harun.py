@@ -26,8 +26,11 @@ from wg_mesh.lab.clouds.controlplane import ControlPlane
 from wg_mesh.lab.clouds.hacloud import HaCloud
 from wg_mesh.lab.clouds.live import control_plane_hook, live_configs
 from wg_mesh.lab.drills.drillreport import DrillReport
+from wg_mesh.lab.drills.hadowngrade import STEP as DOWNGRADE
 from wg_mesh.lab.drills.hadowngrade import DowngradeStep
 from wg_mesh.lab.drills.hadrill import FAILOVER_TIMEOUT_S, STEPS, HaDrill
+from wg_mesh.lab.drills.haupgrade import STEP as UPGRADE
+from wg_mesh.lab.drills.haupgrade import UpgradeStep
 from wg_mesh.lab.drills.hawatch import judge
 from wg_mesh.lab.drills.traffic import Pinger, Stream, stop_traffic
 from wg_mesh.lab.fabric.netns import LabError, missing_requirements, new_state
@@ -121,6 +124,8 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
     unknown = set(steps) - set(STEPS)
     if unknown:
         raise LabError(f"no HA drill step {', '.join(sorted(unknown))}: {', '.join(STEPS)}")
+    if UPGRADE in steps and DOWNGRADE not in steps:
+        raise LabError(f"the HA drill step {UPGRADE!r} starts from a single gateway: name {DOWNGRADE!r} too")
     started = time.monotonic()
     plan = plan_lab(cfg, new_prefix(), ha_sites=pairs)
     keys = LabKeys.generate(cfg)
@@ -181,7 +186,8 @@ def run_ha_drill(cfg: MeshConfig, label: str, *, site: str | None = None, steps:
             drill = HaDrill(cloud, s.name, step, peer=(lab.machines[src.name].node, keys.public[s.name]), steps=steps,
                             partner=lab.machines[dst.name].node if partners else None,
                             resume_s=resume_timeout(cfg, bool(partners)),
-                            downgrade=lambda d: DowngradeStep(d, publish, cfg, poll_s))  # fmt: skip
+                            downgrade=lambda d: DowngradeStep(d, publish, cfg, poll_s),
+                            upgrade=lambda d: UpgradeStep(d, publish, cfg))  # fmt: skip
             # P's host routes to S through P's active: a pair's (the cloud model's routes) are blackholes until it
             # is steady, and ping exits at once on a blackhole route (traffic.Pinger.exited)
             steadies = [(s.name, drill)] + ([(p.name, HaDrill(cloud, p.name, step))] if p.name in pairs else [])
