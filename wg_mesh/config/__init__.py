@@ -13,7 +13,8 @@ takes its decisions from a `MeshConfig`. The modules, top down:
     addressing   what an address is: special-purpose ranges, gateway subnets
     zones        what a zone may look like in a region
     awsnames     an AWS region's partition, the forms of an image pin
-    credentials  IAM role and KMS key ARNs, service account emails
+    images       a pinned image's serial is a date (both clouds)
+    credentials  AWS profiles, IAM role and KMS key ARNs, service account emails
     messages     problem lines: one problem, one line, bounded
 """
 

@@ -7,8 +7,9 @@ imports nothing above it.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
+
+from wg_mesh.config.images import is_date
 
 # The partition a region belongs to, by region-name prefix (AWS General Reference, "ARN formats": aws-cn for
 # cn-*, aws-us-gov for us-gov-*; aws-iso* for the isolated regions, where Canonical publishes nothing).
@@ -42,12 +43,3 @@ def check_image(image: str) -> str:
     if UBUNTU_SERIAL.fullmatch(image) and not is_date(image[:8]):
         raise ValueError(f"{image!r}: an Ubuntu image serial starts with its date (YYYYMMDD), and {image[:8]} is none")
     return image
-
-
-def is_date(yyyymmdd: str) -> bool:
-    """`yyyymmdd` is a calendar date (20251399 is not)."""
-    try:
-        dt.datetime.strptime(yyyymmdd, "%Y%m%d")
-    except ValueError:
-        return False
-    return True

@@ -10,6 +10,9 @@ from typing import Any
 
 from wg_mesh.config.messages import quote
 
+# A named profile is a section name of ~/.aws/config: printable ASCII, no control character (a newline would end the
+# section's line), no space at either end (the files' parser strips it: another profile)
+_PROFILE = re.compile(r"[!-~]([ -~]{0,126}[!-~])?")
 _ROLE_ARN = re.compile(r"^arn:(aws|aws-us-gov|aws-cn):iam::(\d{12}):role/[\w+=,.@/-]{1,512}$")
 # A KMS key by ARN (IAM policies name keys by ARN, never by alias): a key id is a UUID, a multi-Region key's is
 # mrk- and 32 hexadecimal digits (AWS KMS developer guide, "Key identifiers (KeyId)").
@@ -62,3 +65,12 @@ def account_problems(i: int, site: Mapping[str, Any]) -> list[str]:
         f"sites[{i}].account_id: {account} is not the account of assume_role_arn ({match.group(2)}): the provider "
         "refuses credentials of any other account (allowed_account_ids)"
     ]
+
+
+def profile(name: str) -> str:
+    """A site's `profile`: an AWS named profile as ~/.aws/config can spell it."""
+    if not _PROFILE.fullmatch(name):
+        raise ValueError(
+            f"{quote(name)} is not an AWS profile name (printable ASCII, at most 128, no space at either end)"
+        )
+    return name

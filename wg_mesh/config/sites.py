@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from wg_mesh.config import awsnames, credentials, reach, zones
+from wg_mesh.config import awsnames, credentials, images, reach, zones
 from wg_mesh.config.fields import Address, UsableCidr, pattern
 from wg_mesh.config.messages import bounded, one_line, quote
 from wg_mesh.config.quotas import AwsQuotas
@@ -50,11 +50,6 @@ _AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
 _GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 _GCP_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _GCP_IMAGE = re.compile(r"^(https://[a-z.]+/compute/v1/)?[a-z0-9][a-z0-9./-]*[a-z0-9]$")
-_GCP_IMAGE_SERIAL = re.compile(r"-v(\d{8})$")  # Canonical's GCE image names end in -vYYYYMMDD
-# A named profile: a section name of ~/.aws/config: printable ASCII, no control character (a newline would end the
-# section's line), no space at either end (the files' parser strips it: another profile)
-_AWS_PROFILE = re.compile(r"[!-~]([ -~]{0,126}[!-~])?")
-_AWS_PROFILE_WHAT = "an AWS profile name (printable ASCII, at most 128, no space at either end)"
 _GCP_NETWORK_TAG = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 # EC2 instance types are family.size (c6i.2xlarge, u-6tb1.112xlarge, mac2-m2pro.metal); GCE machine types are
 # lowercase words and numbers joined by dashes (n2-standard-8, e2-custom-4-8192).
@@ -192,7 +187,7 @@ class AwsSite(SiteBase):
         description="The existing VPC's route tables that get a route to every remote network through the gateway.",
     )
     # Per-site credentials for the site's aws.Provider: a named profile, a role to assume, the account it must be.
-    profile: Annotated[str, pattern(_AWS_PROFILE, _AWS_PROFILE_WHAT)] | None = Field(
+    profile: Annotated[str, AfterValidator(credentials.profile)] | None = Field(
         default=None, description="The named AWS profile this site is deployed with; unset: the environment."
     )
     assume_role_arn: Annotated[str, AfterValidator(credentials.role_arn)] | None = Field(
@@ -268,14 +263,6 @@ class AwsSite(SiteBase):
         return arn
 
 
-def _gcp_image_serial(image: str) -> str:
-    """An image name ending in Canonical's -vYYYYMMDD carries a real date there (v20251399 is a typo, not an image)."""
-    found = _GCP_IMAGE_SERIAL.search(image)
-    if found is not None and not awsnames.is_date(found.group(1)):
-        raise ValueError(f"{quote(image)}: its -v serial {found.group(1)} is no date (YYYYMMDD)")
-    return image
-
-
 class GcpSite(SiteBase):
     cloud: Literal["gcp"] = Field(description="`gcp`: a VPC network with a gateway VM.")
     cidrs: list[UsableCidr] = Field(
@@ -314,7 +301,7 @@ class GcpSite(SiteBase):
             pattern(
                 _GCP_IMAGE, "a GCE image reference (PROJECT/IMAGE, projects/PROJECT/global/images/IMAGE, or its URL)"
             ),
-            AfterValidator(_gcp_image_serial),
+            AfterValidator(images.gcp_image_serial),
         ]
         | None
     ) = Field(
