@@ -155,7 +155,7 @@ BAD_INPUTS = [
     (("sites.0.route_table_ids", []), "sites[0].route_table_ids:"),
     (("sites.0.instance_typo", "c6i.2xlarge"), "sites[0].instance_typo: unknown key (did you mean 'instance_type'?)"),
     (("listen_prot", 51820), "listen_prot: unknown key (did you mean 'listen_port'?)"),
-    (("sites.2.instance_type", "c6i.large"), "sites[2].instance_type: unknown key"),
+    (("sites.2.instance_type", "c6i.large"), "sites[2].instance_type: unknown key (a key of aws and gcp sites only)"),
     (("sites.0.key_epoch", -1), "sites[0].key_epoch: -1 is below the minimum 0"),
     (("sites.1.underlay_mtu", 9000), "sites[1].underlay_mtu: 9000 is above the maximum 8896"),
     (("overlay_cidr", None), "overlay_cidr: required"),

@@ -487,3 +487,24 @@ def test_a_role_in_another_partition_names_assume_role_arn() -> None:
         f"sites[{i}].assume_role_arn: arn:aws:iam::123456789012:role/deployer is in partition aws, region "
         "cn-north-1 in aws-cn" in info.value.problems
     ), info.value.problems
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda r: r["sites"][0].update(delivery="live"),
+         "sites[0].delivery: unknown key (delivery is a mesh key: beside sites, not in a site)"),
+        (lambda r: r.update(region="us-east-1"),
+         "region: unknown key (region is a key of a site (aws, gcp): under one of sites)"),
+        (lambda r: r["sites"][1].update(standby_subnet_id="subnet-0a1b2c3d"),
+         "sites[1].standby_subnet_id: unknown key (a key of aws sites only)"),
+        (lambda r: r["sites"][0].update(flavour="x"), "sites[0].flavour: unknown key"),
+    ],
+)  # fmt: skip
+def test_a_key_at_the_wrong_level_says_where_it_belongs(edit: Any, problem: str) -> None:
+    """Issue 34 item 3: a mesh key on a site, a site's key on the mesh, another cloud's key: where it belongs."""
+    raw = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["wg-mesh:mesh"]
+    edit(raw)
+    with pytest.raises(ConfigError) as info:
+        load_mesh(raw)
+    assert problem in info.value.problems, info.value.problems

@@ -101,7 +101,7 @@ def test_existing_aws_network_names_the_standby_subnet() -> None:
             {},
             "sites[0].gateways: 2 needs a second gateway subnet in cidrs[0], but 10.10.0.0/24 is a /24",
         ),
-        ({}, {"standby_subnet_id": SUBNET}, "sites[1].standby_subnet_id: unknown key"),
+        ({}, {"standby_subnet_id": SUBNET}, "sites[1].standby_subnet_id: unknown key (a key of aws sites only)"),
     ],
 )
 def test_each_bad_ha_input_names_its_field(aws: dict[str, Any], gcp: dict[str, Any], expected: str) -> None:

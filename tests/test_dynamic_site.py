@@ -86,7 +86,7 @@ def test_endpoint_ranges_only_on_a_dynamic_site() -> None:
     ]
     raw = raw_mesh()
     raw["sites"][0]["endpoint_ranges"] = RANGES
-    assert "sites[0].endpoint_ranges: unknown key" in problems(raw)
+    assert "sites[0].endpoint_ranges: unknown key (a key of static sites only)" in problems(raw)
 
 
 @pytest.mark.parametrize(

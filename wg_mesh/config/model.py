@@ -206,6 +206,19 @@ def _format_loc(loc: Iterable[int | str]) -> str:
     return out or "(top level)"
 
 
+def _belongs(key: str, loc: tuple[Any, ...]) -> str:
+    """Where a key given at the wrong level or on the wrong kind of site belongs ("" when nowhere else either)."""
+    if len(loc) == 1:
+        clouds = [tag for tag, fields in _SITE_FIELDS.items() if key in fields]
+        return f" ({key} is a key of a site ({', '.join(clouds)}): under one of sites)" if clouds else ""
+    if loc[0] == "sites" and isinstance(loc[1], int) and (len(loc) == 3 or (len(loc) == 4 and loc[2] in _SITE_FIELDS)):
+        if key in MeshConfig.model_fields:
+            return f" ({key} is a mesh key: beside sites, not in a site)"
+        clouds = [tag for tag, fields in _SITE_FIELDS.items() if key in fields]
+        return f" (a key of {' and '.join(clouds)} sites only)" if clouds else ""
+    return ""
+
+
 def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
     loc = tuple(err["loc"])
     path = _format_loc(loc)
@@ -219,8 +232,8 @@ def _format_error(err: Mapping[str, Any], site_tags: Mapping[int, str]) -> str:
             known = quotas.AwsQuotas.model_fields
         elif loc[0] == "private_paths" and len(loc) == 3:
             known = underlay.PrivatePath.model_fields
-        hint = difflib.get_close_matches(key, list(known), n=1)
-        return f"{path}: unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        hint = difflib.get_close_matches(key, list(known), n=1)  # a key of another level or kind of site: where
+        return f"{path}: unknown key" + (_belongs(key, loc) or (f" (did you mean {hint[0]!r}?)" if hint else ""))
     if kind == "missing":
         return f"{path}: required"
     if loc[:1] == ("mtu",):
