@@ -37,6 +37,7 @@ class Shell:
 
     mounts: dict[PurePosixPath, Path] = field(default_factory=lambda: {CLONE: REPO})
     cwd: PurePosixPath = CLONE
+    initialised: set[str] = field(default_factory=set)  # stacks a page's `wg-mesh init` wrote (in tmp/init)
 
     def virtual(self, path: str) -> PurePosixPath:
         return PurePosixPath(posixpath.normpath(self.cwd / path))
@@ -88,8 +89,8 @@ def run_wg_mesh(argv: list[str], shell: Shell, tmp: Path, expected: int) -> str 
     if args.command not in WG_MESH_RUN:
         return f"wg-mesh {args.command}: neither run nor parse-only in tests/test_doc_examples.py: say which"
     cwd = shell.real(".")
-    if args.command == "init":
-        cwd = tmp / "init"
+    if args.command == "init" or getattr(args, "stack", None) in shell.initialised:
+        cwd = tmp / "init"  # the stack file the page's init wrote, never one in the clone
         cwd.mkdir(exist_ok=True)
     if args.command == "monitoring":
         argv = [str(tmp / "monitoring") if argv[i - 1] == "--out" else a for i, a in enumerate(argv)]
@@ -102,6 +103,8 @@ def run_wg_mesh(argv: list[str], shell: Shell, tmp: Path, expected: int) -> str 
             code = int(exc.code or 0)
     if code != expected:
         return f"exit {code}, expected {expected}: {err.getvalue().strip()[-400:]}"
+    if args.command == "init" and code == 0:
+        shell.initialised.add(args.stack)
     return None
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from wg_mesh.cli import initask
 from wg_mesh.cli.initspec import DEFAULT_OVERLAY, SPEC, mesh_dict, stack_text
-from wg_mesh.config import ConfigError, MeshConfig, summary
+from wg_mesh.config import ConfigError, MeshConfig, StaticSite, summary
 from wg_mesh.plan.validate import load_mesh
 from wg_mesh.tools.stackfile import CONFIG_KEY, parse
 
@@ -51,11 +51,23 @@ def _write(path: Path, text: str) -> MeshConfig:
 
 
 def report(cfg: MeshConfig, path: Path, stack: str) -> str:
-    return (
-        f"wrote {path}\n{summary(cfg)}\n"
-        f"next: edit it (instance types, existing networks...), then `wg-mesh validate --stack {stack}`,"
-        f" `pulumi stack init {stack}`, `pulumi preview`\n"
-    )
+    """What was written, and the newcomer's path from here to a checked mesh, each step one command."""
+    steps = [
+        f"wg-mesh validate --stack {stack}            # after any edit (instance types, existing networks...)",
+        f"wg-mesh plan --stack {stack}                # what pulumi up creates, and what a change would replace",
+        f"wg-mesh cost --stack {stack}                # the gateways' idle month",
+        f"sudo .venv/bin/wg-mesh lab --stack {stack}  # this mesh in network namespaces, checked (as root: no sudo)",
+        f"pulumi stack init {stack} && pulumi preview --stack {stack} && pulumi up --stack {stack}",
+    ]
+    if any(not isinstance(site, StaticSite) and site.uses_existing_network for site in cfg.sites):
+        steps.append("your networks' security groups and firewalls: the checklist in docs/how-to/existing-networks.md")
+    if any(isinstance(site, StaticSite) for site in cfg.sites):
+        steps.append(
+            f"each static site: its files (wg-mesh render --stack {stack} --site NAME shows them), installed "
+            "as docs/how-to/static-sites.md says"
+        )
+    steps.append("on a gateway, as root, check it: python3 -m wg_mesh.gateway.doctor (docs/how-to/troubleshooting.md)")
+    return f"wrote {path}\n{summary(cfg)}\nnext:\n" + "".join(f"  {line}\n" for line in steps)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
