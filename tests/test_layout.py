@@ -40,9 +40,7 @@ ROOT_MODULES = {
 ROOT_PACKAGES = {"cli", "config", "plan", "aws", "gcp", "gateway", "tools", "lab", "testing"}  # cli: the CLI's commands
 ROOT_FILES = {"py.typed"}
 # Past MAX_LINES today: each may only shrink (lower its number when it does; remove it once it fits).
-OVERSIZE = {
-    "wg_mesh/tools/monitoring.py": 418,  # the alert table, one entry per alert
-}
+OVERSIZE = {}
 
 
 def module_files() -> dict[str, Path]:

@@ -14,7 +14,7 @@ from wg_mesh.gateway.doctor.base import FAIL, OK, Check, Host, ago, error_line
 AGENT_CONFIG = "/etc/wg-mesh/agent.json"
 AGENT_METRICS = "/var/lib/prometheus/node-exporter/wg_mesh_agent.prom"
 AGENT_UNIT = "wg-mesh-agent"
-FETCH_STALE_SECONDS = 180  # as the WgMeshAgentFetchStale alert (wg_mesh.tools.monitoring.AGENT_FETCH_STALE_SECONDS)
+FETCH_STALE_SECONDS = 180  # as the WgMeshAgentFetchStale alert (wg_mesh.tools.alerttable.AGENT_FETCH_STALE_SECONDS)
 JOURNAL = f"`journalctl -u {AGENT_UNIT} -n 50`"
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 _LABEL = re.compile(r'(\w+)="((?:\\.|[^"\\])*)"')
